@@ -1,0 +1,276 @@
+"""Open a drafter checkpoint directory and present one normalized view of it.
+
+Reads ``config.json`` and the safetensors headers (single file or a sharded
+``model.safetensors.index.json``), never tensor data: a tensor is loaded only when a check asks
+for it (:meth:`Checkpoint.array`), once, and kept. No torch on this path.
+
+What cannot be a checkpoint at all (a missing path, a file, a folder with neither config.json
+nor safetensors) raises :class:`~eagle3_checks.errors.UsageError`; everything wrong inside a
+checkpoint is collected in :attr:`Checkpoint.problems` for the ``files`` check to report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .config import DraftConfig, read_config
+from .errors import UsageError
+from .layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name
+from .safetensors_io import FileHeader, Problem, TensorEntry, load_array, read_header
+
+CONFIG = "config.json"
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+
+
+class TensorReadError(Exception):
+    """A tensor's bytes could not be read (truncated file, I/O error, unloadable dtype)."""
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    display: str
+    config_raw: dict | None = None
+    config: DraftConfig | None = None
+    layout: str = UNKNOWN
+    layout_source: str = ""
+    files: list[FileHeader] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    tensors: dict[str, TensorEntry] = field(default_factory=dict)  # on-disk name -> entry
+    names: dict[str, Name] = field(default_factory=dict)  # on-disk name -> what it means
+    roles: dict[str, str] = field(default_factory=dict)  # role -> on-disk name
+    duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
+    # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
+    complete: bool = True
+    _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # ----- views -------------------------------------------------------------------------------
+    def entry(self, role: str) -> TensorEntry | None:
+        name = self.roles.get(role)
+        return None if name is None else self.tensors[name]
+
+    def shape(self, role: str) -> tuple[int, ...] | None:
+        e = self.entry(role)
+        return None if e is None else e.shape
+
+    def has(self, role: str) -> bool:
+        return role in self.roles
+
+    @property
+    def layers(self) -> list[int]:
+        """Decoder layer indices that have at least one tensor."""
+        return sorted({n.layer for n in self.names.values() if n.layer is not None and n.role})
+
+    @property
+    def weight_files(self) -> list[str]:
+        return [f.file for f in self.files]
+
+    def array(self, role: str):
+        """The tensor of ``role`` as a numpy array, read on first use and cached."""
+        if role not in self._arrays:
+            e = self.entry(role)
+            if e is None:
+                raise TensorReadError(f"no tensor for {role}")
+            try:
+                self._arrays[role] = load_array(e)
+            except (OSError, EOFError, ValueError) as exc:
+                raise TensorReadError(f"{e.file}: cannot read {e.name}: {exc}") from exc
+        return self._arrays[role]
+
+    def bytes_read(self) -> int:
+        return sum(self.tensors[self.roles[r]].nbytes for r in self._arrays)
+
+
+def _problem(ckpt: Checkpoint, file: str, message: str, **kw: Any) -> None:
+    ckpt.problems.append(Problem(file=file, message=message, **kw))
+
+
+def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
+    """Parse a JSON file, recording any problem; returns None when unusable."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        _problem(ckpt, display, "is a directory, not a file")
+        return None
+    except UnicodeDecodeError as exc:
+        _problem(ckpt, display, f"is not valid UTF-8 (byte {exc.start})", offset=exc.start)
+        return None
+    except OSError as exc:
+        _problem(ckpt, display, f"cannot be read: {exc.strerror or exc}")
+        return None
+
+    def no_dupes(pairs: list[tuple[str, Any]]) -> dict:
+        keys = [k for k, _ in pairs]
+        for k in keys:
+            if keys.count(k) > 1:
+                _problem(ckpt, display, f"states {k!r} more than once; readers keep only the last", key=k,
+                         fix=f"keep one {k!r}")
+                break
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=no_dupes)
+    except ValueError as exc:
+        _problem(ckpt, display, f"is not valid JSON: {exc}", offset=getattr(exc, "pos", None),
+                 fix="repair or regenerate the file")
+        return None
+
+
+def _is_file(path: Path) -> tuple[bool, str | None]:
+    """Follow symlinks (a Hugging Face cache points into blobs/) to a regular file."""
+    try:
+        resolved = path.resolve(strict=True)
+    except FileNotFoundError:
+        return False, "does not exist" if not path.is_symlink() else "is a broken symlink"
+    except (RuntimeError, OSError) as exc:  # symlink loop and friends
+        return False, f"cannot be resolved ({exc.__class__.__name__}: {exc})"
+    if resolved.is_dir():
+        return False, "is a directory, not a file"
+    if not resolved.is_file():
+        return False, "is not a regular file"
+    return True, None
+
+
+def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
+    """Open a drafter directory. Raises UsageError when ``path`` cannot be a checkpoint."""
+    root = Path(path)
+    display = str(path)
+    if not root.exists():
+        raise UsageError(f"{display}: no such file or directory")
+    if not root.is_dir():
+        raise UsageError(f"{display}: not a directory (give the folder that holds config.json and the "
+                         "safetensors files)")
+    try:
+        children = sorted(p.name for p in root.iterdir())
+    except OSError as exc:
+        raise UsageError(f"{display}: cannot list the directory: {exc.strerror or exc}") from exc
+    st_files = [n for n in children if n.endswith(".safetensors")]
+    if CONFIG not in children and INDEX not in children and not st_files:
+        raise UsageError(f"{display}: holds neither {CONFIG} nor a safetensors file; is this a drafter "
+                         "checkpoint directory?")
+
+    ckpt = Checkpoint(path=root, display=display)
+    _read_config(ckpt, root, children)
+    _read_weights(ckpt, root, children, st_files)
+    _classify(ckpt)
+    return ckpt
+
+
+def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
+    if CONFIG not in children:
+        _problem(ckpt, CONFIG, "is missing: engines cannot build the drafter without it",
+                 expected="config.json beside the weights", found="no config.json",
+                 fix="copy the drafter's config.json into the checkpoint directory")
+        return
+    ok, why = _is_file(root / CONFIG)
+    if not ok:
+        _problem(ckpt, CONFIG, why or "is not a file")
+        return
+    raw = _read_json(ckpt, root / CONFIG, CONFIG)
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        _problem(ckpt, CONFIG, f"is a JSON {type(raw).__name__}, not an object",
+                 expected="a JSON object", found=type(raw).__name__)
+        return
+    ckpt.config_raw = raw
+
+
+def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> None:
+    if SINGLE in children:
+        shard_names = {SINGLE: None}
+    elif INDEX in children:
+        shard_names = _read_index(ckpt, root)
+        if shard_names is None:
+            ckpt.complete = False
+            return
+    elif st_files:
+        shard_names = {n: None for n in st_files}
+    else:
+        _problem(ckpt, SINGLE, "is missing and there is no index or other safetensors file",
+                 expected=f"{SINGLE} or {INDEX}", found="no weights", fix="copy the weights next to config.json")
+        ckpt.complete = False
+        return
+
+    for shard, indexed in shard_names.items():
+        ok, why = _is_file(root / shard)
+        if not ok:
+            listed = f" (the index puts {len(indexed)} tensors there)" if indexed else ""
+            _problem(ckpt, shard, f"{why}{listed}", expected="a safetensors file", found=why,
+                     fix="copy the missing shard, or regenerate the index to match the files")
+            ckpt.complete = False
+            continue
+        header = read_header(root / shard, shard)
+        ckpt.files.append(header)
+        ckpt.problems.extend(header.problems)
+        if not header.parsed:
+            ckpt.complete = False
+        for name, entry in header.entries.items():
+            if name in ckpt.tensors:
+                _problem(ckpt, shard, f"tensor {name!r} is also in {ckpt.tensors[name].file}", key=name,
+                         fix="keep each tensor in exactly one shard")
+                continue
+            ckpt.tensors[name] = entry
+        if indexed is not None and header.parsed:
+            for name in sorted(set(indexed) - set(header.entries)):
+                _problem(ckpt, INDEX, f"puts {name!r} in {shard}, whose header has no such tensor", key=name,
+                         fix="regenerate the index from the shards")
+                ckpt.complete = False
+            for name in sorted(set(header.entries) - set(indexed)):
+                _problem(ckpt, shard, f"holds {name!r}, which the index does not list", key=name,
+                         fix="regenerate the index from the shards")
+
+
+def _read_index(ckpt: Checkpoint, root: Path) -> dict[str, list[str]] | None:
+    ok, why = _is_file(root / INDEX)
+    if not ok:
+        _problem(ckpt, INDEX, why or "is not a file")
+        return None
+    raw = _read_json(ckpt, root / INDEX, INDEX)
+    if raw is None:
+        return None
+    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        _problem(ckpt, INDEX, "has no weight_map object", key="weight_map",
+                 expected='{"weight_map": {tensor: file}}', found=type(weight_map).__name__)
+        return None
+    shards: dict[str, list[str]] = {}
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            _problem(ckpt, INDEX, f"maps {name!r} to {shard!r}, not a file name", key=f"weight_map.{name}")
+            continue
+        pure = PurePosixPath(shard.replace("\\", "/"))
+        if pure.is_absolute() or os.path.isabs(shard) or ".." in pure.parts:
+            _problem(ckpt, INDEX, f"maps {name!r} to {shard!r}, outside the checkpoint directory",
+                     key=f"weight_map.{name}", expected="a relative path without '..'", found=shard,
+                     fix="keep every shard inside the checkpoint directory and name it relatively")
+            ckpt.complete = False
+            continue
+        shards.setdefault(shard, []).append(name)
+    return shards
+
+
+def _classify(ckpt: Checkpoint) -> None:
+    for name in ckpt.tensors:
+        parsed = parse_name(name)
+        ckpt.names[name] = parsed
+        if parsed.role is None:
+            continue
+        if parsed.role in ckpt.roles:
+            ckpt.duplicate_roles.setdefault(parsed.role, [ckpt.roles[parsed.role]]).append(name)
+            continue
+        ckpt.roles[parsed.role] = name
+
+    if ckpt.config_raw is not None:
+        ckpt.layout = detect_layout(ckpt.config_raw)
+        ckpt.layout_source = f"{CONFIG} structure"
+        ckpt.config = read_config(ckpt.config_raw, ckpt.layout)
+    else:
+        styles = {n.style for n in ckpt.names.values() if n.style}
+        ckpt.layout = FLAT if styles == {"midlayer"} else SPECULATORS if styles == {"layers"} else UNKNOWN
+        ckpt.layout_source = "tensor names (no readable config.json)"

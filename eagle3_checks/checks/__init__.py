@@ -1,0 +1,8 @@
+"""The built-in checks. Importing this package registers them, in report order.
+
+Each module holds one concern: ``files`` (integrity), ``keys``, ``shapes``, ``dtypes``,
+``vocab`` (d2t/t2d), ``config`` (config semantics), ``target`` (the verifier's config),
+``reference`` (diff against a reference spec).
+"""
+
+from . import files, keys, shapes, dtypes, vocab, config, target, reference  # noqa: F401

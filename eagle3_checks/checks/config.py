@@ -1,0 +1,332 @@
+"""config.*: the config's own semantics, and its agreement with the tensors it describes."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..config import missing_required
+from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
+from ..registry import Context, Finding, NotApplicable, check, error, info, warning
+from ._common import CONFIG, config_key, config_of, require_complete
+
+
+@check(
+    "config.fields",
+    "config.json has the fields a drafter needs, with the right types",
+    guards="Hand-edited or half-converted configs: a missing hidden_size or vocab_size, a string where a number "
+    "belongs, a speculators config without the structure vLLM validates.",
+    evidence=("vLLM transformers_utils/configs/speculators/base.py validate_speculators_config",),
+)
+def fields(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    for p in cfg.problems:
+        yield error(f"{CONFIG}: {p.message}", file=CONFIG, key=p.key, expected=p.expected, found=p.found,
+                    why="engines read the field with this type; anything else fails at load or is misread",
+                    fix=f"write {p.key} as {p.expected}")
+    for name in missing_required(cfg):
+        if cfg.get(name) is not None:
+            continue  # present but invalid: reported above
+        yield error(f"{CONFIG}: {config_key(cfg, name)} is missing", file=CONFIG, key=config_key(cfg, name),
+                    expected="a positive integer", found="absent",
+                    why="engines fall back to transformers' LlamaConfig defaults (hidden_size 4096, vocab_size 32000), "
+                    "which are not this drafter's",
+                    fix=f"state {name} explicitly")
+    if cfg.layout == SPECULATORS:
+        raw = cfg.raw
+        if raw.get("speculators_model_type") != "eagle3":
+            yield error(f"{CONFIG}: speculators_model_type is {raw.get('speculators_model_type')!r}",
+                        file=CONFIG, key="speculators_model_type", expected='"eagle3"',
+                        found=repr(raw.get("speculators_model_type")),
+                        why="vLLM and speculators pick the drafter class from this field and refuse other values",
+                        fix='set "speculators_model_type": "eagle3"')
+        spec = raw.get("speculators_config")
+        methods = spec.get("proposal_methods") if isinstance(spec, dict) else None
+        first = methods[0] if isinstance(methods, list) and methods else None
+        tokens = first.get("speculative_tokens") if isinstance(first, dict) else None
+        if not (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0):
+            yield error(f"{CONFIG}: speculators_config.proposal_methods[0].speculative_tokens is missing or invalid",
+                        file=CONFIG, key="speculators_config.proposal_methods[0].speculative_tokens",
+                        expected="a positive integer", found=repr(tokens),
+                        why="vLLM rejects the config (\"Invalid speculators config structure\")",
+                        fix="write the speculators_config block as speculators' save_pretrained does")
+        verifier = spec.get("verifier") if isinstance(spec, dict) else None
+        if not isinstance(verifier, dict) or "name_or_path" not in verifier:
+            yield error(f"{CONFIG}: speculators_config.verifier.name_or_path is missing", file=CONFIG,
+                        key="speculators_config.verifier.name_or_path", expected="the verifier's name (or null)",
+                        found="absent", why="vLLM rejects the config (\"Invalid speculators config structure\")",
+                        fix="add the verifier block: {\"name_or_path\": ..., \"architectures\": [...]}")
+
+
+@check(
+    "config.architectures",
+    "architectures names a drafter class of the config's layout",
+    guards="A flat config still naming Eagle3DraftModel (vLLM: architecture not supported), or a speculators "
+    "config renamed to LlamaForCausalLMEagle3 without converting its structure.",
+    evidence=("vLLM model_executor/models/registry.py", "SGLang 0.5.6 models/llama_eagle3.py EntryClass"),
+)
+def architectures(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    archs = cfg["architectures"] or []
+    key = "architectures"
+    if cfg.layout == SPECULATORS:
+        if any(a in FLAT_ARCHITECTURES for a in archs):
+            yield error(f"{CONFIG}: architectures {archs} names a flat-layout class in a speculators config",
+                        file=CONFIG, key=key, expected=" or ".join(sorted(SPECULATORS_ARCHITECTURES)), found=str(archs),
+                        why="the config is half-converted: vLLM still reads it as a speculators config (it has "
+                        "speculators_config), other tools take the name at its word and misread the nested fields",
+                        fix="convert the whole config to the flat layout, or restore [\"Eagle3DraftModel\"]")
+        elif not any(a in SPECULATORS_ARCHITECTURES for a in archs):
+            yield warning(f"{CONFIG}: architectures {archs} is not a speculators EAGLE-3 class", file=CONFIG, key=key,
+                          expected=" or ".join(sorted(SPECULATORS_ARCHITECTURES)), found=str(archs),
+                          why="vLLM derives the class from speculators_model_type, but other tools read architectures",
+                          fix='set "architectures": ["Eagle3DraftModel"]')
+        return
+    if not archs:
+        yield error(f"{CONFIG}: architectures is missing", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]',
+                    found="absent", why="vLLM and SGLang choose the model class from architectures",
+                    fix='add "architectures": ["LlamaForCausalLMEagle3"]')
+    elif any(a in SPECULATORS_ARCHITECTURES for a in archs):
+        yield error(f"{CONFIG}: architectures {archs} is a speculators class in a flat config", file=CONFIG, key=key,
+                    expected='["LlamaForCausalLMEagle3"]', found=str(archs),
+                    why="vLLM raises \"Model architectures [...] are not supported\" for a flat config with this "
+                    "name; SGLang has no such class",
+                    fix='set "architectures": ["LlamaForCausalLMEagle3"]')
+    elif not any(a in FLAT_ARCHITECTURES for a in archs):
+        yield error(f"{CONFIG}: architectures {archs} is not an EAGLE-3 drafter class", file=CONFIG, key=key,
+                    expected='["LlamaForCausalLMEagle3"]', found=str(archs),
+                    why="an engine either refuses the name or builds a plain model from the drafter's weights",
+                    fix='set "architectures": ["LlamaForCausalLMEagle3"]')
+
+
+@check(
+    "config.layers",
+    "num_hidden_layers matches the decoder layers present",
+    guards="A config without num_hidden_layers (transformers defaults to 32: vLLM builds 31 uninitialised layers "
+    "without an error), or one that disagrees with the layers in the file.",
+)
+def layers(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    require_complete(ctx)
+    present = ctx.ckpt.layers
+    v = cfg.get("num_hidden_layers")
+    if v is None or v.value is None:
+        raise NotApplicable("num_hidden_layers is invalid (see config.fields)")
+    key = config_key(cfg, "num_hidden_layers")
+    if present and present != list(range(len(present))):
+        gaps = sorted(set(range(present[-1] + 1)) - set(present))
+        yield error(f"decoder layers {gaps} have no tensors, but layers up to {present[-1]} do",
+                    key="layers.*", expected=f"layers 0..{present[-1]}", found=f"layers {present}",
+                    why="a missing middle layer is served uninitialised by vLLM without an error",
+                    fix="re-export every decoder layer")
+    if len(present) != v.value:
+        source = "" if v.explicit else f" ({v.source}: the file does not state it)"
+        yield error(f"{CONFIG}: num_hidden_layers is {v.value}{source}, the checkpoint has {len(present)} decoder "
+                    f"layer(s)", file=CONFIG, key=key, expected=str(len(present)), found=str(v.value),
+                    why="engines build num_hidden_layers layers: missing ones stay uninitialised in vLLM (no error), "
+                    "SGLang 0.5.6 refuses anything but 1, extra tensors are refused or dropped",
+                    fix=f"set num_hidden_layers: {len(present)}")
+
+
+@check(
+    "config.vocab-sizes",
+    "vocab_size and draft_vocab_size agree with the tensors",
+    guards="draft_vocab_size missing or off (vLLM defaults it to vocab_size and builds a full-vocabulary "
+    "lm_head), vocab_size that is not the verifier's vocabulary.",
+    evidence=("speculators PR #188 (transformer_layer_config.vocab_size must be the verifier's)",),
+)
+def vocab_sizes(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    ckpt = ctx.ckpt
+    v, dv = cfg["vocab_size"], cfg["draft_vocab_size"]
+    if v is None:
+        raise NotApplicable("vocab_size is missing or invalid (see config.fields)")
+    v_key, dv_key = config_key(cfg, "vocab_size"), config_key(cfg, "draft_vocab_size")
+    for role in ("embed_tokens.weight", "t2d"):
+        shape = ckpt.shape(role)
+        if shape and shape[0] != v:
+            yield error(f"{CONFIG}: vocab_size {v}, but {ckpt.roles[role]} covers {shape[0]} tokens", file=CONFIG,
+                        key=v_key, expected=str(shape[0]), found=str(v),
+                        why="vocab_size must be the verifier's vocabulary: engines size the embedding and the target "
+                        "logits with it and reject or misalign the drafter otherwise",
+                        fix=f"set vocab_size to the verifier's vocabulary ({shape[0]} if the tensors are right)")
+    if dv is None:
+        return
+    if dv > v:
+        yield error(f"{CONFIG}: draft_vocab_size {dv} exceeds vocab_size {v}", file=CONFIG, key=dv_key,
+                    expected=f"<= {v}", found=str(dv), why="the draft vocabulary is a subset of the target's",
+                    fix="state the two sizes the drafter was trained with")
+    for role in ("lm_head.weight", "d2t"):
+        shape = ckpt.shape(role)
+        if not shape or shape[0] == dv:
+            continue
+        if not cfg.explicit("draft_vocab_size"):
+            yield error(f"{CONFIG}: draft_vocab_size is not stated and defaults to vocab_size {v}, but "
+                        f"{ckpt.roles[role]} has {shape[0]} rows", file=CONFIG, key=dv_key, expected=str(shape[0]),
+                        found=f"absent (default {v})",
+                        why="vLLM then builds a full-vocabulary lm_head and fails on the weight shape, and no d2t "
+                        "mapping is created",
+                        fix=f"add \"draft_vocab_size\": {shape[0]}")
+        else:
+            yield error(f"{CONFIG}: draft_vocab_size {dv}, but {ckpt.roles[role]} has {shape[0]} rows", file=CONFIG,
+                        key=dv_key, expected=str(shape[0]), found=str(dv),
+                        why="engines size lm_head and d2t from draft_vocab_size; a mismatch fails at load or "
+                        "maps logits to the wrong tokens",
+                        fix=f"set draft_vocab_size: {shape[0]} if the tensors are right")
+        break
+
+
+@check(
+    "config.aux-layers",
+    "aux-layer ids are stated once, consistently, and match the fc width",
+    guards="No explicit aux ids (engines fall back to their defaults: 1.21% acceptance instead of 58.9%), ids in "
+    "two places that disagree, an id count that does not match fc's input width.",
+    evidence=("vLLM PR #50170 (default aux layers: 1.21% vs 58.9%)", "SGLang #32226 (aux count vs fc width)"),
+)
+def aux_layers(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    raw = cfg.raw
+    key = config_key(cfg, "aux_layer_ids")
+    if cfg.layout == FLAT:
+        nested = raw.get("eagle_config", {}).get("eagle_aux_hidden_state_layer_ids") \
+            if isinstance(raw.get("eagle_config"), dict) else None
+        top = raw.get("eagle_aux_hidden_state_layer_ids")
+        if nested is not None and top is not None and nested != top:
+            yield error(f"{CONFIG}: eagle_config.eagle_aux_hidden_state_layer_ids {nested} and top-level "
+                        f"eagle_aux_hidden_state_layer_ids {top} differ", file=CONFIG, key=key,
+                        expected="one list, the same in both places", found=f"{nested} vs {top}",
+                        why="vLLM captures the top-level ids first, SGLang reads only eagle_config: the two engines "
+                        "feed the drafter different target layers",
+                        fix="write the ids the drafter was trained with in both places")
+    ids = cfg["aux_layer_ids"]
+    if cfg.get("aux_layer_ids") is not None and ids is None:
+        return  # wrong type: config.fields reports it
+    if not ids:
+        yield warning(f"{CONFIG}: no aux-layer ids are stated", file=CONFIG, key=key,
+                      expected="the target layer ids the drafter was trained on", found="absent or empty",
+                      why="engines then capture their default layers, which need not be the ones the drafter was "
+                      "trained on (vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
+                      fix=f"state {key} explicitly")
+    else:
+        if len(set(ids)) != len(ids):
+            yield error(f"{CONFIG}: aux-layer ids {ids} repeat a layer", file=CONFIG, key=key,
+                        expected="distinct layer ids", found=str(ids),
+                        why="engines capture each layer once; the fc input is then shorter than trained",
+                        fix="state the distinct ids the drafter was trained with")
+        elif ids != sorted(ids):
+            yield warning(f"{CONFIG}: aux-layer ids {ids} are not ascending", file=CONFIG, key=key,
+                          expected=str(sorted(ids)), found=str(ids),
+                          why="engines concatenate aux states in layer order, whatever the list order",
+                          fix=f"write them ascending: {sorted(ids)}")
+        count = cfg["num_aux_hidden_states"]
+        if count is not None and count != len(ids):
+            yield error(f"{CONFIG}: num_aux_hidden_states {count} but {len(ids)} aux-layer ids", file=CONFIG,
+                        key="num_aux_hidden_states", expected=str(len(ids)), found=str(count),
+                        why="vLLM sizes fc from num_aux_hidden_states first; the captured states then do not fit",
+                        fix="make the two agree")
+    fc = ctx.ckpt.shape("fc.weight")
+    ht = cfg.target_hidden
+    if fc and len(fc) == 2 and ht:
+        a = cfg.num_aux
+        if fc[1] != a * ht:
+            k = fc[1] / ht
+            fits = f"{int(k)} aux states" if k == int(k) else f"no whole number of {ht}-wide aux states"
+            yield error(f"fc.weight takes {fc[1]} inputs = {fits}, but the config implies {a} x {ht} = {a * ht}",
+                        file=ctx.ckpt.entry("fc.weight").file, key="fc.weight", expected=f"(H, {a * ht})",
+                        found=str(fc), why="engines build fc for the configured aux count and fail on the weight "
+                        "shape (SGLang #32226: 8640 vs 5760)",
+                        fix="state exactly the aux-layer ids the drafter was trained with (and target_hidden_size "
+                        "when the target is wider than the drafter)")
+
+
+@check(
+    "config.head-dim",
+    "head_dim is stated whenever it differs from hidden_size / num_attention_heads",
+    guards="A config without head_dim for a drafter whose heads are not H/nh wide: Kimi-K2's 128 becomes 112 "
+    "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
+    evidence=("EAGLE3_FORMATS §2: head_dim 128 vs 7168/64 = 112",),
+)
+def head_dim(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    q = ctx.ckpt.shape("layers.0.self_attn.q_proj.weight")
+    if not (h and nh and q):
+        raise NotApplicable("needs hidden_size, num_attention_heads and layers.0 q_proj")
+    if q[0] % nh:
+        raise NotApplicable(f"q_proj has {q[0]} rows, not a multiple of {nh} heads (see shapes)")
+    implied = q[0] // nh
+    v = cfg.get("head_dim")
+    if v.explicit:
+        return  # agreement with the tensors is the shapes check's
+    key = config_key(cfg, "head_dim")
+    if implied != v.value:
+        yield error(f"{CONFIG}: head_dim is not stated; engines would use {v.value} ({v.source}) but q_proj holds "
+                    f"{nh} heads of {implied}", file=CONFIG, key=key, expected=str(implied), found="absent",
+                    why=f"vLLM and SGLang build attention with head_dim {v.value} and fail on the q/k/v shapes, or "
+                    "with a matching default compute different attention than was trained",
+                    fix=f"add \"head_dim\": {implied}")
+    elif implied != h // nh:
+        yield warning(f"{CONFIG}: head_dim is not stated; {implied} matches only the {cfg['model_type']} class default, "
+                      f"not hidden_size / num_attention_heads = {h // nh}", file=CONFIG, key=key,
+                      expected=str(implied), found="absent",
+                      why="another reader (a different model_type, a Llama config) derives a different head_dim",
+                      fix=f"add \"head_dim\": {implied}")
+
+
+@check(
+    "config.tied-embeddings",
+    "tie_word_embeddings is compatible with the draft vocabulary",
+    guards="tie_word_embeddings true with a draft vocabulary: SGLang makes lm_head the embedding (V rows) while "
+    "cutting logits to the draft vocabulary, so drafted ids point at the wrong tokens.",
+)
+def tied_embeddings(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    if not cfg["tie_word_embeddings"]:
+        return
+    v, dv = cfg["vocab_size"], cfg["draft_vocab_size"]
+    key = config_key(cfg, "tie_word_embeddings")
+    if v and dv and dv < v:
+        yield error(f"{CONFIG}: tie_word_embeddings is true with draft_vocab_size {dv} < vocab_size {v}", file=CONFIG,
+                    key=key, expected="false", found="true",
+                    why="SGLang uses the V-row embedding as lm_head and keeps the first DV logits: draft ids no "
+                    "longer match d2t; vLLM loads the separate lm_head: the engines disagree",
+                    fix="set tie_word_embeddings: false and ship lm_head.weight with the draft-vocabulary rows")
+    elif ctx.ckpt.has("lm_head.weight"):
+        yield warning(f"{CONFIG}: tie_word_embeddings is true but the checkpoint has its own lm_head.weight",
+                      file=CONFIG, key=key, expected="false (or no lm_head.weight)", found="true",
+                      why="SGLang ties lm_head to the embedding and drops lm_head.weight, vLLM loads it: the two "
+                      "engines compute different logits unless the tensors are equal",
+                      fix="set tie_word_embeddings: false")
+    elif not ctx.ckpt.has("embed_tokens.weight"):
+        yield info("tie_word_embeddings is true and neither lm_head nor embed_tokens is in the checkpoint: engines "
+                   "use the target's embedding as the head", file=CONFIG, key=key)
+
+
+@check(
+    "config.rope",
+    "rope settings are stated, and stated once",
+    guards="rope_theta lost in conversion (engines fall back to 10000; Kimi drafters use 1e6), or a legacy "
+    "rope_theta and transformers 5's rope_parameters that disagree.",
+    evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),
+)
+def rope(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    raw = cfg.raw.get("transformer_layer_config", {}) if cfg.layout == SPECULATORS else cfg.raw
+    if not isinstance(raw, dict):
+        raise NotApplicable("transformer_layer_config is not an object (see config.fields)")
+    prefix = "transformer_layer_config." if cfg.layout == SPECULATORS else ""
+    legacy = raw.get("rope_theta")
+    params = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), dict) else None
+    scaling = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else None
+    nested = (params or {}).get("rope_theta", (scaling or {}).get("rope_theta"))
+    if legacy is None and nested is None:
+        yield error(f"{CONFIG}: no rope_theta (nor rope_parameters.rope_theta)", file=CONFIG, key=f"{prefix}rope_theta",
+                    expected="the rope_theta the drafter was trained with", found="absent",
+                    why="engines fall back to 10000; a drafter trained with another base (Kimi-K2: 1e6) gets wrong "
+                    "positions and acceptance drops (SpecForge #265)",
+                    fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
+    elif legacy is not None and nested is not None and legacy != nested:
+        yield error(f"{CONFIG}: rope_theta {legacy} and rope_parameters.rope_theta {nested} differ", file=CONFIG,
+                    key=f"{prefix}rope_parameters.rope_theta", expected="one value", found=f"{legacy} vs {nested}",
+                    why="transformers 4 and SGLang 0.5.6 read rope_theta, transformers 5 reads rope_parameters: "
+                    "engines disagree on positions",
+                    fix="write the trained value in both places")

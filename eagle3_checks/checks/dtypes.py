@@ -1,0 +1,93 @@
+"""dtypes: floating weights agree with each other and with the config; d2t is int64, t2d bool."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable
+
+from ..registry import Context, Finding, check, error, warning
+
+_VOCAB = ("d2t", "t2d")
+
+
+@check(
+    "dtypes",
+    "Tensor dtypes: one floating dtype matching the config, int64 d2t, bool t2d",
+    guards="A float or bf16 d2t (SGLang cannot index with it; bf16 turns id 162995 into 162816), weights "
+    "saved in a different precision than the config states, non-float weights without quantisation.",
+    evidence=("EAGLE3_FORMATS §4: bf16 round trip corrupts ids above 256",),
+)
+def dtypes(ctx: Context) -> Iterable[Finding]:
+    ckpt = ctx.ckpt
+    weights = {n: e for n, e in ckpt.tensors.items() if ckpt.names[n].role not in _VOCAB}
+    floats = {n: e for n, e in weights.items() if e.kind == "f"}
+    for name, e in sorted(weights.items()):
+        if e.kind != "f":
+            yield error(
+                f"{name}: dtype {e.dtype} is not a floating dtype",
+                file=e.file, key=name, expected="BF16, F16 or F32", found=e.dtype,
+                why="engines load drafter weights as floating point; an integer tensor here is quantised data "
+                "without its scales or a corrupted export",
+                fix="re-export the weights in the model's floating dtype",
+            )
+    common = Counter(e.dtype for e in floats.values()).most_common(1)
+    main = common[0][0] if common else None
+    for name, e in sorted(floats.items()):
+        if e.dtype != main:
+            yield warning(
+                f"{name}: dtype {e.dtype} while the other weights are {main}",
+                file=e.file, key=name, expected=main, found=e.dtype,
+                why="engines cast every weight to one dtype; a tensor saved apart from the rest usually means a "
+                "conversion step touched it separately",
+                fix=f"save every floating weight as {main}",
+            )
+    cfg = ckpt.config
+    if cfg is not None and main is not None:
+        stated = cfg.dtype
+        v = cfg.get("dtype")
+        if v is None:
+            yield warning(
+                "config.json states no dtype (torch_dtype or dtype)",
+                file="config.json", key="torch_dtype", expected=f'"{main}"', found="absent",
+                why="engines then pick the target's dtype, and a reference diff cannot tell the precision",
+                fix=f"add \"torch_dtype\" matching the weights ({main})",
+            )
+        elif stated is None:
+            yield error(
+                f"config.json dtype {v.value!r} is not a floating dtype engines know",
+                file="config.json", key=v.source.split(": ", 1)[-1], expected="bfloat16, float16 or float32",
+                found=repr(v.value), fix="state the dtype the weights are saved in",
+            )
+        elif stated != main:
+            yield warning(
+                f"weights are {main} but config.json states {v.value}",
+                file="config.json", key=v.source.split(": ", 1)[-1], expected=main, found=stated,
+                why="vLLM casts to its own dtype with only a logged warning; the stated dtype no longer "
+                "describes the file",
+                fix=f"save the weights as {stated} or state {main} in config.json",
+            )
+    for role, want in (("d2t", "I64"), ("t2d", "BOOL")):
+        e = ckpt.entry(role)
+        if e is None or e.dtype == want:
+            continue
+        if role == "d2t" and e.kind in "iu":
+            yield warning(
+                f"{e.name}: dtype {e.dtype}, every producer writes I64",
+                file=e.file, key=e.name, expected="I64", found=e.dtype,
+                why="engines copy d2t into an int64 buffer; a narrower type overflows on large vocabularies",
+                fix="save d2t as int64",
+            )
+        elif role == "t2d" and e.kind in "iu":
+            yield warning(
+                f"{e.name}: dtype {e.dtype}, a mask is saved as BOOL",
+                file=e.file, key=e.name, expected="BOOL", found=e.dtype,
+                why="readers that index with t2d treat an integer tensor as ids, not a mask", fix="save t2d as bool",
+            )
+        else:
+            yield error(
+                f"{e.name}: dtype {e.dtype}, expected {want}",
+                file=e.file, key=e.name, expected=want, found=e.dtype,
+                why="a float d2t cannot index in SGLang, and bf16 rounds ids above 256 to other tokens "
+                "(162995 becomes 162816)" if role == "d2t" else "t2d is a boolean mask over the target vocabulary",
+                fix="save d2t as int64 offsets" if role == "d2t" else "save t2d as bool",
+            )

@@ -1,0 +1,160 @@
+"""keys: the tensor names are the ones the layout's loaders look for, nothing missing, nothing extra."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..expected import CONDITIONAL, OPTIONAL, expected_tensors
+from ..layout import FLAT, SPECULATORS, on_disk_name
+from ..registry import Context, Finding, check, error, info, warning
+from ._common import config_of, require_complete
+
+_MISSING_WHY = ("vLLM raises nothing for a missing tensor and serves with uninitialised memory (norms stay "
+                "ones); SGLang and speculators load it as random weights. Acceptance collapses silently.")
+_UNEXPECTED_WHY = ("vLLM refuses an unknown tensor at load (\"There is no module or parameter named ...\") "
+                   "while SGLang drops it silently, so the drafter runs without it.")
+
+
+@check(
+    "keys",
+    "Tensor names match the layout: nothing missing, nothing unexpected",
+    guards="Missing tensors that engines leave uninitialised without an error, a `model.` prefix, "
+    "`midlayer.` vs `layers.0.` renames lost in conversion, tensors the config does not ask for.",
+    evidence=("speculators #1114 / PR #1131 (rename lost: random weights, no error)",
+              "SGLang PR #27908 (no lm_head: accept length 1.00)"),
+)
+def keys(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    require_complete(ctx)
+    ckpt = ctx.ckpt
+    expected = expected_tensors(cfg)
+    layout = ckpt.layout
+    file_of = {name: e.file for name, e in ckpt.tensors.items()}
+    styles = {n.style for n in ckpt.names.values() if n.layer == 0 and n.style}
+    style = "layers" if styles == {"layers"} else "midlayer"
+
+    for role, names in sorted(ckpt.duplicate_roles.items()):
+        yield error(
+            f"{' and '.join(names)} are the same tensor ({role}) under two names",
+            file=file_of[names[0]], key=names[0], expected="one name per tensor", found=", ".join(names),
+            why="which copy an engine loads depends on file order; the other is dropped or refused",
+            fix=f"keep one of them, named {on_disk_name(role, layout, style)}",
+        )
+
+    for name in sorted(ckpt.tensors):
+        n = ckpt.names[name]
+        if n.role is None:
+            yield error(
+                f"{name}: not a tensor of an EAGLE-3 drafter",
+                file=file_of[name], key=name, expected="no such tensor", found=name, why=_UNEXPECTED_WHY,
+                fix="remove it, or fix its name if it is a renamed drafter tensor",
+            )
+            continue
+        good = on_disk_name(n.role, layout, style if layout == FLAT else "layers")
+        if n.prefixed:
+            yield error(
+                f"{name}: carries a `model.` prefix",
+                file=file_of[name], key=name, expected=good, found=name,
+                why="vLLM prefixes drafter tensors with `model.` itself and fails on `model.model.*` "
+                "(\"There is no module or parameter named ...\"); engines that strip it cannot tell which "
+                "tensor is meant",
+                fix="rename every tensor without the leading `model.`",
+            )
+        elif layout == SPECULATORS and n.style == "midlayer":
+            yield error(
+                f"{name}: a flat-layout name in a speculators checkpoint",
+                file=file_of[name], key=name, expected=good, found=name,
+                why="speculators loads non-strictly: the layer keeps its random initialisation and nothing "
+                "is reported (speculators #1114)",
+                fix="rename `midlayer.` to `layers.0.`, or convert the config to the flat layout too",
+            )
+        if n.role not in expected:
+            yield _unexpected(name, n.role, file_of[name], cfg)
+
+    if layout == FLAT and styles == {"layers"}:
+        yield info(
+            "the first layer is named `layers.0.*`: vLLM maps both `midlayer.` and `layers.0.`; SGLang 0.5.6 "
+            "reads only `midlayer.*`",
+            key="layers.0.*", expected="midlayer.* (both engines)", found="layers.0.*",
+            fix="rename to `midlayer.*` when the drafter must also run on SGLang",
+        )
+
+    for role, exp in expected.items():
+        if exp.presence == OPTIONAL or ckpt.has(role):
+            continue
+        because = f" ({exp.reason})" if exp.presence == CONDITIONAL else ""
+        yield error(
+            f"{on_disk_name(role, layout, style)} is missing{because}",
+            file=ckpt.weight_files[0] if len(ckpt.weight_files) == 1 else None,
+            key=on_disk_name(role, layout, style), expected=f"a tensor of shape {exp.dims}", found="absent",
+            why=_missing_why(role), fix=_missing_fix(role),
+        )
+
+
+def _missing_why(role: str) -> str:
+    if role == "d2t":
+        return ("with a draft vocabulary smaller than the target's and no d2t, vLLM and SGLang take draft id i as "
+                "target id i and acceptance collapses without an error (NVIDIA-NeMo/Automodel PR #2447)")
+    if role == "lm_head.weight":
+        return ("without lm_head, engines use the target's full-vocabulary head; with a draft vocabulary the "
+                "drafted ids are wrong and accept length falls to 1.00 (SGLang PR #27908)")
+    return _MISSING_WHY
+
+
+def _missing_fix(role: str) -> str:
+    if role == "d2t":
+        return "embed the d2t offsets the drafter was trained with (target id = i + d2t[i])"
+    return "re-export the checkpoint from the trained model; a conversion script dropped this tensor"
+
+
+def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
+    if role.endswith(".bias"):
+        flag = "attention_bias" if ".self_attn." in role else "mlp_bias"
+        return error(
+            f"{name}: a bias the config does not declare ({flag} is not true)",
+            file=file, key=name, expected=f"no bias, or {flag}: true", found=name,
+            why="vLLM silently ignores bias tensors its config does not ask for: the drafter runs without the "
+            "biases it was trained with",
+            fix=f"set {flag}: true in config.json if the drafter was trained with biases",
+        )
+    if role in ("d2t", "t2d"):
+        return warning(
+            f"{name}: a vocabulary mapping although draft_vocab_size equals vocab_size",
+            file=file, key=name, expected="no d2t/t2d when draft and target vocabularies are the same",
+            found=name,
+            why="vLLM 0.33 builds no draft_id_to_target_id when the vocabularies are equal and refuses the "
+            "unexpected tensor at load; the mapping must be the identity to mean anything",
+            fix="set draft_vocab_size to the draft vocabulary, or remove d2t/t2d",
+        )
+    if role == "input_norm.weight":
+        return error(
+            f"{name}: present but norm_before_fc is not true",
+            file=file, key=name, expected="norm_before_fc: true with this tensor", found="norm_before_fc off",
+            why="vLLM drops input_norm when norm_before_fc is off (llama_eagle3.py load_weights): the fused "
+            "aux states reach fc un-normalised",
+            fix="set norm_before_fc: true (speculators: top level; flat: eagle_config and top level)",
+        )
+    if role.startswith("fc_norm."):
+        return error(
+            f"{name}: present but fc_norm is not true (or the index is beyond the aux layers)",
+            file=file, key=name, expected="fc_norm: true, one norm per aux layer", found=name,
+            why="engines build fc_norm only when the flag is set; vLLM refuses the unknown tensor",
+            fix="set fc_norm: true in config.json",
+        )
+    if role.startswith("layers."):
+        layer = int(role.split(".")[1])
+        n = cfg["num_hidden_layers"]
+        if n is not None and layer >= n:
+            return error(
+                f"{name}: decoder layer {layer} but the config declares num_hidden_layers {n}",
+                file=file, key=name, expected=f"layers 0..{n - 1}", found=f"layer {layer}",
+                why="engines build num_hidden_layers layers: vLLM refuses the extra tensors, SGLang drops them",
+                fix="set num_hidden_layers to the number of layers the drafter was trained with",
+            )
+        return error(
+            f"{name}: not part of a {cfg['model_type']} decoder layer as configured",
+            file=file, key=name, expected="no such tensor", found=name, why=_UNEXPECTED_WHY,
+            fix="check model_type and the layer flags in config.json",
+        )
+    return error(f"{name}: not expected for this config", file=file, key=name, found=name, why=_UNEXPECTED_WHY,
+                 fix="remove it or fix the config")

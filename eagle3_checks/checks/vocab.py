@@ -1,0 +1,192 @@
+"""vocab.d2t and vocab.t2d: the draft <-> target vocabulary mapping is valid and consistent.
+
+``d2t[i]`` is an *offset*: draft id i means target id ``i + d2t[i]`` (EAGLE cnets.py, SpecForge
+preprocessing, speculators vocab_mapping, vLLM compute_logits, SGLang hot_token_id). Builders
+take the DV most frequent target tokens sorted ascending, so the target ids are strictly
+increasing and inside [0, V); ``t2d`` marks exactly those ids.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..checkpoint import TensorReadError
+from ..registry import Context, Finding, NotApplicable, check, error, warning
+from ._common import config_of
+
+_OFFSETS = "d2t holds offsets: target id of draft id i = i + d2t[i] (identity is all zeros)"
+# Absolute ids are strictly increasing everywhere; real offsets repeat a value whenever two consecutive
+# draft tokens are consecutive target ids, which the dense low-id region of any tokenizer guarantees.
+_ABSOLUTE_MIN_LEN = 16
+
+
+def _load(ctx: Context, role: str):
+    import numpy as np
+
+    try:
+        values = ctx.ckpt.array(role)
+    except TensorReadError as exc:
+        raise NotApplicable(f"cannot read {role}: {exc}") from exc
+    return np, values.reshape(-1)
+
+
+def _as_ids(np, d2t):
+    """d2t as int64 if every value is an integer (a float d2t is still judged on its values)."""
+    if d2t.dtype.kind == "f":
+        if not np.all(np.isfinite(d2t)) or not np.all(d2t == np.round(d2t)):
+            return None
+    return d2t.astype(np.int64)
+
+
+def _preview(values, limit: int = 6) -> str:
+    items = [str(int(v)) for v in values[:limit]]
+    return "[" + ", ".join(items) + (", ..." if len(values) > limit else "") + "]"
+
+
+@check(
+    "vocab.d2t",
+    "d2t: present when the draft vocabulary is smaller, offsets in range and strictly increasing",
+    guards="A missing d2t (draft id i taken as target id i: acceptance ~0), d2t written as absolute ids or as "
+    "arange (target = 2i, out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
+    evidence=("NVIDIA-NeMo/Automodel PR #2447 (missing d2t)", "verl-SpeCo PR #67 (d2t = arange)",
+              "vLLM PR #18909 (d2t dropped: 0.11 acceptance)"),
+)
+def d2t_check(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    v, dv = cfg["vocab_size"], cfg["draft_vocab_size"]
+    entry = ctx.ckpt.entry("d2t")
+    if entry is None:
+        # A missing d2t with DV < V is reported by the keys check; nothing to judge here.
+        raise NotApplicable("no d2t tensor" + ("" if v is None or dv is None or dv >= v else " (see keys)"))
+    if v is None:
+        raise NotApplicable("vocab_size unknown (see config.fields)")
+    np, raw = _load(ctx, "d2t")
+    where = dict(file=entry.file, key=entry.name)
+    d2t = _as_ids(np, raw)
+    if d2t is None:
+        yield error(f"{entry.name}: holds non-integer values", **where, expected="integer offsets",
+                    found=_preview(raw), why="a drafted id must map to one target token",
+                    fix="rebuild d2t from the training vocabulary mapping, as int64")
+        return
+    n = len(d2t)
+    idx = np.arange(n, dtype=np.int64)
+    target = idx + d2t
+
+    if n >= _ABSOLUTE_MIN_LEN and np.array_equal(d2t, idx):
+        yield error(
+            f"{entry.name}: equals arange({n}), so draft id i maps to target id 2i",
+            **where, expected=_OFFSETS, found=_preview(d2t),
+            why="ids past V/2 fall outside the target vocabulary (vLLM never range-checks d2t: a CUDA kernel "
+            "faults) and the rest point at the wrong tokens (verl-SpeCo PR #67)",
+            fix="write offsets: d2t = sorted_target_ids - arange(DV); all zeros for the identity",
+        )
+        return
+
+    out = np.flatnonzero((target < 0) | (target >= v))
+    if len(out):
+        i = int(out[0])
+        absolute = bool(np.all((d2t >= 0) & (d2t < v))) and bool(np.all(np.diff(d2t) > 0))
+        yield error(
+            f"{entry.name}: {len(out)} of {n} draft ids map outside the target vocabulary [0, {v}); first: "
+            f"draft id {i} -> {int(target[i])}",
+            **where, expected=f"0 <= i + d2t[i] < {v}", found=f"i + d2t[i] = {int(target[i])} at i = {i}",
+            why="vLLM never range-checks d2t: an out-of-range id faults a CUDA kernel or reads another row",
+            fix=("d2t looks like absolute target ids: write offsets, d2t = ids - arange(DV)" if absolute
+                 else "rebuild d2t from the vocabulary mapping the drafter was trained with"),
+        )
+    steps = np.diff(target)
+    dup = np.flatnonzero(steps == 0)
+    if len(dup):
+        i = int(dup[0])
+        yield error(
+            f"{entry.name}: {len(dup)} draft ids map to a target id another draft id already has; first: draft ids "
+            f"{i} and {i + 1} -> {int(target[i])}",
+            **where, expected="each target id at most once", found=f"target id {int(target[i])} twice",
+            why="two draft logits compete for one target token while another token the drafter learned is "
+            "unreachable; vLLM's scatter keeps only one",
+            fix="rebuild d2t from the vocabulary mapping the drafter was trained with",
+        )
+    down = np.flatnonzero(steps < 0)
+    if len(down):
+        i = int(down[0])
+        yield error(
+            f"{entry.name}: target ids are not increasing; first at draft id {i + 1}: {int(target[i])} then "
+            f"{int(target[i + 1])}",
+            **where, expected="i + d2t[i] strictly increasing", found=f"decreases at i = {i + 1}",
+            why="every builder sorts the draft vocabulary ascending; an unsorted d2t was written by a different "
+            "mapping than the one lm_head rows were trained with",
+            fix="rebuild d2t from the training vocabulary mapping (sorted target ids minus arange)",
+        )
+    if ctx.ckpt.has("t2d") or len(out) or n < _ABSOLUTE_MIN_LEN:
+        return  # with t2d the vocab.t2d check decides; out-of-range already reported
+    if np.all(np.diff(d2t) > 0) and np.all(d2t < v):
+        yield warning(
+            f"{entry.name}: strictly increasing everywhere, as absolute target ids are; offsets repeat wherever two "
+            "draft tokens are adjacent target ids",
+            **where, expected=_OFFSETS, found=_preview(d2t),
+            why="if these are absolute ids, every drafted token maps to the wrong target token and acceptance "
+            "collapses without an error",
+            fix="check how d2t was built; embed t2d so the mapping can be verified exactly",
+        )
+
+
+@check(
+    "vocab.t2d",
+    "t2d: a mask of exactly the draft tokens, consistent with d2t",
+    guards="A t2d that disagrees with d2t (a mapping from another run, or d2t written as absolute ids), "
+    "the wrong length or count.",
+    evidence=("SpecForge core/compact_teacher.py validate_vocab_mapping_consistency",),
+)
+def t2d_check(ctx: Context) -> Iterable[Finding]:
+    cfg = config_of(ctx)
+    entry = ctx.ckpt.entry("t2d")
+    if entry is None:
+        raise NotApplicable("no t2d tensor (optional: engines ignore it; it lets d2t be verified exactly)")
+    np, t2d = _load(ctx, "t2d")
+    where = dict(file=entry.file, key=entry.name)
+    v, dv = cfg["vocab_size"], cfg["draft_vocab_size"]
+    if v is not None and len(t2d) != v:
+        yield error(f"{entry.name}: length {len(t2d)}, vocab_size is {v}", **where, expected=str(v),
+                    found=str(len(t2d)), why="t2d is a mask over the target vocabulary",
+                    fix="rebuild t2d over the verifier's full vocabulary")
+        return
+    if not np.all((t2d == 0) | (t2d == 1)):
+        yield error(f"{entry.name}: holds values other than 0 and 1", **where, expected="a boolean mask",
+                    found=_preview(t2d), why="t2d marks which target tokens are in the draft vocabulary",
+                    fix="save t2d as a bool mask")
+        return
+    marked = np.flatnonzero(t2d)
+    if dv is not None and len(marked) != dv:
+        yield error(f"{entry.name}: marks {len(marked)} tokens, draft_vocab_size is {dv}", **where,
+                    expected=f"t2d.sum() == {dv}", found=str(len(marked)),
+                    why="the mask and the draft vocabulary describe different vocabularies",
+                    fix="rebuild t2d and d2t together from the training vocabulary mapping")
+        return
+    d2t_entry = ctx.ckpt.entry("d2t")
+    if d2t_entry is None:
+        return
+    _, raw = _load(ctx, "d2t")
+    d2t = _as_ids(np, raw)
+    if d2t is None or len(d2t) != len(marked):
+        return  # reported by vocab.d2t / shapes
+    target = np.arange(len(d2t), dtype=np.int64) + d2t
+    if np.array_equal(marked, target):
+        return
+    if np.array_equal(marked, d2t):
+        yield error(
+            f"{d2t_entry.name}: holds absolute target ids (it equals nonzero(t2d)), not offsets",
+            file=d2t_entry.file, key=d2t_entry.name, expected=_OFFSETS, found=_preview(d2t),
+            why="engines add arange(DV) to d2t: every drafted token maps to a wrong (or out-of-range) target id "
+            "and acceptance collapses",
+            fix="write offsets: d2t = nonzero(t2d) - arange(DV)",
+        )
+        return
+    bad = np.flatnonzero(marked != target)
+    i = int(bad[0])
+    yield error(
+        f"{entry.name} and {d2t_entry.name} disagree on {len(bad)} of {len(d2t)} draft ids; first: draft id {i} -> "
+        f"{int(target[i])} by d2t, {int(marked[i])} by t2d",
+        **where, expected="nonzero(t2d) == arange(DV) + d2t", found=f"differs at draft id {i}",
+        why="one of the two comes from another vocabulary mapping; lm_head rows were trained for exactly one",
+        fix="embed d2t and t2d from the same vocabulary-mapping file the drafter was trained with",
+    )

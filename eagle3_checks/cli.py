@@ -1,0 +1,263 @@
+"""The ``eagle3-checks`` command: a thin shell over the registry (see ``eagle3-checks --help``).
+
+Exit codes, the same for every command: 0 no error finding (warnings count only with
+``--strict``); 1 at least one error finding; 2 usage error or a path that cannot be a
+checkpoint; 3 an internal error (a bug: please report it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .errors import UsageError
+
+FORMATS = ("text", "json", "markdown")
+
+
+def _gate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reference", default="auto", metavar="auto|NAME|SPEC.json|CKPT_DIR|none",
+                   help="reference to diff against (default auto: the shipped spec of the same shape family)")
+    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory)")
+    p.add_argument("--level", choices=("header", "scan", "forward"),
+                   help="run checks up to this level (default: every level this version has)")
+    p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
+                   help="waive a check, with the reason (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .engines import describe
+
+    parser = argparse.ArgumentParser(
+        prog="eagle3-checks",
+        description="Decide whether an EAGLE-3 draft model checkpoint is safe to serve.",
+        epilog="Exit codes: 0 passed, 1 error findings, 2 usage error or not a checkpoint, 3 internal error.",
+    )
+    parser.add_argument("--version", action="version",
+                        version=f"eagle3-checks {__version__} (mirrors {describe()})")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("check", help="gate one or more checkpoints")
+    p.add_argument("ckpt", nargs="+", metavar="CKPT", help="drafter checkpoint directory")
+    _gate_options(p)
+    p.add_argument("--format", choices=FORMATS, default="text")
+
+    p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
+    p.add_argument("ckpt", metavar="CKPT")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("spec", help="snapshot a trusted checkpoint into a reference spec")
+    p.add_argument("ckpt", metavar="CKPT")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("--name", help="spec name (default: the directory name)")
+    p.add_argument("--description", default="")
+    p.add_argument("--force", action="store_true", help="overwrite FILE")
+
+    p = sub.add_parser("diff", help="diff a candidate against a reference (checkpoint, spec file or shipped spec)")
+    p.add_argument("candidate", metavar="A")
+    p.add_argument("reference", metavar="B")
+    p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("list", help="every check: id, level, title")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("demo", help="build the embedded tiny drafters (both layouts) and gate them")
+    p.add_argument("--out", metavar="DIR", help="keep the example checkpoints in DIR (default: a temporary folder)")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    return parser
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .gate import gate
+    from .registry import parse_options
+    from .report import RENDERERS
+
+    options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
+                            strict=args.strict, skip=args.skip)
+    results = [gate(path, options) for path in args.ckpt]
+    _write(RENDERERS[args.format](results))
+    return max(r.exit_code for r in results)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from .checkpoint import open_checkpoint
+    from .expected import fmt_shape
+
+    ck = open_checkpoint(args.ckpt)
+    cfg = ck.config
+    fields = {} if cfg is None else {k: {"value": v.value, "source": v.source} for k, v in cfg.fields.items()}
+    tensors = [{"name": n, "role": ck.names[n].role, "dtype": e.dtype, "shape": list(e.shape), "file": e.file}
+               for n, e in sorted(ck.tensors.items())]
+    problems = [{"file": p.file, "message": p.message, **({"offset": p.offset} if p.offset is not None else {})}
+                for p in ck.problems]
+    if args.format == "json":
+        _write(json.dumps({"schema_version": 1, "path": ck.display, "layout": ck.layout,
+                           "layout_source": ck.layout_source, "files": ck.weight_files, "config": fields,
+                           "tensors": tensors, "problems": problems}, indent=2, default=str) + "\n")
+        return 1 if problems else 0
+    lines = [f"{ck.display}", f"  layout: {ck.layout} ({ck.layout_source})",
+             f"  weights: {', '.join(ck.weight_files) or 'none readable'}", "", "config (value, and where it came from):"]
+    width = max((len(k) for k in fields), default=10)
+    for k, v in fields.items():
+        lines.append(f"  {k:<{width}}  {json.dumps(v['value'], default=str):<24} {v['source']}")
+    if cfg is None:
+        lines.append("  (no readable config.json)")
+    lines += ["", "tensors:"]
+    nw = max((len(t["name"]) for t in tensors), default=10)
+    for t in tensors:
+        role = t["role"] if t["role"] != t["name"] else ""
+        role = role or ("" if t["role"] else "(not a drafter tensor)")
+        lines.append(f"  {t['name']:<{nw}}  {t['dtype']:<5} {fmt_shape(tuple(t['shape'])):<16} {t['file']}  {role}")
+    if problems:
+        lines += ["", "problems:"] + [f"  {p['file']}: {p['message']}" for p in problems]
+    _write("\n".join(lines) + "\n")
+    return 1 if problems else 0
+
+
+def cmd_spec(args: argparse.Namespace) -> int:
+    from .checkpoint import open_checkpoint
+    from .spec import snapshot
+
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists; pass --force to overwrite it")
+    ck = open_checkpoint(args.ckpt)
+    if ck.problems:
+        for p in ck.problems:
+            print(f"error: {p.file}: {p.message}", file=sys.stderr)
+        print("eagle3-checks: not written: a reference must come from a readable checkpoint", file=sys.stderr)
+        return 1
+    name = args.name or Path(os.path.abspath(args.ckpt)).name
+    spec = snapshot(ck, name, args.description)
+    spec.source = f"eagle3-checks spec of {name}"
+    try:
+        out.write_text(spec.dumps(), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    _write(f"wrote {out}: {len(spec.tensors)} tensor roles, layout {spec.layout}\n")
+    return 0
+
+
+def _as_spec(arg: str, role: str):
+    """A diff operand: an existing checkpoint directory or spec file wins over a shipped spec name."""
+    from .checkpoint import open_checkpoint
+    from .spec import load_spec, shipped_specs, snapshot
+
+    path = Path(arg)
+    if path.is_dir():
+        ck = open_checkpoint(path)
+        return snapshot(ck, arg), ck.problems
+    if path.exists():
+        return load_spec(path), []
+    specs = shipped_specs()
+    if arg in specs:
+        return load_spec(specs[arg], arg), []
+    raise UsageError(f"{role} {arg!r}: no such checkpoint directory, spec file or shipped spec "
+                     f"(shipped: {', '.join(specs) or 'none'})")
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .registry import Severity, error
+    from .report import finding_lines
+    from .spec import diff
+
+    cand, cand_problems = _as_spec(args.candidate, "A")
+    ref, ref_problems = _as_spec(args.reference, "B")
+    findings = [error(f"{side}: {p.file}: {p.message}", file=p.file)
+                for side, problems in (("A", cand_problems), ("B", ref_problems)) for p in problems]
+    findings += diff(cand, ref)
+    failed = any(f.severity is Severity.ERROR or (args.strict and f.severity is Severity.WARNING) for f in findings)
+    if args.format == "json":
+        _write(json.dumps({"schema_version": 1, "candidate": args.candidate, "reference": args.reference,
+                           "exit_code": int(failed), "findings": [f.to_dict() for f in findings]}, indent=2) + "\n")
+    else:
+        lines = [f"diff {args.candidate} against {ref.name}"]
+        for f in findings:
+            lines += finding_lines(f, "  ")
+        errors = sum(f.severity is Severity.ERROR for f in findings)
+        lines.append(f"  {'DIFFERENT' if failed else 'SAME'}: {errors} error(s), {len(findings) - errors} other")
+        _write("\n".join(lines) + "\n")
+    return int(failed)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from .registry import checks
+
+    all_checks = checks()
+    if args.format == "json":
+        _write(json.dumps([{"id": c.id, "level": c.level, "title": c.title, "needs": list(c.needs),
+                            "guards": c.guards, "evidence": list(c.evidence)} for c in all_checks], indent=2) + "\n")
+        return 0
+    width = max(len(c.id) for c in all_checks)
+    for c in all_checks:
+        needs = f"  [needs {', '.join(c.needs)}]" if c.needs else ""
+        _write(f"{c.id:<{width}}  {c.level:<7} {c.title}{needs}\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .example import write_example
+    from .gate import gate
+    from .registry import GateOptions
+    from .report import RENDERERS
+
+    def run(root: Path) -> int:
+        paths = write_example(root)
+        options = GateOptions(reference="auto", target_config=str(paths["target"]))
+        results = [gate(paths[layout], options) for layout in ("speculators", "flat")]
+        _write(RENDERERS[args.format](results))
+        return max(r.exit_code for r in results)
+
+    if args.out:
+        return run(Path(args.out))
+    with tempfile.TemporaryDirectory(prefix="eagle3-demo-") as tmp:
+        return run(Path(tmp))
+
+
+COMMANDS = {"check": cmd_check, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
+            "demo": cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"eagle3-checks: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("eagle3-checks: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # never a traceback for users; EAGLE3_CHECKS_DEBUG=1 shows it
+        if os.environ.get("EAGLE3_CHECKS_DEBUG"):
+            raise
+        print(f"eagle3-checks: internal error: {type(exc).__name__}: {exc} (a bug: please report it; "
+              "EAGLE3_CHECKS_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 3
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

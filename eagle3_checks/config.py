@@ -1,0 +1,298 @@
+"""Effective config values of a drafter, each with where it came from.
+
+Both layouts are read into one :class:`DraftConfig`: the value a field has for the drafter,
+read from the file where the file states it, else the default its *trainer* reading applies
+(speculators 0.9 for the speculators layout, EAGLE/SpecForge/transformers for the flat one).
+Each :class:`Value` records its source, so a report can say "head_dim 112 (default:
+hidden_size / num_attention_heads)" rather than just "112". Where serving engines default
+differently from the trainer is the engine profiles' business, not this module's.
+
+A field present with the wrong type is recorded as a problem and taken as unknown (``None``),
+never as a default: a check then says nothing it cannot back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .layout import SPECULATORS
+from .safetensors_io import CONFIG_DTYPES, Problem
+
+TLC = "transformer_layer_config"
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    source: str  # e.g. "config.json: transformer_layer_config.head_dim" or "default: ..."
+    explicit: bool  # stated in the file
+
+
+# Defaults of the transformers config class a model_type parses as (transformers 5.x; the same in
+# 4.57 for these fields). vLLM parses model_type "kimi_k2" as DeepseekV3Config.
+_MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"num_hidden_layers": 32, "max_position_embeddings": 2048},
+    "qwen3": {"num_hidden_layers": 32, "max_position_embeddings": 32768, "head_dim": 128},
+    "deepseek_v3": {"num_hidden_layers": 61, "max_position_embeddings": 4096, "head_dim": 64},
+    "kimi_k2": {"num_hidden_layers": 61, "max_position_embeddings": 4096, "head_dim": 64},
+}
+_CLASS_NAME = {"llama": "LlamaConfig", "qwen3": "Qwen3Config", "deepseek_v3": "DeepseekV3Config",
+               "kimi_k2": "DeepseekV3Config"}
+
+
+def _pos_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _nonneg_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def _int_list(v: Any) -> bool:
+    return isinstance(v, list) and all(_nonneg_int(x) for x in v)
+
+
+def _str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "pos_int": (_pos_int, "a positive integer"),
+    "number": (_number, "a positive number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "str_list": (_str_list, "a list of strings"),
+    "int_list": (_int_list, "a list of non-negative integers"),
+    "dict": (lambda v: isinstance(v, dict), "an object"),
+    "dtype": (lambda v: isinstance(v, str), "a dtype name such as \"bfloat16\""),
+}
+
+# name -> (kind, paths in a speculators config, paths in a flat config). A path is a tuple of keys.
+# The first path present wins; later ones are fallbacks.
+
+
+def _L(name: str) -> tuple:
+    """A field of the speculators decoder layer config."""
+    return ((TLC, name),)
+
+
+def _T(name: str) -> tuple:
+    """A top-level field."""
+    return ((name,),)
+
+
+FIELDS: dict[str, tuple[str, tuple, tuple]] = {
+    "architectures": ("str_list", _T("architectures"), _T("architectures")),
+    "model_type": ("str", _L("model_type"), _T("model_type")),
+    "hidden_size": ("pos_int", _L("hidden_size"), _T("hidden_size")),
+    "num_attention_heads": ("pos_int", _L("num_attention_heads"), _T("num_attention_heads")),
+    "num_key_value_heads": ("pos_int", _L("num_key_value_heads"), _T("num_key_value_heads")),
+    "head_dim": ("pos_int", _L("head_dim"), _T("head_dim")),
+    "intermediate_size": ("pos_int", _L("intermediate_size"), _T("intermediate_size")),
+    "num_hidden_layers": ("pos_int", _L("num_hidden_layers"), _T("num_hidden_layers")),
+    "vocab_size": ("pos_int", _L("vocab_size"), _T("vocab_size")),
+    "draft_vocab_size": ("pos_int", _T("draft_vocab_size"), _T("draft_vocab_size")),
+    "target_hidden_size": ("pos_int", _T("target_hidden_size"), _T("target_hidden_size")),
+    "aux_layer_ids": (
+        "int_list",
+        _T("eagle_aux_hidden_state_layer_ids"),
+        (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
+    ),
+    "num_aux_hidden_states": ("pos_int", (), _T("num_aux_hidden_states")),
+    "rms_norm_eps": ("number", _L("rms_norm_eps"), _T("rms_norm_eps")),
+    "rope_theta": (
+        "number",
+        ((TLC, "rope_theta"), (TLC, "rope_parameters", "rope_theta")),
+        (("rope_theta",), ("rope_parameters", "rope_theta")),
+    ),
+    "rope_scaling": ("dict", ((TLC, "rope_scaling"), (TLC, "rope_parameters")), (("rope_scaling",), ("rope_parameters",))),
+    "max_position_embeddings": ("pos_int", _L("max_position_embeddings"), _T("max_position_embeddings")),
+    "hidden_act": ("str", _L("hidden_act"), _T("hidden_act")),
+    "attention_bias": ("bool", _L("attention_bias"), _T("attention_bias")),
+    "mlp_bias": ("bool", _L("mlp_bias"), _T("mlp_bias")),
+    "tie_word_embeddings": (
+        "bool",
+        (("tie_word_embeddings",), (TLC, "tie_word_embeddings")),
+        _T("tie_word_embeddings"),
+    ),
+    "norm_before_residual": ("bool", _T("norm_before_residual"), _T("norm_before_residual")),
+    "norm_before_fc": ("bool", _T("norm_before_fc"), (("eagle_config", "norm_before_fc"), ("norm_before_fc",))),
+    "fc_norm": ("bool", _T("fc_norm"), _T("fc_norm")),
+    "norm_output": ("bool", _T("norm_output"), _T("norm_output")),
+    "dtype": (
+        "dtype",
+        (("dtype",), ("torch_dtype",), (TLC, "dtype"), (TLC, "torch_dtype")),
+        (("dtype",), ("torch_dtype",)),
+    ),
+}
+
+# Fields a drafter cannot be understood without: no default is meaningful.
+REQUIRED = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+
+
+def _lookup(raw: dict, path: tuple) -> tuple[bool, Any]:
+    node: Any = raw
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+@dataclass
+class DraftConfig:
+    """The effective config of a drafter: ``cfg["head_dim"]`` is the value, ``cfg.get("head_dim")``
+    the :class:`Value` with its source."""
+
+    layout: str
+    raw: dict
+    fields: dict[str, Value] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    # fields the file states as null (transformers reads null as "not set"), name -> key path
+    nulls: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        v = self.fields.get(name)
+        return None if v is None else v.value
+
+    def get(self, name: str) -> Value | None:
+        return self.fields.get(name)
+
+    def explicit(self, name: str) -> bool:
+        v = self.fields.get(name)
+        return bool(v and v.explicit)
+
+    @property
+    def num_aux(self) -> int:
+        """Number of aux hidden states the fc layer takes (ids stated, else the count field, else 3)."""
+        return self["num_aux"]
+
+    @property
+    def target_hidden(self) -> int | None:
+        return self["target_hidden_size"]
+
+    @property
+    def dtype(self) -> str | None:
+        """The config's dtype as a safetensors dtype name (``BF16``), None when not stated."""
+        v = self["dtype"]
+        return CONFIG_DTYPES.get(v) if isinstance(v, str) else None
+
+
+def read_config(raw: dict, layout: str, file: str = "config.json") -> DraftConfig:
+    """Read the effective config of a drafter from its parsed config.json."""
+    cfg = DraftConfig(layout=layout, raw=raw)
+    speculators = layout == SPECULATORS
+    if speculators and TLC in raw and not isinstance(raw[TLC], dict):
+        cfg.problems.append(Problem(file, f"{TLC} is not an object", key=TLC,
+                                    expected="an object", found=type(raw[TLC]).__name__))
+
+    for name, (kind, spec_paths, flat_paths) in FIELDS.items():
+        valid, expected = KINDS[kind]
+        for path in spec_paths if speculators else flat_paths:
+            present, value = _lookup(raw, path)
+            if not present:
+                continue
+            dotted = ".".join(path)
+            if value is None:
+                # An explicit null means "not set" to transformers; note it and fall through.
+                cfg.nulls.setdefault(name, dotted)
+                continue
+            if not valid(value):
+                cfg.problems.append(Problem(file, f"{dotted} has the wrong type", key=dotted,
+                                            expected=expected, found=repr(value)))
+                cfg.fields[name] = Value(None, f"{file}: {dotted} (invalid)", True)
+            else:
+                cfg.fields[name] = Value(value, f"{file}: {dotted}", True)
+            break
+    _apply_defaults(cfg)
+    return cfg
+
+
+def _default(cfg: DraftConfig, name: str, value: Any, why: str) -> None:
+    if name not in cfg.fields:
+        cfg.fields[name] = Value(value, f"default: {why}", False)
+
+
+def _apply_defaults(cfg: DraftConfig) -> None:
+    speculators = cfg.layout == SPECULATORS
+    # speculators builds a Qwen3Config when transformer_layer_config has no model_type
+    # (Eagle3SpeculatorConfig.validate_transformer_config); flat configs are Llama configs.
+    _default(cfg, "model_type", "qwen3" if speculators else "llama",
+             "speculators reads a transformer_layer_config without model_type as Qwen3Config"
+             if speculators else "a flat EAGLE-3 config is a Llama config")
+    mt = cfg["model_type"] if cfg["model_type"] in _MODEL_TYPE_DEFAULTS else "llama"
+    table, cls = _MODEL_TYPE_DEFAULTS[mt], _CLASS_NAME[mt]
+    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+
+    if nh is not None:
+        _default(cfg, "num_key_value_heads", nh, "num_attention_heads (no GQA)")
+    if "head_dim" in table:
+        _default(cfg, "head_dim", table["head_dim"], f"transformers {cls} (model_type {mt!r})")
+    elif h is not None and nh is not None and cfg.get("head_dim") is None:
+        _default(cfg, "head_dim", h // nh, f"hidden_size / num_attention_heads (transformers {cls})")
+    for name in ("num_hidden_layers", "max_position_embeddings"):
+        _default(cfg, name, table[name], f"transformers {cls}")
+    _default(cfg, "rms_norm_eps", 1e-6, f"transformers {cls}")
+    _default(cfg, "hidden_act", "silu", f"transformers {cls}")
+    _default(cfg, "rope_theta", 10000.0, f"transformers {cls}")
+    for name in ("attention_bias", "mlp_bias", "tie_word_embeddings", "norm_before_fc", "fc_norm"):
+        _default(cfg, name, False, f"transformers {cls}" if "bias" in name or "tie" in name else "off unless stated")
+    # Trainer readings: speculators' Eagle3SpeculatorConfig defaults norm_before_residual and
+    # norm_output to False; EAGLE/SpecForge have no norm_before_residual (residual = fc output)
+    # and apply the final norm before lm_head only (norm_output in SGLang's sense: off).
+    _default(cfg, "norm_before_residual", False,
+             "speculators Eagle3SpeculatorConfig" if speculators else "EAGLE/SpecForge keep the un-normed residual")
+    _default(cfg, "norm_output", False, "speculators / SGLang: feed back the pre-norm state")
+    if cfg["vocab_size"] is not None:
+        _default(cfg, "draft_vocab_size", cfg["vocab_size"], "vocab_size (no draft vocabulary)")
+    if h is not None:
+        _default(cfg, "target_hidden_size", h, "hidden_size")
+    ids = cfg["aux_layer_ids"]
+    if ids:
+        cfg.fields["num_aux"] = Value(len(ids), f"{cfg.get('aux_layer_ids').source} (count)", True)
+    elif cfg["num_aux_hidden_states"] is not None:
+        cfg.fields["num_aux"] = Value(cfg["num_aux_hidden_states"], cfg.get("num_aux_hidden_states").source, True)
+    else:
+        cfg.fields["num_aux"] = Value(3, "default: 3 aux layers (no ids stated)", False)
+
+
+def missing_required(cfg: DraftConfig) -> list[str]:
+    return [name for name in REQUIRED if cfg.get(name) is None]
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """The verifier (target) model's config.json, the fields a drafter must agree with."""
+
+    path: str
+    num_hidden_layers: int | None
+    hidden_size: int | None
+    vocab_size: int | None
+    source: dict[str, str]
+
+
+def read_target_config(raw: Any, path: str) -> TargetConfig:
+    """Read a target config; a multimodal config's ``text_config`` wins over the top level.
+    Raises ValueError with a message when the file is not a usable model config."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    values: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else None
+    for name in ("num_hidden_layers", "hidden_size", "vocab_size"):
+        for where, node in (("text_config.", text), ("", raw)):
+            if node is not None and name in node:
+                if not _pos_int(node[name]):
+                    raise ValueError(f"{path}: {where}{name} is {node[name]!r}, not a positive integer")
+                values[name], source[name] = node[name], f"{path}: {where}{name}"
+                break
+    if not values:
+        raise ValueError(f"{path}: has none of num_hidden_layers, hidden_size, vocab_size; "
+                         "is it a model's config.json?")
+    return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
+                        values.get("vocab_size"), source)

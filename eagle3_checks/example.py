@@ -1,0 +1,227 @@
+"""Tiny drafters built from nothing: the embedded example, and the raw material of the tests.
+
+:func:`drafter_files` returns a drafter's tensors (keyed by on-disk name) and its config.json as
+plain data, so a test can inject one defect and then :func:`write_checkpoint` it. Values are
+random but reproducible (``seed``); weights are written in ``dtype`` (bf16 by default), d2t as
+int64 offsets and t2d as a bool mask, as every real producer writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .layout import FLAT, SPECULATORS, on_disk_name
+from .safetensors_io import RawTensor, from_numpy, write_safetensors
+
+_CONFIG_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+
+@dataclass(frozen=True)
+class DrafterShape:
+    """Everything that sizes a drafter. The defaults are the embedded example: GQA (4 heads, 2 KV heads),
+    head_dim 32 != hidden_size / heads = 16, a 128-token draft vocabulary of a 512-token target."""
+
+    hidden_size: int = 64
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    intermediate_size: int = 160
+    vocab_size: int = 512
+    draft_vocab_size: int = 128
+    target_hidden_size: int | None = None  # None: the drafter's hidden_size
+    aux_layer_ids: tuple[int, ...] = (1, 3, 5)
+    target_layers: int = 8
+    num_layers: int = 1
+    dtype: str = "BF16"
+    rope_theta: float = 1_000_000.0
+    max_position_embeddings: int = 4096
+    model_type: str = "llama"
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_before_residual: bool = False
+    embed_tokens: bool = True
+    t2d: bool = True
+
+    @property
+    def ht(self) -> int:
+        return self.target_hidden_size or self.hidden_size
+
+
+EXAMPLE = DrafterShape()
+
+
+def vocab_mapping(vocab_size: int, draft_vocab_size: int, seed: int = 0):
+    """(d2t offsets int64, t2d bool): a random sorted draft vocabulary, biased to low ids like real ones."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    if draft_vocab_size >= vocab_size:
+        return np.zeros(vocab_size, np.int64), np.ones(vocab_size, bool)
+    # Frequent tokens cluster at low ids: take half the draft vocabulary from the first quarter.
+    dense = min(draft_vocab_size // 2, vocab_size // 4)
+    low = np.sort(rng.choice(vocab_size // 4, size=dense, replace=False))
+    rest = rng.choice(np.arange(vocab_size // 4, vocab_size), size=draft_vocab_size - dense, replace=False)
+    ids = np.sort(np.concatenate([low, rest])).astype(np.int64)
+    t2d = np.zeros(vocab_size, bool)
+    t2d[ids] = True
+    return ids - np.arange(draft_vocab_size, dtype=np.int64), t2d
+
+
+def role_tensors(shape: DrafterShape = EXAMPLE, seed: int = 0) -> dict[str, RawTensor]:
+    """Every tensor of the drafter, keyed by canonical role."""
+    import numpy as np
+
+    from .config import read_config
+    from .expected import expected_tensors
+
+    rng = np.random.default_rng(seed)
+    cfg = read_config(config(shape, SPECULATORS), SPECULATORS)
+    out: dict[str, RawTensor] = {}
+    for role, exp in expected_tensors(cfg).items():
+        if role in ("d2t", "t2d"):
+            continue
+        if role == "embed_tokens.weight" and not shape.embed_tokens:
+            continue
+        dims = tuple(int(d) for d in exp.shape)
+        if len(dims) == 1 and role.endswith("norm.weight"):
+            values = 1.0 + 0.05 * rng.standard_normal(dims)
+        else:
+            values = rng.standard_normal(dims) / math.sqrt(dims[-1])
+        out[role] = from_numpy(values.astype(np.float32), shape.dtype)
+    if shape.draft_vocab_size < shape.vocab_size:
+        d2t, t2d = vocab_mapping(shape.vocab_size, shape.draft_vocab_size, seed)
+        out["d2t"] = from_numpy(d2t)
+        if shape.t2d:
+            out["t2d"] = from_numpy(t2d)
+    return out
+
+
+def config(shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS) -> dict[str, Any]:
+    """config.json as the layout's producer writes it (speculators save_pretrained, or SpecForge's export)."""
+    layer = {
+        "model_type": shape.model_type,
+        "hidden_size": shape.hidden_size,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_key_value_heads": shape.num_key_value_heads,
+        "head_dim": shape.head_dim,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": shape.num_layers,
+        "vocab_size": shape.vocab_size,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "max_position_embeddings": shape.max_position_embeddings,
+        "attention_bias": shape.attention_bias,
+        "mlp_bias": shape.mlp_bias,
+        "tie_word_embeddings": False,
+    }
+    aux = list(shape.aux_layer_ids)
+    dtype = _CONFIG_DTYPE.get(shape.dtype, "bfloat16")
+    if layout == SPECULATORS:
+        return {
+            "architectures": ["Eagle3DraftModel"],
+            "speculators_model_type": "eagle3",
+            "speculators_version": "0.9.0",
+            "draft_vocab_size": shape.draft_vocab_size,
+            "eagle_aux_hidden_state_layer_ids": aux,
+            "norm_before_residual": shape.norm_before_residual,
+            "norm_before_fc": shape.norm_before_fc,
+            "fc_norm": shape.fc_norm,
+            "norm_output": False,
+            "target_hidden_size": shape.target_hidden_size,
+            "tie_word_embeddings": False,
+            "dtype": dtype,
+            "speculators_config": {
+                "algorithm": "eagle3",
+                "default_proposal_method": "greedy",
+                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                "verifier": {"name_or_path": "example-org/example-target", "architectures": ["LlamaForCausalLM"]},
+            },
+            "transformer_layer_config": {
+                **layer,
+                "rope_parameters": {"rope_theta": shape.rope_theta, "rope_type": "default"},
+            },
+        }
+    flat = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": aux, "use_aux_hidden_state": True},
+        **layer,
+        "rope_theta": shape.rope_theta,
+        "rope_scaling": None,
+        "draft_vocab_size": shape.draft_vocab_size,
+        "torch_dtype": dtype,
+    }
+    if shape.target_hidden_size is not None:
+        flat["target_hidden_size"] = shape.target_hidden_size
+    if shape.norm_before_residual:
+        flat["norm_before_residual"] = True
+    if shape.norm_before_fc:
+        flat["norm_before_fc"] = True
+    if shape.fc_norm:
+        flat["fc_norm"] = True
+    return flat
+
+
+def target_config(shape: DrafterShape = EXAMPLE) -> dict[str, Any]:
+    """A verifier config.json the drafter fits."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": shape.ht,
+            "num_hidden_layers": shape.target_layers, "vocab_size": shape.vocab_size}
+
+
+def drafter_files(shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS, seed: int = 0,
+                  first_layer: str = "midlayer") -> tuple[dict[str, RawTensor], dict[str, Any]]:
+    """(tensors by on-disk name, config.json) of a drafter in ``layout``."""
+    tensors = {on_disk_name(role, layout, first_layer): t for role, t in role_tensors(shape, seed).items()}
+    return tensors, config(shape, layout)
+
+
+def write_checkpoint(path: Path, tensors: dict[str, RawTensor], config_json: dict[str, Any] | None,
+                     shards: int = 1) -> Path:
+    """Write config.json and the tensors (one file, or ``shards`` files plus an index)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if config_json is not None:
+        (path / "config.json").write_text(json.dumps(config_json, indent=2) + "\n")
+    names = list(tensors)
+    if shards <= 1:
+        write_safetensors(path / "model.safetensors", tensors)
+        return path
+    per = math.ceil(len(names) / shards)
+    weight_map: dict[str, str] = {}
+    for i in range(shards):
+        part = names[i * per:(i + 1) * per]
+        fname = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        write_safetensors(path / fname, {n: tensors[n] for n in part})
+        weight_map.update({n: fname for n in part})
+    index = {"metadata": {"total_size": sum(t.nbytes for t in tensors.values())}, "weight_map": weight_map}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    return path
+
+
+def write_drafter(path: Path, shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS, seed: int = 0,
+                  shards: int = 1) -> Path:
+    tensors, cfg = drafter_files(shape, layout, seed)
+    return write_checkpoint(path, tensors, cfg, shards)
+
+
+def write_example(root: Path) -> dict[str, Path]:
+    """The embedded example: the same tiny drafter in both layouts, and its target's config.json."""
+    root = Path(root)
+    out = {
+        SPECULATORS: write_drafter(root / "example-speculators", EXAMPLE, SPECULATORS),
+        FLAT: write_drafter(root / "example-flat", EXAMPLE, FLAT),
+    }
+    target = root / "example-target"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "config.json").write_text(json.dumps(target_config(EXAMPLE), indent=2) + "\n")
+    out["target"] = target
+    return out
+
+
+__all__ = ["DrafterShape", "EXAMPLE", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
+           "write_checkpoint", "write_drafter", "write_example", "replace"]

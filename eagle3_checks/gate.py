@@ -1,0 +1,44 @@
+"""The gate as one call: open a checkpoint, resolve reference and target, run the registry.
+
+Every shell (CLI, pytest plugin, converter self-verification) goes through :func:`gate`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .config import TargetConfig, read_target_config
+from .errors import UsageError
+from .registry import GateOptions, GateResult, run_gate
+from .spec import resolve_reference
+
+
+def load_target(path: str | os.PathLike) -> TargetConfig:
+    """The verifier's config.json (a file, or a directory holding one). Raises UsageError."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise UsageError(f"--target-config {path}: no such file") from exc
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--target-config {path}: cannot read it as JSON: {exc}") from exc
+    try:
+        return read_target_config(raw, str(path))
+    except ValueError as exc:
+        raise UsageError(f"--target-config {exc}") from exc
+
+
+def gate_checkpoint(ckpt: Checkpoint, options: GateOptions) -> GateResult:
+    reference, note = resolve_reference(options.reference, ckpt)
+    target = load_target(options.target_config) if options.target_config else None
+    return run_gate(ckpt, options, reference=reference, reference_note=note, target=target)
+
+
+def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateResult:
+    """Gate the checkpoint at ``path``. Raises UsageError (exit 2) for unusable paths or options."""
+    return gate_checkpoint(open_checkpoint(path), options or GateOptions())

@@ -1,0 +1,110 @@
+"""The two on-disk layouts of an EAGLE-3 drafter and the canonical tensor roles both map to.
+
+* **speculators** (``Eagle3DraftModel.save_pretrained``, speculators 0.9): tensors named
+  ``layers.N.*``; config nested in ``speculators_config`` / ``transformer_layer_config``.
+* **flat** (EAGLE, SpecForge, AQ-MedAI; read by vLLM and SGLang): ``midlayer.*`` for the first
+  layer, config fields at the top level with an ``eagle_config`` block.
+
+A *role* is the layout-independent name of a tensor: the speculators name, so that
+``midlayer.self_attn.q_proj.weight`` and ``layers.0.self_attn.q_proj.weight`` are both the role
+``layers.0.self_attn.q_proj.weight``. Checks and reference specs speak in roles only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SPECULATORS = "speculators"
+FLAT = "flat"
+UNKNOWN = "unknown"
+
+# Architectures each layout's config may name, and the engine that knows the name.
+# speculators 0.9: Eagle3SpeculatorConfig default "Eagle3Speculator" (models/eagle3/config.py);
+# save_pretrained of the model class writes "Eagle3DraftModel".
+SPECULATORS_ARCHITECTURES = frozenset({"Eagle3DraftModel", "Eagle3Speculator"})
+# vLLM 0.33 model_executor/models/registry.py (the EAGLE-3 Llama-layer family) and SGLang 0.5.6
+# models/llama_eagle3.py (EntryClass = LlamaForCausalLMEagle3).
+FLAT_ARCHITECTURES = frozenset(
+    {
+        "LlamaForCausalLMEagle3",
+        "Eagle3LlamaForCausalLM",
+        "Eagle3Qwen3ForCausalLM",
+        "Eagle3Qwen2_5vlForCausalLM",
+        "Eagle3Qwen3vlForCausalLM",
+        "Eagle3MiniMaxM2ForCausalLM",
+        "Eagle3DeepseekV2ForCausalLM",
+        "Eagle3DeepseekV3ForCausalLM",
+    }
+)
+
+# Tensors outside the decoder layers.
+GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+_FC_NORM = re.compile(r"^fc_norm\.(\d+)\.weight$")
+
+# Tensors inside decoder layer N (suffix after "layers.N.").
+ATTN_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_PROJ = ("gate_proj", "up_proj", "down_proj")
+LAYER_SUFFIXES = (
+    "input_layernorm.weight",
+    "hidden_norm.weight",
+    *(f"self_attn.{p}.weight" for p in ATTN_PROJ),
+    *(f"self_attn.{p}.bias" for p in ATTN_PROJ),
+    "self_attn.q_norm.weight",
+    "self_attn.k_norm.weight",
+    "post_attention_layernorm.weight",
+    *(f"mlp.{p}.weight" for p in MLP_PROJ),
+    *(f"mlp.{p}.bias" for p in MLP_PROJ),
+)
+
+_NAME = re.compile(r"^(?P<prefix>model\.)?(?:(?P<mid>midlayer)|layers\.(?P<idx>\d+))\.(?P<suffix>.+)$")
+
+
+@dataclass(frozen=True)
+class Name:
+    """What an on-disk tensor name says about itself."""
+
+    name: str
+    role: str | None  # canonical role, None when the name means nothing to an EAGLE-3 drafter
+    layer: int | None  # decoder layer index, None for global tensors
+    style: str | None  # "midlayer" or "layers" for layer tensors
+    prefixed: bool  # carried a leading "model."
+
+
+def parse_name(name: str) -> Name:
+    """Map an on-disk tensor name to its canonical role."""
+    match = _NAME.match(name)
+    if match:
+        suffix = match["suffix"]
+        layer = 0 if match["mid"] else int(match["idx"])
+        style = "midlayer" if match["mid"] else "layers"
+        role = f"layers.{layer}.{suffix}" if suffix in LAYER_SUFFIXES else None
+        return Name(name, role, layer, style, bool(match["prefix"]))
+    prefixed = name.startswith("model.")
+    bare = name[len("model."):] if prefixed else name
+    if bare in GLOBAL_ROLES or _FC_NORM.match(bare):
+        return Name(name, bare, None, None, prefixed)
+    return Name(name, None, None, None, prefixed)
+
+
+def role_layer(role: str) -> int | None:
+    if role.startswith("layers."):
+        return int(role.split(".", 2)[1])
+    return None
+
+
+def on_disk_name(role: str, layout: str, style: str = "midlayer") -> str:
+    """The name a role has in a layout. Flat drafters name their first layer ``midlayer.``
+    (``style='layers'`` keeps ``layers.0.``, which vLLM also maps)."""
+    if layout == FLAT and style == "midlayer" and role.startswith("layers.0."):
+        return "midlayer." + role[len("layers.0."):]
+    return role
+
+
+def detect_layout(config: dict | None) -> str:
+    """The layout a config.json describes, from its structure (not from its architectures)."""
+    if not isinstance(config, dict):
+        return UNKNOWN
+    if any(k in config for k in ("speculators_config", "speculators_model_type", "transformer_layer_config")):
+        return SPECULATORS
+    return FLAT

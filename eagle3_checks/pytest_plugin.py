@@ -1,0 +1,250 @@
+"""pytest plugin: ``pytest --eagle3-ckpt=PATH`` gates a drafter as one test item per check.
+
+Options follow one rule: CLI ``--NAME`` is ``--eagle3-NAME`` here and ``eagle3_NAME`` (dashes as
+underscores) in an ini file; the command line wins over the ini. When a checkpoint is given, the
+plugin appends the package's ``gate.eagle3`` file to the collection arguments, and that file
+collects ``<checkpoint>::<check id>`` items, so ``-k``, ``--junitxml``, ``--lf`` and ``-n`` work as for
+any test. A failing item prints the finding, not a traceback into this package.
+
+Fixtures for your own tests: ``eagle3_checkpoint`` (the normalized view) and ``eagle3_findings``
+(every finding), parametrized over the ``--eagle3-ckpt`` checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
+
+# name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
+OPTIONS: dict[str, tuple[str, Any, str]] = {
+    "ckpt": ("linelist", [], "drafter checkpoint directory to gate (repeatable)"),
+    "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR or none"),
+    "target-config": ("string", None, "the verifier's config.json (or its directory)"),
+    "level": ("string", None, "run checks up to this level: header, scan or forward (default: all this version has)"),
+    "strict": ("bool", False, "warnings fail too"),
+    "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
+}
+
+_STATE = pytest.StashKey["_Eagle3State"]()
+
+
+def _dest(name: str) -> str:
+    return "eagle3_" + name.replace("-", "_")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("eagle3", "EAGLE-3 drafter checkpoint gate (eagle3-checks)")
+    for name, (kind, default, help_) in OPTIONS.items():
+        if kind == "linelist":
+            group.addoption(f"--eagle3-{name}", dest=_dest(name), action="append", default=None, help=help_)
+        elif kind == "bool":
+            group.addoption(f"--eagle3-{name}", dest=_dest(name), action="store_true", default=None, help=help_)
+        else:
+            group.addoption(f"--eagle3-{name}", dest=_dest(name), default=None, help=help_)
+        parser.addini(_dest(name), help_, type=kind, default=default)
+
+
+class _Eagle3State:
+    """Options (plain, serialisable values) and one gate result per checkpoint, computed once."""
+
+    def __init__(self, ckpts: list[str], labels: list[str], options: Any) -> None:
+        self.ckpts, self.labels, self.options = ckpts, labels, options
+        self.results: dict[str, Any] = {}
+
+    def result(self, path: str) -> Any:
+        if path not in self.results:
+            from .gate import gate
+
+            self.results[path] = gate(path, self.options)
+        return self.results[path]
+
+
+def _value(config: pytest.Config, name: str) -> Any:
+    cli = config.getoption(_dest(name))
+    if cli is not None:
+        return cli
+    ini = config.getini(_dest(name))
+    return ini if ini not in ("", None) else None
+
+
+def _labels(paths: list[str]) -> list[str]:
+    labels: list[str] = []
+    for p in paths:
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", Path(p).name or "checkpoint")
+        label, n = base, 2
+        while label in labels:
+            label, n = f"{base}-{n}", n + 1
+        labels.append(label)
+    return labels
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from .errors import UsageError
+    from .registry import parse_options
+
+    config.addinivalue_line("markers", "eagle3: an eagle3-checks gate item")
+    ckpts = _value(config, "ckpt") or []
+    from_ini = config.getoption(_dest("ckpt")) is None
+    base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
+    ckpts = [str(base / p) if from_ini and not os.path.isabs(p) else p for p in ckpts]
+    target = _value(config, "target-config")
+    if target and config.getoption(_dest("target-config")) is None and config.inipath and not os.path.isabs(target):
+        target = str(config.inipath.parent / target)
+    try:
+        options = parse_options(reference=_value(config, "reference"), target_config=target,
+                                level=_value(config, "level"), strict=bool(_value(config, "strict")),
+                                skip=_value(config, "skip") or [])
+        for p in ckpts:
+            if not os.path.isdir(p):
+                raise UsageError(f"--eagle3-ckpt {p}: " + ("not a directory" if os.path.exists(p) else
+                                                           "no such file or directory"))
+        if options.target_config:
+            from .gate import load_target
+
+            load_target(options.target_config)
+    except UsageError as exc:
+        raise pytest.UsageError(f"eagle3-checks: {exc}") from None
+    config.stash[_STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
+    if not ckpts:
+        return
+    if not any(_is_gate_file(a) for a in config.args):
+        config.args.append(str(GATE_FILE))
+    # Keep each checkpoint's items on one pytest-xdist worker, so its files are read once: the items carry an
+    # xdist_group mark, which "loadgroup" honours and "load" would ignore (unmarked tests distribute as before).
+    if getattr(config.option, "dist", "no") in ("load", "worksteal"):
+        config.option.dist = "loadgroup"
+
+
+def _is_gate_file(arg: str) -> bool:
+    try:
+        return Path(arg.split("::")[0]).resolve() == GATE_FILE
+    except OSError:
+        return False
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.resolve() == GATE_FILE and parent.config.stash.get(_STATE, None) is not None:
+        # A stable node id: the file lives in site-packages, outside any rootdir.
+        return GateFile.from_parent(parent, path=file_path, name="eagle3-checks", nodeid="eagle3-checks")
+    return None
+
+
+class GateFile(pytest.File):
+    """The gate: one collector per checkpoint given with --eagle3-ckpt."""
+
+    def collect(self):
+        state = self.config.stash[_STATE]
+        for path, label in zip(state.ckpts, state.labels):
+            yield CheckpointCollector.from_parent(self, name=label, ckpt_path=path)
+
+
+class CheckpointCollector(pytest.Collector):
+    def __init__(self, *, ckpt_path: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.ckpt_path = ckpt_path
+
+    def collect(self):
+        from .registry import checks
+
+        levels = self.config.stash[_STATE].options.levels()
+        for c in checks():
+            if c.level in levels:
+                item = CheckItem.from_parent(self, name=c.id, check_id=c.id)
+                item.add_marker(pytest.mark.eagle3)
+                item.add_marker(pytest.mark.xdist_group(self.name))
+                yield item
+
+
+class CheckFailed(Exception):
+    """A check found errors (or warnings under --eagle3-strict)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, check_id: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.check_id = check_id
+
+    def runtest(self) -> None:
+        from .errors import UsageError
+        from .registry import FAILED, SKIPPED, WARNED
+        from .report import check_text
+
+        state = self.config.stash[_STATE]
+        try:
+            gate_result = state.result(self.parent.ckpt_path)
+        except UsageError as exc:
+            raise CheckFailed(f"{self.check_id}: cannot gate {self.parent.ckpt_path}: {exc}") from None
+        r = gate_result.result(self.check_id)
+        self.user_properties.append(("eagle3_status", r.status))
+        if r.findings:
+            self.user_properties.append(("eagle3_findings", json.dumps([f.to_dict() for f in r.findings])))
+            self.add_report_section("call", "eagle3 findings", check_text(r))
+        if r.status == SKIPPED:
+            pytest.skip(f"{self.check_id}: {r.reason}")
+        if r.status == FAILED or (r.status == WARNED and gate_result.options.strict):
+            raise CheckFailed(check_text(r))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CheckFailed):
+            return f"{self.parent.ckpt_path}\n{excinfo.value.text}"
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"eagle3 {self.parent.name}::{self.check_id}"
+
+
+# ----- fixtures for users' own tests -----------------------------------------------------------------
+
+_FIXTURES = {"eagle3_checkpoint", "eagle3_findings", "eagle3_gate_result"}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not _FIXTURES & set(metafunc.fixturenames):
+        return
+    state = metafunc.config.stash.get(_STATE, None)
+    if state is None or not state.ckpts:
+        metafunc.parametrize("eagle3_ckpt_path", [None], ids=["no-eagle3-ckpt"], scope="session")
+    else:
+        metafunc.parametrize("eagle3_ckpt_path", state.ckpts, ids=state.labels, scope="session")
+
+
+@pytest.fixture(scope="session")
+def eagle3_gate_result(request: pytest.FixtureRequest, eagle3_ckpt_path: str | None) -> Any:
+    """The gate result (every check's status and findings) for one --eagle3-ckpt checkpoint."""
+    if eagle3_ckpt_path is None:
+        pytest.skip("no checkpoint given: pass --eagle3-ckpt=PATH")
+    return request.config.stash[_STATE].result(eagle3_ckpt_path)
+
+
+@pytest.fixture(scope="session")
+def eagle3_checkpoint(eagle3_gate_result: Any) -> Any:
+    """The normalized view of the checkpoint (eagle3_checks.checkpoint.Checkpoint)."""
+    return eagle3_gate_result.ckpt
+
+
+@pytest.fixture(scope="session")
+def eagle3_findings(eagle3_gate_result: Any) -> list:
+    """Every finding of every check on the checkpoint (eagle3_checks.registry.Finding)."""
+    return eagle3_gate_result.findings()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    state = terminalreporter.config.stash.get(_STATE, None)
+    if state is None or not state.results:
+        return
+    from .report import summary_line
+
+    terminalreporter.section("eagle3-checks")
+    for path, result in state.results.items():
+        terminalreporter.write_line(f"{path}: {summary_line(result)}")

@@ -1,0 +1,234 @@
+"""The one registry of checks, and the gate that runs it.
+
+A check is a small function ``fn(ctx) -> Iterable[Finding]`` registered with :func:`check`. It
+has a stable id, a title, a level (``header`` reads headers and the small vocabulary tensors;
+``scan`` and ``forward`` come later), and what it needs beyond the checkpoint (``reference``,
+``target``). The CLI, the pytest plugin and the converter's self-verification all call
+:func:`run_gate`; none of them knows any check by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Iterable
+
+from .errors import UsageError
+
+LEVELS = ("header", "scan", "forward")
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a check found: where, expected vs found, why it matters, how to fix it."""
+
+    severity: Severity
+    message: str
+    file: str | None = None
+    key: str | None = None
+    expected: str | None = None
+    found: str | None = None
+    why: str | None = None
+    fix: str | None = None
+    check: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["severity"] = self.severity.value
+        return {k: v for k, v in d.items() if v is not None}
+
+
+def _finding(severity: Severity) -> Callable[..., Finding]:
+    def make(message: str, **kw: Any) -> Finding:
+        kw = {k: (None if v is None else str(v)) for k, v in kw.items()}
+        return Finding(severity, message, **kw)
+
+    return make
+
+
+error = _finding(Severity.ERROR)
+warning = _finding(Severity.WARNING)
+info = _finding(Severity.INFO)
+
+
+class NotApplicable(Exception):
+    """Raised by a check that cannot run on this checkpoint; reported as skipped with the reason."""
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    level: str
+    needs: tuple[str, ...]
+    func: Callable[["Context"], Iterable[Finding]]
+    guards: str  # the failure it prevents, in a sentence
+    evidence: tuple[str, ...] = ()  # where that failure was seen (issues, PRs, sources)
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
+          evidence: tuple[str, ...] = ()) -> Callable:
+    """Register ``fn`` as check ``id``."""
+    assert level in LEVELS, level
+
+    def register(fn: Callable) -> Callable:
+        if id in REGISTRY:
+            raise ValueError(f"check {id!r} registered twice")
+        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence)
+        return fn
+
+    return register
+
+
+def checks() -> list[Check]:
+    """Every registered check, in registration order (the order reports use)."""
+    from . import checks as _all  # noqa: F401  (importing the package registers them)
+
+    return list(REGISTRY.values())
+
+
+@dataclass
+class Context:
+    """What a check sees: the checkpoint, and the optional reference and target config."""
+
+    ckpt: Any  # Checkpoint
+    reference: Any = None  # Spec
+    reference_note: str = ""
+    target: Any = None  # TargetConfig
+    options: "GateOptions | None" = None
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Options every shell shares. Plain values only, so they serialize (pytest-xdist)."""
+
+    reference: str = "auto"
+    target_config: str | None = None
+    level: str | None = None  # None: every level the project has
+    strict: bool = False
+    skip: tuple[tuple[str, str], ...] = ()  # (check id, reason)
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return dict(self.skip)
+
+    def levels(self) -> tuple[str, ...]:
+        implemented = implemented_levels()
+        if self.level is None:
+            return implemented
+        return LEVELS[: LEVELS.index(self.level) + 1]
+
+
+def implemented_levels() -> tuple[str, ...]:
+    present = {c.level for c in checks()}
+    return tuple(lvl for lvl in LEVELS if lvl in present)
+
+
+def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
+                  strict: bool = False, skip: Iterable[str] = ()) -> GateOptions:
+    """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
+    if level is not None:
+        if level not in LEVELS:
+            raise UsageError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
+        if level not in implemented_levels():
+            raise UsageError(f"--level {level}: this version of eagle3-checks has no {level}-level checks yet "
+                             f"(available: {', '.join(implemented_levels())})")
+    known = {c.id for c in checks()}
+    waivers: list[tuple[str, str]] = []
+    for item in skip:
+        check_id, sep, reason = item.partition("=")
+        check_id, reason = check_id.strip(), reason.strip()
+        if not sep or not reason:
+            raise UsageError(f"--skip {item!r}: write CHECK_ID=REASON (a waiver needs a reason)")
+        if check_id not in known:
+            raise UsageError(f"--skip {item!r}: no check named {check_id!r} (see `eagle3-checks list`)")
+        waivers.append((check_id, reason))
+    return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
+                       strict=bool(strict), skip=tuple(waivers))
+
+
+PASSED, FAILED, WARNED, SKIPPED = "passed", "failed", "warned", "skipped"
+
+
+@dataclass
+class CheckResult:
+    check: Check
+    status: str
+    findings: list[Finding] = field(default_factory=list)
+    reason: str | None = None  # why it was skipped
+
+    def failed(self, strict: bool) -> bool:
+        return self.status == FAILED or (strict and self.status == WARNED)
+
+
+@dataclass
+class GateResult:
+    ckpt: Any
+    options: GateOptions
+    results: list[CheckResult]
+    reference_name: str | None
+    reference_note: str
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(r.failed(self.options.strict) for r in self.results) else 0
+
+    def result(self, check_id: str) -> CheckResult:
+        return next(r for r in self.results if r.check.id == check_id)
+
+    def findings(self) -> list[Finding]:
+        return [f for r in self.results for f in r.findings]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Severity}
+        for f in self.findings():
+            out[f.severity.value] += 1
+        return out
+
+
+def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
+    if c.id in waived:
+        return CheckResult(c, SKIPPED, reason=f"waived: {waived[c.id]}")
+    if "reference" in c.needs and ctx.reference is None:
+        return CheckResult(c, SKIPPED, reason=ctx.reference_note or "no reference given")
+    if "target" in c.needs and ctx.target is None:
+        return CheckResult(c, SKIPPED, reason="needs --target-config (the verifier's config.json)")
+    try:
+        found = [dataclasses.replace(f, check=c.id) for f in c.func(ctx)]
+    except NotApplicable as exc:
+        return CheckResult(c, SKIPPED, reason=str(exc))
+    except Exception as exc:  # a bug in a check must not hide the others, nor pass silently
+        found = [Finding(Severity.ERROR, f"check crashed ({type(exc).__name__}: {exc}); the checkpoint is "
+                         "unverified for this check. Please report this.", check=c.id)]
+    if any(f.severity is Severity.ERROR for f in found):
+        status = FAILED
+    elif any(f.severity is Severity.WARNING for f in found):
+        status = WARNED
+    else:
+        status = PASSED
+    return CheckResult(c, status, found)
+
+
+def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = None, reference_note: str = "",
+             target: Any = None) -> GateResult:
+    """Run every registered check of the selected levels on an opened checkpoint.
+
+    ``reference`` and ``target`` are already resolved (see :func:`eagle3_checks.gate.prepare`).
+    """
+    options = options or GateOptions()
+    ctx = Context(ckpt, reference, reference_note, target, options)
+    levels = options.levels()
+    waived = options.skipped
+    results = [run_check(c, ctx, waived) for c in checks() if c.level in levels]
+    ref_name = getattr(reference, "name", None)
+    return GateResult(ckpt, options, results, ref_name, reference_note)

@@ -1,0 +1,138 @@
+"""Rendering gate results: text for people, JSON for machines, markdown for CI summaries."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+from . import __version__
+from .registry import FAILED, PASSED, SKIPPED, WARNED, CheckResult, Finding, GateResult, Severity
+
+SCHEMA_VERSION = 1
+_LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP"}
+
+
+def summary_line(result: GateResult) -> str:
+    c = result.counts()
+    verdict = "FAILED" if result.exit_code else "PASSED"
+    strict = " (--strict: warnings fail)" if result.options.strict and c["warning"] and result.exit_code else ""
+    return f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s){strict}"
+
+
+def finding_lines(f: Finding, indent: str = "") -> list[str]:
+    """A finding as indented lines: the message, then expected / found / why / fix."""
+    out = [f"{indent}{f.severity.value.upper()}: {f.message}"]
+    width = 100
+    for label, value in (("file", f.file), ("key", f.key), ("expected", f.expected), ("found", f.found),
+                         ("why", f.why), ("fix", f.fix)):
+        if value is None or (label == "key" and value in f.message) or (label == "file" and value in f.message):
+            continue
+        head = f"{indent}  {label + ':':<10}"
+        wrapped = textwrap.wrap(value, width=max(40, width - len(head)), break_on_hyphens=False) or [""]
+        out.append(head + wrapped[0])
+        out.extend(" " * len(head) + w for w in wrapped[1:])
+    return out
+
+
+def check_text(r: CheckResult) -> str:
+    """One check's outcome and findings, as the pytest plugin prints a failure."""
+    lines = [f"{r.check.id}: {r.check.title}"]
+    if r.reason:
+        lines.append(f"  skipped: {r.reason}")
+    for f in r.findings:
+        lines.extend(finding_lines(f, "  "))
+    return "\n".join(lines)
+
+
+def _header(result: GateResult) -> list[str]:
+    ck = result.ckpt
+    files = ", ".join(ck.weight_files) or "no readable weights"
+    lines = [f"eagle3-checks {__version__} · {ck.display}",
+             f"  layout: {ck.layout} ({ck.layout_source}) · {len(ck.tensors)} tensors in {files}",
+             f"  reference: {result.reference_name or '-'} ({result.reference_note})"]
+    if result.options.target_config:
+        lines.append(f"  target config: {result.options.target_config}")
+    return lines
+
+
+def render_text(results: list[GateResult], verbose: bool = False) -> str:
+    out: list[str] = []
+    for result in results:
+        out.extend(_header(result))
+        width = max(len(r.check.id) for r in result.results) if result.results else 10
+        for r in result.results:
+            tail = f"  ({r.reason})" if r.reason else ""
+            out.append(f"  {_LABEL[r.status]}  {r.check.id:<{width}}  {r.check.title}{tail}")
+            for f in r.findings:
+                if f.severity is Severity.INFO and not verbose and r.status == PASSED:
+                    out.append(f"        note: {f.message}")
+                    continue
+                out.extend(finding_lines(f, "        "))
+        out.append(f"  {summary_line(result)}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def to_json(results: list[GateResult]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "eagle3-checks", "version": __version__},
+        "exit_code": max((r.exit_code for r in results), default=0),
+        "checkpoints": [
+            {
+                "path": r.ckpt.display,
+                "layout": r.ckpt.layout,
+                "layout_source": r.ckpt.layout_source,
+                "reference": r.reference_name,
+                "reference_note": r.reference_note,
+                "target_config": r.options.target_config,
+                "strict": r.options.strict,
+                "exit_code": r.exit_code,
+                "counts": r.counts(),
+                "checks": [
+                    {"id": c.check.id, "title": c.check.title, "level": c.check.level, "status": c.status,
+                     **({"reason": c.reason} if c.reason else {}),
+                     "findings": [f.to_dict() for f in c.findings]}
+                    for c in r.results
+                ],
+            }
+            for r in results
+        ],
+    }
+
+
+def render_json(results: list[GateResult]) -> str:
+    return json.dumps(to_json(results), indent=2) + "\n"
+
+
+def _md(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(results: list[GateResult]) -> str:
+    out: list[str] = []
+    for result in results:
+        ck = result.ckpt
+        out += [f"### eagle3-checks: `{ck.display}`", "",
+                f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** ({_md(result.reference_note)}) · "
+                f"**{summary_line(result)}**", "", "| status | check | title | findings |", "|---|---|---|---|"]
+        for r in result.results:
+            n = len(r.findings)
+            note = _md(r.reason) if r.reason else (f"{n} finding(s)" if n else "")
+            out.append(f"| {_LABEL[r.status]} | `{r.check.id}` | {_md(r.check.title)} | {note} |")
+        details = [(r, f) for r in result.results for f in r.findings if f.severity is not Severity.INFO
+                   or r.status != PASSED]
+        if details:
+            out += ["", "<details><summary>Findings</summary>", ""]
+            for r, f in details:
+                out.append(f"- **{f.severity.value}** `{r.check.id}`: {_md(f.message)}")
+                for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix)):
+                    if value:
+                        out.append(f"  - {label}: {_md(value)}")
+            out += ["", "</details>"]
+        out.append("")
+    return "\n".join(out)
+
+
+RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}

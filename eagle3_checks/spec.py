@@ -1,0 +1,305 @@
+"""Reference specs: what a known-good drafter looks like, as versioned JSON, and the diff against one.
+
+A spec holds canonical tensor roles with shapes and dtypes (and which are optional), the
+semantic config fields (those that change shapes or the math; not bookkeeping such as
+``transformers_version``), the aux-layer ids with the convention they were counted in, and the
+"shape family" (hidden_size, vocab_size) that ``--reference auto`` matches on. Because roles are
+layout-independent, the same drafter in the speculators and the flat layout diffs clean.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .layout import SPECULATORS
+from .registry import Finding, error, info
+
+SCHEMA = "eagle3-checks/reference-spec"
+SCHEMA_VERSION = 1
+
+# Config fields that change shapes or the computation.
+SEMANTIC_FIELDS = (
+    "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+    "vocab_size", "draft_vocab_size", "num_hidden_layers", "target_hidden_size", "aux_layer_ids",
+    "rms_norm_eps", "rope_theta", "rope_scaling", "hidden_act", "attention_bias", "mlp_bias",
+    "tie_word_embeddings", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output",
+)
+# Tensors engines can do without: the target's embedding is shared; t2d is never read by an engine.
+OPTIONAL_ROLES = ("embed_tokens.weight", "t2d")
+AUX_CONVENTIONS = ("vllm", "sglang")
+_AUX_MEANING = {
+    "vllm": "id L = the residual stream entering layer L (output of layer L-1)",
+    "sglang": "id X = the output of layer X (SGLang adds 1 internally)",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str
+    optional: bool = False
+    present: bool = True  # False: an optional tensor the spec's source does not ship
+
+
+@dataclass
+class Spec:
+    name: str
+    config: dict[str, Any]
+    tensors: dict[str, TensorSpec]
+    layout: str | None = None
+    aux_convention: str | None = None
+    aux_convention_note: str = ""
+    description: str = ""
+    source: str = ""
+    origin: str = ""  # where this spec was read from, for messages
+    family: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "layout": self.layout,
+            "family": self.family,
+            "aux_layer_convention": {"value": self.aux_convention, "note": self.aux_convention_note},
+            "config": {k: self.config.get(k) for k in SEMANTIC_FIELDS},
+            "tensors": {
+                role: {"shape": list(t.shape), "dtype": t.dtype,
+                       **({"optional": True} if t.optional else {}), **({} if t.present else {"present": False})}
+                for role, t in sorted(self.tensors.items())
+            },
+        }
+
+    def dumps(self) -> str:
+        """The spec as committed JSON: indented, with lists of scalars (shapes, ids) on one line."""
+        return _dumps(self.to_json()) + "\n"
+
+    @classmethod
+    def from_json(cls, data: Any, origin: str) -> "Spec":
+        def bad(why: str) -> UsageError:
+            return UsageError(f"{origin}: not a usable reference spec: {why}")
+
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise bad(f'"schema" must be "{SCHEMA}"')
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise bad(f"schema_version {data.get('schema_version')!r}; this eagle3-checks reads {SCHEMA_VERSION}")
+        config, tensors = data.get("config"), data.get("tensors")
+        if not isinstance(data.get("name"), str) or not isinstance(config, dict) or not isinstance(tensors, dict):
+            raise bad("needs a string name and objects config and tensors")
+        parsed: dict[str, TensorSpec] = {}
+        for role, t in tensors.items():
+            if not (isinstance(t, dict) and isinstance(t.get("shape"), list) and isinstance(t.get("dtype"), str)
+                    and all(isinstance(d, int) and d >= 0 for d in t["shape"])):
+                raise bad(f"tensor {role!r} needs a shape (list of integers) and a dtype")
+            parsed[role] = TensorSpec(tuple(t["shape"]), t["dtype"], bool(t.get("optional")), t.get("present", True))
+        conv = data.get("aux_layer_convention") or {}
+        value = conv.get("value") if isinstance(conv, dict) else None
+        if value not in (None, *AUX_CONVENTIONS):
+            raise bad(f"aux_layer_convention.value {value!r}: one of {AUX_CONVENTIONS} or null")
+        family = data.get("family") if isinstance(data.get("family"), dict) else {}
+        return cls(data["name"], {k: config.get(k) for k in SEMANTIC_FIELDS}, parsed, data.get("layout"), value,
+                   conv.get("note", "") if isinstance(conv, dict) else "", data.get("description", ""),
+                   data.get("source", ""), origin, family)
+
+
+def _dumps(value: Any, indent: str = "") -> str:
+    if isinstance(value, dict) and value:
+        inner = indent + "  "
+        items = [f"{inner}{json.dumps(k)}: {_dumps(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        inner = indent + "  "
+        return "[\n" + ",\n".join(inner + _dumps(v, inner) for v in value) + "\n" + indent + "]"
+    return json.dumps(value)
+
+
+def _normalized_rope_scaling(value: Any) -> dict | None:
+    """rope_scaling / rope_parameters without rope_theta; None when it is plain default RoPE."""
+    if not isinstance(value, dict):
+        return None
+    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
+    kind = value.get("rope_type", value.get("type", "default"))
+    if kind == "default" and not rest:
+        return None
+    return {"rope_type": kind, **rest}
+
+
+def semantic_config(cfg: Any) -> dict[str, Any]:
+    """The semantic fields of a DraftConfig, normalized for comparison."""
+    out = {name: cfg[name] for name in SEMANTIC_FIELDS}
+    out["rope_scaling"] = _normalized_rope_scaling(cfg["rope_scaling"])
+    if out["rope_theta"] is not None:
+        out["rope_theta"] = float(out["rope_theta"])
+    if out["rms_norm_eps"] is not None:
+        out["rms_norm_eps"] = float(out["rms_norm_eps"])
+    return out
+
+
+def snapshot(ckpt: Any, name: str, description: str = "") -> Spec:
+    """A spec of an opened checkpoint (trusted by the caller)."""
+    cfg = ckpt.config
+    config = semantic_config(cfg) if cfg is not None else {}
+    tensors: dict[str, TensorSpec] = {}
+    for role, disk in sorted(ckpt.roles.items()):
+        e = ckpt.tensors[disk]
+        tensors[role] = TensorSpec(e.shape, e.dtype, role in OPTIONAL_ROLES)
+    floats = [e.dtype for e in ckpt.tensors.values() if e.kind == "f"]
+    main = max(set(floats), key=floats.count) if floats else "BF16"
+    v, dv, h = config.get("vocab_size"), config.get("draft_vocab_size"), config.get("hidden_size")
+    if "embed_tokens.weight" not in tensors and v and h:
+        tensors["embed_tokens.weight"] = TensorSpec((v, h), main, True, False)
+    if "t2d" not in tensors and v and dv and dv < v:
+        tensors["t2d"] = TensorSpec((v,), "BOOL", True, False)
+    conv, note = (("vllm", "inferred: a speculators checkpoint is trained on hidden states captured by vLLM")
+                  if ckpt.layout == SPECULATORS else (None, "unknown: a flat checkpoint does not say"))
+    return Spec(name, config, tensors, ckpt.layout, conv, note, description,
+                source=f"snapshot of {ckpt.display}", origin=ckpt.display,
+                family={"hidden_size": h, "vocab_size": v} if h and v else {})
+
+
+# ----- shipped specs and --reference resolution -------------------------------------------------
+
+def _spec_dir() -> Path:
+    """reference_specs/ inside an installed package, else at the top of a source checkout."""
+    packaged = resources.files("eagle3_checks") / "reference_specs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "reference_specs"
+
+
+def shipped_specs() -> dict[str, Path]:
+    d = _spec_dir()
+    return {p.stem: p for p in sorted(d.glob("*.json"))} if d.is_dir() else {}
+
+
+def load_spec(path: Path, origin: str | None = None) -> Spec:
+    origin = origin or str(path)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{origin}: cannot read the reference spec: {exc}") from exc
+    return Spec.from_json(data, origin)
+
+
+def family_of(ckpt: Any) -> dict[str, int | None]:
+    """hidden_size and vocab_size of a checkpoint, from its config or, failing that, its tensors."""
+    cfg = ckpt.config
+    h = cfg["hidden_size"] if cfg is not None else None
+    v = cfg["vocab_size"] if cfg is not None else None
+    fc, embed, t2d = ckpt.shape("fc.weight"), ckpt.shape("embed_tokens.weight"), ckpt.shape("t2d")
+    h = h or (fc[0] if fc else None)
+    v = v or (embed[0] if embed else t2d[0] if t2d else None)
+    return {"hidden_size": h, "vocab_size": v}
+
+
+def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
+    """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
+    spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
+    option = option or "auto"
+    path = Path(option)
+    if path.exists():  # an existing path wins over a name
+        if path.is_dir():
+            from .checkpoint import open_checkpoint
+
+            ref = open_checkpoint(path)
+            if ref.problems:
+                raise UsageError(f"--reference {option}: the reference checkpoint has integrity problems "
+                                 f"({ref.problems[0].file}: {ref.problems[0].message})")
+            return snapshot(ref, path.name or option), f"checkpoint {option}"
+        return load_spec(path), f"spec file {option}"
+    if option == "none":
+        return None, "no reference (--reference none)"
+    specs = shipped_specs()
+    if option == "auto":
+        fam = family_of(ckpt)
+        for name, p in specs.items():
+            spec = load_spec(p, name)
+            if spec.family and all(fam.get(k) == v for k, v in spec.family.items()):
+                return spec, f"auto: shipped spec {name} (hidden_size {fam['hidden_size']}, vocab_size {fam['vocab_size']})"
+        return None, (f"no shipped reference spec matches hidden_size {fam['hidden_size']}, vocab_size "
+                      f"{fam['vocab_size']} (shipped: {', '.join(specs) or 'none'}); pass --reference SPEC.json or a "
+                      "trusted checkpoint directory")
+    if option in specs:
+        return load_spec(specs[option], option), f"shipped spec {option}"
+    raise UsageError(f"--reference {option!r}: no such file, directory or shipped spec "
+                     f"(shipped: {', '.join(specs) or 'none'}; or auto, none)")
+
+
+# ----- the diff -------------------------------------------------------------------------------------
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+    return a == b
+
+
+def _layers(ids: list[int], convention: str) -> list[int]:
+    """Which target layer's output each aux id captures."""
+    return [i - 1 for i in ids] if convention == "vllm" else list(ids)
+
+
+def diff(candidate: Spec, reference: Spec) -> list[Finding]:
+    """Differences between a candidate and a reference, as findings (no check id yet)."""
+    out: list[Finding] = []
+    ref = reference.name
+    if candidate.layout and reference.layout and candidate.layout != reference.layout:
+        out.append(info(f"layouts differ: {candidate.layout} vs {ref}'s {reference.layout}; compared by tensor role",
+                        expected=reference.layout, found=candidate.layout))
+
+    for role in sorted(set(candidate.tensors) | set(reference.tensors)):
+        c, r = candidate.tensors.get(role), reference.tensors.get(role)
+        c_has, r_has = bool(c and c.present), bool(r and r.present)
+        if c_has and r_has:
+            if c.shape != r.shape:
+                out.append(error(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)}", key=role,
+                                 expected=str(list(r.shape)), found=str(list(c.shape)),
+                                 why="a drafter of another shape family: it cannot be served where the reference is",
+                                 fix="compare against the reference of this drafter's size, or fix the export"))
+            if c.dtype != r.dtype:
+                out.append(error(f"{role}: dtype {c.dtype}, {ref} has {r.dtype}", key=role, expected=r.dtype,
+                                 found=c.dtype, why="the export changed precision: memory, speed and numerics differ "
+                                 "from the reference the deployment was sized for",
+                                 fix=f"save the weights as {r.dtype}"))
+        elif c_has or r_has:
+            optional = bool((r and r.optional) or (c and c.optional and role in OPTIONAL_ROLES))
+            where = "the candidate" if c_has else ref
+            if optional:
+                out.append(info(f"{role}: only {where} has it (optional)", key=role))
+            else:
+                out.append(error(f"{role}: only {where} has it", key=role,
+                                 expected="present" if r_has else "absent", found="present" if c_has else "absent",
+                                 why="the drafter is not built like the reference: a tensor was dropped or added",
+                                 fix="re-export the missing tensor" if r_has else "remove the extra tensor or the "
+                                 "config flag that asks for it"))
+
+    conventions = (candidate.aux_convention, reference.aux_convention)
+    for name in SEMANTIC_FIELDS:
+        c, r = candidate.config.get(name), reference.config.get(name)
+        if name == "aux_layer_ids" and c and r and all(conventions) and conventions[0] != conventions[1]:
+            c_layers, r_layers = _layers(c, conventions[0]), _layers(r, conventions[1])
+            if c_layers != r_layers:
+                out.append(error(
+                    f"aux layers: the candidate's ids {c} ({conventions[0]} convention) capture the outputs of target "
+                    f"layers {c_layers}, {ref}'s ids {r} ({conventions[1]} convention) capture layers {r_layers}",
+                    key="aux_layer_ids", expected=f"outputs of layers {r_layers}", found=f"outputs of layers {c_layers}",
+                    why=f"{conventions[0]}: {_AUX_MEANING[conventions[0]]}; {conventions[1]}: "
+                    f"{_AUX_MEANING[conventions[1]]}. One layer off cost ~35 points of first-token acceptance "
+                    "(vLLM PR #43671)",
+                    fix="confirm which layers the drafter was trained on and state them in the serving engine's "
+                    "convention"))
+            continue
+        if not _same(c, r):
+            out.append(error(f"config {name}: {c!r}, {ref} has {r!r}", key=name, expected=repr(r), found=repr(c),
+                             why="a semantic field (it sizes tensors or changes the computation) differs from the "
+                             "reference", fix=f"state {name} as the drafter was trained, or diff against the right "
+                             "reference"))
+    return out
