@@ -23,12 +23,12 @@ _CONFIG_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 @dataclass(frozen=True)
 class DrafterShape:
     """Everything that sizes a drafter. The defaults are the embedded example: GQA (4 heads, 2 KV heads),
-    head_dim 32 != hidden_size / heads = 16, a 128-token draft vocabulary of a 512-token target."""
+    head_dim 24 != hidden_size / heads = 16, a 128-token draft vocabulary of a 512-token target."""
 
     hidden_size: int = 64
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
-    head_dim: int = 32
+    head_dim: int = 24
     intermediate_size: int = 160
     vocab_size: int = 512
     draft_vocab_size: int = 128

@@ -34,11 +34,12 @@ def _mul(*xs: int | None) -> int | None:
     return out
 
 
-def expected_tensors(cfg: DraftConfig) -> dict[str, Expected]:
-    """Every tensor role the config implies, keyed by role."""
+def expected_tensors(cfg: DraftConfig, n_layers: int | None = None) -> dict[str, Expected]:
+    """Every tensor role the config implies, keyed by role. ``n_layers`` overrides the config's layer count
+    (the key and shape checks judge the layers present; the layer count is config.layers' business)."""
     h, nh, nkv, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     inter, v, dv, ht, a = cfg["intermediate_size"], cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden, cfg.num_aux
-    n_layers = cfg["num_hidden_layers"] or 1
+    n_layers = n_layers or cfg["num_hidden_layers"] or 1
     out: dict[str, Expected] = {}
 
     def add(role: str, shape: tuple, dims: str, presence: str = REQUIRED, reason: str = "") -> None:
@@ -54,11 +55,15 @@ def expected_tensors(cfg: DraftConfig) -> dict[str, Expected]:
     add("norm.weight", (h,), "(H,)")
     tied = cfg["tie_word_embeddings"]
     add("lm_head.weight", (dv, h), "(DV, H)", OPTIONAL if tied else REQUIRED)
-    if v is not None and dv is not None and dv < v:
+    if v is None or dv is None:  # sizes unknown (config.fields reports why): nothing to demand
+        add("d2t", (dv,), "(DV,)", OPTIONAL)
+        add("t2d", (v,), "(V,)", OPTIONAL)
+    elif dv < v:
         add("d2t", (dv,), "(DV,)", CONDITIONAL, f"draft_vocab_size {dv} < vocab_size {v}")
         add("t2d", (v,), "(V,)", OPTIONAL)
 
     qk_norm = cfg["model_type"] == "qwen3"
+    qk_reason = f"model_type qwen3 ({cfg.get('model_type').source})" if qk_norm else ""
     for layer in range(n_layers):
         p = f"layers.{layer}."
         # The first layer attends over [embeds ‖ hidden]: its q/k/v take 2H inputs.
@@ -75,8 +80,8 @@ def expected_tensors(cfg: DraftConfig) -> dict[str, Expected]:
                                        ("nh·hd", "nkv·hd", "nkv·hd", "H")):
                 add(p + f"self_attn.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "attention_bias is true")
         if qk_norm:
-            add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, "model_type qwen3")
-            add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, "model_type qwen3")
+            add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, qk_reason)
+            add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, qk_reason)
         add(p + "post_attention_layernorm.weight", (h,), "(H,)")
         add(p + "mlp.gate_proj.weight", (inter, h), "(I, H)")
         add(p + "mlp.up_proj.weight", (inter, h), "(I, H)")
@@ -85,6 +90,12 @@ def expected_tensors(cfg: DraftConfig) -> dict[str, Expected]:
             for proj, rows, sym in zip(MLP_PROJ, (inter, inter, h), ("I", "I", "H")):
                 add(p + f"mlp.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "mlp_bias is true")
     return out
+
+
+def layers_to_judge(ckpt) -> int | None:
+    """The decoder layers the key and shape checks expect: those up to the highest one present."""
+    layers = ckpt.layers
+    return layers[-1] + 1 if layers else None
 
 
 def shape_matches(expected: tuple[int | None, ...], found: tuple[int, ...]) -> bool:

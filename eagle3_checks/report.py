@@ -20,13 +20,17 @@ def summary_line(result: GateResult) -> str:
     return f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s){strict}"
 
 
-def finding_lines(f: Finding, indent: str = "") -> list[str]:
-    """A finding as indented lines: the message, then expected / found / why / fix."""
+def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None) -> list[str]:
+    """A finding as indented lines: the message, then expected / found / why / fix. A why or fix equal to the
+    ``previous`` finding's is not repeated."""
     out = [f"{indent}{f.severity.value.upper()}: {f.message}"]
     width = 100
     for label, value in (("file", f.file), ("key", f.key), ("expected", f.expected), ("found", f.found),
                          ("why", f.why), ("fix", f.fix)):
         if value is None or (label == "key" and value in f.message) or (label == "file" and value in f.message):
+            continue
+        if label in ("why", "fix") and previous is not None and getattr(previous, label) == value:
+            out.append(f"{indent}  {label + ':':<10}(as above)")
             continue
         head = f"{indent}  {label + ':':<10}"
         wrapped = textwrap.wrap(value, width=max(40, width - len(head)), break_on_hyphens=False) or [""]
@@ -40,8 +44,8 @@ def check_text(r: CheckResult) -> str:
     lines = [f"{r.check.id}: {r.check.title}"]
     if r.reason:
         lines.append(f"  skipped: {r.reason}")
-    for f in r.findings:
-        lines.extend(finding_lines(f, "  "))
+    for prev, f in zip([None, *r.findings], r.findings):
+        lines.extend(finding_lines(f, "  ", prev))
     return "\n".join(lines)
 
 
@@ -56,7 +60,7 @@ def _header(result: GateResult) -> list[str]:
     return lines
 
 
-def render_text(results: list[GateResult], verbose: bool = False) -> str:
+def render_text(results: list[GateResult]) -> str:
     out: list[str] = []
     for result in results:
         out.extend(_header(result))
@@ -64,11 +68,11 @@ def render_text(results: list[GateResult], verbose: bool = False) -> str:
         for r in result.results:
             tail = f"  ({r.reason})" if r.reason else ""
             out.append(f"  {_LABEL[r.status]}  {r.check.id:<{width}}  {r.check.title}{tail}")
-            for f in r.findings:
-                if f.severity is Severity.INFO and not verbose and r.status == PASSED:
+            for prev, f in zip([None, *r.findings], r.findings):
+                if f.severity is Severity.INFO and r.status == PASSED:
                     out.append(f"        note: {f.message}")
                     continue
-                out.extend(finding_lines(f, "        "))
+                out.extend(finding_lines(f, "        ", prev))
         out.append(f"  {summary_line(result)}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -33,6 +33,7 @@ SEMANTIC_FIELDS = (
 # Tensors engines can do without: the target's embedding is shared; t2d is never read by an engine.
 OPTIONAL_ROLES = ("embed_tokens.weight", "t2d")
 AUX_CONVENTIONS = ("vllm", "sglang")
+_NULLABLE = {"rope_scaling"}  # fields where None is a value (no scaling), not "unknown"
 _AUX_MEANING = {
     "vllm": "id L = the residual stream entering layer L (output of layer L-1)",
     "sglang": "id X = the output of layer X (SGLang adds 1 internally)",
@@ -255,6 +256,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
         out.append(info(f"layouts differ: {candidate.layout} vs {ref}'s {reference.layout}; compared by tensor role",
                         expected=reference.layout, found=candidate.layout))
 
+    dtype_changes: dict[tuple[str, str], list[str]] = {}
     for role in sorted(set(candidate.tensors) | set(reference.tensors)):
         c, r = candidate.tensors.get(role), reference.tensors.get(role)
         c_has, r_has = bool(c and c.present), bool(r and r.present)
@@ -265,10 +267,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                                  why="a drafter of another shape family: it cannot be served where the reference is",
                                  fix="compare against the reference of this drafter's size, or fix the export"))
             if c.dtype != r.dtype:
-                out.append(error(f"{role}: dtype {c.dtype}, {ref} has {r.dtype}", key=role, expected=r.dtype,
-                                 found=c.dtype, why="the export changed precision: memory, speed and numerics differ "
-                                 "from the reference the deployment was sized for",
-                                 fix=f"save the weights as {r.dtype}"))
+                dtype_changes.setdefault((c.dtype, r.dtype), []).append(role)
         elif c_has or r_has:
             optional = bool((r and r.optional) or (c and c.optional and role in OPTIONAL_ROLES))
             where = "the candidate" if c_has else ref
@@ -280,6 +279,13 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                                  why="the drafter is not built like the reference: a tensor was dropped or added",
                                  fix="re-export the missing tensor" if r_has else "remove the extra tensor or the "
                                  "config flag that asks for it"))
+
+    for (found, want), roles in dtype_changes.items():
+        listing = ", ".join(roles[:4]) + (f", ... ({len(roles) - 4} more)" if len(roles) > 4 else "")
+        out.append(error(f"{len(roles)} tensor(s) are {found}, {ref} has {want}: {listing}", key=roles[0],
+                         expected=want, found=found,
+                         why="the export changed precision: memory, speed and numerics differ from the reference "
+                         "the deployment was sized for", fix=f"save these tensors as {want}"))
 
     conventions = (candidate.aux_convention, reference.aux_convention)
     for name in SEMANTIC_FIELDS:
@@ -298,7 +304,10 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                     "convention"))
             continue
         if not _same(c, r):
-            out.append(error(f"config {name}: {c!r}, {ref} has {r!r}", key=name, expected=repr(r), found=repr(c),
+            shown = {k: "unknown (missing or invalid)" if v is None and name not in _NULLABLE else repr(v)
+                     for k, v in (("c", c), ("r", r))}
+            out.append(error(f"config {name}: {shown['c']}, {ref} has {shown['r']}", key=name, expected=shown["r"],
+                             found=shown["c"],
                              why="a semantic field (it sizes tensors or changes the computation) differs from the "
                              "reference", fix=f"state {name} as the drafter was trained, or diff against the right "
                              "reference"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..expected import CONDITIONAL, OPTIONAL, expected_tensors
+from ..expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
 from ..layout import FLAT, SPECULATORS, on_disk_name
 from ..registry import Context, Finding, check, error, info, warning
 from ._common import config_of, require_complete
@@ -27,7 +27,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     require_complete(ctx)
     ckpt = ctx.ckpt
-    expected = expected_tensors(cfg)
+    expected = expected_tensors(cfg, layers_to_judge(ckpt))
     layout = ckpt.layout
     file_of = {name: e.file for name, e in ckpt.tensors.items()}
     styles = {n.style for n in ckpt.names.values() if n.layer == 0 and n.style}
@@ -41,6 +41,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
             fix=f"keep one of them, named {on_disk_name(role, layout, style)}",
         )
 
+    prefixed, flat_names = [], []
     for name in sorted(ckpt.tensors):
         n = ckpt.names[name]
         if n.role is None:
@@ -50,26 +51,34 @@ def keys(ctx: Context) -> Iterable[Finding]:
                 fix="remove it, or fix its name if it is a renamed drafter tensor",
             )
             continue
-        good = on_disk_name(n.role, layout, style if layout == FLAT else "layers")
         if n.prefixed:
-            yield error(
-                f"{name}: carries a `model.` prefix",
-                file=file_of[name], key=name, expected=good, found=name,
-                why="vLLM prefixes drafter tensors with `model.` itself and fails on `model.model.*` "
-                "(\"There is no module or parameter named ...\"); engines that strip it cannot tell which "
-                "tensor is meant",
-                fix="rename every tensor without the leading `model.`",
-            )
+            prefixed.append(name)
         elif layout == SPECULATORS and n.style == "midlayer":
-            yield error(
-                f"{name}: a flat-layout name in a speculators checkpoint",
-                file=file_of[name], key=name, expected=good, found=name,
-                why="speculators loads non-strictly: the layer keeps its random initialisation and nothing "
-                "is reported (speculators #1114)",
-                fix="rename `midlayer.` to `layers.0.`, or convert the config to the flat layout too",
-            )
+            flat_names.append(name)
         if n.role not in expected:
             yield _unexpected(name, n.role, file_of[name], cfg)
+
+    if prefixed:
+        first = prefixed[0]
+        yield error(
+            f"{_count(prefixed)} carry a `model.` prefix: {_listing(prefixed)}",
+            file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role, layout, style),
+            found=first,
+            why="vLLM prefixes drafter tensors with `model.` itself and fails on `model.model.*` (\"There is no "
+            "module or parameter named ...\"); SGLang 0.5.6 accepts the prefix on layer tensors but silently "
+            "drops `model.lm_head.weight` and serves with an uninitialised head",
+            fix="rename every tensor without the leading `model.`",
+        )
+    if flat_names:
+        first = flat_names[0]
+        yield error(
+            f"{_count(flat_names)} use flat-layout names in a speculators checkpoint: {_listing(flat_names)}",
+            file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role, layout, "layers"),
+            found=first,
+            why="speculators loads non-strictly: the layer keeps its random initialisation and nothing is "
+            "reported (speculators #1114)",
+            fix="rename `midlayer.` to `layers.0.`, or convert the config to the flat layout too",
+        )
 
     if layout == FLAT and styles == {"layers"}:
         yield info(
@@ -89,6 +98,14 @@ def keys(ctx: Context) -> Iterable[Finding]:
             key=on_disk_name(role, layout, style), expected=f"a tensor of shape {exp.dims}", found="absent",
             why=_missing_why(role), fix=_missing_fix(role),
         )
+
+
+def _count(names: list[str]) -> str:
+    return f"{len(names)} tensor{'s' if len(names) > 1 else ''}"
+
+
+def _listing(names: list[str], limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 def _missing_why(role: str) -> str:
@@ -142,15 +159,6 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
             fix="set fc_norm: true in config.json",
         )
     if role.startswith("layers."):
-        layer = int(role.split(".")[1])
-        n = cfg["num_hidden_layers"]
-        if n is not None and layer >= n:
-            return error(
-                f"{name}: decoder layer {layer} but the config declares num_hidden_layers {n}",
-                file=file, key=name, expected=f"layers 0..{n - 1}", found=f"layer {layer}",
-                why="engines build num_hidden_layers layers: vLLM refuses the extra tensors, SGLang drops them",
-                fix="set num_hidden_layers to the number of layers the drafter was trained with",
-            )
         return error(
             f"{name}: not part of a {cfg['model_type']} decoder layer as configured",
             file=file, key=name, expected="no such tensor", found=name, why=_UNEXPECTED_WHY,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..expected import expected_tensors, fmt_shape, shape_matches
+from ..expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
 from ..registry import Context, Finding, check, error
 from ._common import config_of
 
@@ -20,7 +20,7 @@ from ._common import config_of
 def shapes(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     ckpt = ctx.ckpt
-    for role, exp in expected_tensors(cfg).items():
+    for role, exp in expected_tensors(cfg, layers_to_judge(ckpt)).items():
         entry = ckpt.entry(role)
         if entry is None or shape_matches(exp.shape, entry.shape):
             continue

@@ -1,0 +1,356 @@
+"""Each check, beyond the defect matrix: the finding it gives for each rule, with its severity and message."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from eagle3_checks.example import EXAMPLE
+from eagle3_checks.registry import FAILED, PASSED, SKIPPED, WARNED, checks
+from eagle3_checks.safetensors_io import RawTensor, from_numpy
+
+from conftest import assert_fails, run
+
+
+def findings(result, check_id, severity=None):
+    r = result.result(check_id)
+    return [f for f in r.findings if severity is None or f.severity.value == severity]
+
+
+def warned(result, check_id, *fragments):
+    r = result.result(check_id)
+    assert r.status == WARNED, (r.status, [f.message for f in r.findings])
+    text = " | ".join(f"{f.message} {f.fix}" for f in r.findings)
+    assert all(fr in text for fr in fragments), text
+
+
+# ----- keys ------------------------------------------------------------------------------------------
+
+def test_keys_bias_without_flag(drafter):
+    d = drafter("flat")
+    d.tensors["midlayer.self_attn.q_proj.bias"] = from_numpy(np.zeros(96, np.float32), "BF16")
+    assert_fails(run(d.write()), "keys", "a bias the config does not declare (attention_bias is not true)")
+
+
+def test_keys_missing_bias_with_flag(drafter):
+    d = drafter("speculators", replace(EXAMPLE, mlp_bias=True))
+    del d.tensors["layers.0.mlp.down_proj.bias"]
+    assert_fails(run(d.write()), "keys", "layers.0.mlp.down_proj.bias is missing (mlp_bias is true)")
+
+
+def test_keys_input_norm_without_norm_before_fc(drafter):
+    d = drafter("flat", replace(EXAMPLE, norm_before_fc=True))
+    del d.config["norm_before_fc"]
+    assert_fails(run(d.write()), "keys", "input_norm.weight: present but norm_before_fc is not true")
+
+
+def test_extra_layer_is_a_layer_count_error_not_a_key_error(drafter):
+    d = drafter("speculators", replace(EXAMPLE, num_layers=2))
+    d.config["transformer_layer_config"]["num_hidden_layers"] = 1
+    result = run(d.write())
+    assert_fails(result, "config.layers", "num_hidden_layers is 1, the checkpoint has 2 decoder layer(s)")
+    assert result.result("keys").status == PASSED
+
+
+def test_keys_unknown_tensor(drafter):
+    d = drafter("flat")
+    d.tensors["verifier_lm_head.weight"] = d.tensors["lm_head.weight"]
+    assert_fails(run(d.write()), "keys", "verifier_lm_head.weight: not a tensor of an EAGLE-3 drafter")
+
+
+def test_keys_flat_names_in_speculators_layout(drafter):
+    d = drafter("speculators")
+    d.tensors = {k.replace("layers.0.", "midlayer."): v for k, v in d.tensors.items()}
+    assert_fails(run(d.write()), "keys", "10 tensors use flat-layout names in a speculators checkpoint",
+                 "layers.0.hidden_norm.weight")
+
+
+def test_keys_same_tensor_twice(drafter):
+    d = drafter("flat")
+    d.tensors["layers.0.hidden_norm.weight"] = d.tensors["midlayer.hidden_norm.weight"]
+    assert_fails(run(d.write()), "keys", "are the same tensor (layers.0.hidden_norm.weight) under two names")
+
+
+def test_keys_flat_config_with_layers0_names_is_valid(drafter):
+    """vLLM maps midlayer. and layers.0. alike; a note says SGLang 0.5.6 reads only midlayer.*."""
+    d = drafter("flat", first_layer="layers")
+    assert "layers.0.fc" not in d.tensors and "layers.0.hidden_norm.weight" in d.tensors
+    result = run(d.write())
+    assert result.result("keys").status == PASSED
+    assert "SGLang 0.5.6" in findings(result, "keys", "info")[0].message
+    assert result.exit_code == 0
+
+
+def test_keys_vocab_mapping_with_full_vocabulary_warns(drafter):
+    d = drafter("speculators", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
+    d.tensors["d2t"] = from_numpy(np.zeros(EXAMPLE.vocab_size, np.int64))
+    warned(run(d.write()), "keys", "a vocabulary mapping although draft_vocab_size equals vocab_size")
+
+
+def test_keys_lm_head_missing_explains_accept_length(drafter):
+    d = drafter("flat")
+    del d.tensors["lm_head.weight"]
+    result = run(d.write())
+    assert_fails(result, "keys", "lm_head.weight is missing")
+    assert "SGLang PR #27908" in findings(result, "keys")[0].why
+
+
+# ----- shapes ----------------------------------------------------------------------------------------
+
+def test_shapes_mlp_and_norm(drafter):
+    d = drafter("speculators")
+    t = d.tensors["layers.0.mlp.down_proj.weight"]
+    d.tensors["layers.0.mlp.down_proj.weight"] = RawTensor(t.dtype, (64, 128), b"\0" * 64 * 128 * 2)
+    d.tensors["norm.weight"] = from_numpy(np.ones(32, np.float32), "BF16")
+    result = run(d.write())
+    assert_fails(result, "shapes", "layers.0.mlp.down_proj.weight: shape (64, 128), the config implies (64, 160) (H, I)")
+    assert_fails(result, "shapes", "norm.weight: shape (32,), the config implies (64,) (H,)")
+
+
+def test_shapes_second_layer_takes_hidden_size(drafter):
+    d = drafter("speculators", replace(EXAMPLE, num_layers=2))
+    d.tensors["layers.1.self_attn.q_proj.weight"] = d.tensors["layers.0.self_attn.q_proj.weight"]
+    assert_fails(run(d.write()), "shapes", "layers.1.self_attn.q_proj.weight", "(96, 64) (nh·hd, H)")
+
+
+# ----- dtypes ----------------------------------------------------------------------------------------
+
+def test_dtypes_mixed_weights_warn(drafter):
+    d = drafter("flat")
+    d.tensors["norm.weight"] = from_numpy(np.ones(64, np.float32))
+    warned(run(d.write()), "dtypes", "norm.weight: dtype F32 while the other weights are BF16")
+
+
+def test_dtypes_config_disagrees_warns(drafter):
+    d = drafter("speculators")
+    d.config["dtype"] = "float16"
+    warned(run(d.write()), "dtypes", "weights are BF16 but config.json states float16")
+
+
+def test_dtypes_config_states_nothing_warns(drafter):
+    d = drafter("flat")
+    del d.config["torch_dtype"]
+    warned(run(d.write()), "dtypes", "config.json states no dtype")
+
+
+def test_dtypes_integer_weight_fails(drafter):
+    d = drafter("flat")
+    d.tensors["fc.weight"] = from_numpy(np.zeros((64, 192), np.int8))
+    assert_fails(run(d.write()), "dtypes", "fc.weight: dtype I8 is not a floating dtype")
+
+
+def test_dtypes_narrow_d2t_and_int_t2d_warn(drafter):
+    d = drafter("flat")
+    d.tensors["d2t"] = from_numpy(np.frombuffer(d.tensors["d2t"].data, "<i8").astype(np.int32))
+    d.tensors["t2d"] = from_numpy(np.frombuffer(d.tensors["t2d"].data, bool).astype(np.uint8))
+    result = run(d.write())
+    warned(result, "dtypes", "d2t: dtype I32, every producer writes I64", "t2d: dtype U8")
+    assert result.result("vocab.d2t").status == PASSED  # values are still valid offsets
+
+
+# ----- vocab -----------------------------------------------------------------------------------------
+
+def test_d2t_absolute_heuristic_without_t2d_warns(drafter):
+    """Absolute ids that happen to stay in range: only the heuristic can tell, so it warns."""
+    shape = replace(EXAMPLE, vocab_size=4096, t2d=False)
+    d = drafter("flat", shape)
+    ids = np.sort(np.random.default_rng(1).choice(1024, 128, replace=False))
+    d.tensors["d2t"] = from_numpy(ids.astype(np.int64))
+    d.tensors["embed_tokens.weight"] = from_numpy(np.zeros((4096, 64), np.float32), "BF16")
+    warned(run(d.write()), "vocab.d2t", "strictly increasing everywhere, as absolute target ids are")
+
+
+def test_d2t_non_integer_float(drafter):
+    d = drafter("flat")
+    d.tensors["d2t"] = from_numpy(np.full(128, 0.5, np.float32))
+    assert_fails(run(d.write()), "vocab.d2t", "holds non-integer values")
+
+
+def test_t2d_wrong_count(drafter):
+    d = drafter("speculators")
+    mask = np.frombuffer(d.tensors["t2d"].data, bool).copy()
+    mask[np.flatnonzero(~mask)[0]] = True
+    d.tensors["t2d"] = from_numpy(mask)
+    assert_fails(run(d.write()), "vocab.t2d", "t2d: marks 129 tokens, draft_vocab_size is 128")
+
+
+def test_vocab_checks_skip_when_absent(drafter):
+    result = run(drafter("flat", replace(EXAMPLE, t2d=False)).write())
+    assert result.result("vocab.t2d").status == SKIPPED
+    assert "optional" in result.result("vocab.t2d").reason
+
+
+def test_vocab_reads_only_the_mapping_tensors(drafter, monkeypatch):
+    """Header checks touch tensor data only for d2t and t2d: every other byte stays unread."""
+    import eagle3_checks.safetensors_io as st
+
+    read: list[str] = []
+    real = st.read_bytes
+    monkeypatch.setattr(st, "read_bytes", lambda e: (read.append(e.name), real(e))[1])
+    result = run(drafter("flat").write(), reference="tiny-example")
+    assert result.exit_code == 0
+    assert sorted(read) == ["d2t", "t2d"]
+
+
+# ----- config ----------------------------------------------------------------------------------------
+
+def test_config_fields_wrong_type_and_missing(drafter):
+    d = drafter("flat")
+    d.config["hidden_size"] = "64"
+    del d.config["intermediate_size"]
+    result = run(d.write())
+    assert_fails(result, "config.fields", "hidden_size has the wrong type", "a positive integer", "'64'")
+    assert_fails(result, "config.fields", "intermediate_size is missing")
+
+
+def test_config_fields_speculators_structure(drafter):
+    d = drafter("speculators")
+    d.config["speculators_config"]["proposal_methods"] = []
+    del d.config["speculators_config"]["verifier"]
+    result = run(d.write())
+    assert_fails(result, "config.fields", "speculative_tokens is missing or invalid")
+    assert_fails(result, "config.fields", "verifier.name_or_path is missing")
+
+
+def test_config_fields_not_an_object(drafter):
+    d = drafter("flat")
+    d.write()
+    (d.root / "config.json").write_text("[1, 2]")
+    result = run(d.root)
+    assert_fails(result, "files", "is a JSON list, not an object")
+    assert result.result("config.fields").status == SKIPPED
+
+
+def test_config_layers_default_32(drafter):
+    d = drafter("flat")
+    del d.config["num_hidden_layers"]
+    assert_fails(run(d.write()), "config.layers",
+                 "num_hidden_layers is 32 (default: transformers LlamaConfig: the file does not state it)")
+
+
+def test_config_layers_gap(drafter):
+    d = drafter("speculators", replace(EXAMPLE, num_layers=3))
+    for k in [k for k in d.tensors if k.startswith("layers.1.")]:
+        del d.tensors[k]
+    assert_fails(run(d.write()), "config.layers", "decoder layers [1] have no tensors")
+
+
+def test_config_vocab_sizes_unstated_draft_vocab(drafter):
+    d = drafter("flat")
+    del d.config["draft_vocab_size"]
+    assert_fails(run(d.write()), "config.vocab-sizes", "draft_vocab_size is not stated", 'add "draft_vocab_size": 128')
+
+
+def test_config_vocab_sizes_draft_larger(drafter):
+    d = drafter("flat")
+    d.config["draft_vocab_size"] = 1024
+    assert_fails(run(d.write()), "config.vocab-sizes", "draft_vocab_size 1024 exceeds vocab_size 512")
+
+
+def test_config_aux_ids_in_two_places_disagree(drafter):
+    d = drafter("flat")
+    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+    assert_fails(run(d.write()), "config.aux-layers", "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5] and "
+                 "top-level eagle_aux_hidden_state_layer_ids [2, 4, 6] differ")
+
+
+def test_config_aux_ids_missing_warns(drafter):
+    d = drafter("speculators")
+    del d.config["eagle_aux_hidden_state_layer_ids"]
+    warned(run(d.write()), "config.aux-layers", "no aux-layer ids are stated")
+
+
+def test_config_aux_ids_duplicated_and_unsorted(drafter):
+    d = drafter("flat")
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
+    assert_fails(run(d.write()), "config.aux-layers", "aux-layer ids [1, 1, 5] repeat a layer")
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
+    warned(run(d.write()), "config.aux-layers", "aux-layer ids [5, 1, 3] are not ascending")
+
+
+def test_config_head_dim_kimi_model_type_defaults_to_64(drafter):
+    """model_type kimi_k2 is parsed as DeepseekV3Config: head_dim 64 unless stated."""
+    d = drafter("flat")
+    d.config["model_type"] = "kimi_k2"
+    del d.config["head_dim"]
+    assert_fails(run(d.write()), "config.head-dim", "engines would use 64 (default: transformers DeepseekV3Config")
+
+
+def test_config_head_dim_matching_only_class_default_warns(drafter):
+    d = drafter("speculators", replace(EXAMPLE, model_type="qwen3", head_dim=128))
+    del d.config["transformer_layer_config"]["head_dim"]
+    warned(run(d.write()), "config.head-dim", "128 matches only the qwen3 class default")
+
+
+def test_config_tied_embeddings_with_draft_vocab(drafter):
+    d = drafter("flat")
+    d.config["tie_word_embeddings"] = True
+    assert_fails(run(d.write()), "config.tied-embeddings", "tie_word_embeddings is true with draft_vocab_size 128 < "
+                 "vocab_size 512")
+
+
+def test_config_tied_embeddings_with_own_head_warns(drafter):
+    d = drafter("flat", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
+    d.config["tie_word_embeddings"] = True
+    warned(run(d.write()), "config.tied-embeddings", "has its own lm_head.weight")
+
+
+def test_config_rope_missing(drafter):
+    d = drafter("speculators")
+    del d.config["transformer_layer_config"]["rope_parameters"]
+    assert_fails(run(d.write()), "config.rope", "no rope_theta", "transformer_layer_config.rope_theta")
+
+
+def test_config_rope_two_values(drafter):
+    d = drafter("flat")
+    d.config["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}
+    assert_fails(run(d.write()), "config.rope", "rope_theta 1000000.0 and rope_parameters.rope_theta 10000.0 differ")
+
+
+# ----- target ----------------------------------------------------------------------------------------
+
+def test_target_vocab_and_hidden(drafter, tmp_path):
+    target = tmp_path / "t.json"
+    target.write_text(json.dumps({"text_config": {"num_hidden_layers": 8, "hidden_size": 80, "vocab_size": 600},
+                                  "vocab_size": 512}))
+    result = run(drafter("flat").write(), target_config=str(target))
+    assert_fails(result, "target.vocab", "vocab_size 512, the target's is 600", "text_config.vocab_size")
+    assert_fails(result, "target.hidden-size", "fc.weight takes 192 inputs, the target gives 3 x 80 = 240")
+    assert_fails(result, "target.hidden-size", "target_hidden_size 64 (default: hidden_size)", "add")
+
+
+def test_target_last_layer_id_is_a_note(drafter, tmp_path):
+    d = drafter("speculators")
+    d.config["eagle_aux_hidden_state_layer_ids"] = [1, 4, 8]
+    target = tmp_path / "t.json"
+    target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
+    result = run(d.write(), target_config=str(target))
+    assert result.result("target.aux-layers").status == PASSED
+    assert "last layer" in findings(result, "target.aux-layers", "info")[0].message
+
+
+# ----- the registry --------------------------------------------------------------------------------
+
+def test_every_check_is_documented_and_has_a_stable_id():
+    ids = [c.id for c in checks()]
+    assert len(ids) == len(set(ids))
+    for c in checks():
+        assert c.title and c.guards and c.level in ("header", "scan", "forward")
+
+
+def test_a_crashing_check_is_reported_not_raised(drafter, monkeypatch):
+    from eagle3_checks import registry
+
+    c = registry.REGISTRY["config.rope"]
+
+    def boom(ctx):
+        raise KeyError("surprise")
+
+    monkeypatch.setitem(registry.REGISTRY, "config.rope", replace(c, func=boom))
+    result = run(drafter("flat").write())
+    r = result.result("config.rope")
+    assert r.status == FAILED and "check crashed (KeyError" in r.findings[0].message
+    assert result.result("config.head-dim").status == PASSED

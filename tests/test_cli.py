@@ -1,0 +1,184 @@
+"""The eagle3-checks command: every subcommand, formats, and the exit-code rule (0 / 1 / 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eagle3_checks import __version__
+from eagle3_checks.cli import main
+from eagle3_checks.registry import checks
+
+import test_defects
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_passes_example_and_fails_defect(drafter, capsys):
+    good = drafter("flat").write()
+    code, out, _ = cli(capsys, "check", good)
+    assert code == 0 and "PASSED: 0 error(s)" in out and "reference: tiny-example (auto" in out
+    bad = drafter("flat")
+    test_defects.d2t_missing(bad)
+    code, out, _ = cli(capsys, "check", bad.write(), good)
+    assert code == 1
+    assert "FAIL  keys" in out and "ERROR: d2t is missing" in out and "fix:" in out and "why:" in out
+
+
+def test_check_json_and_markdown(drafter, capsys):
+    bad = drafter("speculators")
+    test_defects.head_dim_dropped(bad)
+    code, out, _ = cli(capsys, "check", bad.write(), "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["schema_version"] == 1 and data["exit_code"] == 1
+    report = data["checkpoints"][0]
+    assert report["layout"] == "speculators" and report["reference"] == "tiny-example"
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert set(by_id) == {c.id for c in checks()}
+    f = by_id["config.head-dim"]["findings"][0]
+    assert f["severity"] == "error" and f["expected"] == "24" and f["key"] == "transformer_layer_config.head_dim"
+    assert f["check"] == "config.head-dim" and f["why"] and f["fix"] == 'add "head_dim": 24'
+    code, out, _ = cli(capsys, "check", bad.root, "--format", "markdown")
+    assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
+
+
+def test_skip_waives_a_check_with_its_reason(drafter, capsys):
+    bad = drafter("flat")
+    test_defects.wrong_architectures(bad)
+    path = bad.write()
+    code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
+    assert code == 0 and "SKIP  config.architectures" in out and "waived: renamed by our loader" in out
+
+
+def test_strict_fails_on_warnings(drafter, capsys):
+    d = drafter("flat")
+    del d.config["torch_dtype"]
+    path = d.write()
+    assert cli(capsys, "check", path)[0] == 0
+    code, out, _ = cli(capsys, "check", path, "--strict")
+    assert code == 1 and "--strict: warnings fail" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["check", "{missing}"], "no such file or directory"),
+    (["check", "{file}"], "not a directory"),
+    (["check", "{empty}"], "holds neither config.json nor a safetensors file"),
+    (["check", "{good}", "--skip", "keys"], "write CHECK_ID=REASON"),
+    (["check", "{good}", "--skip", "nope=x"], "no check named 'nope'"),
+    (["check", "{good}", "--level", "scan"], "has no scan-level checks yet"),
+    (["check", "{good}", "--target-config", "{missing}"], "no such file"),
+    (["check", "{good}", "--target-config", "{file}"], "cannot read it as JSON"),
+    (["check", "{good}", "--reference", "nope"], "no such file, directory or shipped spec"),
+    (["diff", "{good}", "nope"], "no such checkpoint directory, spec file or shipped spec"),
+    (["inspect", "{missing}"], "no such file or directory"),
+])
+def test_usage_errors_exit_2(drafter, tmp_path, capsys, argv, fragment):
+    paths = {"missing": tmp_path / "missing", "file": tmp_path / "file.txt", "empty": tmp_path / "empty",
+             "good": drafter("flat").write()}
+    paths["file"].write_text("not json")
+    paths["empty"].mkdir()
+    code, out, err = cli(capsys, *[a.format(**paths) for a in argv])
+    assert code == 2 and fragment in err and "Traceback" not in err + out
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "x", "--level", "bogus"])
+    assert exc.value.code == 2
+
+
+def test_inspect_shows_provenance_and_tensors(drafter, capsys):
+    d = drafter("flat")
+    del d.config["num_key_value_heads"]
+    code, out, _ = cli(capsys, "inspect", d.write())
+    assert code == 0
+    assert "layout: flat (config.json structure)" in out
+    assert "head_dim" in out and "config.json: head_dim" in out
+    assert "default: num_attention_heads (no GQA)" in out
+    assert "midlayer.self_attn.q_proj.weight" in out and "(96, 128)" in out and "layers.0.self_attn.q_proj.weight" in out
+    code, out, _ = cli(capsys, "inspect", d.root, "--format", "json")
+    data = json.loads(out)
+    assert data["config"]["head_dim"] == {"value": 24, "source": "config.json: head_dim"}
+
+
+def test_spec_writes_refuses_overwrite_and_broken_input(drafter, tmp_path, capsys):
+    out_file = tmp_path / "ref.json"
+    code, out, _ = cli(capsys, "spec", drafter("flat").write(), "-o", out_file, "--name", "mine")
+    assert code == 0 and json.loads(out_file.read_text())["name"] == "mine"
+    code, _, err = cli(capsys, "spec", drafter("flat").write(), "-o", out_file)
+    assert code == 2 and "exists; pass --force" in err
+    broken = drafter("flat").write()
+    (broken / "model.safetensors").write_bytes(b"\0" * 4)
+    code, _, err = cli(capsys, "spec", broken, "-o", tmp_path / "other.json")
+    assert code == 1 and "not written" in err and not (tmp_path / "other.json").exists()
+    # The written spec works as a reference.
+    code, out, _ = cli(capsys, "check", drafter("speculators").write(), "--reference", out_file, "--strict")
+    assert code == 0 and "reference: mine (spec file" in out
+
+
+def test_diff(drafter, capsys):
+    flat, spec_layout = drafter("flat").write(), drafter("speculators").write()
+    code, out, _ = cli(capsys, "diff", flat, spec_layout)
+    assert code == 0 and "SAME" in out and "layouts differ" in out
+    code, out, _ = cli(capsys, "diff", flat, "aq-medai-kimi-k2-eagle3", "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["exit_code"] == 1
+    assert any("fc.weight: shape [64, 192], aq-medai-kimi-k2-eagle3 has [7168, 21504]" == f["message"]
+               for f in data["findings"])
+
+
+def test_list_and_version(capsys):
+    code, out, _ = cli(capsys, "list")
+    assert code == 0
+    for c in checks():
+        assert c.id in out
+    assert "reference.diff" in out and "[needs reference]" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and __version__ in out and "vllm 0.33.0" in out and "sglang 0.5.6" in out
+
+
+def test_demo(tmp_path, capsys):
+    code, out, _ = cli(capsys, "demo", "--out", tmp_path / "ex")
+    assert code == 0
+    assert out.count("PASSED: 0 error(s), 0 warning(s)") == 2
+    assert "layout: speculators" in out and "layout: flat" in out
+    assert "reference: tiny-example (auto" in out
+    assert (tmp_path / "ex" / "example-flat" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("breakage", ["garbage-header", "empty-weights", "config-null", "config-types",
+                                       "index-garbage", "weights-dir"])
+def test_broken_input_never_tracebacks(drafter, breakage):
+    """Run as a real process: a clear message and exit 1, never a traceback, never a modified file."""
+    d = drafter("speculators")
+    path = d.write(shards=2 if breakage == "index-garbage" else 1)
+    if breakage == "garbage-header":
+        (path / "model.safetensors").write_bytes(b"\x10\0\0\0\0\0\0\0" + b"\xff" * 40)
+    elif breakage == "empty-weights":
+        (path / "model.safetensors").write_bytes(b"")
+    elif breakage == "config-null":
+        (path / "config.json").write_text("null")
+    elif breakage == "config-types":
+        cfg = json.loads((path / "config.json").read_text())
+        cfg["transformer_layer_config"] = {"hidden_size": [1], "num_attention_heads": None, "vocab_size": -3}
+        cfg["eagle_aux_hidden_state_layer_ids"] = "1,2,3"
+        (path / "config.json").write_text(json.dumps(cfg))
+    elif breakage == "index-garbage":
+        (path / "model.safetensors.index.json").write_text('{"weight_map": {"fc.weight": 7}}')
+    elif breakage == "weights-dir":
+        (path / "model.safetensors").unlink()
+        (path / "model.safetensors").mkdir()
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    proc = subprocess.run([sys.executable, "-m", "eagle3_checks", "check", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr and "FAILED" in proc.stdout
+    assert before == {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}

@@ -1,0 +1,209 @@
+"""The checkpoint reader: safetensors headers by hand, both layouts, shards, symlinks, provenance, no torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from eagle3_checks.checkpoint import open_checkpoint
+from eagle3_checks.errors import UsageError
+from eagle3_checks.safetensors_io import encode_header, from_numpy, load_array, read_header, write_safetensors
+
+from conftest import assert_fails, run
+
+
+# ----- safetensors, both ways against the reference implementation ---------------------------------------
+
+def test_our_files_load_in_safetensors(tmp_path):
+    arrays = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.array([True, False]),
+              "c": np.arange(5, dtype=np.int64)}
+    write_safetensors(tmp_path / "x.safetensors", {k: from_numpy(v) for k, v in arrays.items()}, {"k": "v"})
+    loaded = safetensors.numpy.load_file(tmp_path / "x.safetensors")
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(loaded[k], v)
+
+
+def test_safetensors_files_read_here(tmp_path):
+    arrays = {"w": np.random.default_rng(0).standard_normal((7, 3)).astype(np.float16), "d2t": np.arange(9)}
+    safetensors.numpy.save_file(arrays, tmp_path / "y.safetensors", metadata={"format": "np"})
+    h = read_header(tmp_path / "y.safetensors", "y.safetensors")
+    assert not h.problems and h.metadata == {"format": "np"}
+    for k, v in arrays.items():
+        assert h.entries[k].shape == v.shape
+        np.testing.assert_array_equal(load_array(h.entries[k]), v)
+
+
+
+def test_bf16_rounding(tmp_path):
+    values = np.array([1.0, 1.00390625, 1.01171875, -2.5], np.float32)
+    write_safetensors(tmp_path / "b.safetensors", {"x": from_numpy(values, "BF16")})
+    back = load_array(read_header(tmp_path / "b.safetensors", "b").entries["x"])
+    # 1 + 2^-8 is a tie: rounds to even (1.0); 1 + 3*2^-8 rounds up to 1 + 2^-6.
+    np.testing.assert_array_equal(back, [1.0, 1.0, 1.015625, -2.5])
+
+
+# ----- file integrity -------------------------------------------------------------------------------------
+
+def _raw(tmp_path: Path, header: bytes, data: bytes = b"", length: int | None = None) -> Path:
+    p = tmp_path / "m.safetensors"
+    p.write_bytes(struct.pack("<Q", len(header) if length is None else length) + header + data)
+    return p
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"PK\x03\x04" + b"\0" * 20, "zip archive"),
+    (b"\x80\x04\x95" + b"\0" * 20, "Python pickle"),
+    (b"\x01\x02", "too short for the 8-byte header length"),
+])
+def test_header_not_safetensors(tmp_path, content, fragment):
+    p = tmp_path / "m.safetensors"
+    p.write_bytes(content)
+    assert fragment in read_header(p, "m").problems[0].message
+
+
+@pytest.mark.parametrize("header, data, length, fragment", [
+    (b"{}", b"", 200_000_000, "above safetensors' cap"),
+    (b"{}", b"", 5000, "declares a 5000-byte header but the file is only"),
+    (b"\xff\xfe", b"", None, "not valid UTF-8 at byte 8"),
+    (b"{nope", b"", None, "not valid JSON"),
+    (b"[1]", b"", None, "JSON list, not an object"),
+    (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+     b"\0" * 4, None, "names tensor 'a' twice"),
+    (b'{"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4, None, "unknown dtype 'Q7'"),
+    (b'{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}', b"\0" * 4, None, "invalid shape"),
+    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}', b"\0" * 4, None, "is 8 bytes but its offsets span 4"),
+    (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}}',
+     b"\0" * 6, None, "overlaps"),
+    (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', b"\0" * 8, None, "a hole"),
+    (b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}', b"\0" * 6, None, "truncated"),
+    (b'{"__metadata__":{"k":1}}', b"", None, "__metadata__ must map strings to strings"),
+])
+def test_header_integrity(tmp_path, header, data, length, fragment):
+    h = read_header(_raw(tmp_path, header, data, length), "m.safetensors")
+    assert any(fragment in p.message for p in h.problems), [p.message for p in h.problems]
+
+
+def test_integrity_problem_is_a_files_finding_with_offset(drafter):
+    d = drafter("flat")
+    path = d.write()
+    f = path / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-10])
+    result = run(path)
+    assert_fails(result, "files", "model.safetensors (byte", "truncated")
+    # Header-level checks still run on what the header says.
+    assert result.result("shapes").status == "passed"
+    assert result.result("vocab.t2d").status == "skipped" and "cannot read" in result.result("vocab.t2d").reason
+
+
+# ----- opening checkpoints --------------------------------------------------------------------------------
+
+def test_unusable_paths_are_usage_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    for path, fragment in ((tmp_path / "nope", "no such file"), (tmp_path / "file", "not a directory"),
+                           (tmp_path / "empty", "holds neither config.json nor a safetensors file")):
+        with pytest.raises(UsageError, match=fragment):
+            open_checkpoint(path)
+
+
+def test_weights_without_config(drafter):
+    d = drafter("flat")
+    path = d.write()
+    (path / "config.json").unlink()
+    ck = open_checkpoint(path)
+    assert ck.layout == "flat" and ck.layout_source.startswith("tensor names")
+    assert ck.config is None
+
+
+def test_config_without_weights(drafter):
+    d = drafter("flat")
+    d.root.mkdir(parents=True)
+    (d.root / "config.json").write_text(json.dumps(d.config))
+    assert_fails(run(d.root), "files", "model.safetensors: is missing")
+
+
+def test_config_is_a_directory_and_symlink_loop(drafter):
+    path = drafter("flat").write()
+    (path / "config.json").unlink()
+    (path / "config.json").mkdir()
+    assert_fails(run(path), "files", "config.json: is a directory")
+    (path / "config.json").rmdir()
+    os.symlink("config.json", path / "config.json")
+    assert_fails(run(path), "files", "config.json: cannot be resolved")
+
+
+def test_hugging_face_cache_symlinks_are_followed(drafter, tmp_path):
+    """A snapshot folder whose files are symlinks into ../../blobs, as huggingface_hub lays them out."""
+    src = drafter("flat").write(shards=2)
+    blobs = tmp_path / "hub" / "blobs"
+    snap = tmp_path / "hub" / "snapshots" / "abc123"
+    blobs.mkdir(parents=True)
+    snap.mkdir(parents=True)
+    for f in src.iterdir():
+        (blobs / f"sha-{f.name}").write_bytes(f.read_bytes())
+        os.symlink(os.path.relpath(blobs / f"sha-{f.name}", snap), snap / f.name)
+    result = run(snap)
+    assert result.exit_code == 0, [f.message for f in result.findings()]
+    assert len(result.ckpt.tensors) == 16
+
+
+def test_index_absolute_path_and_shard_directory(drafter):
+    path = drafter("speculators").write(shards=2)
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    names = list(index["weight_map"])
+    index["weight_map"][names[0]] = "/etc/passwd"
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert_fails(run(path), "files", "outside the checkpoint directory", "/etc/passwd")
+
+
+def test_index_names_a_tensor_its_shard_lacks(drafter):
+    path = drafter("speculators").write(shards=2)
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    index["weight_map"]["ghost.weight"] = "model-00001-of-00002.safetensors"
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert_fails(run(path), "files", "puts 'ghost.weight' in model-00001-of-00002.safetensors, whose header has no")
+
+
+def test_provenance_of_config_values(drafter):
+    d = drafter("speculators")
+    del d.config["transformer_layer_config"]["num_key_value_heads"]
+    cfg = open_checkpoint(d.write()).config
+    assert cfg.get("head_dim").source == "config.json: transformer_layer_config.head_dim"
+    assert cfg.get("rope_theta").source == "config.json: transformer_layer_config.rope_parameters.rope_theta"
+    assert cfg.get("num_key_value_heads").source.startswith("default: num_attention_heads")
+    assert cfg["num_key_value_heads"] == 4 and not cfg.explicit("num_key_value_heads")
+    assert cfg.get("target_hidden_size").source == "default: hidden_size" and "target_hidden_size" in cfg.nulls
+
+
+def test_flat_config_torch_dtype_and_nested_ids(drafter):
+    cfg = open_checkpoint(drafter("flat").write()).config
+    assert cfg.dtype == "BF16" and cfg.get("dtype").source == "config.json: torch_dtype"
+    assert cfg["aux_layer_ids"] == [1, 3, 5]
+    assert cfg.get("aux_layer_ids").source == "config.json: eagle_config.eagle_aux_hidden_state_layer_ids"
+
+
+def test_header_path_never_imports_torch(drafter, tmp_path):
+    """A stand-in torch module that records any import attempt: the whole header gate never makes one."""
+    path = drafter("speculators").write()
+    fake, marker = tmp_path / "fake_torch", tmp_path / "torch-was-imported"
+    fake.mkdir()
+    (fake / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('torch on the header path')\n")
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(fake)!r})
+        from eagle3_checks.cli import main
+        sys.exit(main(["check", {str(path)!r}, "--reference", "tiny-example"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASSED" in proc.stdout
+    assert not marker.exists(), "something imported torch on the header path"
