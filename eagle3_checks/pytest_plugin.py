@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
+GATE_NODEID = "eagle3-checks"
 
 # name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
 OPTIONS: dict[str, tuple[str, Any, str]] = {
@@ -116,10 +117,28 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if not any(_is_gate_file(a) for a in config.args):
         config.args.append(str(GATE_FILE))
-    # Keep each checkpoint's items on one pytest-xdist worker, so its files are read once: the items carry an
-    # xdist_group mark, which "loadgroup" honours and "load" would ignore (unmarked tests distribute as before).
-    if getattr(config.option, "dist", "no") in ("load", "worksteal"):
-        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist with the default ``--dist load``: keep each checkpoint's items on one worker, so its files
+    are read once; every other test is scheduled on its own, as ``load`` does. (``loadscope`` and ``loadfile``
+    keep a checkpoint together by themselves.)"""
+    state = config.stash.get(_STATE, None)
+    if state is None or not state.ckpts or config.getoption("dist") != "load":
+        return None
+    try:
+        from xdist.scheduler import LoadScopeScheduling
+    except ImportError:
+        return None
+    if not hasattr(LoadScopeScheduling, "_split_scope"):  # a pytest-xdist this plugin does not know
+        return None
+
+    class CheckpointScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid.rsplit("::", 1)[0] if nodeid.startswith(GATE_NODEID + "::") else nodeid
+
+    return CheckpointScheduling(config, log)
 
 
 def _is_gate_file(arg: str) -> bool:
@@ -132,7 +151,7 @@ def _is_gate_file(arg: str) -> bool:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.resolve() == GATE_FILE and parent.config.stash.get(_STATE, None) is not None:
         # A stable node id: the file lives in site-packages, outside any rootdir.
-        return GateFile.from_parent(parent, path=file_path, name="eagle3-checks", nodeid="eagle3-checks")
+        return GateFile.from_parent(parent, path=file_path, name=GATE_NODEID, nodeid=GATE_NODEID)
     return None
 
 
@@ -158,7 +177,6 @@ class CheckpointCollector(pytest.Collector):
             if c.level in levels:
                 item = CheckItem.from_parent(self, name=c.id, check_id=c.id)
                 item.add_marker(pytest.mark.eagle3)
-                item.add_marker(pytest.mark.xdist_group(self.name))
                 yield item
 
 
@@ -189,11 +207,12 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("eagle3_status", r.status))
         if r.findings:
             self.user_properties.append(("eagle3_findings", json.dumps([f.to_dict() for f in r.findings])))
-            self.add_report_section("call", "eagle3 findings", check_text(r))
         if r.status == SKIPPED:
-            pytest.skip(f"{self.check_id}: {r.reason}")
+            pytest.skip(r.reason or "skipped")
         if r.status == FAILED or (r.status == WARNED and gate_result.options.strict):
             raise CheckFailed(check_text(r))
+        if r.findings:  # warnings and notes of a passing check: shown with -rA, and in the JUnit properties
+            self.add_report_section("call", "eagle3 findings", check_text(r))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
@@ -202,6 +221,15 @@ class CheckItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"eagle3 {self.parent.name}::{self.check_id}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Any:
+    report = yield
+    if isinstance(item, CheckItem) and report.skipped and isinstance(report.longrepr, tuple):
+        # Say which checkpoint and check was skipped, not which line of this plugin called pytest.skip.
+        report.longrepr = (item.nodeid, None, report.longrepr[2])
+    return report
 
 
 # ----- fixtures for users' own tests -----------------------------------------------------------------

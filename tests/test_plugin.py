@@ -1,0 +1,140 @@
+"""The pytest plugin, driven with pytester: items per check, selection, reports, options, fixtures, xdist."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from xml.etree import ElementTree
+
+import pytest
+
+from eagle3_checks.registry import checks
+
+import test_defects
+
+N_CHECKS = len(checks())
+
+
+def test_gate_from_an_empty_folder(pytester, drafter):
+    path = drafter("flat").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}")
+    # Without --eagle3-target-config the three target checks skip (with the reason), the rest pass.
+    result.assert_outcomes(passed=N_CHECKS - 3, skipped=3)
+    result.stdout.fnmatch_lines(["*eagle3-checks*", f"*{path}: PASSED: 0 error(s)*"])
+    assert result.ret == 0
+
+
+def test_failure_prints_the_finding_not_a_traceback(pytester, drafter):
+    d = drafter("speculators")
+    test_defects.d2t_missing(d)
+    path = d.write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "-p", "no:cacheprovider")
+    # keys fails, and so does the diff against the shipped tiny spec that --eagle3-reference=auto picks.
+    result.assert_outcomes(failed=2, passed=N_CHECKS - 6, skipped=4)
+    result.stdout.fnmatch_lines([
+        f"*eagle3 {path.name}::keys*",
+        "*ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)*",
+        "*fix:*embed the d2t offsets*",
+    ])
+    out = result.stdout.str()
+    assert "Traceback" not in out and "pytest_plugin.py" not in out and "raise CheckFailed" not in out
+    assert out.count("ERROR: d2t is missing") == 1
+    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - *"])
+    assert result.ret == 1
+
+
+def test_k_selects_and_junit_lists_every_check(pytester, drafter):
+    path = drafter("flat").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "-k", "vocab and d2t")
+    result.assert_outcomes(passed=1)
+    junit = pytester.path / "junit.xml"
+    pytester.runpytest(f"--eagle3-ckpt={path}", f"--junitxml={junit}")
+    cases = ElementTree.parse(junit).getroot().iter("testcase")
+    names = {c.get("name") for c in cases}
+    assert names == {c.id for c in checks()}
+
+
+def test_own_tests_and_fixtures_run_with_the_gate(pytester, drafter):
+    a, b = drafter("flat").write(), drafter("speculators").write()
+    pytester.makepyfile(test_mine="""
+        def test_plain():
+            assert True
+
+        def test_head_dim(eagle3_checkpoint):
+            assert eagle3_checkpoint.config["head_dim"] == 24
+
+        def test_no_warnings(eagle3_findings):
+            assert not [f for f in eagle3_findings if f.severity.value == "warning"]
+    """)
+    result = pytester.runpytest(f"--eagle3-ckpt={a}", f"--eagle3-ckpt={b}", "-v")
+    # 2 checkpoints x every check, plus test_plain, plus 2 fixture tests x 2 checkpoints.
+    result.assert_outcomes(passed=2 * (N_CHECKS - 3) + 5, skipped=6)
+    result.stdout.fnmatch_lines([f"*test_head_dim[[]{a.name}[]] PASSED*", f"*test_head_dim[[]{b.name}[]] PASSED*"])
+
+
+def test_fixtures_skip_without_a_checkpoint(pytester):
+    pytester.makepyfile(test_mine="def test_x(eagle3_checkpoint):\n    pass\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*pass --eagle3-ckpt=PATH*"])
+
+
+def test_ini_options_and_relative_paths(pytester, drafter, target_path):
+    d = drafter("flat")
+    del d.config["torch_dtype"]  # a warning
+    d.root = pytester.path / "ckpts" / "mine"
+    d.write()
+    pytester.makeini(f"""
+        [pytest]
+        eagle3_ckpt = ckpts/mine
+        eagle3_reference = none
+        eagle3_target_config = {target_path}
+        eagle3_strict = true
+        eagle3_skip =
+            config.rope=theta checked by hand
+    """)
+    result = pytester.runpytest("-rfs")
+    result.assert_outcomes(failed=1, passed=N_CHECKS - 3, skipped=2)
+    result.stdout.fnmatch_lines(["FAILED eagle3-checks::mine::dtypes*",
+                                 "SKIPPED [1] eagle3-checks::mine::config.rope: waived: theta checked by hand"])
+    # The command line wins over the ini file.
+    result = pytester.runpytest("--eagle3-skip", "dtypes=known", "-rs")
+    result.assert_outcomes(passed=N_CHECKS - 2, skipped=2)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--eagle3-skip", "nope=x"], "no check named 'nope'"),
+    (["--eagle3-skip", "keys"], "write CHECK_ID=REASON"),
+    (["--eagle3-level", "forward"], "has no forward-level checks yet"),
+    (["--eagle3-target-config", "/nonexistent/config.json"], "no such file"),
+])
+def test_option_errors_are_usage_errors(pytester, drafter, args, message):
+    result = pytester.runpytest(f"--eagle3-ckpt={drafter('flat').write()}", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*eagle3-checks: *{message}*"])
+
+
+def test_missing_checkpoint_is_a_usage_error(pytester, tmp_path):
+    result = pytester.runpytest(f"--eagle3-ckpt={tmp_path / 'nope'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--eagle3-ckpt*nope: no such file or directory*"])
+
+
+def test_broken_checkpoint_is_failing_items_not_a_crash(pytester, drafter):
+    path = drafter("flat").write()
+    (path / "model.safetensors").write_bytes(b"garbage!" * 4)
+    result = pytester.runpytest(f"--eagle3-ckpt={path}")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*FAILED*::files*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_xdist_keeps_each_checkpoint_on_one_worker(pytester, drafter):
+    paths = [drafter("flat").write(), drafter("speculators").write(), drafter("flat").write()]
+    args = [f"--eagle3-ckpt={p}" for p in paths]
+    result = pytester.runpytest_subprocess(*args, "-n", "2", "-v")
+    result.assert_outcomes(passed=3 * (N_CHECKS - 3), skipped=9)
+    workers = defaultdict(set)
+    for m in re.finditer(r"\[(gw\d+)\] \[ *\d+%\] \w+ eagle3-checks::([^:]+)::", result.stdout.str()):
+        workers[m.group(2)].add(m.group(1))
+    assert len(workers) == 3 and all(len(w) == 1 for w in workers.values()), dict(workers)
