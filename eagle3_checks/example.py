@@ -54,6 +54,10 @@ class DrafterShape:
 
 
 EXAMPLE = DrafterShape()
+# The AQ-MedAI Kimi-K2 drafter's sizes (reference_specs/aq-medai-kimi-k2-eagle3.json): for benchmarks.
+KIMI_K2 = DrafterShape(hidden_size=7168, num_attention_heads=64, num_key_value_heads=64, head_dim=128,
+                       intermediate_size=18432, vocab_size=163840, draft_vocab_size=32000, aux_layer_ids=(2, 30, 58),
+                       target_layers=61, max_position_embeddings=131072)
 
 
 def vocab_mapping(vocab_size: int, draft_vocab_size: int, seed: int = 0):
@@ -73,8 +77,9 @@ def vocab_mapping(vocab_size: int, draft_vocab_size: int, seed: int = 0):
     return ids - np.arange(draft_vocab_size, dtype=np.int64), t2d
 
 
-def role_tensors(shape: DrafterShape = EXAMPLE, seed: int = 0) -> dict[str, RawTensor]:
-    """Every tensor of the drafter, keyed by canonical role."""
+def role_tensors(shape: DrafterShape = EXAMPLE, seed: int = 0, sparse: bool = False) -> dict[str, RawTensor]:
+    """Every tensor of the drafter, keyed by canonical role. ``sparse``: weights are zero-filled holes
+    (a real header and real d2t/t2d bytes, no disk or memory for the weights)."""
     import numpy as np
 
     from .config import read_config
@@ -89,6 +94,9 @@ def role_tensors(shape: DrafterShape = EXAMPLE, seed: int = 0) -> dict[str, RawT
         if role == "embed_tokens.weight" and not shape.embed_tokens:
             continue
         dims = tuple(int(d) for d in exp.shape)
+        if sparse:
+            out[role] = RawTensor(shape.dtype, dims)
+            continue
         if len(dims) == 1 and role.endswith("norm.weight"):
             values = 1.0 + 0.05 * rng.standard_normal(dims)
         else:
@@ -174,9 +182,9 @@ def target_config(shape: DrafterShape = EXAMPLE) -> dict[str, Any]:
 
 
 def drafter_files(shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS, seed: int = 0,
-                  first_layer: str = "midlayer") -> tuple[dict[str, RawTensor], dict[str, Any]]:
+                  first_layer: str = "midlayer", sparse: bool = False) -> tuple[dict[str, RawTensor], dict[str, Any]]:
     """(tensors by on-disk name, config.json) of a drafter in ``layout``."""
-    tensors = {on_disk_name(role, layout, first_layer): t for role, t in role_tensors(shape, seed).items()}
+    tensors = {on_disk_name(role, layout, first_layer): t for role, t in role_tensors(shape, seed, sparse).items()}
     return tensors, config(shape, layout)
 
 
@@ -223,5 +231,5 @@ def write_example(root: Path) -> dict[str, Path]:
     return out
 
 
-__all__ = ["DrafterShape", "EXAMPLE", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
+__all__ = ["DrafterShape", "EXAMPLE", "KIMI_K2", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
            "write_checkpoint", "write_drafter", "write_example", "replace"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -169,11 +168,11 @@ def snapshot(ckpt: Any, name: str, description: str = "") -> Spec:
 # ----- shipped specs and --reference resolution -------------------------------------------------
 
 def _spec_dir() -> Path:
-    """reference_specs/ inside an installed package, else at the top of a source checkout."""
-    packaged = resources.files("eagle3_checks") / "reference_specs"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "reference_specs"
+    """reference_specs/ inside an installed package (the wheel puts it there), else at the top of a source
+    checkout (an editable install)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "reference_specs"
+    return packaged if packaged.is_dir() else here.parent / "reference_specs"
 
 
 def shipped_specs() -> dict[str, Path]:

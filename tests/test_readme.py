@@ -1,0 +1,37 @@
+"""The README stays true: two Quick start commands, .ci/run runs the second, every check documented."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from eagle3_checks.registry import checks
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def quick_start() -> list[str]:
+    block = re.search(r"## Quick start\s+```bash\n(.*?)```", README, re.S)
+    assert block, "README has no Quick start bash block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_quick_start_is_two_commands():
+    lines = quick_start()
+    assert len(lines) == 2
+    assert "eagle3-checks demo" in lines[0]
+    assert "pytest" in lines[1] and "constraints.txt" in lines[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    script = (ROOT / ".ci" / "run").read_text()
+    extract = re.search(r'cmd="\$\((.*)\)"', script).group(1)
+    out = subprocess.run(["bash", "-c", extract], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == quick_start()[1]
+
+
+def test_every_check_is_in_the_readme_table():
+    for c in checks():
+        assert f"| `{c.id}` |" in README, c.id
