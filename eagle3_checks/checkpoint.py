@@ -82,9 +82,6 @@ class Checkpoint:
                 raise TensorReadError(f"{e.file}: cannot read {e.name}: {exc}") from exc
         return self._arrays[role]
 
-    def bytes_read(self) -> int:
-        return sum(self.tensors[self.roles[r]].nbytes for r in self._arrays)
-
 
 def _problem(ckpt: Checkpoint, file: str, message: str, **kw: Any) -> None:
     ckpt.problems.append(Problem(file=file, message=message, **kw))

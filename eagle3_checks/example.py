@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -232,4 +232,4 @@ def write_example(root: Path) -> dict[str, Path]:
 
 
 __all__ = ["DrafterShape", "EXAMPLE", "KIMI_K2", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
-           "write_checkpoint", "write_drafter", "write_example", "replace"]
+           "write_checkpoint", "write_drafter", "write_example"]

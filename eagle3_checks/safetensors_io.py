@@ -18,7 +18,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 # safetensors refuses headers above this size (MAX_HEADER_SIZE in safetensors/src/tensor.rs).
 HEADER_LIMIT = 100_000_000
@@ -353,6 +353,3 @@ def write_safetensors(path: Path, tensors: Mapping[str, RawTensor], metadata: Ma
                 fh.write(t.data)
         fh.truncate(fh.tell())
 
-
-def total_size(tensors: Iterable[RawTensor]) -> int:
-    return sum(t.nbytes for t in tensors)

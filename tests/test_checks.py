@@ -6,7 +6,6 @@ import json
 from dataclasses import replace
 
 import numpy as np
-import pytest
 
 from eagle3_checks.example import EXAMPLE
 from eagle3_checks.registry import FAILED, PASSED, SKIPPED, WARNED, checks

@@ -16,7 +16,7 @@ import safetensors.numpy
 
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.errors import UsageError
-from eagle3_checks.safetensors_io import encode_header, from_numpy, load_array, read_header, write_safetensors
+from eagle3_checks.safetensors_io import from_numpy, load_array, read_header, write_safetensors
 
 from conftest import assert_fails, run
 

@@ -12,7 +12,7 @@ from eagle3_checks.errors import UsageError
 from eagle3_checks.example import EXAMPLE
 from eagle3_checks.spec import Spec, diff, load_spec, resolve_reference, shipped_specs, snapshot
 
-from conftest import assert_fails, run
+from conftest import run
 
 
 def errors(findings):

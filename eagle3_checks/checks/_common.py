@@ -22,15 +22,6 @@ def require_complete(ctx: Context) -> None:
         raise NotApplicable("the tensor list is incomplete: a header or shard could not be read (see the files check)")
 
 
-def file_of(ctx: Context, role: str) -> str | None:
-    e = ctx.ckpt.entry(role)
-    return None if e is None else e.file
-
-
-def name_of(ctx: Context, role: str) -> str:
-    return ctx.ckpt.roles.get(role, role)
-
-
 def config_key(cfg: DraftConfig, name: str) -> str:
     """The key path a field has (or would have) in config.json, for findings."""
     v = cfg.get(name)
