@@ -30,6 +30,10 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check, with the reason (repeatable)")
+    p.add_argument("--engine", default="vllm", metavar="vllm|sglang|speculators|all",
+                   help="the serving engine whose reading the forward level judges (default vllm)")
+    p.add_argument("--source", metavar="SRC",
+                   help="the checkpoint this one was converted from: the forward level compares the two")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ckpt", nargs="+", metavar="CKPT", help="drafter checkpoint directory")
     _gate_options(p)
     p.add_argument("--format", choices=FORMATS, default="text")
+
+    p = sub.add_parser("forward", help="run the drafter as one engine reads it, on your inputs")
+    p.add_argument("ckpt", metavar="CKPT")
+    p.add_argument("--engine", required=True, choices=("speculators", "vllm", "sglang"))
+    p.add_argument("--inputs", required=True, metavar="IN.safetensors",
+                   help="aux_hidden_states (T, A*Ht) float32, input_ids (T,) int64, optional position_ids (T,) int64 "
+                   "and inputs_embeds (T, H) float32 (required without embed_tokens)")
+    p.add_argument("--out", required=True, metavar="OUT.safetensors",
+                   help="gets logits (T, V) of step 0 over the target vocabulary, and logits_step_K for later steps")
+    p.add_argument("--steps", type=int, default=2, help="draft steps (default 2)")
 
     p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
     p.add_argument("ckpt", metavar="CKPT")
@@ -86,7 +100,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .report import RENDERERS
 
     options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                            strict=args.strict, skip=args.skip)
+                            strict=args.strict, skip=args.skip, engine=args.engine, source=args.source)
     results = [gate(path, options) for path in args.ckpt]
     _write(RENDERERS[args.format](results))
     return max(r.exit_code for r in results)
@@ -227,7 +241,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return run(Path(tmp))
 
 
-COMMANDS = {"check": cmd_check, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
+def cmd_forward(args: argparse.Namespace) -> int:
+    from .checkpoint import open_checkpoint
+    from .forward import torch_missing
+
+    hint = torch_missing()
+    if hint:
+        raise UsageError(hint)
+    from .forward_io import run_forward_files
+
+    if args.steps < 1:
+        raise UsageError("--steps must be at least 1")
+    written = run_forward_files(open_checkpoint(args.ckpt), args.engine, Path(args.inputs), Path(args.out), args.steps)
+    _write(f"wrote {args.out}: {', '.join(written)}\n")
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "forward": cmd_forward, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
             "demo": cmd_demo}
 
 

@@ -34,12 +34,53 @@ def _mul(*xs: int | None) -> int | None:
     return out
 
 
-def expected_tensors(cfg: DraftConfig, n_layers: int | None = None) -> dict[str, Expected]:
-    """Every tensor role the config implies, keyed by role. ``n_layers`` overrides the config's layer count
-    (the key and shape checks judge the layers present; the layer count is config.layers' business)."""
-    h, nh, nkv, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    inter, v, dv, ht, a = cfg["intermediate_size"], cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden, cfg.num_aux
-    n_layers = n_layers or cfg["num_hidden_layers"] or 1
+@dataclass(frozen=True)
+class Dims:
+    """The sizes and flags that decide a drafter's tensors, from a config or from an engine's reading."""
+
+    hidden_size: int | None
+    num_heads: int | None
+    num_kv_heads: int | None
+    head_dim: int | None
+    intermediate_size: int | None
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    target_hidden_size: int | None
+    num_aux: int
+    num_layers: int
+    input_norm: bool = False
+    fc_norm: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    tied: bool = False
+    qk_reason: str = ""
+
+    @classmethod
+    def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> "Dims":
+        qk = cfg["model_type"] == "qwen3"
+        return cls(cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"],
+                   cfg["intermediate_size"], cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden,
+                   cfg.num_aux, n_layers or cfg["num_hidden_layers"] or 1, bool(cfg["norm_before_fc"]),
+                   bool(cfg["fc_norm"]), bool(cfg["attention_bias"]), bool(cfg["mlp_bias"]), qk,
+                   bool(cfg["tie_word_embeddings"]),
+                   f"model_type qwen3 ({cfg.get('model_type').source})" if qk else "")
+
+    @classmethod
+    def of_reading(cls, r) -> "Dims":
+        return cls(r.hidden_size, r.num_heads, r.num_kv_heads, r.head_dim, r.intermediate_size, r.vocab_size,
+                   r.draft_vocab_size, r.target_hidden_size, r.num_aux, r.num_layers, r.input_norm, r.fc_norm,
+                   r.attention_bias, r.mlp_bias, r.qk_norm, r.lm_head_from_embed, "qwen3 layers" if r.qk_norm else "")
+
+
+def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) -> dict[str, Expected]:
+    """Every tensor role a config (or an engine's reading, as Dims) implies, keyed by role. ``n_layers`` overrides
+    the config's layer count (the key and shape checks judge the layers present; the layer count is
+    config.layers' business)."""
+    d = source if isinstance(source, Dims) else Dims.of_config(source, n_layers)
+    h, nh, nkv, hd = d.hidden_size, d.num_heads, d.num_kv_heads, d.head_dim
+    inter, v, dv, ht, a = d.intermediate_size, d.vocab_size, d.draft_vocab_size, d.target_hidden_size, d.num_aux
+    n_layers = d.num_layers
     out: dict[str, Expected] = {}
 
     def add(role: str, shape: tuple, dims: str, presence: str = REQUIRED, reason: str = "") -> None:
@@ -47,14 +88,13 @@ def expected_tensors(cfg: DraftConfig, n_layers: int | None = None) -> dict[str,
 
     add("embed_tokens.weight", (v, h), "(V, H)", OPTIONAL)
     add("fc.weight", (h, _mul(a, ht)), "(H, A·Ht)")
-    if cfg["norm_before_fc"]:
+    if d.input_norm:
         add("input_norm.weight", (_mul(a, ht),), "(A·Ht,)", CONDITIONAL, "norm_before_fc is true")
-    if cfg["fc_norm"]:
+    if d.fc_norm:
         for i in range(a):
             add(f"fc_norm.{i}.weight", (ht,), "(Ht,)", CONDITIONAL, "fc_norm is true")
     add("norm.weight", (h,), "(H,)")
-    tied = cfg["tie_word_embeddings"]
-    add("lm_head.weight", (dv, h), "(DV, H)", OPTIONAL if tied else REQUIRED)
+    add("lm_head.weight", (dv, h), "(DV, H)", OPTIONAL if d.tied else REQUIRED)
     if v is None or dv is None:  # sizes unknown (config.fields reports why): nothing to demand
         add("d2t", (dv,), "(DV,)", OPTIONAL)
         add("t2d", (v,), "(V,)", OPTIONAL)
@@ -62,8 +102,6 @@ def expected_tensors(cfg: DraftConfig, n_layers: int | None = None) -> dict[str,
         add("d2t", (dv,), "(DV,)", CONDITIONAL, f"draft_vocab_size {dv} < vocab_size {v}")
         add("t2d", (v,), "(V,)", OPTIONAL)
 
-    qk_norm = cfg["model_type"] == "qwen3"
-    qk_reason = f"model_type qwen3 ({cfg.get('model_type').source})" if qk_norm else ""
     for layer in range(n_layers):
         p = f"layers.{layer}."
         # The first layer attends over [embeds ‖ hidden]: its q/k/v take 2H inputs.
@@ -75,18 +113,18 @@ def expected_tensors(cfg: DraftConfig, n_layers: int | None = None) -> dict[str,
         add(p + "self_attn.k_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
         add(p + "self_attn.v_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
         add(p + "self_attn.o_proj.weight", (h, _mul(nh, hd)), "(H, nh·hd)")
-        if cfg["attention_bias"]:
+        if d.attention_bias:
             for proj, rows, sym in zip(ATTN_PROJ, (_mul(nh, hd), _mul(nkv, hd), _mul(nkv, hd), h),
                                        ("nh·hd", "nkv·hd", "nkv·hd", "H")):
                 add(p + f"self_attn.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "attention_bias is true")
-        if qk_norm:
-            add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, qk_reason)
-            add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, qk_reason)
+        if d.qk_norm:
+            add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
+            add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
         add(p + "post_attention_layernorm.weight", (h,), "(H,)")
         add(p + "mlp.gate_proj.weight", (inter, h), "(I, H)")
         add(p + "mlp.up_proj.weight", (inter, h), "(I, H)")
         add(p + "mlp.down_proj.weight", (h, inter), "(H, I)")
-        if cfg["mlp_bias"]:
+        if d.mlp_bias:
             for proj, rows, sym in zip(MLP_PROJ, (inter, inter, h), ("I", "I", "H")):
                 add(p + f"mlp.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "mlp_bias is true")
     return out

@@ -33,10 +33,23 @@ def load_target(path: str | os.PathLike) -> TargetConfig:
         raise UsageError(f"--target-config {exc}") from exc
 
 
+def load_source(path: str | os.PathLike) -> Checkpoint:
+    """The checkpoint a candidate was converted from (--source). Raises UsageError."""
+    try:
+        source = open_checkpoint(path)
+    except UsageError as exc:
+        raise UsageError(f"--source {exc}") from exc
+    if source.problems:
+        raise UsageError(f"--source {path}: the source checkpoint has integrity problems "
+                         f"({source.problems[0].file}: {source.problems[0].message})")
+    return source
+
+
 def gate_checkpoint(ckpt: Checkpoint, options: GateOptions) -> GateResult:
     reference, note = resolve_reference(options.reference, ckpt)
     target = load_target(options.target_config) if options.target_config else None
-    return run_gate(ckpt, options, reference=reference, reference_note=note, target=target)
+    source = load_source(options.source) if options.source else None
+    return run_gate(ckpt, options, reference=reference, reference_note=note, target=target, source=source)
 
 
 def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateResult:

@@ -31,6 +31,8 @@ OPTIONS: dict[str, tuple[str, Any, str]] = {
     "level": ("string", None, "run checks up to this level: header, scan or forward (default: all this version has)"),
     "strict": ("bool", False, "warnings fail too"),
     "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
+    "engine": ("string", "vllm", "serving engine the forward level judges: vllm, sglang, speculators or all"),
+    "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
 }
 
 _STATE = pytest.StashKey["_Eagle3State"]()
@@ -75,6 +77,14 @@ def _value(config: pytest.Config, name: str) -> Any:
     return ini if ini not in ("", None) else None
 
 
+def _ini_relative(config: pytest.Config, name: str) -> str | None:
+    """An option's value; a relative path from the ini file is relative to that file."""
+    value = _value(config, name)
+    if value and config.getoption(_dest(name)) is None and config.inipath and not os.path.isabs(value):
+        return str(config.inipath.parent / value)
+    return value
+
+
 def _labels(paths: list[str]) -> list[str]:
     labels: list[str] = []
     for p in paths:
@@ -95,13 +105,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from_ini = config.getoption(_dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
     ckpts = [str(base / p) if from_ini and not os.path.isabs(p) else p for p in ckpts]
-    target = _value(config, "target-config")
-    if target and config.getoption(_dest("target-config")) is None and config.inipath and not os.path.isabs(target):
-        target = str(config.inipath.parent / target)
+    target, source = (_ini_relative(config, name) for name in ("target-config", "source"))
     try:
         options = parse_options(reference=_value(config, "reference"), target_config=target,
                                 level=_value(config, "level"), strict=bool(_value(config, "strict")),
-                                skip=_value(config, "skip") or [])
+                                skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source)
         for p in ckpts:
             if not os.path.isdir(p):
                 raise UsageError(f"--eagle3-ckpt {p}: " + ("not a directory" if os.path.exists(p) else
@@ -110,6 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
             from .gate import load_target
 
             load_target(options.target_config)
+        if options.source:
+            from .gate import load_source
+
+            load_source(options.source)
     except UsageError as exc:
         raise pytest.UsageError(f"eagle3-checks: {exc}") from None
     config.stash[_STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
@@ -172,10 +184,14 @@ class CheckpointCollector(pytest.Collector):
     def collect(self):
         from .registry import checks
 
-        levels = self.config.stash[_STATE].options.levels()
+        options = self.config.stash[_STATE].options
+        levels = options.levels()
         for c in checks():
-            if c.level in levels:
-                item = CheckItem.from_parent(self, name=c.id, check_id=c.id)
+            if c.level not in levels:
+                continue
+            for engine in options.engines() if c.per_engine else (None,):
+                label = f"{c.id}[{engine}]" if engine else c.id
+                item = CheckItem.from_parent(self, name=label, label=label)
                 item.add_marker(pytest.mark.eagle3)
                 yield item
 
@@ -189,9 +205,9 @@ class CheckFailed(Exception):
 
 
 class CheckItem(pytest.Item):
-    def __init__(self, *, check_id: str, **kw: Any) -> None:
+    def __init__(self, *, label: str, **kw: Any) -> None:
         super().__init__(**kw)
-        self.check_id = check_id
+        self.label = label  # the check id, with [engine] for a per-engine check
 
     def runtest(self) -> None:
         from .errors import UsageError
@@ -202,8 +218,8 @@ class CheckItem(pytest.Item):
         try:
             gate_result = state.result(self.parent.ckpt_path)
         except UsageError as exc:
-            raise CheckFailed(f"{self.check_id}: cannot gate {self.parent.ckpt_path}: {exc}") from None
-        r = gate_result.result(self.check_id)
+            raise CheckFailed(f"{self.label}: cannot gate {self.parent.ckpt_path}: {exc}") from None
+        r = gate_result.by_label(self.label)
         self.user_properties.append(("eagle3_status", r.status))
         if r.findings:
             self.user_properties.append(("eagle3_findings", json.dumps([f.to_dict() for f in r.findings])))
@@ -220,7 +236,7 @@ class CheckItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"eagle3 {self.parent.name}::{self.check_id}"
+        return self.path, None, f"eagle3 {self.parent.name}::{self.label}"
 
 
 @pytest.hookimpl(wrapper=True)

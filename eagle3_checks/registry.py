@@ -71,20 +71,23 @@ class Check:
     func: Callable[["Context"], Iterable[Finding]]
     guards: str  # the failure it prevents, in a sentence
     evidence: tuple[str, ...] = ()  # where that failure was seen (issues, PRs, sources)
+    per_engine: bool = False  # run once per --engine, reported as ID[engine]
+    requires: Callable[[], str | None] | None = None  # returns why the check cannot run here (e.g. no torch)
 
 
 REGISTRY: dict[str, Check] = {}
 
 
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
-          evidence: tuple[str, ...] = ()) -> Callable:
+          evidence: tuple[str, ...] = (), per_engine: bool = False,
+          requires: Callable[[], str | None] | None = None) -> Callable:
     """Register ``fn`` as check ``id``."""
     assert level in LEVELS, level
 
     def register(fn: Callable) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"check {id!r} registered twice")
-        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence)
+        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires)
         return fn
 
     return register
@@ -106,6 +109,9 @@ class Context:
     reference_note: str = ""
     target: Any = None  # TargetConfig
     options: "GateOptions | None" = None
+    source: Any = None  # Checkpoint the candidate was converted from (--source)
+    engine: str | None = None  # the engine a per-engine check judges
+    cache: dict = field(default_factory=dict)  # shared by every check of one gate run (mapped files, logits)
 
 
 @dataclass(frozen=True)
@@ -117,10 +123,15 @@ class GateOptions:
     level: str | None = None  # None: every level the project has
     strict: bool = False
     skip: tuple[tuple[str, str], ...] = ()  # (check id, reason)
+    engine: str = "vllm"  # vllm, sglang, speculators or all
+    source: str | None = None  # the checkpoint the candidate was converted from
 
     @property
     def skipped(self) -> dict[str, str]:
         return dict(self.skip)
+
+    def engines(self) -> tuple[str, ...]:
+        return ENGINE_CHOICES if self.engine == "all" else (self.engine,)
 
     def levels(self) -> tuple[str, ...]:
         implemented = implemented_levels()
@@ -134,8 +145,12 @@ def implemented_levels() -> tuple[str, ...]:
     return tuple(lvl for lvl in LEVELS if lvl in present)
 
 
+ENGINE_CHOICES = ("vllm", "sglang", "speculators")
+
+
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
-                  strict: bool = False, skip: Iterable[str] = ()) -> GateOptions:
+                  strict: bool = False, skip: Iterable[str] = (), engine: str | None = None,
+                  source: str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level is not None:
         if level not in LEVELS:
@@ -143,6 +158,13 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
         if level not in implemented_levels():
             raise UsageError(f"--level {level}: this version of eagle3-checks has no {level}-level checks yet "
                              f"(available: {', '.join(implemented_levels())})")
+        for c in checks():
+            why = c.requires() if c.requires and c.level == level else None
+            if why:
+                raise UsageError(f"--level {level}: {why}")
+    engine = engine or "vllm"
+    if engine not in (*ENGINE_CHOICES, "all"):
+        raise UsageError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_CHOICES)} or all")
     known = {c.id for c in checks()}
     waivers: list[tuple[str, str]] = []
     for item in skip:
@@ -154,7 +176,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--skip {item!r}: no check named {check_id!r} (see `eagle3-checks list`)")
         waivers.append((check_id, reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
-                       strict=bool(strict), skip=tuple(waivers))
+                       strict=bool(strict), skip=tuple(waivers), engine=engine, source=source)
 
 
 PASSED, FAILED, WARNED, SKIPPED = "passed", "failed", "warned", "skipped"
@@ -166,6 +188,12 @@ class CheckResult:
     status: str
     findings: list[Finding] = field(default_factory=list)
     reason: str | None = None  # why it was skipped
+    engine: str | None = None  # for a per-engine check
+
+    @property
+    def label(self) -> str:
+        """The check id, with the engine for a per-engine check: forward.equivalence[vllm]."""
+        return f"{self.check.id}[{self.engine}]" if self.engine else self.check.id
 
     def failed(self, strict: bool) -> bool:
         return self.status == FAILED or (strict and self.status == WARNED)
@@ -183,8 +211,11 @@ class GateResult:
     def exit_code(self) -> int:
         return 1 if any(r.failed(self.options.strict) for r in self.results) else 0
 
-    def result(self, check_id: str) -> CheckResult:
-        return next(r for r in self.results if r.check.id == check_id)
+    def result(self, check_id: str, engine: str | None = None) -> CheckResult:
+        return next(r for r in self.results if r.check.id == check_id and (engine is None or r.engine == engine))
+
+    def by_label(self, label: str) -> CheckResult:
+        return next(r for r in self.results if r.label == label)
 
     def findings(self) -> list[Finding]:
         return [f for r in self.results for f in r.findings]
@@ -197,38 +228,48 @@ class GateResult:
 
 
 def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
+    def result(status: str, findings: list[Finding] | None = None, reason: str | None = None) -> CheckResult:
+        return CheckResult(c, status, findings or [], reason, ctx.engine)
+
     if c.id in waived:
-        return CheckResult(c, SKIPPED, reason=f"waived: {waived[c.id]}")
+        return result(SKIPPED, reason=f"waived: {waived[c.id]}")
     if "reference" in c.needs and ctx.reference is None:
-        return CheckResult(c, SKIPPED, reason=ctx.reference_note or "no reference given")
+        return result(SKIPPED, reason=ctx.reference_note or "no reference given")
     if "target" in c.needs and ctx.target is None:
-        return CheckResult(c, SKIPPED, reason="needs --target-config (the verifier's config.json)")
+        return result(SKIPPED, reason="needs --target-config (the verifier's config.json)")
+    why = c.requires() if c.requires else None
+    if why:
+        return result(SKIPPED, reason=why)
+    label = f"{c.id}[{ctx.engine}]" if ctx.engine else c.id
     try:
-        found = [dataclasses.replace(f, check=c.id) for f in c.func(ctx)]
+        found = [dataclasses.replace(f, check=label) for f in c.func(ctx)]
     except NotApplicable as exc:
-        return CheckResult(c, SKIPPED, reason=str(exc))
+        return result(SKIPPED, reason=str(exc))
     except Exception as exc:  # a bug in a check must not hide the others, nor pass silently
         found = [Finding(Severity.ERROR, f"check crashed ({type(exc).__name__}: {exc}); the checkpoint is "
-                         "unverified for this check. Please report this.", check=c.id)]
+                         "unverified for this check. Please report this.", check=label)]
     if any(f.severity is Severity.ERROR for f in found):
         status = FAILED
     elif any(f.severity is Severity.WARNING for f in found):
         status = WARNED
     else:
         status = PASSED
-    return CheckResult(c, status, found)
+    return result(status, found)
 
 
 def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = None, reference_note: str = "",
-             target: Any = None) -> GateResult:
-    """Run every registered check of the selected levels on an opened checkpoint.
-
-    ``reference`` and ``target`` are already resolved (see :func:`eagle3_checks.gate.prepare`).
-    """
+             target: Any = None, source: Any = None) -> GateResult:
+    """Run every registered check of the selected levels on an opened checkpoint (per-engine checks once per
+    engine). ``reference``, ``target`` and ``source`` are already resolved (see :mod:`eagle3_checks.gate`)."""
     options = options or GateOptions()
-    ctx = Context(ckpt, reference, reference_note, target, options)
+    ctx = Context(ckpt, reference, reference_note, target, options, source)
     levels = options.levels()
     waived = options.skipped
-    results = [run_check(c, ctx, waived) for c in checks() if c.level in levels]
+    results = []
+    for c in checks():
+        if c.level not in levels:
+            continue
+        for engine in options.engines() if c.per_engine else (None,):
+            results.append(run_check(c, dataclasses.replace(ctx, engine=engine), waived))
     ref_name = getattr(reference, "name", None)
     return GateResult(ckpt, options, results, ref_name, reference_note)

@@ -41,7 +41,7 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None)
 
 def check_text(r: CheckResult) -> str:
     """One check's outcome and findings, as the pytest plugin prints a failure."""
-    lines = [f"{r.check.id}: {r.check.title}"]
+    lines = [f"{r.label}: {r.check.title}"]
     if r.reason:
         lines.append(f"  skipped: {r.reason}")
     for prev, f in zip([None, *r.findings], r.findings):
@@ -64,10 +64,10 @@ def render_text(results: list[GateResult]) -> str:
     out: list[str] = []
     for result in results:
         out.extend(_header(result))
-        width = max(len(r.check.id) for r in result.results) if result.results else 10
+        width = max(len(r.label) for r in result.results) if result.results else 10
         for r in result.results:
             tail = f"  ({r.reason})" if r.reason else ""
-            out.append(f"  {_LABEL[r.status]}  {r.check.id:<{width}}  {r.check.title}{tail}")
+            out.append(f"  {_LABEL[r.status]}  {r.label:<{width}}  {r.check.title}{tail}")
             for prev, f in zip([None, *r.findings], r.findings):
                 if f.severity is Severity.INFO and r.status == PASSED:
                     out.append(f"        note: {f.message}")
@@ -95,8 +95,8 @@ def to_json(results: list[GateResult]) -> dict[str, Any]:
                 "exit_code": r.exit_code,
                 "counts": r.counts(),
                 "checks": [
-                    {"id": c.check.id, "title": c.check.title, "level": c.check.level, "status": c.status,
-                     **({"reason": c.reason} if c.reason else {}),
+                    {"id": c.check.id, **({"engine": c.engine} if c.engine else {}), "title": c.check.title,
+                     "level": c.check.level, "status": c.status, **({"reason": c.reason} if c.reason else {}),
                      "findings": [f.to_dict() for f in c.findings]}
                     for c in r.results
                 ],
@@ -124,13 +124,13 @@ def render_markdown(results: list[GateResult]) -> str:
         for r in result.results:
             n = len(r.findings)
             note = _md(r.reason) if r.reason else (f"{n} finding(s)" if n else "")
-            out.append(f"| {_LABEL[r.status]} | `{r.check.id}` | {_md(r.check.title)} | {note} |")
+            out.append(f"| {_LABEL[r.status]} | `{r.label}` | {_md(r.check.title)} | {note} |")
         details = [(r, f) for r in result.results for f in r.findings if f.severity is not Severity.INFO
                    or r.status != PASSED]
         if details:
             out += ["", "<details><summary>Findings</summary>", ""]
             for r, f in details:
-                out.append(f"- **{f.severity.value}** `{r.check.id}`: {_md(f.message)}")
+                out.append(f"- **{f.severity.value}** `{r.label}`: {_md(f.message)}")
                 for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix)):
                     if value:
                         out.append(f"  - {label}: {_md(value)}")

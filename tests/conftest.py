@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -79,3 +83,30 @@ def assert_clean(result: GateResult) -> None:
     assert result.exit_code == 0, failing(result)
     assert not [f for f in result.findings() if f.severity.value == "warning"], \
         [f.message for f in result.findings()]
+
+
+# ----- real peers: drafters built by speculators and SpecForge themselves, in subprocesses ------------------------
+
+PEERS = Path(__file__).parent / "peers"
+
+
+def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
+    if importlib.util.find_spec(package) is None:
+        pytest.fail(f"{package} is not installed: install the test extras as the README's test command does")
+    out = tmp_path_factory.mktemp(package)
+    proc = subprocess.run([sys.executable, str(PEERS / script), str(out)], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def speculators_drafters(tmp_path_factory) -> Path:
+    """Every variant of peers/variants.py SPECULATORS, saved by speculators 0.9.0 (torch stays out of this process)."""
+    return _build_peer(tmp_path_factory, "speculators", "build_speculators.py")
+
+
+@pytest.fixture(scope="session")
+def specforge_drafters(tmp_path_factory) -> Path:
+    """Every variant of peers/variants.py SPECFORGE, built by SpecForge 0.2.0 and written by its SGLang exporter."""
+    return _build_peer(tmp_path_factory, "specforge", "build_specforge.py")

@@ -10,9 +10,15 @@ import pytest
 
 from eagle3_checks.registry import checks
 
+try:  # pytester's in-process runs unload what they import, and torch cannot be imported twice in one process
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
 import test_defects
 
-N_CHECKS = len(checks())
+N_CHECKS = len(checks())  # one item each with the default --eagle3-engine (vllm)
+LABELS = {f"{c.id}[vllm]" if c.per_engine else c.id for c in checks()}
 
 
 def test_gate_from_an_empty_folder(pytester, drafter):
@@ -29,8 +35,9 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter):
     test_defects.d2t_missing(d)
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-p", "no:cacheprovider")
-    # keys fails, and so does the diff against the shipped tiny spec that --eagle3-reference=auto picks.
-    result.assert_outcomes(failed=2, passed=N_CHECKS - 6, skipped=4)
+    # keys fails, and so does the diff against the shipped tiny spec that --eagle3-reference=auto picks; the
+    # forward check has no trained mapping to compare with and skips, saying so.
+    result.assert_outcomes(failed=2, passed=N_CHECKS - 7, skipped=5)
     result.stdout.fnmatch_lines([
         f"*eagle3 {path.name}::keys*",
         "*ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)*",
@@ -51,7 +58,7 @@ def test_k_selects_and_junit_lists_every_check(pytester, drafter):
     pytester.runpytest(f"--eagle3-ckpt={path}", f"--junitxml={junit}")
     cases = ElementTree.parse(junit).getroot().iter("testcase")
     names = {c.get("name") for c in cases}
-    assert names == {c.id for c in checks()}
+    assert names == LABELS
 
 
 def test_own_tests_and_fixtures_run_with_the_gate(pytester, drafter):
@@ -105,7 +112,9 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
 @pytest.mark.parametrize("args, message", [
     (["--eagle3-skip", "nope=x"], "no check named 'nope'"),
     (["--eagle3-skip", "keys"], "write CHECK_ID=REASON"),
-    (["--eagle3-level", "forward"], "has no forward-level checks yet"),
+    (["--eagle3-level", "scan"], "has no scan-level checks yet"),
+    (["--eagle3-engine", "tgi"], "--engine 'tgi': choose one of vllm, sglang, speculators or all"),
+    (["--eagle3-source=/nonexistent"], "--source /nonexistent: no such file or directory"),
     (["--eagle3-target-config", "/nonexistent/config.json"], "no such file"),
 ])
 def test_option_errors_are_usage_errors(pytester, drafter, args, message):
@@ -118,6 +127,13 @@ def test_missing_checkpoint_is_a_usage_error(pytester, tmp_path):
     result = pytester.runpytest(f"--eagle3-ckpt={tmp_path / 'nope'}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--eagle3-ckpt*nope: no such file or directory*"])
+
+
+def test_engine_all_gives_one_item_per_engine(pytester, drafter):
+    path = drafter("speculators").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-engine=all", "-k", "forward", "-rf")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["FAILED eagle3-checks::*::forward.equivalence[[]sglang[]] - *"])
 
 
 def test_broken_checkpoint_is_failing_items_not_a_crash(pytester, drafter):

@@ -201,7 +201,7 @@ def test_header_path_never_imports_torch(drafter, tmp_path):
         import sys
         sys.path.insert(0, {str(fake)!r})
         from eagle3_checks.cli import main
-        sys.exit(main(["check", {str(path)!r}, "--reference", "tiny-example"]))
+        sys.exit(main(["check", {str(path)!r}, "--reference", "tiny-example", "--level", "header"]))
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -2,7 +2,7 @@
 
 Each module holds one concern: ``files`` (integrity), ``keys``, ``shapes``, ``dtypes``,
 ``vocab`` (d2t/t2d), ``config`` (config semantics), ``target`` (the verifier's config),
-``reference`` (diff against a reference spec).
+``reference`` (diff against a reference spec), ``forward`` (forward-pass equivalence, needs torch).
 """
 
-from . import files, keys, shapes, dtypes, vocab, config, target, reference  # noqa: F401
+from . import files, keys, shapes, dtypes, vocab, config, target, reference, forward  # noqa: F401

@@ -1,0 +1,164 @@
+"""forward.equivalence: the drafter, as the serving engine reads it, computes what was trained.
+
+Without ``--source``: the checkpoint under the engine's reading against the same checkpoint under its trainer's
+reading (speculators for the speculators layout, EAGLE/SpecForge for the flat one): this catches an engine default
+that changes the math, such as vLLM's ``norm_before_residual`` default. With ``--source SRC``: the candidate under
+the engine's reading against the source under its trainer's reading: this catches a conversion that changed what
+the drafter computes (k and v swapped, norms swapped, aux blocks reordered, rope_theta lost, another vocabulary).
+Both sides run the same float32 forward pass (:mod:`eagle3_checks.forward`) on the same random inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from .. import engines
+from ..forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
+from ..registry import Context, Finding, NotApplicable, check, error, info
+
+STEPS = 2
+TOKENS = 8
+SEED = 0
+
+# Where a semantic knob lives in config.json, for the fix of a finding.
+_KNOB = {
+    "norm_before_residual": "norm_before_residual", "feedback": "norm_output", "final_norm": "norm_output",
+    "input_norm": "norm_before_fc", "fc_norm": "fc_norm", "rope_theta": "rope_theta (and rope_parameters)",
+    "rope_scaling": "rope_scaling", "head_dim": "head_dim", "num_aux": "the aux-layer ids (eagle_config)",
+    "target_hidden_size": "target_hidden_size", "lm_head_from_embed": "tie_word_embeddings",
+    "draft_vocab_size": "draft_vocab_size", "rms_norm_eps": "rms_norm_eps", "num_layers": "num_hidden_layers",
+}
+
+
+def _weights(ctx: Context, ckpt) -> Weights:
+    key = ("weights", id(ckpt))
+    if key not in ctx.cache:
+        ctx.cache[key] = Weights(ckpt)
+    return ctx.cache[key]
+
+
+def _logits(ctx: Context, ckpt, reading, inputs) -> list:
+    """Run a reading once per gate: readings that agree on everything share the result."""
+    key = ("logits", id(ckpt), repr(sorted(reading.semantics().items())), repr(sorted(reading.tensors.items())))
+    if key not in ctx.cache:
+        ctx.cache[key] = run(reading, _weights(ctx, ckpt), inputs, STEPS)
+    return ctx.cache[key]
+
+
+def _differing(a, b) -> list[str]:
+    return [name for name, value in a.semantics().items() if value != getattr(b, name)]
+
+
+def semantic_differences(a, b) -> list[str]:
+    return [f"{name}: {a.engine} uses {getattr(a, name)!r} ({a.sources.get(name, '?')}), {b.engine} "
+            f"{getattr(b, name)!r} ({b.sources.get(name, '?')})" for name in _differing(a, b)]
+
+
+def _fix(name: str, trained) -> str | None:
+    """How to make config.json say what the trainer computed, for one knob."""
+    value = getattr(trained, name)
+    if name == "feedback":
+        return f'state "norm_output": {json.dumps(value == "normed")} in config.json'
+    if name in ("norm_before_residual", "fc_norm", "rope_theta", "head_dim", "draft_vocab_size", "rms_norm_eps"):
+        return f'state "{name}": {json.dumps(value)} in config.json'
+    if name == "input_norm":
+        return f'state "norm_before_fc": {json.dumps(value)} in config.json'
+    if name in _KNOB:
+        return f"state {_KNOB[name]} as {value!r} in config.json"
+    return None
+
+
+def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
+    """Roles whose values differ between candidate and source, and what each now equals, if anything."""
+    import torch
+
+    wc, ws = _weights(ctx, cand), _weights(ctx, source)
+    notes = []
+    for role, name in sorted(reading.tensors.items()):
+        src_name = ref.tensors.get(role)
+        if src_name is None:
+            continue
+        a = wc.raw(name)
+        if a.shape == ws.raw(src_name).shape and torch.equal(wc.f32(name), ws.f32(src_name)):
+            continue
+        twin = next((r for r, n in ref.tensors.items() if r != role and ws.raw(n).shape == a.shape
+                     and torch.equal(wc.f32(name), ws.f32(n))), None)
+        notes.append(f"{role} equals the source's {twin}" if twin else f"{role} differs from the source")
+    return notes
+
+
+@check(
+    "forward.equivalence",
+    "The engine's reading computes what was trained (logits of K draft steps)",
+    level="forward",
+    per_engine=True,
+    requires=torch_missing,
+    guards="A conversion or an engine default that changes the computation while every name and shape stays "
+    "right: k/v or norms swapped, aux blocks reordered, rope_theta lost, norm_before_residual flipped by vLLM's "
+    "default, a vocabulary mapping that points at other tokens.",
+    evidence=("vLLM update_eagle3: norm_before_residual defaults to True, speculators to False",
+              "vLLM PRs #38111, #46488, #42143 (norm flags not propagated)", "SpecForge #265 (rope_theta)"),
+)
+def equivalence(ctx: Context) -> Iterable[Finding]:
+    cand = ctx.ckpt
+    if cand.config is None or not cand.complete:
+        raise NotApplicable("the checkpoint's files are incomplete or config.json is unreadable (see files)")
+    source = ctx.source or cand
+    served = engines.read(cand, ctx.engine)
+    trained = engines.trainer(source)
+    against = "the source under its trainer's reading" if ctx.source is not None else "its trainer's reading"
+    if not trained.servable:
+        raise NotApplicable(f"the trainer's reading ({trained.engine}) cannot run: "
+                            + "; ".join(trained.refusals + [f"{r} {how}" for r, how in trained.unfilled.items()]))
+    if not served.servable:
+        problems = served.refusals + [f"{role}: {how}" for role, how in served.unfilled.items()
+                                      if not how.startswith("shared")]
+        yield error(
+            f"{ctx.engine} {served.version} would not compute this drafter: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            key=problems[0].split(":")[0], expected=f"a drafter {ctx.engine} loads completely", found="; ".join(problems),
+            why=f"{ctx.engine} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
+            fix="convert the checkpoint to the layout this engine reads (eagle3-checks convert), or fix the names "
+            "and config fields listed",
+        )
+        return
+    width = trained.num_aux * trained.target_hidden_size
+    if served.num_aux * served.target_hidden_size != width:
+        yield error(
+            f"{ctx.engine} feeds fc {served.num_aux} x {served.target_hidden_size} aux inputs, the drafter was trained "
+            f"on {trained.num_aux} x {trained.target_hidden_size}",
+            key="fc.weight", expected=str(width), found=str(served.num_aux * served.target_hidden_size),
+            why="the captured target states do not fit fc", fix="state the aux-layer ids where the engine reads them")
+        return
+    no_embed = "embed_tokens.weight" not in served.tensors or "embed_tokens.weight" not in trained.tensors
+    inputs = random_inputs(width, trained.hidden_size, trained.vocab_size, TOKENS, SEED, with_embeds=no_embed)
+    try:
+        got = _logits(ctx, cand, served, inputs)
+        want = _logits(ctx, source, trained, inputs)
+    except ForwardError as exc:
+        raise NotApplicable(f"the forward pass cannot run: {exc}") from exc
+    steps = [compare(a, b, k) for k, (a, b) in enumerate(zip(got, want))]
+    bad = [s for s in steps if not s.ok]
+    if not bad:
+        yield info(f"{ctx.engine}'s reading matches {against} ({trained.engine}): {STEPS} draft steps over {TOKENS} "
+                   "random tokens agree to float32 rounding"
+                   + ("" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
+                      "embed_tokens in the checkpoint)"))
+        return
+    causes = semantic_differences(served, trained)
+    if ctx.source is not None:
+        causes += _changed_tensors(ctx, cand, served, source, trained)
+    first = bad[0]
+    fixes = [_fix(name, trained) for name in _differing(served, trained)]
+    fixes = [f for f in fixes if f]
+    yield error(
+        f"{ctx.engine}'s reading differs from {against} ({trained.engine}): {first.describe()}",
+        expected=f"logits equal to float32 rounding (rtol {1e-5}, atol {1e-5} x the largest logit)",
+        found=" | ".join(s.describe() for s in steps),
+        why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "
+             "changed numerically") + ". The drafter then proposes other tokens than it was trained to, and "
+        "acceptance drops without any error",
+        fix=("; ".join(fixes) + ", as the drafter was trained" if fixes else
+             "re-export the tensors listed from the trained checkpoint"),
+    )

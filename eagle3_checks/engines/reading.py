@@ -1,0 +1,225 @@
+"""What an engine makes of a checkpoint: a :class:`Reading`.
+
+A reading is the answer to "if this engine loaded this directory, what would it compute?": which
+on-disk tensor fills each parameter (and which parameters stay unfilled), the tensors it skips,
+the hard load errors it would raise, and the semantic values it uses (sizes, norms, rope,
+feedback between draft steps), each with where the value came from. The forward
+implementation (:mod:`eagle3_checks.forward`) runs a reading; the engine profiles report on it.
+
+Each engine module (``vllm``, ``sglang``, ``speculators``, ``specforge``) builds readings from
+the raw config and tensor names, mirroring that engine's own loader; the helpers here are the
+parts they share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
+
+TLC = "transformer_layer_config"
+
+# What each knob means, for messages that compare two readings.
+SEMANTIC_FIELDS = (
+    "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_layers", "rms_norm_eps",
+    "hidden_act", "rope_theta", "rope_scaling", "num_aux", "target_hidden_size", "input_norm", "fc_norm",
+    "norm_before_residual", "feedback", "final_norm", "qk_norm", "attention_bias", "mlp_bias",
+    "lm_head_from_embed", "vocab_size", "draft_vocab_size",
+)
+
+
+@dataclass
+class Reading:
+    """One engine's reading of one checkpoint. Semantic values are plain fields; ``sources`` says where each
+    came from for this engine ("config.json: head_dim", "vLLM default: True when absent", ...)."""
+
+    engine: str
+    version: str
+    layout: str
+    # semantics
+    hidden_size: int | None = None
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    intermediate_size: int | None = None
+    num_layers: int = 1
+    rms_norm_eps: float = 1e-6
+    hidden_act: str = "silu"
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    num_aux: int = 3
+    target_hidden_size: int | None = None
+    input_norm: bool = False  # one RMSNorm over the fused aux states before fc (norm_before_fc)
+    fc_norm: bool = False  # one RMSNorm per aux state before fc
+    norm_before_residual: bool = False  # the first layer's residual is hidden_norm(h), not h
+    feedback: str = "prenorm"  # what later draft steps get back: "prenorm" or "normed" (norm_output)
+    final_norm: bool = True  # the final norm before lm_head
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3 layers)
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    lm_head_from_embed: bool = False  # tie_word_embeddings: lm_head is the embedding
+    vocab_size: int | None = None
+    draft_vocab_size: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    # loading
+    tensors: dict[str, str] = field(default_factory=dict)  # role -> on-disk name loaded into it
+    unfilled: dict[str, str] = field(default_factory=dict)  # role -> what the engine has there instead
+    ignored: dict[str, str] = field(default_factory=dict)  # on-disk name -> why the engine skips it
+    refusals: list[str] = field(default_factory=list)  # hard load errors
+
+    def semantics(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in SEMANTIC_FIELDS}
+
+    def set(self, name: str, value: Any, source: str) -> None:
+        setattr(self, name, value)
+        self.sources[name] = source
+
+    @property
+    def servable(self) -> bool:
+        """The engine loads the checkpoint and fills every parameter it computes with."""
+        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
+
+
+assert set(SEMANTIC_FIELDS) <= {f.name for f in fields(Reading)}
+
+
+def lookup(raw: Any, *paths: tuple) -> tuple[bool, Any, str]:
+    """The first present path: (found, value, dotted key)."""
+    for path in paths:
+        node = raw
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                break
+            node = node[key]
+        else:
+            return True, node, ".".join(path)
+    return False, None, ""
+
+
+def layer_fields(raw: dict, speculators: bool) -> dict:
+    """The dict that holds the decoder-layer fields: transformer_layer_config, or the top level."""
+    if speculators:
+        tlc = raw.get(TLC)
+        return tlc if isinstance(tlc, dict) else {}
+    return raw
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[int | None, str]) -> None:
+    """hidden_size, heads, head_dim, intermediate_size, vocab_size and the layer count, as a transformers
+    config class would read them. ``head_dim_default`` is (value or None for H/nh, why)."""
+    for name, key in (("hidden_size", "hidden_size"), ("num_heads", "num_attention_heads"),
+                      ("intermediate_size", "intermediate_size"), ("vocab_size", "vocab_size")):
+        v = fields_.get(key)
+        if is_int(v):
+            r.set(name, v, f"config.json: {where}{key}")
+        else:
+            r.refusals.append(f"config.json has no usable {where}{key}")
+    kv = fields_.get("num_key_value_heads")
+    if is_int(kv):
+        r.set("num_kv_heads", kv, f"config.json: {where}num_key_value_heads")
+    else:
+        r.set("num_kv_heads", r.num_heads, "default: num_attention_heads")
+    hd = fields_.get("head_dim")
+    if is_int(hd):
+        r.set("head_dim", hd, f"config.json: {where}head_dim")
+    elif head_dim_default[0] is not None:
+        r.set("head_dim", head_dim_default[0], f"default: {head_dim_default[1]}")
+    elif r.hidden_size and r.num_heads:
+        r.set("head_dim", r.hidden_size // r.num_heads, f"default: hidden_size / num_attention_heads ({head_dim_default[1]})")
+    layers = fields_.get("num_hidden_layers")
+    if is_int(layers):
+        r.set("num_layers", layers, f"config.json: {where}num_hidden_layers")
+    else:
+        r.set("num_layers", 32, "default: transformers Llama/Qwen3 config (32)")
+    eps = fields_.get("rms_norm_eps")
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool):
+        r.set("rms_norm_eps", float(eps), f"config.json: {where}rms_norm_eps")
+    else:
+        r.set("rms_norm_eps", 1e-6, "default: transformers (1e-6)")
+    act = fields_.get("hidden_act")
+    r.set("hidden_act", act if isinstance(act, str) else "silu",
+          f"config.json: {where}hidden_act" if isinstance(act, str) else "default: silu")
+    for name in ("attention_bias", "mlp_bias"):
+        v = fields_.get(name)
+        r.set(name, v is True, f"config.json: {where}{name}" if isinstance(v, bool) else "default: false")
+
+
+def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) -> None:
+    """rope_theta and scaling. transformers 5 keeps both in rope_parameters (and reads a legacy rope_theta /
+    rope_scaling into it); ``legacy_only`` models a reader that knows only rope_theta and rope_scaling
+    (transformers 4.57, as SGLang 0.5.6 pins)."""
+    params = fields_.get("rope_parameters") if isinstance(fields_.get("rope_parameters"), dict) else None
+    scaling = fields_.get("rope_scaling") if isinstance(fields_.get("rope_scaling"), dict) else None
+    theta = fields_.get("rope_theta")
+    if isinstance(theta, (int, float)) and not isinstance(theta, bool):
+        r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
+    elif not legacy_only and params and isinstance(params.get("rope_theta"), (int, float)):
+        r.set("rope_theta", float(params["rope_theta"]), f"config.json: {where}rope_parameters.rope_theta")
+    elif scaling and isinstance(scaling.get("rope_theta"), (int, float)) and not legacy_only:
+        r.set("rope_theta", float(scaling["rope_theta"]), f"config.json: {where}rope_scaling.rope_theta")
+    else:
+        why = " (rope_parameters is not read)" if legacy_only and params else ""
+        r.set("rope_theta", 10000.0, f"default: 10000{why}")
+    spec = scaling if scaling is not None else (None if legacy_only else params)
+    r.set("rope_scaling", normalized_scaling(spec),
+          f"config.json: {where}{'rope_scaling' if scaling is not None else 'rope_parameters'}" if spec else "none")
+
+
+def normalized_scaling(value: Any) -> dict | None:
+    """A rope scaling dict without rope_theta; None for plain (default) RoPE."""
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("rope_type", value.get("type", "default"))
+    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
+    if kind == "default":
+        return None
+    return {"rope_type": kind, **rest}
+
+
+def map_roles(r: Reading, ckpt: Any, accept) -> None:
+    """Fill ``r.tensors`` / ``r.ignored`` from the checkpoint's names. ``accept(name, parsed)`` returns the role
+    the engine loads the tensor into, or (None, why) to skip it. Duplicate roles: the first wins."""
+    for name in ckpt.tensors:
+        role, why = accept(name, parse_name(name))
+        if role is None:
+            r.ignored[name] = why
+        elif role in r.tensors:
+            r.ignored[name] = f"a second tensor for {role} ({r.tensors[role]} is loaded)"
+        else:
+            r.tensors[role] = name
+
+
+def finish(r: Reading, ckpt: Any, missing: str) -> None:
+    """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
+    engine has there instead), and the loaded tensors whose shape the engine's loader rejects."""
+    from ..expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
+
+    if r.hidden_size is None or r.num_heads is None:
+        return  # sizes unknown: the refusals already say why
+    expected = expected_tensors(Dims.of_reading(r))
+    for role, exp in expected.items():
+        if role == "t2d":
+            continue
+        if role not in r.tensors:
+            if role == "d2t":
+                r.unfilled[role] = "zeros: draft id i is taken as target id i"
+            else:
+                r.unfilled[role] = "shared from the target model" if exp.presence == OPTIONAL else missing
+            continue
+        entry = ckpt.tensors[r.tensors[role]]
+        if not shape_matches(exp.shape, entry.shape):
+            r.refusals.append(f"{entry.name}: shape {fmt_shape(entry.shape)}, {r.engine} builds "
+                              f"{fmt_shape(exp.shape)} {exp.dims} and its weight loader fails")
+
+
+def known_role(role: str | None) -> bool:
+    if role is None:
+        return False
+    if role.startswith("layers."):
+        return role.split(".", 2)[2] in LAYER_SUFFIXES
+    return role in GLOBAL_ROLES or role.startswith("fc_norm.")

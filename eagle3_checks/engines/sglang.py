@@ -1,0 +1,90 @@
+"""SGLang 0.5.6's reading of an EAGLE-3 drafter (the version the AQ-MedAI drafter is served with).
+
+Mirrors the 0.5.6 wheel from PyPI:
+- ``srt/models/llama_eagle3.py``: one class, ``LlamaForCausalLMEagle3``, for flat configs; ``num_hidden_layers``
+  other than 1 raises; parameters are ``model.midlayer.*``, ``model.fc``, ``model.norm``, ``model.embed_tokens``
+  and ``lm_head``; a checkpoint name is used as is or with ``model.`` prepended, and any name that matches neither
+  is **dropped silently** (so ``layers.0.*`` names load nothing, and ``model.lm_head.weight`` is lost); ``d2t`` becomes
+  ``hot_token_id = d2t + arange``; ``t2d`` is ignored; q/k/v and the MLP are built without bias; there is no
+  ``input_norm``, ``fc_norm`` or ``norm_before_residual`` (the residual is the un-normed fc output) and the state
+  fed back to later steps is the pre-norm one; fc takes ``3 x hidden_size_in``, where ``hidden_size_in`` is
+  ``target_hidden_size`` whenever the config has that attribute (a null breaks it); with ``tie_word_embeddings``
+  lm_head *is* the embedding (V rows) while logits are cut to ``draft_vocab_size``;
+- ``srt/models/llama.py``: ``head_dim = getattr(config, "head_dim", hidden_size // heads)`` and
+  ``rope_theta = getattr(config, "rope_theta", 10000)``: with the transformers 4.57.1 that 0.5.6 pins, a config
+  that carries its theta only in ``rope_parameters`` runs with 10000;
+- ``srt/model_executor/model_runner.py``: aux ids only from ``eagle_config`` (the engine profiles' business).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import FLAT, SPECULATORS
+from .reading import Reading, finish, is_int, map_roles, read_rope, read_sizes
+
+VERSION = "0.5.6"
+NAME = "sglang"
+
+
+def read(ckpt: Any) -> Reading:
+    raw = ckpt.config_raw or {}
+    r = Reading(NAME, VERSION, ckpt.layout)
+    if ckpt.layout == SPECULATORS:
+        r.refusals.append("SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a speculators config "
+                          "(Eagle3DraftModel, nested transformer_layer_config) is not loadable")
+        return r
+    model_type = raw.get("model_type", "llama")
+    dsv3 = model_type in ("kimi_k2", "deepseek_v3")
+    read_sizes(r, raw, "", (64, "DeepseekV3Config") if dsv3 else (None, "transformers LlamaConfig"))
+    read_rope(r, raw, "", legacy_only=True)
+    if r.num_layers != 1:
+        r.refusals.append(f"SGLang 0.5.6 raises \"EAGLE3 currently only supports 1 layer\" "
+                          f"(num_hidden_layers {r.num_layers})")
+    r.set("qk_norm", False, "SGLang 0.5.6 builds Llama layers only")
+    r.set("attention_bias", False, "SGLang 0.5.6 builds q/k/v without bias")
+    r.set("mlp_bias", False, "SGLang 0.5.6 builds the MLP without bias")
+    r.set("norm_before_residual", False, "SGLang 0.5.6: the residual is the un-normed fc output (no such flag)")
+    r.set("input_norm", False, "SGLang 0.5.6 has no norm_before_fc")
+    r.set("fc_norm", False, "SGLang 0.5.6 has no fc_norm")
+    r.set("feedback", "prenorm", "SGLang 0.5.6 feeds the pre-norm state back (no norm_output)")
+    r.set("final_norm", True, "SGLang applies the final norm before lm_head")
+    r.set("num_aux", 3, "SGLang 0.5.6: fc always takes 3 aux states")
+    if "target_hidden_size" in raw:
+        ht = raw["target_hidden_size"]
+        if not is_int(ht):
+            r.refusals.append(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size")
+    else:
+        r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
+    tied = raw.get("tie_word_embeddings") is True
+    r.set("lm_head_from_embed", tied, "config.json: tie_word_embeddings" if tied else "untied")
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
+          "config.json: draft_vocab_size" if is_int(dv) else "SGLang default: vocab_size (lm_head from the target)")
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if "d2t" in name:
+            return "d2t", ""
+        if "t2d" in name:
+            return None, "SGLang ignores t2d"
+        if n.role is None:
+            return None, "dropped silently: SGLang has no such parameter"
+        if n.style == "layers":
+            return None, "dropped silently: SGLang 0.5.6 reads only midlayer.* names"
+        if n.prefixed and n.role == "lm_head.weight":
+            return None, "dropped silently: SGLang looks for lm_head.weight or model.model.lm_head.weight"
+        if n.role.endswith(".bias") or n.role.endswith(("q_norm.weight", "k_norm.weight")):
+            return None, "dropped silently: SGLang 0.5.6 builds no such parameter"
+        if n.role in ("input_norm.weight",) or n.role.startswith("fc_norm."):
+            return None, "dropped silently: SGLang 0.5.6 has no norm before fc"
+        if n.role == "lm_head.weight" and tied:
+            return None, "dropped: with tie_word_embeddings lm_head is the embedding"
+        return n.role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)")
+    return r
+
+
+LAYOUTS = (FLAT,)

@@ -1,0 +1,66 @@
+"""The flat layout's own meaning, as its trainers (EAGLE, SpecForge) compute it: the trainer reading of flat
+checkpoints.
+
+Mirrors SpecForge 0.2.0 (``modeling/draft/llama3_eagle.py``, the PyPI wheel) and the transformers ``LlamaConfig`` it
+reads: head_dim as stated, else hidden_size / heads (whatever the ``model_type``: SpecForge builds a LlamaConfig);
+rope from ``rope_parameters`` or ``rope_theta``/``rope_scaling``; the first layer's residual is the un-normed fc
+output; later draft steps get the pre-norm layer output back; fc takes ``3 x target_hidden_size`` (default
+hidden_size), with one ``fc_norm`` per aux state when ``fc_norm``. SpecForge's ``norm_output`` means "apply the
+final norm before lm_head" (default True), not what speculators and SGLang mean by it. Fields SpecForge does not
+have but the flat format states explicitly (``norm_before_fc``, ``norm_before_residual``, set by converters from
+speculators) are taken as stated. Names are read leniently (``midlayer.`` or ``layers.0.``): this reading defines
+the computation a drafter was trained to do, not one loader's quirks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import FLAT
+from .reading import Reading, finish, is_int, lookup, map_roles, read_rope, read_sizes
+
+VERSION = "0.2.0"
+NAME = "specforge"
+
+
+def read(ckpt: Any) -> Reading:
+    raw = ckpt.config_raw or {}
+    r = Reading(NAME, VERSION, ckpt.layout)
+    if ckpt.layout != FLAT:
+        r.refusals.append("the EAGLE/SpecForge reading is for flat configs")
+        return r
+    read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
+    read_rope(r, raw, "")
+    r.set("qk_norm", raw.get("model_type") == "qwen3", f"model_type {raw.get('model_type', 'llama')!r}")
+    found, value, key = lookup(raw, ("norm_before_residual",))
+    r.set("norm_before_residual", bool(value) if found else False,
+          f"config.json: {key}" if found else "EAGLE/SpecForge: the residual is the un-normed fc output")
+    found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
+    r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "EAGLE/SpecForge: none")
+    r.set("fc_norm", raw.get("fc_norm") is True, "config.json: fc_norm" if "fc_norm" in raw else "default: False")
+    final = raw.get("norm_output", True)
+    r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"
+          if "norm_output" in raw else "SpecForge default: final norm before lm_head")
+    r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
+    r.set("lm_head_from_embed", raw.get("tie_word_embeddings") is True, "config.json: tie_word_embeddings")
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
+          "config.json: draft_vocab_size" if is_int(dv) else "default: vocab_size")
+    ht = raw.get("target_hidden_size")
+    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
+          "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
+    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",))
+    r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
+          "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if n.role is None:
+            return None, "not a drafter tensor"
+        return n.role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "absent")
+    return r
+
+
+LAYOUTS = (FLAT,)

@@ -1,0 +1,80 @@
+"""speculators 0.9.0's reading of an EAGLE-3 drafter: the trainer of the speculators layout.
+
+Mirrors the 0.9.0 wheel from PyPI:
+- ``models/eagle3/config.py``: ``Eagle3SpeculatorConfig`` defaults ``norm_before_residual``, ``norm_before_fc``,
+  ``fc_norm`` and ``norm_output`` to False; ``transformer_layer_config`` without ``model_type`` is a ``Qwen3Config``
+  (head_dim default 128), with one the matching transformers class (Llama: hidden_size / heads);
+- ``models/eagle3/core.py``: fc takes ``num_aux x hidden_size`` (``target_hidden_size`` is not used), num_aux =
+  len(``eagle_aux_hidden_state_layer_ids``) or 3; ``input_norm`` when ``norm_before_fc``, one ``fc_norm`` per aux
+  state when ``fc_norm``; with ``norm_output`` the normed state is fed back to later steps; lm_head always gets
+  the final norm; loading is non-strict: a missing tensor keeps its random initialisation (embed_tokens and
+  lm_head start as NaN), an unknown one is ignored;
+- ``models/eagle3/model_definitions.py``: the first layer's residual is ``hidden_norm(h)`` with
+  ``norm_before_residual``, else ``h``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import SPECULATORS
+from .reading import TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, read_rope, read_sizes
+
+VERSION = "0.9.0"
+NAME = "speculators"
+_HEAD_DIM_DEFAULT = {"qwen3": (128, "transformers Qwen3Config"), "llama": (None, "transformers LlamaConfig")}
+
+
+def read(ckpt: Any, lenient: bool = False) -> Reading:
+    """``lenient``: the trainer reading, which takes any naming of a role (the computation the drafter was
+    trained to do); otherwise speculators' own non-strict loader."""
+    raw = ckpt.config_raw or {}
+    r = Reading(NAME, VERSION, ckpt.layout)
+    if ckpt.layout != SPECULATORS:
+        r.refusals.append("speculators reads speculators configs only (speculators_model_type, "
+                          "transformer_layer_config); this is a flat config")
+        return r
+    fields_ = layer_fields(raw, True)
+    if not isinstance(raw.get(TLC), dict):
+        r.refusals.append("config.json has no transformer_layer_config object")
+        return r
+    model_type = fields_.get("model_type", "qwen3")
+    read_sizes(r, fields_, f"{TLC}.", _HEAD_DIM_DEFAULT.get(model_type, (None, f"transformers {model_type} config")))
+    read_rope(r, fields_, f"{TLC}.")
+    r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
+          ("" if "model_type" in fields_ else " (default: speculators builds a Qwen3Config)"))
+
+    for name, attr in (("norm_before_residual", "norm_before_residual"), ("norm_before_fc", "input_norm"),
+                       ("fc_norm", "fc_norm")):
+        found, value, key = lookup(raw, (name,))
+        r.set(attr, bool(value) if found and value is not None else False,
+              f"config.json: {key}" if found else "speculators default: False")
+    found, value, _ = lookup(raw, ("norm_output",))
+    r.set("feedback", "normed" if (found and value) else "prenorm",
+          "config.json: norm_output" if found else "speculators default: norm_output False")
+    r.set("final_norm", True, "speculators applies the final norm before lm_head")
+    r.set("lm_head_from_embed", False, "speculators keeps a separate lm_head")
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else 32000,
+          "config.json: draft_vocab_size" if is_int(dv) else "speculators default: 32000")
+    r.set("target_hidden_size", r.hidden_size, "speculators 0.9: fc takes num_aux x hidden_size")
+    ids = raw.get("eagle_aux_hidden_state_layer_ids")
+    r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
+          "config.json: eagle_aux_hidden_state_layer_ids (count)" if isinstance(ids, list) and ids
+          else "speculators default: 3")
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if n.role is None:
+            return None, "ignored: speculators loads non-strictly"
+        if not lenient and (n.prefixed or n.style == "midlayer"):
+            return None, "ignored: speculators loads non-strictly and has no parameter of that name"
+        if n.role in ("d2t", "t2d"):
+            return n.role, ""
+        return n.role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "random initialisation (speculators loads non-strictly)")
+    return r
+
+
+LAYOUTS = (SPECULATORS,)

@@ -1,0 +1,132 @@
+"""vLLM 0.33.0's reading of an EAGLE-3 drafter.
+
+Mirrors (vLLM 0.33.0 source release):
+- ``transformers_utils/config.py``: a config with ``speculators_config`` is a speculators config;
+- ``transformers_utils/configs/speculators/algos.py::update_eagle3``: the fields taken from a speculators config:
+  ``norm_before_residual`` defaults to **True** when absent (speculators itself defaults to False),
+  ``norm_before_fc``/``fc_norm``/``norm_output`` to False, ``target_hidden_size`` only when not null, aux ids to the
+  top level; only ``llama`` and ``qwen3`` layer types map to an architecture, others raise;
+- ``model_executor/models/llama_eagle3.py``: ``midlayer.`` is renamed ``layers.0.``; ``t2d`` is skipped; ``d2t``
+  becomes ``draft_id_to_target_id``, which exists only when draft_vocab_size != the target vocab; every other name
+  gets a ``model.`` prefix (so a ``model.``-prefixed checkpoint fails); missing tensors raise nothing (left
+  uninitialised; norms stay ones); ``input_norm`` is dropped unless ``norm_before_fc`` (read from ``eagle_config``
+  first, then the top level); fc input = ``target_hidden_size`` (getattr, default hidden_size) x
+  (``num_aux_hidden_states`` or len(``eagle_config.eagle_aux_hidden_state_layer_ids``) or 3); the fed-back state is
+  the normed output only with ``norm_output``; lm_head is the draft vocabulary (``draft_vocab_size``, default
+  vocab_size), shared from the target when the checkpoint has none;
+- ``model_executor/models/llama.py``: head_dim is the config's ``head_dim`` or hidden_size / heads; q/k/v and o
+  carry a bias when ``attention_bias``, the MLP when ``mlp_bias``; an unexpected ``*.bias`` is skipped silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import FLAT, SPECULATORS
+from .reading import Reading, finish, is_int, layer_fields, lookup, map_roles, read_rope, read_sizes
+
+VERSION = "0.33.0"
+NAME = "vllm"
+# model_type -> head_dim default of the config class vLLM parses it with (kimi_k2: DeepseekV3Config).
+_HEAD_DIM_DEFAULT = {"kimi_k2": (64, "DeepseekV3Config"), "deepseek_v3": (64, "DeepseekV3Config")}
+
+
+def read(ckpt: Any) -> Reading:
+    raw = ckpt.config_raw or {}
+    speculators = ckpt.layout == SPECULATORS
+    r = Reading(NAME, VERSION, ckpt.layout)
+    where = "transformer_layer_config." if speculators else ""
+    fields_ = layer_fields(raw, speculators)
+    model_type = fields_.get("model_type", "llama")
+    if speculators and model_type not in ("llama", "qwen3"):
+        r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\"")
+    read_sizes(r, fields_, where, _HEAD_DIM_DEFAULT.get(model_type, (None, "transformers LlamaConfig")))
+    read_rope(r, fields_, where)
+    r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}")
+
+    def top(name: str, default: Any, why: str) -> Any:
+        found, value, key = lookup(raw, (name,))
+        if found and value is not None:
+            r.sources[name] = f"config.json: {key}"
+            return value
+        r.sources[name] = why
+        return default
+
+    if speculators:
+        r.set("norm_before_residual", bool(top("norm_before_residual", True,
+                                                "vLLM default when absent: True (update_eagle3)")),
+              r.sources["norm_before_residual"])
+        r.set("input_norm", bool(top("norm_before_fc", False, "vLLM default: False")), r.sources["norm_before_fc"])
+    else:
+        r.set("norm_before_residual", bool(top("norm_before_residual", False, "vLLM default (flat config): False")),
+              r.sources["norm_before_residual"])
+        found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
+        r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "vLLM default: False")
+    r.set("fc_norm", bool(top("fc_norm", False, "vLLM default: False")), r.sources["fc_norm"])
+    normed = bool(top("norm_output", False, "vLLM default: False"))
+    r.set("feedback", "normed" if normed else "prenorm", r.sources["norm_output"])
+    r.set("final_norm", True, "vLLM always applies the final norm before lm_head")
+    r.set("lm_head_from_embed", False, "vLLM's EAGLE-3 drafter has its own lm_head (shared from the target if absent)")
+
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
+          "config.json: draft_vocab_size" if is_int(dv) else "vLLM default: vocab_size")
+
+    if "target_hidden_size" in raw and raw["target_hidden_size"] is None and not speculators:
+        r.refusals.append("config.json sets target_hidden_size to null: vLLM computes None x 3 for fc's input "
+                          "(TypeError at load)")
+        r.set("target_hidden_size", r.hidden_size, "config.json: target_hidden_size is null")
+    else:
+        ht = raw.get("target_hidden_size")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
+              "config.json: target_hidden_size" if is_int(ht) else "vLLM default: hidden_size")
+    count = raw.get("num_aux_hidden_states") if not speculators else None
+    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
+    if is_int(count):
+        r.set("num_aux", count, "config.json: num_aux_hidden_states")
+    elif isinstance(nested, list) and nested:
+        r.set("num_aux", len(nested), "config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count)")
+    else:
+        # A speculators config's ids land at the top level, which llama_eagle3.py does not count.
+        r.set("num_aux", 3, "vLLM default: 3 (fc width counts only num_aux_hidden_states or eagle_config ids)")
+
+    dv_differs = r.draft_vocab_size != r.vocab_size
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if name == "t2d" or "t2d" in name:
+            return None, "vLLM skips t2d"
+        if n.prefixed:
+            r.refusals.append(f"{name}: vLLM prefixes `model.` itself and raises \"There is no module or parameter "
+                              f"named 'model.model...'\"")
+            return None, "refused: `model.` prefix"
+        if n.role == "d2t":
+            if not dv_differs:
+                r.refusals.append("d2t: vLLM builds no draft_id_to_target_id when draft_vocab_size equals the "
+                                  "target vocabulary, and raises for the unexpected tensor")
+                return None, "refused: no draft_id_to_target_id"
+            return "d2t", ""
+        if n.role is None:
+            r.refusals.append(f"{name}: vLLM raises \"There is no module or parameter named ...\"")
+            return None, "refused: unknown tensor"
+        if n.role.endswith(".bias"):
+            wanted = r.attention_bias if ".self_attn." in n.role else r.mlp_bias
+            return (n.role, "") if wanted else (None, "vLLM skips a bias its config does not declare")
+        if n.role == "input_norm.weight" and not r.input_norm:
+            return None, "vLLM drops input_norm unless norm_before_fc"
+        if n.role.startswith("fc_norm.") and (not r.fc_norm or int(n.role.split(".")[1]) >= r.num_aux):
+            r.refusals.append(f"{name}: vLLM builds no fc_norm here and raises for the tensor")
+            return None, "refused: no fc_norm"
+        if n.layer is not None and n.layer >= r.num_layers:
+            r.refusals.append(f"{name}: vLLM builds {r.num_layers} layer(s) and raises for layer {n.layer}")
+            return None, "refused: layer beyond num_hidden_layers"
+        if n.role.endswith(("q_norm.weight", "k_norm.weight")) and not r.qk_norm:
+            r.refusals.append(f"{name}: a Llama-layer drafter has no q/k norms; vLLM raises for the tensor")
+            return None, "refused: no q/k norm"
+        return n.role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)")
+    return r
+
+
+LAYOUTS = (SPECULATORS, FLAT)

@@ -1,0 +1,406 @@
+"""The drafter's forward pass, K draft steps, as one engine reads it: plain torch, float32, CPU (CUDA if present).
+
+One implementation runs every :class:`~eagle3_checks.engines.reading.Reading`; where engines differ (names, defaults,
+``norm_before_residual``, the state fed back to later steps, the final norm, fc norms, rope) the reading says so.
+Per draft step (EAGLE3_FORMATS.md §3):
+
+    g = concat(aux_0 .. aux_{A-1})            step 0 only; [input_norm(g)] [fc_norm_i per chunk]; h = fc(g)
+    e = embed(tokens)                         step 0: input_ids (or inputs_embeds); step k: the step k-1 draft
+    residual = hidden_norm(h) if norm_before_residual else h
+    x = concat(input_layernorm(e), hidden_norm(h));  h = residual + o(attn(q(x), k(x), v(x)))   (RoPE on q, k)
+    h = h + mlp(post_attention_layernorm(h));        later layers are plain decoder layers on h
+    logits = lm_head(norm(h))  scattered to the target vocabulary at arange(DV) + d2t, -inf elsewhere
+    step k+1 gets back h ("prenorm") or norm(h) ("normed", norm_output), at positions + k + 1
+
+All T positions draft in parallel: row t at step k is the k-th draft after the prefix ending at t. It attends to
+the step-0 keys of positions <= t (the context, as a KV cache would hold them) and to its own earlier drafts, the
+attention pattern of an engine's KV cache and of speculators' training mask.
+
+Memory stays near the checkpoint's size: each file is memory-mapped once (``Weights``) and shared by every
+reading; a weight is upcast to float32 only while it is used; only the embedding rows needed are gathered.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .safetensors_io import DTYPES
+
+INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install -c constraints.txt torch "
+                "(the CPU wheel), then rerun; --level header runs without it")
+ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+_TORCH_STATE: list[str | None] = []
+
+
+def torch_missing() -> str | None:
+    """None when torch imports, else the install hint. Asked only when a forward-level check is about to run (the
+    header path never imports torch)."""
+    if not _TORCH_STATE:
+        if importlib.util.find_spec("torch") is None:
+            _TORCH_STATE.append(INSTALL_HINT)
+        else:
+            try:
+                import torch  # noqa: F401
+            except ImportError as exc:  # a broken install counts as none, with its reason
+                _TORCH_STATE.append(f"{INSTALL_HINT} (import torch failed: {exc})")
+            else:
+                _TORCH_STATE.append(None)
+    return _TORCH_STATE[0]
+
+
+class ForwardError(Exception):
+    """The forward pass cannot run on these inputs (the message says why)."""
+
+
+# ----- weights -------------------------------------------------------------------------------------------------
+
+_TORCH_VIEW = {"BF16": ("<i2", "bfloat16"), "F8_E4M3": ("u1", "float8_e4m3fn"), "F8_E5M2": ("u1", "float8_e5m2")}
+
+
+class Weights:
+    """A checkpoint's tensors, each file memory-mapped once and handed out as zero-copy torch views."""
+
+    def __init__(self, ckpt: Any, device: str = "cpu") -> None:
+        self.ckpt, self.device = ckpt, device
+        self._maps: dict[str, np.ndarray] = {}
+
+    def raw(self, name: str):
+        import torch
+
+        e = self.ckpt.tensors[name]
+        key = str(e.path)
+        if key not in self._maps:
+            # copy-on-write: writable for torch (no warning), and nothing is ever written back
+            self._maps[key] = np.memmap(e.path, dtype=np.uint8, mode="c")
+        buf = self._maps[key][e.offset:e.offset + e.nbytes]
+        if e.dtype in _TORCH_VIEW:
+            np_view, torch_dtype = _TORCH_VIEW[e.dtype]
+            t = torch.from_numpy(buf.view(np_view)).view(getattr(torch, torch_dtype))
+        else:
+            t = torch.from_numpy(buf.view(np.dtype(DTYPES[e.dtype][2]).newbyteorder("<")))
+        return t.reshape(e.shape)
+
+    def f32(self, name: str, rows: int | None = None):
+        """The tensor (or its first ``rows`` rows) upcast to float32 (a copy), on the device."""
+        import torch
+
+        t = self.raw(name)
+        return (t if rows is None else t[:rows]).to(self.device, dtype=torch.float32)
+
+    def rows(self, name: str, ids):
+        """Rows of a (V, H) table, gathered before the upcast."""
+        import torch
+
+        return self.raw(name)[ids.cpu()].to(self.device, dtype=torch.float32)
+
+
+# ----- inputs ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class Inputs:
+    aux_hidden_states: Any  # (T, A*Ht) float32
+    input_ids: Any  # (T,) int64
+    position_ids: Any  # (T,) int64
+    inputs_embeds: Any = None  # (T, H) float32, when the checkpoint has no embed_tokens
+    stand_in_seed: int | None = None  # embed later-step tokens with a seeded stand-in table (a side lacks embed_tokens)
+
+
+def random_inputs(width: int, hidden: int, vocab: int, tokens: int = 8, seed: int = 0,
+                  with_embeds: bool = False) -> Inputs:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return Inputs(
+        aux_hidden_states=torch.randn(tokens, width, generator=g),
+        input_ids=torch.randint(0, vocab, (tokens,), generator=g),
+        position_ids=torch.arange(tokens),
+        inputs_embeds=torch.randn(tokens, hidden, generator=g) if with_embeds else None,
+        stand_in_seed=seed if with_embeds else None,
+    )
+
+
+def _stand_in_rows(ids, hidden: int, seed: int):
+    """A deterministic embedding for each token id: what later draft steps use when the checkpoint has no
+    embed_tokens (engines would use the target's, which is not here). Identical for every reading."""
+    import torch
+
+    rows = [torch.randn(hidden, generator=torch.Generator().manual_seed(seed * 1_000_003 + int(i))) for i in ids]
+    return torch.stack(rows)
+
+
+# ----- the computation ---------------------------------------------------------------------------------------------
+
+def _rms(x, weight, eps: float):
+    import torch
+
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _act(name: str):
+    import torch.nn.functional as F
+
+    table = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
+             "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+    if name not in table:
+        raise ForwardError(f"hidden_act {name!r} is not implemented by eagle3-checks' forward pass")
+    return table[name]
+
+
+def inv_freq(head_dim: int, theta: float, scaling: dict | None):
+    """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
+    import torch
+
+    base = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    kind = (scaling or {}).get("rope_type", "default")
+    if kind not in ROPE_TYPES:
+        raise ForwardError(f"rope_type {kind!r} is not implemented by eagle3-checks' forward pass "
+                           f"(implemented: {', '.join(ROPE_TYPES)})")
+    if kind == "default":
+        return base.float(), 1.0
+    factor = float(scaling.get("factor", 1.0))
+    if kind == "linear":
+        return (base / factor).float(), 1.0
+    if kind == "llama3":
+        low, high = float(scaling.get("low_freq_factor", 1.0)), float(scaling.get("high_freq_factor", 4.0))
+        old = float(scaling.get("original_max_position_embeddings", 8192))
+        wavelen = 2 * math.pi / base
+        out = torch.where(wavelen > old / low, base / factor, base)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * out / factor + smooth * out
+        medium = (wavelen >= old / high) & (wavelen <= old / low)
+        return torch.where(medium, smoothed, out).float(), 1.0
+    # yarn
+    old = float(scaling.get("original_max_position_embeddings", 4096))
+    beta_fast, beta_slow = float(scaling.get("beta_fast", 32)), float(scaling.get("beta_slow", 1))
+    def get_mscale(m: float) -> float:
+        return 0.1 * m * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+    mscale = scaling.get("attention_factor")
+    if mscale is None:
+        m, m_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        mscale = get_mscale(m) / get_mscale(m_all) if m is not None and m_all is not None else get_mscale(1.0)
+
+    def dim_for(rot: float) -> float:
+        return (head_dim * math.log(old / (rot * 2 * math.pi))) / (2 * math.log(theta))
+
+    low = max(math.floor(dim_for(beta_fast)), 0)
+    high = min(math.ceil(dim_for(beta_slow)), head_dim - 1)
+    if low == high:
+        high += 0.001  # as transformers and SpecForge do, against a zero-width ramp
+    ramp = (torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)
+    extrapolation = 1 - ramp.clamp(0, 1)
+    freqs = (base / factor) * (1 - extrapolation) + base * extrapolation
+    return freqs.float(), float(mscale)
+
+
+def _rope(x, positions, freqs, scale: float):
+    """Rotate-half RoPE on (heads, T, hd) at integer positions (T,)."""
+    import torch
+
+    angles = positions.to(x.device, torch.float32)[:, None] * freqs.to(x.device)[None, :]
+    emb = torch.cat([angles, angles], dim=-1)
+    cos, sin = emb.cos() * scale, emb.sin() * scale
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.k_ctx = self.v_ctx = None
+        self.k_own: list = []
+        self.v_own: list = []
+
+
+def _attention(q, k, v, cache: _Cache, step: int):
+    """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts."""
+    import torch
+
+    nh, t, hd = q.shape
+    group = nh // k.shape[0]
+    k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+    scale = 1.0 / math.sqrt(hd)
+    if step == 0:
+        cache.k_ctx, cache.v_ctx = k, v
+    else:
+        cache.k_own.append(k)
+        cache.v_own.append(v)
+    scores = (q @ cache.k_ctx.transpose(1, 2)) * scale  # (nh, T, T)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    own = [(q * ko).sum(-1, keepdim=True) * scale for ko in cache.k_own]  # each (nh, T, 1)
+    probs = torch.softmax(torch.cat([scores, *own], dim=-1), dim=-1)
+    out = probs[..., :t] @ cache.v_ctx
+    for j, vo in enumerate(cache.v_own):
+        out = out + probs[..., t + j:t + j + 1] * vo
+    return out
+
+
+def _linear(x, w: Any, reading, weights: Weights, role: str):
+    import torch.nn.functional as F
+
+    bias_role = role[: -len(".weight")] + ".bias"
+    bias = weights.f32(reading.tensors[bias_role]) if bias_role in reading.tensors else None
+    return F.linear(x, w, bias)
+
+
+def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: _Cache, freqs, scale):
+    W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731  (one weight upcast at a time)
+    p = f"layers.{layer}."
+    eps = reading.rms_norm_eps
+    if layer == 0:
+        hidden = _rms(h, W(p + "hidden_norm.weight"), eps)
+        residual = hidden if reading.norm_before_residual else h
+        x = torch_cat([_rms(e, W(p + "input_layernorm.weight"), eps), hidden])
+    else:
+        residual = h
+        x = _rms(h, W(p + "input_layernorm.weight"), eps)
+    nh, nkv, hd = reading.num_heads, reading.num_kv_heads, reading.head_dim
+    t = x.shape[0]
+    q = _linear(x, W(p + "self_attn.q_proj.weight"), reading, weights, p + "self_attn.q_proj.weight")
+    k = _linear(x, W(p + "self_attn.k_proj.weight"), reading, weights, p + "self_attn.k_proj.weight")
+    v = _linear(x, W(p + "self_attn.v_proj.weight"), reading, weights, p + "self_attn.v_proj.weight")
+    q, k, v = (y.view(t, n, hd).transpose(0, 1) for y, n in ((q, nh), (k, nkv), (v, nkv)))
+    if reading.qk_norm:
+        q, k = _rms(q, W(p + "self_attn.q_norm.weight"), eps), _rms(k, W(p + "self_attn.k_norm.weight"), eps)
+    q, k = _rope(q, positions, freqs, scale), _rope(k, positions, freqs, scale)
+    attn = _attention(q, k, v, cache, step).transpose(0, 1).reshape(t, nh * hd)
+    h = residual + _linear(attn, W(p + "self_attn.o_proj.weight"), reading, weights, p + "self_attn.o_proj.weight")
+    x = _rms(h, W(p + "post_attention_layernorm.weight"), eps)
+    act = _act(reading.hidden_act)
+    gate = _linear(x, W(p + "mlp.gate_proj.weight"), reading, weights, p + "mlp.gate_proj.weight")
+    up = _linear(x, W(p + "mlp.up_proj.weight"), reading, weights, p + "mlp.up_proj.weight")
+    return h + _linear(act(gate) * up, W(p + "mlp.down_proj.weight"), reading, weights, p + "mlp.down_proj.weight")
+
+
+def torch_cat(parts):
+    import torch
+
+    return torch.cat(parts, dim=-1)
+
+
+def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
+    """Target-vocabulary logits (T, V) for each draft step, as ``reading`` computes them."""
+    import torch
+
+    if not reading.servable:
+        raise ForwardError("; ".join(reading.refusals) or "parameters left unfilled: " + ", ".join(reading.unfilled))
+    dev = weights.device
+    with torch.no_grad():
+        W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731
+        eps = reading.rms_norm_eps
+        g = inputs.aux_hidden_states.to(dev, torch.float32)
+        width = reading.num_aux * reading.target_hidden_size
+        if g.shape[-1] != width:
+            raise ForwardError(f"aux_hidden_states has width {g.shape[-1]}; {reading.engine} expects "
+                               f"{reading.num_aux} x {reading.target_hidden_size} = {width}")
+        if reading.input_norm:
+            g = _rms(g, W("input_norm.weight"), eps)
+        if reading.fc_norm:
+            g = torch.cat([_rms(c, W(f"fc_norm.{i}.weight"), eps)
+                           for i, c in enumerate(g.chunk(reading.num_aux, dim=-1))], dim=-1)
+        h = g @ W("fc.weight").T
+        has_embed = "embed_tokens.weight" in reading.tensors
+        if inputs.inputs_embeds is not None:
+            e = inputs.inputs_embeds.to(dev, torch.float32)
+        elif has_embed:
+            e = weights.rows(reading.tensors["embed_tokens.weight"], inputs.input_ids)
+        else:
+            raise ForwardError("the checkpoint has no embed_tokens: inputs_embeds are required")
+        dv, v = reading.draft_vocab_size, reading.vocab_size
+        d2t = weights.raw(reading.tensors["d2t"]).to(dev, torch.int64) if "d2t" in reading.tensors \
+            else torch.zeros(dv, dtype=torch.int64, device=dev)
+        targets = torch.arange(dv, device=dev) + d2t
+        if targets.min() < 0 or targets.max() >= v:
+            raise ForwardError(f"d2t maps draft ids outside the target vocabulary [0, {v})")
+        freqs, scale = inv_freq(reading.head_dim, reading.rope_theta, reading.rope_scaling)
+        caches = [_Cache() for _ in range(reading.num_layers)]
+        head_role = "embed_tokens.weight" if reading.lm_head_from_embed else "lm_head.weight"
+        out = []
+        for step in range(steps):
+            positions = inputs.position_ids.to(dev) + step
+            x = h
+            for layer in range(reading.num_layers):
+                x = _layer(x, e, layer, positions, step, reading, weights, caches[layer], freqs, scale)
+            normed = _rms(x, W("norm.weight"), eps)
+            head = weights.f32(reading.tensors[head_role], rows=dv)
+            draft = (normed if reading.final_norm else x) @ head.T
+            logits = torch.full((draft.shape[0], v), float("-inf"), device=dev)
+            logits[:, targets] = draft
+            out.append(logits.cpu())
+            if step + 1 < steps:
+                tokens = logits.argmax(-1)
+                if inputs.stand_in_seed is not None:  # both sides of a comparison embed alike
+                    e = _stand_in_rows(tokens.tolist(), reading.hidden_size, inputs.stand_in_seed).to(dev)
+                elif has_embed:
+                    e = weights.rows(reading.tensors["embed_tokens.weight"], tokens)
+                else:
+                    raise ForwardError("later draft steps embed the drafted tokens with embed_tokens, which this "
+                                       "checkpoint does not carry (engines use the target's): use one step")
+                h = normed if reading.feedback == "normed" else x
+    return out
+
+
+# ----- comparing two sets of logits -------------------------------------------------------------------------------
+
+# Both sides run this same float32 code; a faithful conversion copies the weights bit for bit (or upcasts them
+# exactly), so the logits agree exactly, and anything beyond float32 rounding of a reordered reduction is a real
+# difference. 1e-5 relative (scaled to the largest logit) leaves four orders of magnitude above float32's 1.2e-7
+# epsilon for accumulation over hidden sizes up to ~10^4, and sits four orders below what one bf16 rounding of a
+# weight (3.9e-3) or any semantic change produces.
+RTOL = 1e-5
+ATOL = 1e-5
+
+
+@dataclass(frozen=True)
+class StepDiff:
+    step: int
+    total: int
+    mismatched: int
+    max_abs: float
+    max_abs_at: tuple[int, int]
+    max_rel: float
+    top1_agree: int
+    rows: int
+    masks_equal: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.masks_equal and self.mismatched == 0
+
+    def describe(self) -> str:
+        if not self.masks_equal:
+            return (f"step {self.step}: the two map draft tokens to different target ids (different -inf masks); "
+                    f"top-1 agreement {self.top1_agree}/{self.rows}")
+        pct = 100.0 * self.mismatched / max(self.total, 1)
+        return (f"step {self.step}: mismatched logits {self.mismatched} / {self.total} ({pct:.1f}%), greatest "
+                f"absolute difference {self.max_abs:.3g} at {self.max_abs_at}, greatest relative difference "
+                f"{self.max_rel:.3g}; top-1 agreement {self.top1_agree}/{self.rows}")
+
+
+def compare(actual, expected, step: int) -> StepDiff:
+    import torch
+
+    a_inf, b_inf = torch.isinf(actual), torch.isinf(expected)
+    top1 = int((actual.argmax(-1) == expected.argmax(-1)).sum())
+    rows = actual.shape[0]
+    if not torch.equal(a_inf, b_inf):
+        return StepDiff(step, 0, 0, math.inf, (0, 0), math.inf, top1, rows, False)
+    a, b = actual[~a_inf], expected[~b_inf]
+    diff = (a - b).abs()
+    scale = float(b.abs().max()) if b.numel() else 1.0
+    allowed = ATOL * max(1.0, scale) + RTOL * b.abs()
+    mismatched = int((diff > allowed).sum())
+    full = (actual - expected).abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+    flat = int(full.argmax())
+    at = (flat // actual.shape[1], flat % actual.shape[1])
+    rel = float((diff / b.abs().clamp_min(1e-12)).max()) if b.numel() else 0.0
+    return StepDiff(step, int(b.numel()), mismatched, float(diff.max()) if diff.numel() else 0.0, at, rel, top1, rows,
+                    True)

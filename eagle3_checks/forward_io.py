@@ -1,0 +1,82 @@
+"""``eagle3-checks forward``: run one engine's reading on inputs from a safetensors file, write the logits.
+
+IN holds ``aux_hidden_states`` (T, A*Ht), ``input_ids`` (T,), optional ``position_ids`` (T,) (default arange(T))
+and ``inputs_embeds`` (T, H) (required when the checkpoint has no embed_tokens). OUT gets ``logits`` (T, V) float32
+for step 0 over the target vocabulary, -inf outside the draft vocabulary, and ``logits_step_K`` for later steps.
+Every problem with the inputs, or a checkpoint the engine cannot read, is a UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import engines
+from .errors import UsageError
+from .forward import ForwardError, Inputs, Weights, run
+from .safetensors_io import from_numpy, load_array, read_header, write_safetensors
+
+
+def read_inputs(path: Path, reading: Any) -> Inputs:
+    import torch
+
+    if not path.is_file():
+        raise UsageError(f"--inputs {path}: no such file")
+    header = read_header(path, str(path))
+    if header.problems:
+        raise UsageError(f"--inputs {path}: {header.problems[0].message}")
+    entries = header.entries
+
+    def get(name: str, kind: str, ndim: int, required: bool = True):
+        e = entries.get(name)
+        if e is None:
+            if required:
+                raise UsageError(f"--inputs {path}: no tensor {name!r} (has: {', '.join(entries) or 'none'})")
+            return None
+        if e.kind not in kind:
+            raise UsageError(f"--inputs {path}: {name} is {e.dtype}, expected "
+                             f"{'a float' if kind == 'f' else 'an integer'} tensor")
+        if len(e.shape) != ndim:
+            raise UsageError(f"--inputs {path}: {name} has shape {list(e.shape)}, expected {ndim} dimension(s)")
+        try:
+            return torch.from_numpy(load_array(e).copy())
+        except (OSError, EOFError, ValueError) as exc:
+            raise UsageError(f"--inputs {path}: cannot read {name}: {exc}") from exc
+
+    aux = get("aux_hidden_states", "f", 2).float()
+    ids = get("input_ids", "iu", 1).long()
+    t = aux.shape[0]
+    if ids.shape[0] != t:
+        raise UsageError(f"--inputs {path}: input_ids has {ids.shape[0]} tokens, aux_hidden_states {t}")
+    pos = get("position_ids", "iu", 1, required=False)
+    pos = torch.arange(t) if pos is None else pos.long()
+    if pos.shape[0] != t:
+        raise UsageError(f"--inputs {path}: position_ids has {pos.shape[0]} entries, expected {t}")
+    embeds = get("inputs_embeds", "f", 2, required=False)
+    if embeds is not None and tuple(embeds.shape) != (t, reading.hidden_size):
+        raise UsageError(f"--inputs {path}: inputs_embeds has shape {list(embeds.shape)}, expected "
+                         f"[{t}, {reading.hidden_size}]")
+    if embeds is None and "embed_tokens.weight" not in reading.tensors:
+        raise UsageError(f"--inputs {path}: the checkpoint has no embed_tokens, so inputs_embeds (T, H) is required")
+    if int(ids.min()) < 0 or int(ids.max()) >= (reading.vocab_size or 0):
+        raise UsageError(f"--inputs {path}: input_ids must lie in [0, {reading.vocab_size})")
+    return Inputs(aux, ids, pos, None if embeds is None else embeds.float())
+
+
+def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path, steps: int) -> list[str]:
+    reading = engines.read(ckpt, engine)
+    if not reading.servable:
+        problems = reading.refusals + [f"{role}: {how}" for role, how in reading.unfilled.items()
+                                       if not how.startswith("shared")]
+        raise UsageError(f"{engine} {reading.version} cannot read {ckpt.display} as a drafter: " + "; ".join(problems))
+    inputs = read_inputs(inputs_path, reading)
+    try:
+        logits = run(reading, Weights(ckpt), inputs, steps)
+    except ForwardError as exc:
+        raise UsageError(f"{engine}: {exc}") from exc
+    out = {"logits" if k == 0 else f"logits_step_{k}": from_numpy(x.numpy()) for k, x in enumerate(logits)}
+    try:
+        write_safetensors(out_path, out, {"engine": engine, "engine_version": reading.version})
+    except OSError as exc:
+        raise UsageError(f"--out {out_path}: cannot write: {exc.strerror or exc}") from exc
+    return list(out)

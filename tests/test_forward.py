@@ -1,0 +1,333 @@
+"""The forward level: engine readings, the forward.equivalence check against a source and against the trainer,
+the `eagle3-checks forward` command, and what happens without torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from eagle3_checks import engines
+from eagle3_checks.checkpoint import open_checkpoint
+from eagle3_checks.cli import main
+from eagle3_checks.example import EXAMPLE, vocab_mapping
+from eagle3_checks.safetensors_io import RawTensor, from_numpy, write_safetensors
+
+from conftest import Drafter, assert_fails, run
+
+FORWARD = "forward.equivalence"
+
+
+def forward_result(result, engine="vllm"):
+    return result.result(FORWARD, engine)
+
+
+# ----- a faithful conversion passes; each defect injected into it fails ----------------------------------------
+
+@pytest.fixture
+def source(drafter):
+    return drafter("speculators").write()
+
+
+def swap(d: Drafter, a: str, b: str) -> None:
+    a, b = d.name(a), d.name(b)
+    d.tensors[a], d.tensors[b] = d.tensors[b], d.tensors[a]
+
+
+def kv_swapped(d):
+    swap(d, "layers.0.self_attn.k_proj.weight", "layers.0.self_attn.v_proj.weight")
+
+
+def norms_swapped(d):
+    swap(d, "layers.0.input_layernorm.weight", "layers.0.hidden_norm.weight")
+
+
+def gate_up_swapped(d):
+    swap(d, "layers.0.mlp.gate_proj.weight", "layers.0.mlp.up_proj.weight")
+
+
+def fc_blocks_reordered(d):
+    t = d.tensors["fc.weight"]
+    blocks = np.frombuffer(t.data, "<u2").reshape(t.shape[0], 3, -1)[:, ::-1, :]
+    d.tensors["fc.weight"] = RawTensor(t.dtype, t.shape, np.ascontiguousarray(blocks).tobytes())
+
+
+def rope_theta_changed(d):
+    d.config["rope_theta"] = 10000.0
+
+
+def norm_before_residual_flipped(d):
+    d.config["norm_before_residual"] = True
+
+
+def other_vocab_mapping(d):
+    d2t, t2d = vocab_mapping(EXAMPLE.vocab_size, EXAMPLE.draft_vocab_size, seed=7)
+    d.tensors["d2t"], d.tensors["t2d"] = from_numpy(d2t), from_numpy(t2d)
+
+
+DEFECTS = [
+    (kv_swapped, "layers.0.self_attn.k_proj.weight equals the source's layers.0.self_attn.v_proj.weight"),
+    (norms_swapped, "layers.0.input_layernorm.weight equals the source's layers.0.hidden_norm.weight"),
+    (gate_up_swapped, "layers.0.mlp.gate_proj.weight equals the source's layers.0.mlp.up_proj.weight"),
+    (fc_blocks_reordered, "fc.weight differs from the source"),
+    (rope_theta_changed, "rope_theta: vllm uses 10000.0 (config.json: rope_theta), speculators (trainer) 1000000.0"),
+    (norm_before_residual_flipped, "norm_before_residual: vllm uses True (config.json: norm_before_residual)"),
+    (other_vocab_mapping, "d2t differs from the source"),
+]
+
+
+def test_faithful_conversion_passes(drafter, source):
+    """The same tensors in the flat layout (what a converter writes) compute what the source computes."""
+    result = run(drafter("flat").write(), source=str(source), engine="all")
+    assert forward_result(result, "vllm").status == "passed"
+    assert forward_result(result, "sglang").status == "passed"
+    assert "matches the source under its trainer's reading" in forward_result(result, "vllm").findings[0].message
+
+
+@pytest.mark.parametrize("defect, cause", DEFECTS, ids=[d[0].__name__ for d in DEFECTS])
+def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
+    d = drafter("flat")
+    defect(d)
+    result = run(d.write(), source=str(source))
+    r = forward_result(result)
+    assert r.status == "failed", r.findings
+    f = r.findings[0]
+    assert f.check == "forward.equivalence[vllm]"
+    assert f.message.startswith("vllm's reading differs from the source under its trainer's reading")
+    assert "top-1 agreement" in f.message
+    assert "mismatched logits" in f.found or "different target ids" in f.found
+    assert cause in f.why
+
+
+@pytest.mark.parametrize("layout", ["speculators", "flat"])
+@pytest.mark.parametrize("case", [c for c in __import__("test_defects").CLEAN if c[0] != "fc_norm, 4 aux layers, wider target"],
+                         ids=lambda c: c[0])
+def test_clean_drafters_pass_the_forward_check(drafter, layout, case):
+    _, shape, shards = case
+    result = run(drafter(layout, shape).write(shards), engine="vllm")
+    assert forward_result(result).status == "passed", forward_result(result).findings
+
+
+def test_wider_target_four_aux_layers(drafter):
+    """fc_norm, 4 aux states of a 96-wide target: the flat layout serves in vLLM; a speculators config cannot say
+    it to vLLM 0.33 (fc sized from eagle_config only) nor to speculators 0.9 (fc = A x hidden_size)."""
+    shape = replace(EXAMPLE, fc_norm=True, aux_layer_ids=(1, 2, 4, 6), target_hidden_size=96)
+    d = drafter("flat", shape)
+    d.config["num_aux_hidden_states"] = 4
+    assert forward_result(run(d.write())).status == "passed"
+    result = run(drafter("speculators", shape).write())
+    assert forward_result(result).status in ("failed", "skipped")
+
+
+def test_vocab_mapping_difference_is_named_as_such(drafter, source):
+    d = drafter("flat")
+    other_vocab_mapping(d)
+    f = forward_result(run(d.write(), source=str(source))).findings[0]
+    assert "different target ids" in f.message
+
+
+def test_norm_before_residual_default_trap_without_source(drafter):
+    """A speculators config without norm_before_residual: speculators trains with False, vLLM reads True."""
+    d = drafter("speculators")
+    del d.config["norm_before_residual"]
+    result = run(d.write(), engine="all")
+    f = forward_result(result, "vllm").findings[0]
+    assert "vllm's reading differs from its trainer's reading (speculators (trainer))" in f.message
+    assert "norm_before_residual: vllm uses True (vLLM default when absent: True (update_eagle3))" in f.why
+    assert f.fix == 'state "norm_before_residual": false in config.json, as the drafter was trained'
+    assert forward_result(result, "speculators").status == "passed"
+
+
+def test_unreadable_for_an_engine_is_a_finding(drafter):
+    d = drafter("flat", first_layer="layers")
+    result = run(d.write(), engine="sglang")
+    f = forward_result(result, "sglang").findings[0]
+    assert f.message.startswith("sglang 0.5.6 would not compute this drafter: ")
+    assert "uninitialised memory" in f.found
+
+
+def test_forward_check_without_embed_tokens(drafter, source):
+    """A conversion that leaves embed_tokens out (as SpecForge's exporter does): engines share the target's."""
+    d = drafter("flat")
+    del d.tensors["embed_tokens.weight"]
+    result = run(d.write(), source=str(source))
+    r = forward_result(result)
+    assert r.status == "passed" and "stand-in table" in r.findings[0].message
+
+
+def test_source_must_be_a_checkpoint(drafter, tmp_path):
+    from eagle3_checks.errors import UsageError
+
+    with pytest.raises(UsageError, match="--source .*no such file"):
+        run(drafter("flat").write(), source=str(tmp_path / "nope"))
+
+
+# ----- readings ------------------------------------------------------------------------------------------------
+
+def test_vllm_reading_of_speculators_and_flat_defaults(drafter):
+    d = drafter("speculators")
+    del d.config["norm_before_residual"]
+    r = engines.read(open_checkpoint(d.write()), "vllm")
+    assert r.norm_before_residual is True and "update_eagle3" in r.sources["norm_before_residual"]
+    t = engines.trainer(open_checkpoint(d.root))
+    assert t.norm_before_residual is False and t.sources["norm_before_residual"] == "speculators default: False"
+    flat = engines.read(open_checkpoint(drafter("flat").write()), "vllm")
+    assert flat.norm_before_residual is False and flat.tensors["layers.0.hidden_norm.weight"] == "midlayer.hidden_norm.weight"
+    assert flat.ignored == {"t2d": "vLLM skips t2d"}
+
+
+def test_sglang_reading_drops_what_it_does_not_know(drafter):
+    d = drafter("flat", replace(EXAMPLE, attention_bias=True), first_layer="layers")
+    d.config["rope_parameters"] = {"rope_theta": d.config.pop("rope_theta"), "rope_type": "default"}
+    d.config["num_hidden_layers"] = 1
+    r = engines.read(open_checkpoint(d.write()), "sglang")
+    assert r.unfilled["layers.0.self_attn.q_proj.weight"].startswith("uninitialised memory")
+    assert r.ignored["layers.0.self_attn.q_proj.bias"].startswith("dropped silently")
+    assert r.rope_theta == 10000.0 and "rope_parameters is not read" in r.sources["rope_theta"]
+
+
+def test_engine_refusals(drafter):
+    d = drafter("flat")
+    d.config["target_hidden_size"] = None
+    d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
+    r = engines.read(open_checkpoint(d.write()), "vllm")
+    assert any("target_hidden_size to null" in x for x in r.refusals)
+    assert any("model.fc.weight: vLLM prefixes" in x for x in r.refusals)
+    spec = engines.read(open_checkpoint(d.root), "speculators")
+    assert spec.refusals == ["speculators reads speculators configs only (speculators_model_type, "
+                             "transformer_layer_config); this is a flat config"]
+    two = drafter("flat", replace(EXAMPLE, num_layers=2))
+    assert any("only supports 1 layer" in x for x in engines.read(open_checkpoint(two.write()), "sglang").refusals)
+
+
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "linear", "factor": 4.0},
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 64},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+])
+def test_rope_scaling_matches_transformers(scaling):
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from eagle3_checks.forward import inv_freq
+
+    cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, max_position_embeddings=4096,
+                      rope_parameters={**scaling, "rope_theta": 500000.0})
+    want, want_scale = ROPE_INIT_FUNCTIONS[scaling["rope_type"]](cfg, "cpu")
+    got, got_scale = inv_freq(64, 500000.0, scaling)
+    torch.testing.assert_close(got, want.float(), rtol=1e-6, atol=0)
+    assert got_scale == pytest.approx(want_scale)
+
+
+# ----- the forward command --------------------------------------------------------------------------------------
+
+def write_inputs(path, tokens=6, width=192, embeds=False, **override):
+    rng = np.random.default_rng(0)
+    arrays = {"aux_hidden_states": rng.standard_normal((tokens, width)).astype(np.float32),
+              "input_ids": rng.integers(0, 512, tokens).astype(np.int64)}
+    if embeds:
+        arrays["inputs_embeds"] = rng.standard_normal((tokens, 64)).astype(np.float32)
+    arrays.update(override)
+    write_safetensors(path, {k: from_numpy(v) for k, v in arrays.items() if v is not None})
+    return path
+
+
+def test_forward_command_writes_logits(drafter, tmp_path, capsys):
+    ckpt = drafter("flat").write()
+    out = tmp_path / "out.safetensors"
+    assert main(["forward", str(ckpt), "--engine", "vllm", "--inputs", str(write_inputs(tmp_path / "in.safetensors")),
+                 "--out", str(out), "--steps", "3"]) == 0
+    got = safetensors.numpy.load_file(out)
+    assert sorted(got) == ["logits", "logits_step_1", "logits_step_2"]
+    assert all(x.shape == (6, 512) and x.dtype == np.float32 for x in got.values())
+    assert int(np.isfinite(got["logits"][0]).sum()) == 128
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_forward_engines_agree_on_a_flat_drafter(drafter, tmp_path):
+    ckpt = drafter("flat").write()
+    inputs = write_inputs(tmp_path / "in.safetensors")
+    outs = {}
+    for engine in ("vllm", "sglang"):
+        out = tmp_path / f"{engine}.safetensors"
+        assert main(["forward", str(ckpt), "--engine", engine, "--inputs", str(inputs), "--out", str(out)]) == 0
+        outs[engine] = safetensors.numpy.load_file(out)
+    for key in ("logits", "logits_step_1"):
+        np.testing.assert_array_equal(outs["vllm"][key], outs["sglang"][key])
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("no-file", "no such file"),
+    ("no-aux", "no tensor 'aux_hidden_states'"),
+    ("wide-aux", "aux_hidden_states has width 200; vllm expects 3 x 64 = 192"),
+    ("bad-ids", "input_ids must lie in [0, 512)"),
+    ("float-ids", "input_ids is F32, expected an integer tensor"),
+    ("short-positions", "position_ids has 2 entries, expected 6"),
+    ("no-embed-no-embeds", "inputs_embeds (T, H) is required"),
+    ("no-embed-two-steps", "use one step"),
+    ("engine-cannot-read", "sglang 0.5.6 cannot read"),
+])
+def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment):
+    layout = "speculators" if case == "engine-cannot-read" else "flat"
+    shape = replace(EXAMPLE, embed_tokens=False) if case.startswith("no-embed") else EXAMPLE
+    ckpt = drafter(layout, shape).write()
+    path = tmp_path / "in.safetensors"
+    if case == "no-aux":
+        write_inputs(path, aux_hidden_states=None)
+    elif case == "wide-aux":
+        write_inputs(path, width=200)
+    elif case == "bad-ids":
+        write_inputs(path, input_ids=np.array([0, 1, 2, 3, 4, 999], np.int64))
+    elif case == "float-ids":
+        write_inputs(path, input_ids=np.zeros(6, np.float32))
+    elif case == "short-positions":
+        write_inputs(path, position_ids=np.arange(2, dtype=np.int64))
+    elif case == "no-embed-two-steps":
+        write_inputs(path, embeds=True)
+    elif case != "no-file":
+        write_inputs(path)
+    engine = "sglang" if case == "engine-cannot-read" else "vllm"
+    code = main(["forward", str(ckpt), "--engine", engine, "--inputs", str(path), "--out", str(tmp_path / "o"),
+                 "--steps", "2" if case == "no-embed-two-steps" else "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err, err
+    assert not (tmp_path / "o").exists()
+
+
+# ----- without torch ------------------------------------------------------------------------------------------
+
+def test_without_torch(drafter, tmp_path):
+    """A torch that cannot be imported: the forward level is skipped with the install hint when not asked for,
+    and asking for it (or for the forward command) is a usage error with the hint."""
+    path = drafter("flat").write()
+    fake = tmp_path / "no_torch"
+    fake.mkdir()
+    (fake / "torch.py").write_text("raise ImportError('no torch here')\n")
+
+    def cli(*argv):
+        code = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {str(fake)!r})
+            from eagle3_checks.cli import main
+            sys.exit(main({[str(a) for a in argv]!r}))
+        """)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+    default = cli("check", path, "--format", "json")
+    assert default.returncode == 0, default.stderr
+    report = json.loads(default.stdout)["checkpoints"][0]
+    forward = next(c for c in report["checks"] if c["id"] == FORWARD)
+    assert forward["status"] == "skipped" and "pip install -c constraints.txt torch" in forward["reason"]
+    asked = cli("check", path, "--level", "forward")
+    assert asked.returncode == 2 and "the forward level needs torch" in asked.stderr
+    command = cli("forward", path, "--engine", "vllm", "--inputs", "x", "--out", "y")
+    assert command.returncode == 2 and "the forward level needs torch" in command.stderr
+    assert "Traceback" not in default.stderr + asked.stderr + command.stderr
