@@ -76,9 +76,13 @@ class Checkpoint:
             e = self.entry(role)
             if e is None:
                 raise TensorReadError(f"no tensor for {role}")
+            size = next((f.size for f in self.files if f.path == e.path), 0)
+            if e.offset + e.nbytes > size:
+                raise TensorReadError(f"{e.file}: {e.name} ends at byte {e.offset + e.nbytes}, past the end of the "
+                                      f"file ({size} bytes)")
             try:
                 self._arrays[role] = load_array(e)
-            except (OSError, EOFError, ValueError) as exc:
+            except (OSError, EOFError, ValueError, OverflowError, MemoryError) as exc:
                 raise TensorReadError(f"{e.file}: cannot read {e.name}: {exc}") from exc
         return self._arrays[role]
 
@@ -102,16 +106,19 @@ def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
         return None
 
     def no_dupes(pairs: list[tuple[str, Any]]) -> dict:
-        keys = [k for k, _ in pairs]
-        for k in keys:
-            if keys.count(k) > 1:
+        out: dict = {}
+        for k, v in pairs:
+            if k in out:
                 _problem(ckpt, display, f"states {k!r} more than once; readers keep only the last", key=k,
                          fix=f"keep one {k!r}")
-                break
-        return dict(pairs)
+            out[k] = v
+        return out
 
     try:
         return json.loads(text, object_pairs_hook=no_dupes)
+    except RecursionError:
+        _problem(ckpt, display, "nests JSON too deeply to be read", fix="repair or regenerate the file")
+        return None
     except ValueError as exc:
         _problem(ckpt, display, f"is not valid JSON: {exc}", offset=getattr(exc, "pos", None),
                  fix="repair or regenerate the file")
@@ -124,7 +131,7 @@ def _is_file(path: Path) -> tuple[bool, str | None]:
         resolved = path.resolve(strict=True)
     except FileNotFoundError:
         return False, "does not exist" if not path.is_symlink() else "is a broken symlink"
-    except (RuntimeError, OSError) as exc:  # symlink loop and friends
+    except (RuntimeError, OSError, ValueError) as exc:  # symlink loop, name too long, NUL byte
         return False, f"cannot be resolved ({exc.__class__.__name__}: {exc})"
     if resolved.is_dir():
         return False, "is a directory, not a file"
@@ -137,9 +144,13 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Open a drafter directory. Raises UsageError when ``path`` cannot be a checkpoint."""
     root = Path(path)
     display = str(path)
-    if not root.exists():
+    try:
+        exists, is_dir = root.exists(), root.is_dir()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{display[:200]}: not a usable path ({exc.__class__.__name__})") from exc
+    if not exists:
         raise UsageError(f"{display}: no such file or directory")
-    if not root.is_dir():
+    if not is_dir:
         raise UsageError(f"{display}: not a directory (give the folder that holds config.json and the "
                          "safetensors files)")
     try:
@@ -147,7 +158,7 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     except OSError as exc:
         raise UsageError(f"{display}: cannot list the directory: {exc.strerror or exc}") from exc
     st_files = [n for n in children if n.endswith(".safetensors")]
-    if CONFIG not in children and INDEX not in children and not st_files:
+    if CONFIG not in children and not st_files:
         raise UsageError(f"{display}: holds neither {CONFIG} nor a safetensors file; is this a drafter "
                          "checkpoint directory?")
 
@@ -238,8 +249,9 @@ def _read_index(ckpt: Checkpoint, root: Path) -> dict[str, list[str]] | None:
         return None
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
-        if not isinstance(shard, str) or not shard:
+        if not isinstance(shard, str) or not shard or "\0" in shard:
             _problem(ckpt, INDEX, f"maps {name!r} to {shard!r}, not a file name", key=f"weight_map.{name}")
+            ckpt.complete = False
             continue
         pure = PurePosixPath(shard.replace("\\", "/"))
         if pure.is_absolute() or os.path.isabs(shard) or ".." in pure.parts:

@@ -146,13 +146,25 @@ def cmd_spec(args: argparse.Namespace) -> int:
     from .spec import snapshot
 
     out = Path(args.output)
-    if out.exists() and not args.force:
+    try:
+        exists = out.exists()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"-o {args.output[:200]}: not a usable path ({type(exc).__name__})") from exc
+    if exists and not args.force:
         raise UsageError(f"{out} exists; pass --force to overwrite it")
     ck = open_checkpoint(args.ckpt)
-    if ck.problems:
-        for p in ck.problems:
-            print(f"error: {p.file}: {p.message}", file=sys.stderr)
-        print("eagle3-checks: not written: a reference must come from a readable checkpoint", file=sys.stderr)
+    problems = [f"{p.file}: {p.message}" for p in ck.problems]
+    if ck.config is not None:
+        from .config import missing_required
+
+        problems += [f"config.json: {p.message}" for p in ck.config.problems]
+        problems += [f"config.json: {name} is missing" for name in missing_required(ck.config)
+                     if ck.config.get(name) is None]
+    if problems:
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        print("eagle3-checks: not written: a reference must come from a readable checkpoint with a valid config",
+              file=sys.stderr)
         return 1
     name = args.name or Path(os.path.abspath(args.ckpt)).name
     spec = snapshot(ck, name, args.description)
@@ -171,10 +183,14 @@ def _as_spec(arg: str, role: str):
     from .spec import load_spec, shipped_specs, snapshot
 
     path = Path(arg)
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{role} {arg[:200]}: not a usable path ({type(exc).__name__})") from exc
+    if is_dir:
         ck = open_checkpoint(path)
         return snapshot(ck, arg), ck.problems
-    if path.exists():
+    if exists:
         return load_spec(path), []
     specs = shipped_specs()
     if arg in specs:
@@ -262,12 +278,12 @@ COMMANDS = {"check": cmd_check, "forward": cmd_forward, "inspect": cmd_inspect, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.command:
-        parser.print_help(sys.stderr)
-        return 2
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not args.command:
+            parser.print_help(sys.stderr)
+            return 2
         return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"eagle3-checks: error: {exc}", file=sys.stderr)

@@ -41,16 +41,25 @@ _CLASS_NAME = {"llama": "LlamaConfig", "qwen3": "Qwen3Config", "deepseek_v3": "D
                "kimi_k2": "DeepseekV3Config"}
 
 
+# Sizes beyond this are not a drafter's (and would overflow float arithmetic in the checks).
+_SIZE_LIMIT = 2**40
+
+
 def _pos_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v < _SIZE_LIMIT
 
 
 def _nonneg_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _SIZE_LIMIT
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return 0 < float(v) < 1e300
+    except OverflowError:
+        return False
 
 
 def _int_list(v: Any) -> bool:
@@ -248,7 +257,9 @@ def _apply_defaults(cfg: DraftConfig) -> None:
     _default(cfg, "norm_before_residual", False,
              "speculators Eagle3SpeculatorConfig" if speculators else "EAGLE/SpecForge keep the un-normed residual")
     _default(cfg, "norm_output", False, "speculators / SGLang: feed back the pre-norm state")
-    if cfg["vocab_size"] is not None:
+    if speculators:
+        _default(cfg, "draft_vocab_size", 32000, "speculators Eagle3SpeculatorConfig (32000)")
+    elif cfg["vocab_size"] is not None:
         _default(cfg, "draft_vocab_size", cfg["vocab_size"], "vocab_size (no draft vocabulary)")
     if h is not None:
         _default(cfg, "target_hidden_size", h, "hidden_size")

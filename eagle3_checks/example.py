@@ -156,7 +156,8 @@ def config(shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS) -> dict[str
             },
         }
     flat = {
-        "architectures": ["LlamaForCausalLMEagle3"],
+        # vLLM builds Qwen3 layers (q_norm/k_norm) only for this architecture; SGLang 0.5.6 has none.
+        "architectures": ["Eagle3Qwen3ForCausalLM" if shape.model_type == "qwen3" else "LlamaForCausalLMEagle3"],
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": aux, "use_aux_hidden_state": True},
         **layer,
         "rope_theta": shape.rope_theta,

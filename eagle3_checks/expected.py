@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import DraftConfig
-from .layout import ATTN_PROJ, MLP_PROJ
+from .layout import ATTN_PROJ, MAX_LAYERS, MLP_PROJ, has_qk_norm
 
 REQUIRED, OPTIONAL, CONDITIONAL = "required", "optional", "conditional"
 
@@ -58,13 +58,14 @@ class Dims:
 
     @classmethod
     def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> "Dims":
-        qk = cfg["model_type"] == "qwen3"
+        qk = has_qk_norm(cfg.layout, cfg["model_type"], cfg["architectures"])
         return cls(cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"],
                    cfg["intermediate_size"], cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden,
                    cfg.num_aux, n_layers or cfg["num_hidden_layers"] or 1, bool(cfg["norm_before_fc"]),
                    bool(cfg["fc_norm"]), bool(cfg["attention_bias"]), bool(cfg["mlp_bias"]), qk,
                    bool(cfg["tie_word_embeddings"]),
-                   f"model_type qwen3 ({cfg.get('model_type').source})" if qk else "")
+                   (f"model_type qwen3 ({cfg.get('model_type').source})" if cfg.layout == "speculators"
+                    else "architecture Eagle3Qwen3ForCausalLM") if qk else "")
 
     @classmethod
     def of_reading(cls, r) -> "Dims":
@@ -80,7 +81,7 @@ def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) 
     d = source if isinstance(source, Dims) else Dims.of_config(source, n_layers)
     h, nh, nkv, hd = d.hidden_size, d.num_heads, d.num_kv_heads, d.head_dim
     inter, v, dv, ht, a = d.intermediate_size, d.vocab_size, d.draft_vocab_size, d.target_hidden_size, d.num_aux
-    n_layers = d.num_layers
+    n_layers = min(d.num_layers, MAX_LAYERS)  # no tensor can name a layer beyond MAX_LAYERS
     out: dict[str, Expected] = {}
 
     def add(role: str, shape: tuple, dims: str, presence: str = REQUIRED, reason: str = "") -> None:

@@ -19,14 +19,15 @@ from .spec import resolve_reference
 def load_target(path: str | os.PathLike) -> TargetConfig:
     """The verifier's config.json (a file, or a directory holding one). Raises UsageError."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
     try:
+        if p.is_dir():
+            p = p / "config.json"
         raw = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise UsageError(f"--target-config {path}: no such file") from exc
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"--target-config {path}: cannot read it as JSON: {exc}") from exc
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"--target-config {str(path)[:200]}: cannot read it as JSON: {type(exc).__name__}: "
+                         f"{exc}"[:500]) from exc
     try:
         return read_target_config(raw, str(path))
     except ValueError as exc:

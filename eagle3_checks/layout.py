@@ -23,19 +23,19 @@ UNKNOWN = "unknown"
 # speculators 0.9: Eagle3SpeculatorConfig default "Eagle3Speculator" (models/eagle3/config.py);
 # save_pretrained of the model class writes "Eagle3DraftModel".
 SPECULATORS_ARCHITECTURES = frozenset({"Eagle3DraftModel", "Eagle3Speculator"})
-# vLLM 0.33 model_executor/models/registry.py (the EAGLE-3 Llama-layer family) and SGLang 0.5.6
-# models/llama_eagle3.py (EntryClass = LlamaForCausalLMEagle3).
+# vLLM 0.33 model_executor/models/registry.py: the names it maps to llama_eagle3 (Llama layers) or qwen3_eagle3
+# (Qwen3 layers: q_norm/k_norm), and SGLang 0.5.6 models/llama_eagle3.py (EntryClass = LlamaForCausalLMEagle3).
+# vLLM's Eagle3DeepseekV2/V3ForCausalLM are MLA drafters with other tensors: not modelled here.
+QWEN3_FLAT_ARCHITECTURES = frozenset({"Eagle3Qwen3ForCausalLM"})
 FLAT_ARCHITECTURES = frozenset(
     {
         "LlamaForCausalLMEagle3",
         "Eagle3LlamaForCausalLM",
-        "Eagle3Qwen3ForCausalLM",
         "Eagle3Qwen2_5vlForCausalLM",
         "Eagle3Qwen3vlForCausalLM",
         "Eagle3MiniMaxM2ForCausalLM",
-        "Eagle3DeepseekV2ForCausalLM",
-        "Eagle3DeepseekV3ForCausalLM",
     }
+    | QWEN3_FLAT_ARCHITECTURES
 )
 
 # Tensors outside the decoder layers.
@@ -57,6 +57,9 @@ LAYER_SUFFIXES = (
     *(f"mlp.{p}.bias" for p in MLP_PROJ),
 )
 
+# Drafters have one decoder layer, a few at most; an index beyond this is not a drafter's (and bounds the work).
+MAX_LAYERS = 64
+
 _NAME = re.compile(r"^(?P<prefix>model\.)?(?:(?P<mid>midlayer)|layers\.(?P<idx>\d+))\.(?P<suffix>.+)$")
 
 
@@ -74,12 +77,14 @@ class Name:
 def parse_name(name: str) -> Name:
     """Map an on-disk tensor name to its canonical role."""
     match = _NAME.match(name)
-    if match:
+    if match and (match["mid"] or (len(match["idx"]) <= 3 and int(match["idx"]) < MAX_LAYERS)):
         suffix = match["suffix"]
         layer = 0 if match["mid"] else int(match["idx"])
         style = "midlayer" if match["mid"] else "layers"
         role = f"layers.{layer}.{suffix}" if suffix in LAYER_SUFFIXES else None
         return Name(name, role, layer, style, bool(match["prefix"]))
+    if match:  # a layer index no drafter has: not a drafter tensor
+        return Name(name, None, None, None, bool(match["prefix"]))
     prefixed = name.startswith("model.")
     bare = name[len("model."):] if prefixed else name
     if bare in GLOBAL_ROLES or _FC_NORM.match(bare):
@@ -99,6 +104,15 @@ def on_disk_name(role: str, layout: str, style: str = "midlayer") -> str:
     if layout == FLAT and style == "midlayer" and role.startswith("layers.0."):
         return "midlayer." + role[len("layers.0."):]
     return role
+
+
+def has_qk_norm(layout: str, model_type: str | None, architectures: list | None) -> bool:
+    """Whether the decoder layers carry q_norm/k_norm (Qwen3 layers): a speculators config says so with its layer
+    model_type; a flat config with its architecture (vLLM builds Llama layers for LlamaForCausalLMEagle3 whatever
+    the model_type)."""
+    if layout == SPECULATORS:
+        return model_type == "qwen3"
+    return any(a in QWEN3_FLAT_ARCHITECTURES for a in architectures or [])
 
 
 def detect_layout(config: dict | None) -> str:

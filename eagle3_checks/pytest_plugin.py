@@ -62,11 +62,18 @@ class _Eagle3State:
         self.results: dict[str, Any] = {}
 
     def result(self, path: str) -> Any:
+        """The gate result, computed once; a gate that could not run raises the same error for every item."""
         if path not in self.results:
             from .gate import gate
 
-            self.results[path] = gate(path, self.options)
-        return self.results[path]
+            try:
+                self.results[path] = gate(path, self.options)
+            except Exception as exc:  # noqa: BLE001  (reported on every item of the checkpoint, not re-run)
+                self.results[path] = exc
+        outcome = self.results[path]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
 
 def _value(config: pytest.Config, name: str) -> Any:
@@ -122,6 +129,9 @@ def pytest_configure(config: pytest.Config) -> None:
             from .gate import load_source
 
             load_source(options.source)
+        from .spec import check_reference_option
+
+        check_reference_option(options.reference)
     except UsageError as exc:
         raise pytest.UsageError(f"eagle3-checks: {exc}") from None
     config.stash[_STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
@@ -219,6 +229,9 @@ class CheckItem(pytest.Item):
             gate_result = state.result(self.parent.ckpt_path)
         except UsageError as exc:
             raise CheckFailed(f"{self.label}: cannot gate {self.parent.ckpt_path}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001  (an internal error: one line, not a traceback into the package)
+            raise CheckFailed(f"{self.label}: eagle3-checks failed on {self.parent.ckpt_path} ({type(exc).__name__}: "
+                              f"{exc}); this is a bug, please report it") from None
         r = gate_result.by_label(self.label)
         self.user_properties.append(("eagle3_status", r.status))
         if r.findings:
@@ -291,4 +304,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
     terminalreporter.section("eagle3-checks")
     for path, result in state.results.items():
-        terminalreporter.write_line(f"{path}: {summary_line(result)}")
+        line = f"could not be gated ({result})" if isinstance(result, Exception) else summary_line(result)
+        terminalreporter.write_line(f"{path}: {line}")

@@ -54,6 +54,7 @@ CONFIG_DTYPES = {
 }
 
 _ZIP_MAGIC = b"PK\x03\x04"
+_U64 = 2**64  # safetensors sizes and offsets are 64-bit
 
 
 @dataclass(frozen=True)
@@ -123,31 +124,40 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _disguise(head: bytes) -> str | None:
+    """What a file that fails to parse as safetensors really is, judged by its first bytes."""
+    if head.startswith(_ZIP_MAGIC):
+        return "a zip archive (what torch.save writes)"
+    if head[:1] == b"\x80" and head[1:2] in {bytes([p]) for p in range(2, 6)}:
+        return "a Python pickle"
+    return None
+
+
 def read_header(path: Path, display: str) -> FileHeader:
     """Parse the header of ``path``; ``display`` is the name findings use for the file."""
     result = FileHeader(file=display, path=path)
+    head = b""
 
     def problem(message: str, offset: int | None = 0, **kw: Any) -> FileHeader:
         result.problems.append(Problem(file=display, message=message, offset=offset, **kw))
         return result
+
+    def unparsable(message: str, offset: int | None = 0, **kw: Any) -> FileHeader:
+        # A file that does not parse may be something else in disguise: say so rather than "truncated".
+        what = _disguise(head)
+        if what:
+            return problem(f"is {what}, not safetensors", offset=0,
+                           fix="re-save the weights with safetensors.torch.save_file; never load an untrusted "
+                           "torch.save file outside weights_only=True")
+        return problem(message, offset, **kw)
 
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             result.size = size
             head = fh.read(8)
-            if head.startswith(_ZIP_MAGIC):
-                return problem(
-                    "is a zip archive (what torch.save writes), not safetensors",
-                    fix="re-save the weights with safetensors.torch.save_file; never load an "
-                    "untrusted torch.save file outside weights_only=True",
-                )
-            if head[:1] == b"\x80" and head[1:2] in {bytes([p]) for p in range(2, 6)}:
-                return problem(
-                    "is a Python pickle, not safetensors", fix="re-save the weights with safetensors"
-                )
             if len(head) < 8:
-                return problem(
+                return unparsable(
                     f"is {size} bytes, too short for the 8-byte header length: truncated",
                     expected="at least 8 bytes",
                     found=f"{size} bytes",
@@ -155,14 +165,14 @@ def read_header(path: Path, display: str) -> FileHeader:
                 )
             (n,) = struct.unpack("<Q", head)
             if n > HEADER_LIMIT:
-                return problem(
+                return unparsable(
                     f"declares a {n}-byte header, above safetensors' cap of {HEADER_LIMIT} bytes",
                     expected=f"<= {HEADER_LIMIT}",
                     found=str(n),
                     fix="the file is not a valid safetensors file; re-export it",
                 )
             if 8 + n > size:
-                return problem(
+                return unparsable(
                     f"declares a {n}-byte header but the file is only {size} bytes: truncated",
                     expected=f"at least {8 + n} bytes",
                     found=f"{size} bytes",
@@ -178,14 +188,16 @@ def read_header(path: Path, display: str) -> FileHeader:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return problem(f"header is not valid UTF-8 at byte {8 + exc.start}", offset=8 + exc.start)
+        return unparsable(f"header is not valid UTF-8 at byte {8 + exc.start}", offset=8 + exc.start)
     try:
         header = json.loads(text, object_pairs_hook=_no_duplicates)
     except _DuplicateKey as exc:
         return problem(f"header names tensor {exc.args[0]!r} twice", key=str(exc.args[0]), offset=8)
+    except RecursionError:
+        return problem("header nests JSON too deeply to be a safetensors header", offset=8)
     except ValueError as exc:
         pos = getattr(exc, "pos", 0)
-        return problem(f"header is not valid JSON ({getattr(exc, 'msg', exc)})", offset=8 + pos)
+        return unparsable(f"header is not valid JSON ({getattr(exc, 'msg', exc)})", offset=8 + pos)
     if not isinstance(header, dict):
         return problem(f"header is JSON {type(header).__name__}, not an object", offset=8)
     result.parsed = True
@@ -239,24 +251,28 @@ def _entry(name: str, info: Any, display: str, path: Path, data_start: int, prob
         problem(f"entry for {name!r} is not an object", key=name, offset=8)
         return None
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         problem(f"tensor {name!r} has unknown dtype {dtype!r}", key=name, offset=8,
                 expected="one of " + ", ".join(DTYPES), found=repr(dtype))
         return None
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < _U64 for d in shape):
         problem(f"tensor {name!r} has an invalid shape {shape!r}", key=name, offset=8,
                 expected="a list of non-negative integers", found=repr(shape))
         return None
     if (
         not isinstance(offsets, list)
         or len(offsets) != 2
-        or not all(_is_int(o) and o >= 0 for o in offsets)
+        or not all(_is_int(o) and 0 <= o < _U64 for o in offsets)
         or offsets[0] > offsets[1]
     ):
         problem(f"tensor {name!r} has invalid data_offsets {offsets!r}", key=name, offset=8,
                 expected="[begin, end] with 0 <= begin <= end", found=repr(offsets))
         return None
     nbytes = math.prod(shape) * DTYPES[dtype][0]
+    if nbytes >= _U64:
+        problem(f"tensor {name!r}: shape {shape} x {dtype} overflows 64 bits", key=name, offset=8,
+                expected="a size below 2**64 bytes", found=f"{nbytes} bytes")
+        return None
     if nbytes != offsets[1] - offsets[0]:
         problem(
             f"tensor {name!r}: shape {shape} x {dtype} is {nbytes} bytes but its offsets span "

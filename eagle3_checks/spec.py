@@ -100,6 +100,13 @@ class Spec:
                     and all(isinstance(d, int) and d >= 0 for d in t["shape"])):
                 raise bad(f"tensor {role!r} needs a shape (list of integers) and a dtype")
             parsed[role] = TensorSpec(tuple(t["shape"]), t["dtype"], bool(t.get("optional")), t.get("present", True))
+        ids = config.get("aux_layer_ids")
+        if ids is not None and not (isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool)
+                                                                   and i >= 0 for i in ids)):
+            raise bad(f"config.aux_layer_ids must be a list of non-negative integers or null, not {ids!r}")
+        for key, value in config.items():
+            if key in SEMANTIC_FIELDS and not isinstance(value, (int, float, str, bool, list, dict, type(None))):
+                raise bad(f"config.{key} has an unusable value {value!r}")
         conv = data.get("aux_layer_convention") or {}
         value = conv.get("value") if isinstance(conv, dict) else None
         if value not in (None, *AUX_CONVENTIONS):
@@ -184,8 +191,8 @@ def load_spec(path: Path, origin: str | None = None) -> Spec:
     origin = origin or str(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{origin}: cannot read the reference spec: {exc}") from exc
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"{origin}: cannot read the reference spec: {type(exc).__name__}: {exc}"[:500]) from exc
     return Spec.from_json(data, origin)
 
 
@@ -200,12 +207,38 @@ def family_of(ckpt: Any) -> dict[str, int | None]:
     return {"hidden_size": h, "vocab_size": v}
 
 
+def _exists(path: Path, what: str) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{what} {str(path)[:200]}: not a usable path ({type(exc).__name__})") from exc
+
+
+def check_reference_option(option: str | None) -> None:
+    """Validate --reference before any checkpoint is opened (auto needs the checkpoint; the rest does not).
+    Raises UsageError."""
+    option = option or "auto"
+    if option in ("auto", "none"):
+        return
+    path = Path(option)
+    if _exists(path, "--reference"):
+        if path.is_dir():
+            from .checkpoint import open_checkpoint
+
+            open_checkpoint(path)
+        else:
+            load_spec(path)
+    elif option not in shipped_specs():
+        raise UsageError(f"--reference {option!r}: no such file, directory or shipped spec "
+                         f"(shipped: {', '.join(shipped_specs()) or 'none'}; or auto, none)")
+
+
 def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
     """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
     spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
     option = option or "auto"
     path = Path(option)
-    if path.exists():  # an existing path wins over a name
+    if _exists(path, "--reference"):  # an existing path wins over a name
         if path.is_dir():
             from .checkpoint import open_checkpoint
 
@@ -238,7 +271,10 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
             and not isinstance(b, bool):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+        try:
+            return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+        except OverflowError:
+            return a == b
     return a == b
 
 

@@ -83,10 +83,27 @@ def test_keys_flat_config_with_layers0_names_is_valid(drafter):
     assert result.exit_code == 0
 
 
-def test_keys_vocab_mapping_with_full_vocabulary_warns(drafter):
+def test_keys_vocab_mapping_with_full_vocabulary(drafter):
+    """vLLM builds no draft_id_to_target_id when the vocabularies are equal and refuses a d2t; t2d it skips."""
     d = drafter("speculators", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
     d.tensors["d2t"] = from_numpy(np.zeros(EXAMPLE.vocab_size, np.int64))
-    warned(run(d.write()), "keys", "a vocabulary mapping although draft_vocab_size equals vocab_size")
+    assert_fails(run(d.write()), "keys", "d2t: a vocabulary mapping although draft_vocab_size equals vocab_size")
+    del d.tensors["d2t"]
+    d.tensors["t2d"] = from_numpy(np.ones(EXAMPLE.vocab_size, bool))
+    result = run(d.write(), level="header")
+    assert result.result("keys").status == PASSED and "vLLM and SGLang skip t2d" in findings(result, "keys")[0].message
+
+
+def test_keys_qk_norm_follows_the_flat_architecture(drafter):
+    """vLLM builds Llama layers for LlamaForCausalLMEagle3 whatever the model_type: q_norm is refused there;
+    Eagle3Qwen3ForCausalLM builds Qwen3 layers, which need it."""
+    d = drafter("flat", replace(EXAMPLE, model_type="qwen3"))
+    d.config["architectures"] = ["LlamaForCausalLMEagle3"]
+    assert_fails(run(d.write()), "keys", "q_norm.weight: a q/k norm, but the configured decoder layers have none")
+    d.config["architectures"] = ["Eagle3Qwen3ForCausalLM"]
+    assert run(d.write(), level="header").result("keys").status == PASSED
+    del d.tensors["midlayer.self_attn.k_norm.weight"]
+    assert_fails(run(d.write()), "keys", "k_norm.weight is missing (architecture Eagle3Qwen3ForCausalLM)")
 
 
 def test_keys_lm_head_missing_explains_accept_length(drafter):
@@ -203,6 +220,12 @@ def test_config_fields_wrong_type_and_missing(drafter):
     result = run(d.write())
     assert_fails(result, "config.fields", "hidden_size has the wrong type", "a positive integer", "'64'")
     assert_fails(result, "config.fields", "intermediate_size is missing")
+
+
+def test_config_fields_null_target_hidden_size_in_flat_config(drafter):
+    d = drafter("flat")
+    d.config["target_hidden_size"] = None
+    assert_fails(run(d.write()), "config.fields", "target_hidden_size is null", "remove target_hidden_size")
 
 
 def test_config_fields_speculators_structure(drafter):
@@ -333,11 +356,21 @@ def test_target_last_layer_id_is_a_note(drafter, tmp_path):
 
 # ----- the registry --------------------------------------------------------------------------------
 
-def test_every_check_is_documented_and_has_a_stable_id():
-    ids = [c.id for c in checks()]
-    assert len(ids) == len(set(ids))
+def test_check_ids_are_stable_and_documented():
+    """Ids are an interface (--skip, -k, JUnit, dashboards): renaming one is a breaking change."""
+    assert [c.id for c in checks()] == [
+        "files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.architectures",
+        "config.layers", "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings",
+        "config.rope", "target.aux-layers", "target.vocab", "target.hidden-size", "reference.diff",
+        "forward.equivalence"]
     for c in checks():
         assert c.title and c.guards and c.level in ("header", "scan", "forward")
+
+
+def test_mla_drafter_architecture_is_not_taken_for_a_llama_one(drafter):
+    d = drafter("flat")
+    d.config["architectures"] = ["Eagle3DeepseekV3ForCausalLM"]
+    assert_fails(run(d.write()), "config.architectures", "is not an EAGLE-3 drafter class")
 
 
 def test_a_crashing_check_is_reported_not_raised(drafter, monkeypatch):

@@ -115,6 +115,7 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     (["--eagle3-level", "scan"], "has no scan-level checks yet"),
     (["--eagle3-engine", "tgi"], "--engine 'tgi': choose one of vllm, sglang, speculators or all"),
     (["--eagle3-source=/nonexistent"], "--source /nonexistent: no such file or directory"),
+    (["--eagle3-reference=no-such-spec"], "--reference 'no-such-spec': no such file, directory or shipped spec"),
     (["--eagle3-target-config", "/nonexistent/config.json"], "no such file"),
 ])
 def test_option_errors_are_usage_errors(pytester, drafter, args, message):

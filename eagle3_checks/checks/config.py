@@ -31,6 +31,12 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     why="engines fall back to transformers' LlamaConfig defaults (hidden_size 4096, vocab_size 32000), "
                     "which are not this drafter's",
                     fix=f"state {name} explicitly")
+    if cfg.layout == FLAT and "target_hidden_size" in cfg.nulls:
+        yield error(f"{CONFIG}: target_hidden_size is null", file=CONFIG, key="target_hidden_size",
+                    expected="a number, or no such field", found="null",
+                    why="vLLM (getattr) and SGLang (hasattr) take the attribute as it is and compute fc's input as "
+                    "None x 3: the drafter fails to load",
+                    fix="remove target_hidden_size, or state the target's hidden size")
     if cfg.layout == SPECULATORS:
         raw = cfg.raw
         if raw.get("speculators_model_type") != "eagle3":
@@ -232,8 +238,9 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
             fits = f"{int(k)} aux states" if k == int(k) else f"no whole number of {ht}-wide aux states"
             yield error(f"fc.weight takes {fc[1]} inputs = {fits}, but the config implies {a} x {ht} = {a * ht}",
                         file=ctx.ckpt.entry("fc.weight").file, key="fc.weight", expected=f"(H, {a * ht})",
-                        found=str(fc), why="engines build fc for the configured aux count and fail on the weight "
-                        "shape (SGLang #32226: 8640 vs 5760)",
+                        found=str(fc), why="fc was trained on as many captured states as there are aux ids; a "
+                        "drafter whose config names another count cannot be served with the layers it was trained "
+                        "on (SGLang #32226: 8640 vs 5760; how each engine sizes fc is the forward check's business)",
                         fix="state exactly the aux-layer ids the drafter was trained with (and target_hidden_size "
                         "when the target is wider than the drafter)")
 

@@ -134,15 +134,17 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
             "biases it was trained with",
             fix=f"set {flag}: true in config.json if the drafter was trained with biases",
         )
-    if role in ("d2t", "t2d"):
-        return warning(
+    if role == "d2t":
+        return error(
             f"{name}: a vocabulary mapping although draft_vocab_size equals vocab_size",
-            file=file, key=name, expected="no d2t/t2d when draft and target vocabularies are the same",
-            found=name,
-            why="vLLM 0.33 builds no draft_id_to_target_id when the vocabularies are equal and refuses the "
-            "unexpected tensor at load; the mapping must be the identity to mean anything",
-            fix="set draft_vocab_size to the draft vocabulary, or remove d2t/t2d",
+            file=file, key=name, expected="no d2t when draft and target vocabularies are the same", found=name,
+            why="vLLM 0.33 builds no draft_id_to_target_id when the vocabularies are equal and raises \"There is no "
+            "module or parameter named ...\" for the tensor (llama_eagle3.py)",
+            fix="set draft_vocab_size to the draft vocabulary, or remove d2t and t2d",
         )
+    if role == "t2d":
+        return info(f"{name}: a target-to-draft mask although draft_vocab_size equals vocab_size; vLLM and SGLang "
+                    "skip t2d", file=file, key=name)
     if role == "input_norm.weight":
         return error(
             f"{name}: present but norm_before_fc is not true",
@@ -157,6 +159,15 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
             file=file, key=name, expected="fc_norm: true, one norm per aux layer", found=name,
             why="engines build fc_norm only when the flag is set; vLLM refuses the unknown tensor",
             fix="set fc_norm: true in config.json",
+        )
+    if role.endswith(("q_norm.weight", "k_norm.weight")):
+        return error(
+            f"{name}: a q/k norm, but the configured decoder layers have none",
+            file=file, key=name, expected="no q_norm/k_norm", found=name,
+            why="only Qwen3 layers have q/k norms: a speculators config says so with transformer_layer_config."
+            "model_type qwen3, a flat one with architectures [\"Eagle3Qwen3ForCausalLM\"]; vLLM builds Llama "
+            "layers for LlamaForCausalLMEagle3 and refuses the tensor",
+            fix="state the layer type the drafter was trained with",
         )
     if role.startswith("layers."):
         return error(

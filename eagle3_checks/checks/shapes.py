@@ -35,10 +35,12 @@ def shapes(ctx: Context) -> Iterable[Finding]:
 
 
 def _hint(role: str, want: tuple, got: tuple, cfg) -> str:
-    if len(want) == 2 and len(got) == 2 and shape_matches(want, got[::-1]):
+    if len(want) != len(got):
+        return f"the tensor has {len(got)} dimension(s), the role has {len(want)}: it is not this tensor"
+    if len(want) == 2 and shape_matches(want, got[::-1]):
         return "the tensor is transposed: store it as (out_features, in_features), as nn.Linear does"
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    if role.endswith(("q_proj.weight", "o_proj.weight", "k_proj.weight", "v_proj.weight")):
+    if role.endswith(("q_proj.weight", "o_proj.weight", "k_proj.weight", "v_proj.weight")) and len(got) == 2:
         heads = nkv if role.endswith(("k_proj.weight", "v_proj.weight")) else nh
         width = got[1] if role.endswith("o_proj.weight") else got[0]
         if heads and width % heads == 0 and width // heads != hd:

@@ -106,7 +106,7 @@ def layer_fields(raw: dict, speculators: bool) -> dict:
 
 
 def is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**40
 
 
 def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[int | None, str]) -> None:
@@ -137,7 +137,7 @@ def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[in
     else:
         r.set("num_layers", 32, "default: transformers Llama/Qwen3 config (32)")
     eps = fields_.get("rms_norm_eps")
-    if isinstance(eps, (int, float)) and not isinstance(eps, bool):
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1:
         r.set("rms_norm_eps", float(eps), f"config.json: {where}rms_norm_eps")
     else:
         r.set("rms_norm_eps", 1e-6, "default: transformers (1e-6)")
@@ -156,11 +156,11 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
     params = fields_.get("rope_parameters") if isinstance(fields_.get("rope_parameters"), dict) else None
     scaling = fields_.get("rope_scaling") if isinstance(fields_.get("rope_scaling"), dict) else None
     theta = fields_.get("rope_theta")
-    if isinstance(theta, (int, float)) and not isinstance(theta, bool):
+    if _finite(theta):
         r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
-    elif not legacy_only and params and isinstance(params.get("rope_theta"), (int, float)):
+    elif not legacy_only and params and _finite(params.get("rope_theta")):
         r.set("rope_theta", float(params["rope_theta"]), f"config.json: {where}rope_parameters.rope_theta")
-    elif scaling and isinstance(scaling.get("rope_theta"), (int, float)) and not legacy_only:
+    elif scaling and _finite(scaling.get("rope_theta")) and not legacy_only:
         r.set("rope_theta", float(scaling["rope_theta"]), f"config.json: {where}rope_scaling.rope_theta")
     else:
         why = " (rope_parameters is not read)" if legacy_only and params else ""
@@ -168,6 +168,15 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
     spec = scaling if scaling is not None else (None if legacy_only else params)
     r.set("rope_scaling", normalized_scaling(spec),
           f"config.json: {where}{'rope_scaling' if scaling is not None else 'rope_parameters'}" if spec else "none")
+
+
+def _finite(v: Any) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return 0 < float(v) < 1e300
+    except OverflowError:
+        return False
 
 
 def normalized_scaling(value: Any) -> dict | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT
+from ..layout import FLAT, has_qk_norm
 from .reading import Reading, finish, is_int, lookup, map_roles, read_rope, read_sizes
 
 VERSION = "0.2.0"
@@ -31,7 +31,8 @@ def read(ckpt: Any) -> Reading:
         return r
     read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
     read_rope(r, raw, "")
-    r.set("qk_norm", raw.get("model_type") == "qwen3", f"model_type {raw.get('model_type', 'llama')!r}")
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else None
+    r.set("qk_norm", has_qk_norm(FLAT, raw.get("model_type"), archs), "architectures")
     found, value, key = lookup(raw, ("norm_before_residual",))
     r.set("norm_before_residual", bool(value) if found else False,
           f"config.json: {key}" if found else "EAGLE/SpecForge: the residual is the un-normed fc output")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT, SPECULATORS
+from ..layout import FLAT, SPECULATORS, has_qk_norm
 from .reading import Reading, finish, is_int, layer_fields, lookup, map_roles, read_rope, read_sizes
 
 VERSION = "0.33.0"
@@ -40,9 +40,15 @@ def read(ckpt: Any) -> Reading:
     model_type = fields_.get("model_type", "llama")
     if speculators and model_type not in ("llama", "qwen3"):
         r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\"")
-    read_sizes(r, fields_, where, _HEAD_DIM_DEFAULT.get(model_type, (None, "transformers LlamaConfig")))
+    # A speculators config becomes a plain PreTrainedConfig (no class defaults: head_dim falls back to H/nh in the
+    # attention layer); a flat one is parsed by its model_type's transformers class (kimi_k2: DeepseekV3Config).
+    default = (None, "vLLM: a speculators config has no class default") if speculators else \
+        _HEAD_DIM_DEFAULT.get(model_type, (None, "transformers LlamaConfig"))
+    read_sizes(r, fields_, where, default)
     read_rope(r, fields_, where)
-    r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}")
+    qk = has_qk_norm(ckpt.layout, model_type, raw.get("architectures") if isinstance(raw.get("architectures"), list)
+                     else None)
+    r.set("qk_norm", qk, f"model_type {model_type!r}" if speculators else "architectures (Eagle3Qwen3ForCausalLM)")
 
     def top(name: str, default: Any, why: str) -> Any:
         found, value, key = lookup(raw, (name,))
