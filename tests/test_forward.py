@@ -19,7 +19,7 @@ from eagle3_checks.cli import main
 from eagle3_checks.example import EXAMPLE, vocab_mapping
 from eagle3_checks.safetensors_io import RawTensor, from_numpy, write_safetensors
 
-from conftest import Drafter, assert_fails, run
+from conftest import Drafter, run
 
 FORWARD = "forward.equivalence"
 

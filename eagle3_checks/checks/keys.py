@@ -6,7 +6,7 @@ from typing import Iterable
 
 from ..expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
 from ..layout import FLAT, SPECULATORS, on_disk_name
-from ..registry import Context, Finding, check, error, info, warning
+from ..registry import Context, Finding, check, error, info
 from ._common import config_of, require_complete
 
 _MISSING_WHY = ("vLLM raises nothing for a missing tensor and serves with uninitialised memory (norms stay "
