@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import FLAT, SPECULATORS, on_disk_name
-from .safetensors_io import RawTensor, from_numpy, write_safetensors
+from .safetensors_io import RawTensor, encode_header, from_numpy, write_safetensors
 
 _CONFIG_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
@@ -212,6 +212,34 @@ def write_checkpoint(path: Path, tensors: dict[str, RawTensor], config_json: dic
     return path
 
 
+def write_random_checkpoint(path: Path, tensors: dict[str, RawTensor], config_json: dict[str, Any],
+                            seed: int = 0, chunk: int = 1 << 24) -> Path:
+    """Like :func:`write_checkpoint` for one file, but every sparse (``data=None``) floating tensor is filled with
+    random values, streamed in chunks: a full-size drafter of any size in bounded memory (for benchmarks)."""
+    import numpy as np
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config_json, indent=2) + "\n")
+    rng = np.random.default_rng(seed)
+    with open(path / "model.safetensors", "wb") as fh:
+        fh.write(encode_header(tensors))
+        for t in tensors.values():
+            if t.data is not None:
+                fh.write(t.data)
+                continue
+            scale = 1.0 if len(t.shape) == 1 else 1.0 / math.sqrt(t.shape[-1])
+            left = math.prod(t.shape)
+            while left:
+                n = min(chunk, left)
+                values = rng.standard_normal(n, dtype=np.float32) * np.float32(scale)
+                if len(t.shape) == 1:
+                    values += np.float32(1.0)
+                fh.write(from_numpy(values, t.dtype).data)
+                left -= n
+    return path
+
+
 def write_drafter(path: Path, shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS, seed: int = 0,
                   shards: int = 1) -> Path:
     tensors, cfg = drafter_files(shape, layout, seed)
@@ -233,4 +261,4 @@ def write_example(root: Path) -> dict[str, Path]:
 
 
 __all__ = ["DrafterShape", "EXAMPLE", "KIMI_K2", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
-           "write_checkpoint", "write_drafter", "write_example"]
+           "write_checkpoint", "write_drafter", "write_example", "write_random_checkpoint"]

@@ -1,0 +1,93 @@
+"""The forward check on a Kimi-sized drafter (H 7168, V 163840, 16 tokens, 2 steps), random bf16 weights written
+once to a tmp dir and removed after, against one sequential read of the same file (`cat`, warm page cache),
+measured side by side in this run.
+
+Targets: peak RSS at most 1.3x the checkpoint's bytes; wall time at most 3x the sequential read. The check's time
+is measured inside a fresh process, from opening the checkpoint to the result (interpreter start-up and the one-off
+`import torch` are reported apart). Also reported: the worst case, where the engine's reading differs from the
+trainer's and both run (a config with norm_output, which vLLM and SpecForge read differently).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from eagle3_checks.example import KIMI_K2, drafter_files, write_random_checkpoint
+
+from conftest import PYTHON, median_of
+
+CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+import torch  # noqa: F401
+from eagle3_checks.gate import gate
+from eagle3_checks.registry import parse_options
+t1 = time.perf_counter()
+result = gate(sys.argv[1], parse_options(level="forward", reference="none", engine="vllm"))
+t2 = time.perf_counter()
+r = result.result("forward.equivalence", "vllm")
+print(json.dumps({"imports_s": t1 - t0, "check_s": t2 - t1, "status": r.status,
+                  "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+@pytest.fixture(scope="module")
+def kimi_random(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kimi-random")
+    tensors, config = drafter_files(KIMI_K2, "flat", sparse=True)
+    path = write_random_checkpoint(root / "drafter", tensors, config)
+    # The same weights under a config that vLLM and SpecForge read differently: both readings run.
+    worst = root / "drafter-norm-output"
+    worst.mkdir()
+    os.symlink(path / "model.safetensors", worst / "model.safetensors")
+    (worst / "config.json").write_text(json.dumps({**config, "norm_output": True}))
+    yield path, worst
+    for p in (worst / "model.safetensors", path / "model.safetensors"):
+        p.unlink()
+
+
+def child(path) -> dict:
+    start = time.perf_counter()
+    out = subprocess.run([PYTHON, "-c", CHILD, str(path)], capture_output=True, text=True, check=True).stdout
+    data = json.loads(out.strip().splitlines()[-1])
+    data["process_s"] = time.perf_counter() - start
+    return data
+
+
+def test_forward_check_vs_sequential_read(benchmark, kimi_random):
+    path, worst = kimi_random
+    weights = path / "model.safetensors"
+    size = weights.stat().st_size
+    cat = ["cat", str(weights)]
+    subprocess.run(cat, stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+
+    def read_once() -> float:
+        start = time.perf_counter()
+        subprocess.run(cat, stdout=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - start
+
+    read_s = median_of(read_once, 5)
+    runs = []
+    benchmark.pedantic(lambda: runs.append(child(path)), rounds=3, iterations=1, warmup_rounds=1)
+    check_s = sorted(r["check_s"] for r in runs)[len(runs) // 2]
+    rss = max(r["maxrss_bytes"] for r in runs)
+    worst_run = child(worst)
+    benchmark.extra_info.update({
+        "checkpoint_bytes": size, "sequential_read_s": round(read_s, 3), "check_s": round(check_s, 3),
+        "ratio_to_read": round(check_s / read_s, 2), "peak_rss_bytes": rss, "rss_to_checkpoint": round(rss / size, 3),
+        "process_s": round(runs[-1]["process_s"], 3), "imports_s": round(runs[-1]["imports_s"], 3),
+        "worst_case_check_s": round(worst_run["check_s"], 3), "worst_case_status": worst_run["status"],
+        "worst_case_rss_bytes": worst_run["maxrss_bytes"],
+    })
+    print(f"\nforward check {check_s:.2f}s vs cat {read_s:.2f}s: ratio {check_s / read_s:.2f}; peak RSS "
+          f"{rss / 1e9:.2f} GB = {rss / size:.2f}x the {size / 1e9:.2f} GB checkpoint; whole process "
+          f"{runs[-1]['process_s']:.2f}s (imports {runs[-1]['imports_s']:.2f}s); worst case (two readings) "
+          f"{worst_run['check_s']:.2f}s, {worst_run['maxrss_bytes'] / 1e9:.2f} GB, {worst_run['status']}")
+    assert all(r["status"] == "passed" for r in runs)
+    assert rss <= 1.3 * size
+    assert check_s <= 3 * read_s
