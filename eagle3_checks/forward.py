@@ -31,8 +31,9 @@ import numpy as np
 
 from .safetensors_io import DTYPES
 
-INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install -c constraints.txt torch "
-                "(the CPU wheel), then rerun; --level header runs without it")
+INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
+                "wheel is enough; in this repository pip install -c constraints.txt torch), then rerun; --level "
+                "header runs without it")
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 

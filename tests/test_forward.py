@@ -325,7 +325,7 @@ def test_without_torch(drafter, tmp_path):
     assert default.returncode == 0, default.stderr
     report = json.loads(default.stdout)["checkpoints"][0]
     forward = next(c for c in report["checks"] if c["id"] == FORWARD)
-    assert forward["status"] == "skipped" and "pip install -c constraints.txt torch" in forward["reason"]
+    assert forward["status"] == "skipped" and "pip install 'eagle3-checks[forward]'" in forward["reason"]
     asked = cli("check", path, "--level", "forward")
     assert asked.returncode == 2 and "the forward level needs torch" in asked.stderr
     command = cli("forward", path, "--engine", "vllm", "--inputs", "x", "--out", "y")
