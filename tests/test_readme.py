@@ -35,3 +35,13 @@ def test_ci_runs_the_readme_test_command():
 def test_every_check_is_in_the_readme_table():
     for c in checks():
         assert f"| `{c.id}` |" in README, c.id
+
+
+def test_every_subpackage_is_packaged():
+    """pyproject.toml lists the packages by hand (reference_specs/ is mapped into the package): a new subpackage
+    must be listed, or a wheel install lacks it while an editable one works."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "eagle3_checks").rglob("__init__.py")}
+    assert found <= listed, found - listed
