@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,13 @@ def torch_missing() -> str | None:
     return _TORCH_STATE[0]
 
 
+def default_device() -> str:
+    """CUDA when present (EAGLE3_CHECKS_DEVICE overrides), else the CPU."""
+    import torch
+
+    return os.environ.get("EAGLE3_CHECKS_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 class ForwardError(Exception):
     """The forward pass cannot run on these inputs (the message says why)."""
 
@@ -69,8 +77,8 @@ _TORCH_VIEW = {"BF16": ("<i2", "bfloat16"), "F8_E4M3": ("u1", "float8_e4m3fn"), 
 class Weights:
     """A checkpoint's tensors, each file memory-mapped once and handed out as zero-copy torch views."""
 
-    def __init__(self, ckpt: Any, device: str = "cpu") -> None:
-        self.ckpt, self.device = ckpt, device
+    def __init__(self, ckpt: Any, device: str | None = None) -> None:
+        self.ckpt, self.device = ckpt, device or default_device()
         self._maps: dict[str, np.ndarray] = {}
         self._buf = None  # float32 workspace for blockwise upcasts
 

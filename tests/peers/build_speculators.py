@@ -31,6 +31,7 @@ def build(out: str, v: dict) -> None:
     layer = layer_cls(hidden_size=v["hidden_size"], num_attention_heads=v["heads"], num_key_value_heads=v["kv_heads"],
                       head_dim=v["head_dim"], intermediate_size=v["intermediate"], vocab_size=v["vocab"],
                       num_hidden_layers=v["layers"], rms_norm_eps=1e-6, max_position_embeddings=4096,
+                      attention_bias=v.get("attention_bias", False), mlp_bias=v.get("mlp_bias", False),
                       **({"rope_theta": v["rope_theta"]} if "rope_theta" in v else {}))
     layer._attn_implementation = "eager"
     config = Eagle3SpeculatorConfig(
@@ -46,9 +47,11 @@ def build(out: str, v: dict) -> None:
     with torch.no_grad():  # embed_tokens and lm_head start as NaN until verifier weights are loaded
         model.embed_tokens.weight.normal_()
         model.lm_head.weight.normal_(std=0.2)
-        for name, p in model.named_parameters():  # norms away from 1, so that swapping two of them shows
+        for name, p in model.named_parameters():  # norms away from 1 (swaps show), biases away from 0
             if "norm" in name:
                 p.uniform_(0.5, 1.5)
+            elif name.endswith(".bias"):
+                p.normal_(std=0.5)
     if v["draft_vocab"] < v["vocab"]:
         ids = torch.sort(torch.randperm(v["vocab"])[: v["draft_vocab"]]).values
         t2d = torch.zeros(v["vocab"], dtype=torch.bool)

@@ -11,6 +11,7 @@ SPECULATORS = [
     dict(_BASE, name="fc-norm-4-aux", aux=[1, 3, 5, 7], fc_norm=True),
     dict(_BASE, name="norm-output", norm_output=True),
     dict(_BASE, name="two-layers", layers=2),
+    dict(_BASE, name="biases", attention_bias=True, mlp_bias=True),
     dict(_BASE, name="qwen3", model_type="qwen3", head_dim=32),
     dict(_BASE, name="full-vocab", kv_heads=4, head_dim=16, draft_vocab=512, rope_theta=500000.0),
     dict(_BASE, name="bf16", dtype="bfloat16"),
