@@ -34,6 +34,9 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="the serving engine whose reading the forward level judges (default vllm)")
     p.add_argument("--source", metavar="SRC",
                    help="the checkpoint this one was converted from: the forward level compares the two")
+    p.add_argument("--aux-convention", choices=("vllm", "sglang"),
+                   help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
+    p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
+    p = sub.add_parser("explain", help="what a check guards against, the field evidence and the fix")
+    p.add_argument("check_id", metavar="CHECK_ID")
+
     p = sub.add_parser("list", help="every check: id, level, title")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -100,7 +106,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .report import RENDERERS
 
     options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                            strict=args.strict, skip=args.skip, engine=args.engine, source=args.source)
+                            strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
+                            aux_convention=args.aux_convention, max_model_len=args.max_model_len)
     results = [gate(path, options) for path in args.ckpt]
     _write(RENDERERS[args.format](results))
     return max(r.exit_code for r in results)
@@ -238,6 +245,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from .registry import checks
+
+    known = {c.id: c for c in checks()}
+    c = known.get(args.check_id.split("[")[0])
+    if c is None:
+        raise UsageError(f"no check named {args.check_id!r} (see `eagle3-checks list`)")
+    lines = [f"{c.id}: {c.title}", "",
+             f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
+             "engines:  one result per --engine" if c.per_engine else "engines:  engine-independent"]
+    if c.needs:
+        lines.append(f"needs:    {', '.join('--target-config' if n == 'target' else '--reference' for n in c.needs)}")
+    lines += ["", "guards against:", f"  {c.guards}"]
+    if c.evidence:
+        lines += ["", "seen in the field:"] + [f"  - {e}" for e in c.evidence]
+    if c.fix:
+        lines += ["", "fix:", f"  {c.fix}"]
+    _write("\n".join(lines) + "\n")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .example import write_example
     from .gate import gate
@@ -273,7 +301,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "forward": cmd_forward, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
+COMMANDS = {"check": cmd_check, "forward": cmd_forward, "explain": cmd_explain, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
             "demo": cmd_demo}
 
 

@@ -33,6 +33,8 @@ OPTIONS: dict[str, tuple[str, Any, str]] = {
     "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
     "engine": ("string", "vllm", "serving engine the forward level judges: vllm, sglang, speculators or all"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
+    "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
+    "max-model-len": ("string", None, "the context length the drafter will be served with"),
 }
 
 _STATE = pytest.StashKey["_Eagle3State"]()
@@ -116,7 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         options = parse_options(reference=_value(config, "reference"), target_config=target,
                                 level=_value(config, "level"), strict=bool(_value(config, "strict")),
-                                skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source)
+                                skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
+                                aux_convention=_value(config, "aux-convention"),
+                                max_model_len=_value(config, "max-model-len"))
         for p in ckpts:
             if not os.path.isdir(p):
                 raise UsageError(f"--eagle3-ckpt {p}: " + ("not a directory" if os.path.exists(p) else

@@ -73,6 +73,7 @@ class Check:
     evidence: tuple[str, ...] = ()  # where that failure was seen (issues, PRs, sources)
     per_engine: bool = False  # run once per --engine, reported as ID[engine]
     requires: Callable[[], str | None] | None = None  # returns why the check cannot run here (e.g. no torch)
+    fix: str = ""  # the usual remedy, for `eagle3-checks explain`
 
 
 REGISTRY: dict[str, Check] = {}
@@ -80,14 +81,14 @@ REGISTRY: dict[str, Check] = {}
 
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
-          requires: Callable[[], str | None] | None = None) -> Callable:
+          requires: Callable[[], str | None] | None = None, fix: str = "") -> Callable:
     """Register ``fn`` as check ``id``."""
     assert level in LEVELS, level
 
     def register(fn: Callable) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"check {id!r} registered twice")
-        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires)
+        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix)
         return fn
 
     return register
@@ -125,6 +126,8 @@ class GateOptions:
     skip: tuple[tuple[str, str], ...] = ()  # (check id, reason)
     engine: str = "vllm"  # vllm, sglang, speculators or all
     source: str | None = None  # the checkpoint the candidate was converted from
+    aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
+    max_model_len: int | None = None  # the context the drafter will be served with
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -150,7 +153,8 @@ ENGINE_CHOICES = ("vllm", "sglang", "speculators")
 
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
                   strict: bool = False, skip: Iterable[str] = (), engine: str | None = None,
-                  source: str | None = None) -> GateOptions:
+                  source: str | None = None, aux_convention: str | None = None,
+                  max_model_len: int | str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level is not None:
         if level not in LEVELS:
@@ -165,6 +169,15 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
     engine = engine or "vllm"
     if engine not in (*ENGINE_CHOICES, "all"):
         raise UsageError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_CHOICES)} or all")
+    if aux_convention not in (None, "vllm", "sglang"):
+        raise UsageError(f"--aux-convention {aux_convention!r}: choose vllm or sglang")
+    if max_model_len is not None:
+        try:
+            max_model_len = int(max_model_len)
+        except (TypeError, ValueError):
+            raise UsageError(f"--max-model-len {max_model_len!r}: a positive number of tokens") from None
+        if max_model_len <= 0:
+            raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
     known = {c.id for c in checks()}
     waivers: list[tuple[str, str]] = []
     for item in skip:
@@ -176,7 +189,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--skip {item!r}: no check named {check_id!r} (see `eagle3-checks list`)")
         waivers.append((check_id, reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
-                       strict=bool(strict), skip=tuple(waivers), engine=engine, source=source)
+                       strict=bool(strict), skip=tuple(waivers), engine=engine, source=source,
+                       aux_convention=aux_convention, max_model_len=max_model_len)
 
 
 PASSED, FAILED, WARNED, SKIPPED = "passed", "failed", "warned", "skipped"

@@ -73,9 +73,33 @@ def render_text(results: list[GateResult]) -> str:
                     out.append(f"        note: {f.message}")
                     continue
                 out.extend(finding_lines(f, "        ", prev))
+        out.extend(matrix_lines(result))
         out.append(f"  {summary_line(result)}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def compatibility(result: GateResult) -> dict[str, dict[str, str]]:
+    """engine -> per-engine check id -> status, when the gate judged more than one engine."""
+    table: dict[str, dict[str, str]] = {}
+    for r in result.results:
+        if r.engine:
+            table.setdefault(r.engine, {})[r.check.id] = r.status
+    return table if len(table) > 1 else {}
+
+
+def matrix_lines(result: GateResult) -> list[str]:
+    table = compatibility(result)
+    if not table:
+        return []
+    ids = list(next(iter(table.values())))
+    width = max(len(e) for e in table)
+    out = ["", "  compatibility (engine x check):", "  " + " " * width + "  " + "  ".join(ids)]
+    for engine, row in table.items():
+        cells = "  ".join(f"{_LABEL[row.get(i, SKIPPED)]:<{len(i)}}" for i in ids)
+        out.append(f"  {engine:<{width}}  {cells}")
+    out.append("")
+    return out
 
 
 def to_json(results: list[GateResult]) -> dict[str, Any]:
@@ -94,6 +118,7 @@ def to_json(results: list[GateResult]) -> dict[str, Any]:
                 "strict": r.options.strict,
                 "exit_code": r.exit_code,
                 "counts": r.counts(),
+                **({"compatibility": compatibility(r)} if compatibility(r) else {}),
                 "checks": [
                     {"id": c.check.id, **({"engine": c.engine} if c.engine else {}), "title": c.check.title,
                      "level": c.check.level, "status": c.status, **({"reason": c.reason} if c.reason else {}),

@@ -215,11 +215,19 @@ CLEAN = [
 ]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("case", CLEAN, ids=[c[0] for c in CLEAN])
+# A speculators config cannot tell vLLM 0.33 about 4 aux states of a wider target (fc is sized from eagle_config
+# only): that drafter is clean in the flat layout only (see test_forward.test_wider_target_four_aux_layers).
+CLEAN_CASES = [pytest.param(layout, case, id=f"{case[0]}-{layout}") for case in CLEAN for layout in LAYOUTS
+               if not (layout == "speculators" and case[0].startswith("fc_norm, 4 aux"))]
+
+
+@pytest.mark.parametrize("layout, case", CLEAN_CASES)
 def test_clean_drafters_pass(drafter, tmp_path, layout, case):
     _, shape, shards = case
-    path = drafter(layout, shape).write(shards)
+    d = drafter(layout, shape)
+    if shape.target_hidden_size:
+        d.config["num_aux_hidden_states"] = len(shape.aux_layer_ids)  # what vLLM sizes a flat drafter's fc from
+    path = d.write(shards)
     target = tmp_path / f"target-{layout}.json"
     target.write_text(json.dumps({"num_hidden_layers": shape.target_layers, "hidden_size": shape.ht,
                                   "vocab_size": shape.vocab_size}))

@@ -21,9 +21,15 @@ VLLM_REFUSES = {"fc-norm-4-aux"}
 
 @pytest.mark.parametrize("name", [v["name"] for v in SPECULATORS])
 def test_speculators_saved_drafter_passes_the_header_gate(speculators_drafters, name):
-    result = run(speculators_drafters / name, reference="none", level="header")
+    result = run(speculators_drafters / name, reference="none", level="header", engine="speculators")
     assert_clean(result)
     assert result.ckpt.layout == "speculators"
+    vllm = run(speculators_drafters / name, reference="none", level="header", engine="vllm")
+    if name in VLLM_REFUSES:
+        refused = " | ".join(f.message for f in vllm.result("engine.loads").findings)
+        assert "fc.weight: shape (64, 256), vllm builds (64, 192)" in refused
+    else:
+        assert_clean(vllm)
 
 
 def test_speculators_config_reads_as_written(speculators_drafters):

@@ -2,7 +2,8 @@
 
 Each module holds one concern: ``files`` (integrity), ``keys``, ``shapes``, ``dtypes``,
 ``vocab`` (d2t/t2d), ``config`` (config semantics), ``target`` (the verifier's config),
-``reference`` (diff against a reference spec), ``forward`` (forward-pass equivalence, needs torch).
+``engine`` (what each serving engine would do), ``reference`` (diff against a reference spec), ``forward``
+(forward-pass equivalence, needs torch).
 """
 
-from . import files, keys, shapes, dtypes, vocab, config, target, reference, forward  # noqa: F401
+from . import files, keys, shapes, dtypes, vocab, config, target, engine, reference, forward  # noqa: F401

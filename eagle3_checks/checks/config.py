@@ -16,6 +16,7 @@ from ._common import CONFIG, config_key, config_of, require_complete
     guards="Hand-edited or half-converted configs: a missing hidden_size or vocab_size, a string where a number "
     "belongs, a speculators config without the structure vLLM validates.",
     evidence=("vLLM transformers_utils/configs/speculators/base.py validate_speculators_config",),
+    fix="write every required field (hidden_size, num_attention_heads, intermediate_size, vocab_size) with its JSON type; keep a speculators config's structure as save_pretrained writes it",
 )
 def fields(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -69,6 +70,7 @@ def fields(ctx: Context) -> Iterable[Finding]:
     guards="A flat config still naming Eagle3DraftModel (vLLM: architecture not supported), or a speculators "
     "config renamed to LlamaForCausalLMEagle3 without converting its structure.",
     evidence=("vLLM model_executor/models/registry.py", "SGLang 0.5.6 models/llama_eagle3.py EntryClass"),
+    fix='name the drafter class of the layout: ["LlamaForCausalLMEagle3"] for a flat config, ["Eagle3DraftModel"] for a speculators one',
 )
 def architectures(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -109,6 +111,7 @@ def architectures(ctx: Context) -> Iterable[Finding]:
     "num_hidden_layers matches the decoder layers present",
     guards="A config without num_hidden_layers (transformers defaults to 32: vLLM builds 31 uninitialised layers "
     "without an error), or one that disagrees with the layers in the file.",
+    fix='state num_hidden_layers as the number of decoder layers in the checkpoint',
 )
 def layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -139,6 +142,7 @@ def layers(ctx: Context) -> Iterable[Finding]:
     guards="draft_vocab_size missing or off (vLLM defaults it to vocab_size and builds a full-vocabulary "
     "lm_head), vocab_size that is not the verifier's vocabulary.",
     evidence=("speculators PR #188 (transformer_layer_config.vocab_size must be the verifier's)",),
+    fix="state vocab_size as the verifier's vocabulary and draft_vocab_size as lm_head's rows",
 )
 def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -187,6 +191,7 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     guards="No explicit aux ids (engines fall back to their defaults: 1.21% acceptance instead of 58.9%), ids in "
     "two places that disagree, an id count that does not match fc's input width.",
     evidence=("vLLM PR #50170 (default aux layers: 1.21% vs 58.9%)", "SGLang #32226 (aux count vs fc width)"),
+    fix='state the aux-layer ids the drafter was trained on, once, ascending, one per fc input block',
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -251,6 +256,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     guards="A config without head_dim for a drafter whose heads are not H/nh wide: Kimi-K2's 128 becomes 112 "
     "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
     evidence=("EAGLE3_FORMATS §2: head_dim 128 vs 7168/64 = 112",),
+    fix='state head_dim explicitly',
 )
 def head_dim(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -284,6 +290,7 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
     "tie_word_embeddings is compatible with the draft vocabulary",
     guards="tie_word_embeddings true with a draft vocabulary: SGLang makes lm_head the embedding (V rows) while "
     "cutting logits to the draft vocabulary, so drafted ids point at the wrong tokens.",
+    fix='set tie_word_embeddings: false and ship lm_head.weight with the draft-vocabulary rows',
 )
 def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -314,6 +321,7 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     guards="rope_theta lost in conversion (engines fall back to 10000; Kimi drafters use 1e6), or a legacy "
     "rope_theta and transformers 5's rope_parameters that disagree.",
     evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),
+    fix="state rope_theta (and rope_scaling) as the target model's config does, in rope_theta and rope_parameters alike",
 )
 def rope(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)

@@ -16,6 +16,7 @@ _VOCAB = ("d2t", "t2d")
     guards="A float or bf16 d2t (SGLang cannot index with it; bf16 turns id 162995 into 162816), weights "
     "saved in a different precision than the config states, non-float weights without quantisation.",
     evidence=("EAGLE3_FORMATS §4: bf16 round trip corrupts ids above 256",),
+    fix="save d2t as int64 offsets, t2d as bool, every weight in the dtype config.json states",
 )
 def dtypes(ctx: Context) -> Iterable[Finding]:
     ckpt = ctx.ckpt

@@ -16,6 +16,7 @@ _WHY = ("safetensors refuses a file like this, and vLLM and SGLang either fail a
     guards="Truncated or corrupt safetensors files, shards missing from a sharded index or named outside "
     "the checkpoint, an unreadable or missing config.json.",
     evidence=("safetensors format: header length, no holes or overlaps, data within the file",),
+    fix="re-export or re-copy the checkpoint; keep every shard inside its directory and the index in step with it",
 )
 def files(ctx: Context) -> Iterable[Finding]:
     for p in ctx.ckpt.problems:

@@ -10,26 +10,16 @@ Both sides run the same float32 forward pass (:mod:`eagle3_checks.forward`) on t
 
 from __future__ import annotations
 
-import json
 from typing import Iterable
 
 from .. import engines
+from ..engines.reading import describe_difference, differences, fix_for
 from ..forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info
 
 STEPS = 2
 TOKENS = 16
 SEED = 0
-
-# Where a semantic knob lives in config.json, for the fix of a finding.
-_KNOB = {
-    "norm_before_residual": "norm_before_residual", "feedback": "norm_output", "final_norm": "norm_output",
-    "input_norm": "norm_before_fc", "fc_norm": "fc_norm", "rope_theta": "rope_theta (and rope_parameters)",
-    "rope_scaling": "rope_scaling", "head_dim": "head_dim", "num_aux": "the aux-layer ids (eagle_config)",
-    "target_hidden_size": "target_hidden_size", "lm_head_from_embed": "tie_word_embeddings",
-    "draft_vocab_size": "draft_vocab_size", "rms_norm_eps": "rms_norm_eps", "num_layers": "num_hidden_layers",
-}
-
 
 def _weights(ctx: Context, ckpt) -> Weights:
     key = ("weights", id(ckpt))
@@ -45,29 +35,6 @@ def _logits(ctx: Context, ckpt, reading, inputs) -> list:
     if key not in ctx.cache:
         ctx.cache[key] = run(reading, _weights(ctx, ckpt), inputs, STEPS)
     return ctx.cache[key]
-
-
-def _differing(a, b) -> list[str]:
-    return [name for name, value in a.semantics().items() if value != getattr(b, name)]
-
-
-def semantic_differences(a, b) -> list[str]:
-    return [f"{name}: {a.engine} uses {getattr(a, name)!r} ({a.sources.get(name, '?')}), {b.engine} "
-            f"{getattr(b, name)!r} ({b.sources.get(name, '?')})" for name in _differing(a, b)]
-
-
-def _fix(name: str, trained) -> str | None:
-    """How to make config.json say what the trainer computed, for one knob."""
-    value = getattr(trained, name)
-    if name == "feedback":
-        return f'state "norm_output": {json.dumps(value == "normed")} in config.json'
-    if name in ("norm_before_residual", "fc_norm", "rope_theta", "head_dim", "draft_vocab_size", "rms_norm_eps"):
-        return f'state "{name}": {json.dumps(value)} in config.json'
-    if name == "input_norm":
-        return f'state "norm_before_fc": {json.dumps(value)} in config.json'
-    if name in _KNOB:
-        return f"state {_KNOB[name]} as {value!r} in config.json"
-    return None
 
 
 def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
@@ -100,6 +67,7 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
     "default, a vocabulary mapping that points at other tokens.",
     evidence=("vLLM update_eagle3: norm_before_residual defaults to True, speculators to False",
               "vLLM PRs #38111, #46488, #42143 (norm flags not propagated)", "SpecForge #265 (rope_theta)"),
+    fix="state every semantic field explicitly; re-export the tensors the finding lists from the trained checkpoint",
 )
 def equivalence(ctx: Context) -> Iterable[Finding]:
     cand = ctx.ckpt
@@ -147,11 +115,11 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
                    + ("" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
                       "embed_tokens in the checkpoint)"))
         return
-    causes = semantic_differences(served, trained)
+    causes = [describe_difference(name, served, trained) for name in differences(served, trained)]
     if ctx.source is not None:
         causes += _changed_tensors(ctx, cand, served, source, trained)
     first = bad[0]
-    fixes = [_fix(name, trained) for name in _differing(served, trained)]
+    fixes = [fix_for(name, trained) for name in differences(served, trained)]
     fixes = [f for f in fixes if f]
     yield error(
         f"{ctx.engine}'s reading differs from {against} ({trained.engine}): {first.describe()}",

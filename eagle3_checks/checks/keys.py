@@ -22,6 +22,8 @@ _UNEXPECTED_WHY = ("vLLM refuses an unknown tensor at load (\"There is no module
     "`midlayer.` vs `layers.0.` renames lost in conversion, tensors the config does not ask for.",
     evidence=("speculators #1114 / PR #1131 (rename lost: random weights, no error)",
               "SGLang PR #27908 (no lm_head: accept length 1.00)"),
+    fix="name every tensor as the layout does (speculators: layers.N.*; flat: midlayer.*), without a `model.` "
+    "prefix, and keep every tensor the config asks for",
 )
 def keys(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .. import engines
 from ..registry import Context, Finding, check
 from ..spec import diff, snapshot
 
@@ -14,6 +15,11 @@ from ..spec import diff, snapshot
     needs=("reference",),
     guards="A conversion that changed a shape, a dtype or a semantic config field relative to a drafter known "
     "to serve well (for Kimi-sized drafters: the AQ-MedAI Kimi-K2 drafter).",
+    fix="restore the reference's shapes, dtypes and semantic fields, or diff against the right reference",
 )
 def reference_diff(ctx: Context) -> Iterable[Finding]:
-    return diff(snapshot(ctx.ckpt, ctx.ckpt.display), ctx.reference)
+    candidate = snapshot(ctx.ckpt, ctx.ckpt.display)
+    # The candidate's own convention (inferred, or --aux-convention): with the reference's, ids compare as layers.
+    candidate.aux_convention, candidate.aux_convention_note = engines.trainer_convention(
+        ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
+    return diff(candidate, ctx.reference)

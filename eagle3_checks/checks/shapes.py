@@ -16,6 +16,8 @@ from ._common import config_of
     "number of aux layers, lm_head over the full vocabulary, GQA heads miscounted.",
     evidence=("transformers LlamaConfig: head_dim defaults to hidden_size / num_attention_heads",
               "SGLang #32226 (fc width 8640 vs 5760: aux count)"),
+    fix="state head_dim, draft_vocab_size and the aux-layer ids the drafter was trained with; store weights as "
+    "(out_features, in_features)",
 )
 def shapes(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)

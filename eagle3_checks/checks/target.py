@@ -14,6 +14,7 @@ from ._common import CONFIG, config_key, config_of
     needs=("target",),
     guards="Aux ids above the target's layer count: the engine captures nothing (or crashes) for them.",
     evidence=("speculators models/utils.py resolve_target_layer_ids: ids in [0, N]", "vLLM PR #46788"),
+    fix="state the ids of target layers that exist; check --target-config is the verifier's",
 )
 def aux_in_range(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target
@@ -45,6 +46,7 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
     guards="A drafter built for another tokenizer or a config whose vocab_size is the draft vocabulary: logits "
     "and d2t index the wrong tokens.",
     evidence=("speculators PR #188",),
+    fix="set vocab_size to the verifier's vocabulary",
 )
 def vocab_matches(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target
@@ -65,6 +67,7 @@ def vocab_matches(ctx: Context) -> Iterable[Finding]:
     needs=("target",),
     guards="A drafter trained on another target (fc input width differs) or a config without target_hidden_size "
     "when the target is wider than the drafter.",
+    fix='serve the drafter with the target it was trained for; state target_hidden_size when it differs from hidden_size',
 )
 def hidden_matches(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target

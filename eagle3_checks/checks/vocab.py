@@ -50,6 +50,7 @@ def _preview(values, limit: int = 6) -> str:
     "arange (target = 2i, out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
     evidence=("NVIDIA-NeMo/Automodel PR #2447 (missing d2t)", "verl-SpeCo PR #67 (d2t = arange)",
               "vLLM PR #18909 (d2t dropped: 0.11 acceptance)"),
+    fix="embed the d2t the drafter was trained with, as offsets: d2t = sorted_target_ids - arange(DV)",
 )
 def d2t_check(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -136,6 +137,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
     guards="A t2d that disagrees with d2t (a mapping from another run, or d2t written as absolute ids), "
     "the wrong length or count.",
     evidence=("SpecForge core/compact_teacher.py validate_vocab_mapping_consistency",),
+    fix="embed d2t and t2d from the same vocabulary-mapping file the drafter was trained with",
 )
 def t2d_check(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)

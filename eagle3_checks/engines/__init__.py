@@ -27,10 +27,41 @@ def read(ckpt: Any, engine: str) -> Reading:
     return ENGINES[engine].read(ckpt)
 
 
+AUX_CONVENTIONS = ("vllm", "sglang")
+# Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
+# speculators and EAGLE exports do not.
+SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
+
+
+def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None, str]:
+    """How the drafter's trainer counted aux ids: (convention or None when unknown, why)."""
+    if option:
+        return option, "--aux-convention"
+    if ckpt.layout == SPECULATORS:
+        return "vllm", "a speculators checkpoint: speculators captures its training states through vLLM"
+    raw = ckpt.config_raw or {}
+    markers = [m for m in SPECFORGE_MARKERS if m in raw]
+    if markers:
+        return "sglang", (f"SpecForge template fields in config.json ({', '.join(markers)}): SpecForge trains on "
+                          "states captured the SGLang way")
+    return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)"
+
+
+def captured_layers(ids: list[int], convention: str) -> list[int]:
+    """The target layer whose output each id captures."""
+    return [i - 1 for i in ids] if convention == "vllm" else list(ids)
+
+
+def ids_for(layers: list[int], convention: str) -> list[int]:
+    """The ids that capture the outputs of ``layers`` under ``convention``."""
+    return [i + 1 for i in layers] if convention == "vllm" else list(layers)
+
+
 def trainer(ckpt: Any) -> Reading:
     reading = speculators.read(ckpt, lenient=True) if ckpt.layout == SPECULATORS else specforge.read(ckpt)
     reading.engine = f"{reading.engine} (trainer)"
     return reading
 
 
-__all__ = ["ENGINES", "TRAINERS", "MIRRORED", "Reading", "describe", "read", "trainer"]
+__all__ = ["ENGINES", "TRAINERS", "MIRRORED", "AUX_CONVENTIONS", "Reading", "describe", "read", "trainer",
+           "trainer_convention", "captured_layers", "ids_for"]

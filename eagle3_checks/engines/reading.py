@@ -61,12 +61,19 @@ class Reading:
     lm_head_from_embed: bool = False  # tie_word_embeddings: lm_head is the embedding
     vocab_size: int | None = None
     draft_vocab_size: int | None = None
+    # the target layers the engine captures: the ids it reads (None: it falls back to its default), and how it
+    # counts them ("vllm": id L = the residual stream entering layer L; "sglang": id X = the output of layer X)
+    aux_layer_ids: list[int] | None = None
+    aux_convention: str = "vllm"
+    architecture: str | None = None  # the model class the engine builds
+    max_position_embeddings: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
     # loading
     tensors: dict[str, str] = field(default_factory=dict)  # role -> on-disk name loaded into it
     unfilled: dict[str, str] = field(default_factory=dict)  # role -> what the engine has there instead
     ignored: dict[str, str] = field(default_factory=dict)  # on-disk name -> why the engine skips it
     refusals: list[str] = field(default_factory=list)  # hard load errors
+    layout_ok: bool = True  # False: the engine does not read this layout at all (nothing else is filled in)
 
     def semantics(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in SEMANTIC_FIELDS}
@@ -82,6 +89,62 @@ class Reading:
 
 
 assert set(SEMANTIC_FIELDS) <= {f.name for f in fields(Reading)}
+
+
+# Where each knob lives in config.json, for fixes; and what a difference in it does to the drafter.
+_KNOB = {
+    "norm_before_residual": "norm_before_residual", "feedback": "norm_output", "final_norm": "norm_output",
+    "input_norm": "norm_before_fc", "fc_norm": "fc_norm", "rope_theta": "rope_theta (and rope_parameters)",
+    "rope_scaling": "rope_scaling", "head_dim": "head_dim", "num_aux": "the aux-layer ids (eagle_config)",
+    "target_hidden_size": "target_hidden_size", "lm_head_from_embed": "tie_word_embeddings",
+    "draft_vocab_size": "draft_vocab_size", "rms_norm_eps": "rms_norm_eps", "num_layers": "num_hidden_layers",
+}
+_EFFECT = {
+    "norm_before_residual": "the first layer's residual is the normed state in one and the raw fc output in the other",
+    "feedback": "later draft steps get another state back (normed vs pre-norm)",
+    "final_norm": "lm_head sees a normed state in one and the raw one in the other",
+    "input_norm": "the fused aux states are normed before fc in one and not in the other",
+    "fc_norm": "each aux state is normed before fc in one and not in the other",
+    "rope_theta": "positions rotate at another frequency: attention over the context changes",
+    "rope_scaling": "positions are scaled differently",
+    "head_dim": "attention is built with another head size (the weights do not fit, or mean something else)",
+    "num_aux": "fc expects another number of captured target states",
+    "target_hidden_size": "fc expects captured states of another width",
+    "lm_head_from_embed": "logits come from the embedding instead of lm_head",
+    "attention_bias": "attention runs with or without its biases",
+    "mlp_bias": "the MLP runs with or without its biases",
+    "qk_norm": "q and k are normed per head in one and not in the other",
+}
+
+
+def differences(served: "Reading", trained: "Reading") -> list[str]:
+    """The semantic fields two readings disagree on."""
+    return [name for name, value in served.semantics().items() if value != getattr(trained, name)]
+
+
+def describe_difference(name: str, served: "Reading", trained: "Reading") -> str:
+    return (f"{name}: {served.engine} uses {getattr(served, name)!r} ({served.sources.get(name, '?')}), "
+            f"{trained.engine} {getattr(trained, name)!r} ({trained.sources.get(name, '?')})")
+
+
+def effect(name: str) -> str:
+    return _EFFECT.get(name, "the computation differs")
+
+
+def fix_for(name: str, trained: "Reading") -> str | None:
+    """How to make config.json say what the trainer computed, for one knob (None: no config fix)."""
+    import json
+
+    value = getattr(trained, name)
+    if name == "feedback":
+        return f'state "norm_output": {json.dumps(value == "normed")} in config.json'
+    if name in ("norm_before_residual", "fc_norm", "rope_theta", "head_dim", "draft_vocab_size", "rms_norm_eps"):
+        return f'state "{name}": {json.dumps(value)} in config.json'
+    if name == "input_norm":
+        return f'state "norm_before_fc": {json.dumps(value)} in config.json'
+    if name in _KNOB:
+        return f"state {_KNOB[name]} as {value!r} in config.json"
+    return None
 
 
 def lookup(raw: Any, *paths: tuple) -> tuple[bool, Any, str]:
@@ -177,6 +240,27 @@ def _finite(v: Any) -> bool:
         return 0 < float(v) < 1e300
     except OverflowError:
         return False
+
+
+def valid_ids(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                  for i in v)
+
+
+def read_aux_ids(r: Reading, raw: dict, paths: tuple[tuple, ...], why_none: str) -> None:
+    """The aux ids from the first of ``paths`` that holds a usable list (where the engine looks, in its order)."""
+    for path in paths:
+        found, value, key = lookup(raw, path)
+        if found and valid_ids(value):
+            r.set("aux_layer_ids", list(value), f"config.json: {key}")
+            return
+    r.set("aux_layer_ids", None, why_none)
+
+
+def read_max_position(r: Reading, fields_: dict, where: str, default: int) -> None:
+    v = fields_.get("max_position_embeddings")
+    r.set("max_position_embeddings", v if is_int(v) else default,
+          f"config.json: {where}max_position_embeddings" if is_int(v) else f"default: {default}")
 
 
 def normalized_scaling(value: Any) -> dict | None:

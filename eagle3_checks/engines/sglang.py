@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import FLAT, SPECULATORS
-from .reading import Reading, finish, is_int, map_roles, read_rope, read_sizes
+from .reading import Reading, finish, is_int, map_roles, read_aux_ids, read_max_position, read_rope, read_sizes
 
 VERSION = "0.5.6"
 NAME = "sglang"
@@ -33,7 +33,13 @@ def read(ckpt: Any) -> Reading:
     if ckpt.layout == SPECULATORS:
         r.refusals.append("SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a speculators config "
                           "(Eagle3DraftModel, nested transformer_layer_config) is not loadable")
+        r.layout_ok = False
         return r
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    r.set("architecture", archs[0] if archs else None, "config.json: architectures")
+    if "LlamaForCausalLMEagle3" not in archs:
+        r.refusals.append(f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
+                          "builds another model (or none) from the drafter's weights")
     model_type = raw.get("model_type", "llama")
     dsv3 = model_type in ("kimi_k2", "deepseek_v3")
     read_sizes(r, raw, "", (64, "DeepseekV3Config") if dsv3 else (None, "transformers LlamaConfig"))
@@ -50,6 +56,11 @@ def read(ckpt: Any) -> Reading:
     r.set("feedback", "prenorm", "SGLang 0.5.6 feeds the pre-norm state back (no norm_output)")
     r.set("final_norm", True, "SGLang applies the final norm before lm_head")
     r.set("num_aux", 3, "SGLang 0.5.6: fc always takes 3 aux states")
+    # srt/model_executor/model_runner.py reads eagle_config["eagle_aux_hidden_state_layer_ids"] only.
+    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+                 "SGLang default layers (no ids in eagle_config; a top-level list is not read)")
+    r.set("aux_convention", "sglang", "SGLang: an explicit id X is the output of layer X (it adds 1 internally)")
+    read_max_position(r, raw, "", 2048)
     if "target_hidden_size" in raw:
         ht = raw["target_hidden_size"]
         if not is_int(ht):

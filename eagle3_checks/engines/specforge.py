@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import FLAT, has_qk_norm
-from .reading import Reading, finish, is_int, lookup, map_roles, read_rope, read_sizes
+from .reading import Reading, finish, is_int, lookup, map_roles, read_aux_ids, read_max_position, read_rope, read_sizes
 
 VERSION = "0.2.0"
 NAME = "specforge"
@@ -28,6 +28,7 @@ def read(ckpt: Any) -> Reading:
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout != FLAT:
         r.refusals.append("the EAGLE/SpecForge reading is for flat configs")
+        r.layout_ok = False
         return r
     read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
     read_rope(r, raw, "")
@@ -43,13 +44,16 @@ def read(ckpt: Any) -> Reading:
     r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"
           if "norm_output" in raw else "SpecForge default: final norm before lm_head")
     r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
-    r.set("lm_head_from_embed", raw.get("tie_word_embeddings") is True, "config.json: tie_word_embeddings")
+    r.set("lm_head_from_embed", False, "SpecForge trains a separate draft-vocabulary lm_head")
     dv = raw.get("draft_vocab_size")
     r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
           "config.json: draft_vocab_size" if is_int(dv) else "default: vocab_size")
     ht = raw.get("target_hidden_size")
     r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
           "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
+    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
+                 "no ids in the config")
+    read_max_position(r, raw, "", 2048)
     _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",))
     r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
           "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")

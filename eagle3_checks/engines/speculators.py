@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import SPECULATORS
-from .reading import TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, read_rope, read_sizes
+from .reading import (TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, read_aux_ids, read_max_position,
+                      read_rope, read_sizes)
 
 VERSION = "0.9.0"
 NAME = "speculators"
@@ -33,7 +34,12 @@ def read(ckpt: Any, lenient: bool = False) -> Reading:
     if ckpt.layout != SPECULATORS:
         r.refusals.append("speculators reads speculators configs only (speculators_model_type, "
                           "transformer_layer_config); this is a flat config")
+        r.layout_ok = False
         return r
+    if raw.get("speculators_model_type") != "eagle3" and not lenient:
+        r.refusals.append(f"speculators_model_type {raw.get('speculators_model_type')!r}: speculators builds its "
+                          "EAGLE-3 model only for \"eagle3\"")
+    r.set("architecture", "Eagle3DraftModel", "speculators_model_type")
     fields_ = layer_fields(raw, True)
     if not isinstance(raw.get(TLC), dict):
         r.refusals.append("config.json has no transformer_layer_config object")
@@ -58,6 +64,9 @@ def read(ckpt: Any, lenient: bool = False) -> Reading:
     r.set("draft_vocab_size", dv if is_int(dv) else 32000,
           "config.json: draft_vocab_size" if is_int(dv) else "speculators default: 32000")
     r.set("target_hidden_size", r.hidden_size, "speculators 0.9: fc takes num_aux x hidden_size")
+    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),), "speculators default layers (no ids in the config)")
+    r.set("aux_convention", "vllm", "speculators captures its training states through vLLM")
+    read_max_position(r, fields_, f"{TLC}.", 32768 if model_type == "qwen3" else 2048)
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
     r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
           "config.json: eagle_aux_hidden_state_layer_ids (count)" if isinstance(ids, list) and ids

@@ -22,13 +22,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT, SPECULATORS, has_qk_norm
-from .reading import Reading, finish, is_int, layer_fields, lookup, map_roles, read_rope, read_sizes
+from ..layout import FLAT, SPECULATORS
+from .reading import (Reading, finish, is_int, layer_fields, lookup, map_roles, read_aux_ids, read_max_position,
+                      read_rope, read_sizes)
 
 VERSION = "0.33.0"
 NAME = "vllm"
 # model_type -> head_dim default of the config class vLLM parses it with (kimi_k2: DeepseekV3Config).
 _HEAD_DIM_DEFAULT = {"kimi_k2": (64, "DeepseekV3Config"), "deepseek_v3": (64, "DeepseekV3Config")}
+# model_executor/models/registry.py: EAGLE-3 drafter classes with Llama layers (llama_eagle3.py) and Qwen3 layers
+# (qwen3_eagle3.py). vLLM's Eagle3DeepseekV2/V3ForCausalLM are MLA drafters, which eagle3-checks does not model.
+LLAMA_LAYER_ARCHS = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3MiniMaxM2ForCausalLM",
+                     "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM", "PeagleLlamaForCausalLM"}
+QWEN3_LAYER_ARCHS = {"Eagle3Qwen3ForCausalLM", "PeagleQwen3ForCausalLM"}
+MLA_ARCHS = {"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"}
+# config/speculative.py _CACHE_ONLY_ROPE_TYPES: a draft with these rope types gets its max_position_embeddings raised
+# to the target's max_model_len; with others vLLM limits max_model_len to the draft's.
+CACHE_ONLY_ROPE_TYPES = {"default", "linear", "llama3", "ntk", "proportional"}
+
+
+def eagle3_architecture(architectures: Any) -> tuple[str | None, str]:
+    """transformers_utils/configs/eagle.py (EAGLEConfig, method eagle3): each name not starting or ending with
+    Eagle3 gets the prefix Eagle3; the first name the registry knows is built."""
+    names = architectures if isinstance(architectures, list) else []
+    mapped = [a if isinstance(a, str) and (a.startswith("Eagle3") or a.endswith("Eagle3")) else f"Eagle3{a}"
+              for a in names]
+    for name in mapped:
+        if name in LLAMA_LAYER_ARCHS | QWEN3_LAYER_ARCHS | MLA_ARCHS:
+            return name, f"architectures {names} -> {name}"
+    return None, f"architectures {names} -> {mapped}"
 
 
 def read(ckpt: Any) -> Reading:
@@ -46,9 +68,21 @@ def read(ckpt: Any) -> Reading:
         _HEAD_DIM_DEFAULT.get(model_type, (None, "transformers LlamaConfig"))
     read_sizes(r, fields_, where, default)
     read_rope(r, fields_, where)
-    qk = has_qk_norm(ckpt.layout, model_type, raw.get("architectures") if isinstance(raw.get("architectures"), list)
-                     else None)
-    r.set("qk_norm", qk, f"model_type {model_type!r}" if speculators else "architectures (Eagle3Qwen3ForCausalLM)")
+    if speculators:
+        arch = "Eagle3Qwen3ForCausalLM" if model_type == "qwen3" else "Eagle3LlamaForCausalLM"
+        r.set("architecture", arch, f"update_eagle3: model_type {model_type!r}")
+    else:
+        arch, how = eagle3_architecture(raw.get("architectures"))
+        r.set("architecture", arch, how)
+        if arch is None:
+            r.refusals.append(f"vLLM raises \"Model architectures ... are not supported\": {how} names no EAGLE-3 "
+                              "drafter class it registers")
+        elif arch in MLA_ARCHS:
+            r.refusals.append(f"{arch} is vLLM's MLA drafter (deepseek_eagle3.py), with other tensors than a "
+                              "Llama-layer drafter: eagle3-checks does not model it")
+    qwen3 = r.architecture in QWEN3_LAYER_ARCHS
+    r.set("qk_norm", qwen3, r.sources["architecture"])
+    read_max_position(r, fields_, where, 2048)
 
     def top(name: str, default: Any, why: str) -> Any:
         found, value, key = lookup(raw, (name,))
@@ -86,15 +120,24 @@ def read(ckpt: Any) -> Reading:
         ht = raw.get("target_hidden_size")
         r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
               "config.json: target_hidden_size" if is_int(ht) else "vLLM default: hidden_size")
+    # v1/worker/gpu_model_runner.py: the ids captured come from the top level first, then from eagle_config
+    # (update_eagle3 puts a speculators config's ids at the top level).
+    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
+                 "vLLM default: (2, N/2, N-3) of the target's N layers (no ids in the config)")
+    r.set("aux_convention", "vllm", "vLLM: id L is the residual stream entering layer L")
     count = raw.get("num_aux_hidden_states") if not speculators else None
     _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
+    _, top_ids, _ = lookup(raw, ("eagle_aux_hidden_state_layer_ids",))
     if is_int(count):
         r.set("num_aux", count, "config.json: num_aux_hidden_states")
+    elif qwen3 and isinstance(top_ids, list) and top_ids:  # qwen3_eagle3.py also counts the top-level ids
+        r.set("num_aux", len(top_ids), "config.json: eagle_aux_hidden_state_layer_ids (count, qwen3_eagle3.py)")
     elif isinstance(nested, list) and nested:
         r.set("num_aux", len(nested), "config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count)")
     else:
-        # A speculators config's ids land at the top level, which llama_eagle3.py does not count.
-        r.set("num_aux", 3, "vLLM default: 3 (fc width counts only num_aux_hidden_states or eagle_config ids)")
+        # llama_eagle3.py sizes fc from num_aux_hidden_states or eagle_config's ids only: a speculators config's
+        # ids (at the top level) are not counted.
+        r.set("num_aux", 3, "vLLM default: 3 (llama_eagle3.py counts only num_aux_hidden_states or eagle_config ids)")
 
     dv_differs = r.draft_vocab_size != r.vocab_size
 

@@ -42,7 +42,7 @@ def build(out: str, v: dict) -> None:
         speculators_config=SpeculatorsConfig(
             algorithm="eagle3", default_proposal_method="greedy",
             proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=3)],
-            verifier=VerifierConfig(name_or_path=None, architectures=["LlamaForCausalLM"])))
+            verifier=VerifierConfig(name_or_path="example-org/example-verifier", architectures=["LlamaForCausalLM"])))
     model = Eagle3DraftModel(config).eval()
     with torch.no_grad():  # embed_tokens and lm_head start as NaN until verifier weights are loaded
         model.embed_tokens.weight.normal_()

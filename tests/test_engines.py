@@ -1,0 +1,299 @@
+"""Engine profiles: for each rule, a tiny checkpoint the profile passes and one it fails, with the engine
+behaviour it models cited (vLLM 0.33.0, SGLang 0.5.6, speculators 0.9.0 sources)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from eagle3_checks.cli import main
+from eagle3_checks.example import EXAMPLE
+
+from conftest import run
+
+FAILED, PASSED, WARNED = "failed", "passed", "warned"
+
+
+def status(result, check, engine):
+    return result.result(check, engine).status
+
+
+def messages(result, check, engine):
+    return " | ".join(f"{f.message} {f.found} {f.fix}" for f in result.result(check, engine).findings)
+
+
+def gate(path, **kw):
+    kw.setdefault("level", "header")
+    return run(path, engine="all", **kw)
+
+
+# ----- engine.loads ------------------------------------------------------------------------------------------
+
+def test_layers0_names_pass_vllm_and_fail_sglang(drafter):
+    """vLLM maps midlayer. to layers.0. and loads both (llama_eagle3.py hf_to_vllm_mapper); SGLang 0.5.6 looks up
+    model.midlayer.* and drops any other name silently (llama_eagle3.py load_weights)."""
+    result = gate(drafter("flat", first_layer="layers").write())
+    assert status(result, "engine.loads", "vllm") == PASSED
+    assert status(result, "engine.loads", "sglang") == FAILED
+    assert "sglang 0.5.6 leaves 10 trained parameter(s) unfilled" in messages(result, "engine.loads", "sglang")
+    assert "uninitialised memory" in messages(result, "engine.loads", "sglang")
+    assert status(gate(drafter("flat").write()), "engine.loads", "sglang") == PASSED
+
+
+def test_model_prefix_fails_vllm(drafter):
+    """vLLM prepends `model.` to every drafter tensor but lm_head and raises "There is no module or parameter
+    named ..." for model.model.* (llama_eagle3.py load_weights)."""
+    d = drafter("flat")
+    d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
+    result = gate(d.write())
+    assert status(result, "engine.loads", "vllm") == FAILED
+    assert "vllm 0.33.0 refuses the drafter: model.d2t: vLLM prefixes `model.` itself" in \
+        messages(result, "engine.loads", "vllm")
+
+
+def test_speculators_layout_fails_sglang_and_passes_vllm_and_speculators(drafter):
+    """SGLang 0.5.6 has one EAGLE-3 class, LlamaForCausalLMEagle3, for flat configs; vLLM reads speculators configs
+    (transformers_utils/configs/speculators); speculators is their own trainer."""
+    result = gate(drafter("speculators").write())
+    assert status(result, "engine.loads", "sglang") == FAILED
+    assert "SGLang 0.5.6 reads flat configs only" in messages(result, "engine.loads", "sglang")
+    assert status(result, "engine.loads", "vllm") == PASSED
+    assert status(result, "engine.loads", "speculators") == PASSED
+
+
+def test_flat_layout_fails_speculators(drafter):
+    """speculators' from_pretrained needs speculators_model_type (config.py SpeculatorModelConfig)."""
+    result = gate(drafter("flat").write())
+    assert status(result, "engine.loads", "speculators") == FAILED
+
+
+def test_sglang_drops_biases_and_fc_norms(drafter):
+    """SGLang 0.5.6 builds q/k/v and the MLP without bias and has no fc_norm: those tensors are dropped."""
+    d = drafter("flat", replace(EXAMPLE, attention_bias=True, fc_norm=True))
+    result = gate(d.write())
+    assert status(result, "engine.loads", "vllm") == PASSED
+    assert status(result, "engine.loads", "sglang") == FAILED
+    text = messages(result, "engine.loads", "sglang")
+    assert "sglang 0.5.6 drops 7 trained tensor(s): fc_norm.0.weight" in text
+    assert "SGLang 0.5.6 builds no such parameter" in text or "no norm before fc" in text
+
+
+def test_architectures_each_engine_maps(drafter):
+    """vLLM's EAGLEConfig prefixes Eagle3 to a name that lacks it (LlamaForCausalLM -> Eagle3LlamaForCausalLM,
+    registered); SGLang 0.5.6 builds its EAGLE-3 class only for LlamaForCausalLMEagle3."""
+    d = drafter("flat")
+    d.config["architectures"] = ["LlamaForCausalLM"]
+    result = gate(d.write())
+    assert status(result, "engine.loads", "vllm") == PASSED
+    assert status(result, "engine.loads", "sglang") == FAILED
+    d.config["architectures"] = ["MistralForCausalLM"]
+    result = gate(d.write())
+    assert status(result, "engine.loads", "vllm") == FAILED
+    assert "names no EAGLE-3 drafter class it registers" in messages(result, "engine.loads", "vllm")
+
+
+def test_sglang_refuses_more_than_one_layer(drafter):
+    """SGLang 0.5.6 raises "EAGLE3 currently only supports 1 layer"; vLLM builds num_hidden_layers layers."""
+    result = gate(drafter("flat", replace(EXAMPLE, num_layers=2)).write())
+    assert status(result, "engine.loads", "vllm") == PASSED
+    assert "only supports 1 layer" in messages(result, "engine.loads", "sglang")
+
+
+def test_embedding_shared_from_target_is_a_note(drafter):
+    """Without embed_tokens, vLLM and SGLang share the target's embedding (llm_base_proposer.py, set_embed)."""
+    d = drafter("flat")
+    del d.tensors["embed_tokens.weight"]
+    result = gate(d.write())
+    r = result.result("engine.loads", "vllm")
+    assert r.status == PASSED and "shares embed_tokens.weight from the target model" in r.findings[0].message
+
+
+# ----- engine.semantics --------------------------------------------------------------------------------------
+
+def test_speculators_config_without_norm_before_residual_fails_vllm(drafter):
+    """vLLM's update_eagle3 reads an absent norm_before_residual as True; speculators trains with False."""
+    d = drafter("speculators")
+    del d.config["norm_before_residual"]
+    result = gate(d.write())
+    assert status(result, "engine.semantics", "vllm") == FAILED
+    f = result.result("engine.semantics", "vllm").findings[0]
+    assert f.message == "vllm 0.33.0 reads norm_before_residual as True, the drafter was trained with False"
+    assert f.fix == 'state "norm_before_residual": false in config.json'
+    assert status(result, "engine.semantics", "speculators") == PASSED
+    assert status(gate(drafter("speculators").write()), "engine.semantics", "vllm") == PASSED
+
+
+def test_rope_only_in_rope_parameters_fails_sglang(drafter):
+    """SGLang 0.5.6 pins transformers 4.57.1 and reads getattr(config, "rope_theta", 10000): a theta only in
+    rope_parameters (what transformers 5 writes) runs at 10000 there; vLLM reads rope_parameters."""
+    d = drafter("flat")
+    d.config["rope_parameters"] = {"rope_theta": d.config.pop("rope_theta"), "rope_type": "default"}
+    result = gate(d.write())
+    assert status(result, "engine.semantics", "vllm") == PASSED
+    assert status(result, "engine.semantics", "sglang") == FAILED
+    assert "rope_theta as 10000.0" in messages(result, "engine.semantics", "sglang")
+
+
+def test_kimi_k2_model_type_without_head_dim(drafter):
+    """vLLM parses model_type kimi_k2 as DeepseekV3Config (head_dim 64); SpecForge builds a LlamaConfig (H/nh)."""
+    d = drafter("flat")
+    d.config["model_type"] = "kimi_k2"
+    del d.config["head_dim"]
+    result = gate(d.write())
+    assert "reads head_dim as 64" in messages(result, "engine.semantics", "vllm")
+    d.config["head_dim"] = 24
+    assert status(gate(d.write()), "engine.semantics", "vllm") == PASSED
+
+
+def test_norm_output_means_different_things(drafter):
+    """speculators and vLLM: norm_output feeds the normed state to the next step; SpecForge: it applies the final
+    norm before lm_head (always on in vLLM/SGLang), and later steps get the pre-norm state."""
+    d = drafter("flat")
+    d.config["norm_output"] = True
+    result = gate(d.write())
+    assert status(result, "engine.semantics", "vllm") == FAILED
+    assert "reads feedback as 'normed'" in messages(result, "engine.semantics", "vllm")
+    assert status(result, "engine.semantics", "sglang") == PASSED
+
+
+def test_fc_norm_and_tied_embeddings_under_sglang(drafter):
+    """SGLang 0.5.6 has no fc_norm, and with tie_word_embeddings makes lm_head the embedding."""
+    d = drafter("flat", replace(EXAMPLE, fc_norm=True))
+    assert "reads fc_norm as False" in messages(gate(d.write()), "engine.semantics", "sglang")
+    d = drafter("flat")
+    d.config["tie_word_embeddings"] = True
+    result = gate(d.write())
+    assert "reads lm_head_from_embed as True" in messages(result, "engine.semantics", "sglang")
+    assert status(result, "engine.semantics", "vllm") == PASSED
+
+
+# ----- engine.aux-layers --------------------------------------------------------------------------------------
+
+def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
+    """vLLM captures the top-level ids first (gpu_model_runner.py); SGLang 0.5.6 reads only
+    eagle_config["eagle_aux_hidden_state_layer_ids"] (model_runner.py)."""
+    d = drafter("flat")
+    d.config["eagle_aux_hidden_state_layer_ids"] = d.config.pop("eagle_config")["eagle_aux_hidden_state_layer_ids"]
+    d.config["num_aux_hidden_states"] = 3
+    result = gate(d.write())
+    assert status(result, "engine.aux-layers", "vllm") == PASSED
+    assert status(result, "engine.aux-layers", "sglang") == FAILED
+    assert "sglang 0.5.6 finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "sglang")
+
+
+def test_no_aux_ids_anywhere_warns(drafter):
+    d = drafter("flat")
+    del d.config["eagle_config"]
+    assert status(gate(d.write()), "engine.aux-layers", "vllm") == WARNED
+
+
+def test_aux_convention_gap_gives_the_shifted_ids(drafter):
+    """An id counted the SGLang way (the output of layer X) is X+1 for vLLM (the residual entering layer X+1)."""
+    d = drafter("flat")
+    path = d.write()
+    result = gate(path, aux_convention="sglang")
+    assert status(result, "engine.aux-layers", "sglang") == PASSED
+    f = result.result("engine.aux-layers", "vllm").findings[0]
+    assert f.message.startswith("vllm 0.33.0 reads ids [1, 3, 5] as the outputs of layers [0, 2, 4]; the drafter "
+                                "was trained on layers [1, 3, 5] (sglang convention")
+    assert f.expected == "[2, 4, 6]" and f.fix == "for vllm, write [2, 4, 6] (the same layers in its convention)"
+    result = gate(path, aux_convention="vllm")
+    assert status(result, "engine.aux-layers", "vllm") == PASSED
+    assert "for sglang, write [0, 2, 4]" in messages(result, "engine.aux-layers", "sglang")
+
+
+def test_aux_convention_inferred_from_specforge_fields_or_unknown(drafter):
+    d = drafter("flat")
+    d.config.update({"max_window_layers": 48, "use_sliding_window": False})
+    result = gate(d.write())
+    assert "SpecForge template fields" in messages(result, "engine.aux-layers", "vllm")
+    assert status(result, "engine.aux-layers", "vllm") == FAILED
+    plain = gate(drafter("flat").write())
+    r = plain.result("engine.aux-layers", "vllm")
+    assert r.status == PASSED and "how the trainer counted is unknown" in r.findings[0].message
+
+
+def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
+    """vLLM and speculators accept ids in [0, N] (N: the last layer's output); under SGLang's +1 an explicit N-1
+    is the last id that captures anything."""
+    d = drafter("flat")
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3, 8]
+    target = tmp_path / "t.json"
+    target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
+    result = gate(d.write(), target_config=str(target))
+    assert "captures nothing for ids [8]" not in messages(result, "engine.aux-layers", "vllm")
+    assert "captures nothing for ids [8]: the target has 8 layers and the last id sglang can capture is 7" in \
+        messages(result, "engine.aux-layers", "sglang")
+
+
+def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
+    """The AQ-MedAI spec records its ids in the SGLang convention (inferred): a candidate whose trainer counted the
+    vLLM way needs ids one higher to capture the same layers."""
+    from eagle3_checks.spec import load_spec, shipped_specs, Spec, diff
+
+    ref = load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"])
+    cand = Spec("c", {"aux_layer_ids": [3, 31, 59]}, {}, None, "vllm")
+    assert not [f for f in diff(cand, ref) if "aux layers" in f.message]
+    cand.config["aux_layer_ids"] = [2, 30, 58]
+    assert any("capture the outputs of target layers [1, 29, 57]" in f.message for f in diff(cand, ref))
+
+
+# ----- engine.serving ----------------------------------------------------------------------------------------
+
+def test_max_position_embeddings_below_the_served_context(drafter):
+    """vLLM 0.33 raises a plain-RoPE draft's max_position_embeddings to max_model_len
+    (_maybe_override_draft_max_position_embeddings) but caps max_model_len for yarn; SGLang's rotary cache ends there."""
+    d = drafter("flat")
+    path = d.write()
+    result = gate(path, max_model_len=8192)
+    assert status(result, "engine.serving", "vllm") == PASSED
+    assert "raises the draft's max_position_embeddings 4096 to max_model_len 8192" in \
+        messages(result, "engine.serving", "vllm")
+    assert "sizes the draft's rotary cache from max_position_embeddings 4096" in messages(result, "engine.serving", "sglang")
+    d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}
+    assert "limits max_model_len to the draft's max_position_embeddings 4096 (rope_type yarn)" in \
+        messages(gate(d.write(), max_model_len=8192), "engine.serving", "vllm")
+    assert status(gate(path, max_model_len=4096), "engine.serving", "sglang") == PASSED
+
+
+def test_local_verifier_path_warns_for_vllm(drafter):
+    """vLLM's `vllm serve DRAFTER` shortcut reads speculators_config.verifier.name_or_path and refuses anything but a
+    remote repository id (transformers_utils/config.py)."""
+    d = drafter("speculators")
+    d.config["speculators_config"]["verifier"]["name_or_path"] = "/models/kimi-k2"
+    result = gate(d.write())
+    assert status(result, "engine.serving", "vllm") == WARNED
+    assert status(gate(drafter("speculators").write()), "engine.serving", "vllm") == PASSED
+
+
+# ----- the shells ----------------------------------------------------------------------------------------------
+
+def test_compatibility_matrix_and_json(drafter, capsys):
+    path = drafter("speculators").write()
+    assert main(["check", str(path), "--engine", "all", "--level", "header"]) == 1
+    out = capsys.readouterr().out
+    assert "compatibility (engine x check):" in out
+    assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm ", "sglang "))] == \
+        [["vllm", "PASS"], ["sglang", "FAIL"]]
+    main(["check", str(path), "--engine", "all", "--level", "header", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert data["compatibility"]["sglang"]["engine.loads"] == "failed"
+
+
+def test_explain(capsys):
+    assert main(["explain", "engine.aux-layers"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM PR #43671" in out and "fix:" in out and "one result per --engine" in out
+    assert main(["explain", "nope"]) == 2
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--aux-convention", "tgi"], "invalid choice"),
+    (["--max-model-len", "x"], "invalid int value"),
+])
+def test_option_errors(drafter, capsys, argv, fragment):
+    with pytest.raises(SystemExit) as exc:
+        main(["check", str(drafter("flat").write()), *argv])
+    assert exc.value.code == 2 and fragment in capsys.readouterr().err
