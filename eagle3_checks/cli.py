@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="build the embedded tiny drafters (both layouts) and gate them")
     p.add_argument("--out", metavar="DIR", help="keep the example checkpoints in DIR (default: a temporary folder)")
+    p.add_argument("--engine", default="vllm", metavar="vllm|sglang|speculators|all",
+                   help="serving engine(s) to judge (default vllm; all prints a compatibility matrix)")
     p.add_argument("--format", choices=FORMATS, default="text")
     return parser
 
@@ -269,12 +271,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .example import write_example
     from .gate import gate
-    from .registry import GateOptions
+    from .registry import parse_options
     from .report import RENDERERS
 
     def run(root: Path) -> int:
         paths = write_example(root)
-        options = GateOptions(reference="auto", target_config=str(paths["target"]))
+        options = parse_options(reference="auto", target_config=str(paths["target"]), engine=args.engine)
         results = [gate(paths[layout], options) for layout in ("speculators", "flat")]
         _write(RENDERERS[args.format](results))
         return max(r.exit_code for r in results)

@@ -97,7 +97,7 @@ def matrix_lines(result: GateResult) -> list[str]:
     out = ["", "  compatibility (engine x check):", "  " + " " * width + "  " + "  ".join(ids)]
     for engine, row in table.items():
         cells = "  ".join(f"{_LABEL[row.get(i, SKIPPED)]:<{len(i)}}" for i in ids)
-        out.append(f"  {engine:<{width}}  {cells}")
+        out.append(f"  {engine:<{width}}  {cells}".rstrip())
     out.append("")
     return out
 
