@@ -26,7 +26,7 @@ IO_PROBE = ("import sys\nfrom eagle3_checks.cli import main\ncode = main(sys.arg
 def test_header_gate_vs_safetensors_listing(benchmark, kimi_sparse):
     weights = kimi_sparse / "model.safetensors"
     target = kimi_sparse.parent / "target.json"
-    gate = [PYTHON, "-m", "eagle3_checks", "check", str(kimi_sparse), "--target-config", str(target)]
+    gate = [PYTHON, "-m", "eagle3_checks", "check", str(kimi_sparse), "--target-config", str(target), "--level", "header"]
     listing = [PYTHON, "-c", LISTING, str(weights)]
 
     # The gate passes, against the AQ-MedAI spec chosen by auto.
@@ -37,7 +37,8 @@ def test_header_gate_vs_safetensors_listing(benchmark, kimi_sparse):
     assert {c["id"]: c["status"] for c in report["checks"]}["reference.diff"] == "passed"
 
     # Bytes read by the whole gate process (Python's own imports included) vs the file's size.
-    probe = subprocess.run([PYTHON, "-c", IO_PROBE, "check", str(kimi_sparse)], capture_output=True, text=True)
+    probe = subprocess.run([PYTHON, "-c", IO_PROBE, "check", str(kimi_sparse), "--level", "header"],
+                           capture_output=True, text=True)
     rchar = int(probe.stderr.strip().splitlines()[-1])
     header = read_header(weights, "model.safetensors")
     vocab_bytes = header.entries["d2t"].nbytes + header.entries["t2d"].nbytes
