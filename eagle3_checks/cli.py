@@ -66,6 +66,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gets logits (T, V) of step 0 over the target vocabulary, and logits_step_K for later steps")
     p.add_argument("--steps", type=int, default=2, help="draft steps (default 2)")
 
+    p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST")
+    p.add_argument("--to", required=True, choices=("vllm", "sglang", "speculators"),
+                   help="vllm/sglang: the flat layout (midlayer.*, top-level config, eagle_config); speculators: "
+                   "layers.N.* and a nested config")
+    p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")
+    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: its vocabulary is checked, "
+                   "its name and architectures go into a speculators config")
+    p.add_argument("--vocab-mapping", metavar="PATH",
+                   help="d2t and t2d to embed: an .npz, a SpecForge torch file, or a folder with d2t.npy and t2d.npy")
+    p.add_argument("--verify", choices=("header", "forward"),
+                   help="verification before DST is written (default forward when torch is installed, else header)")
+    p.add_argument("--shift-aux-ids", action="store_true",
+                   help="rewrite the aux-layer ids into the target engine's convention (same layers)")
+    p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
+    p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
+                   "(default: the target config's _name_or_path, else null)")
+
     p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
     p.add_argument("ckpt", metavar="CKPT")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -113,6 +132,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     results = [gate(path, options) for path in args.ckpt]
     _write(RENDERERS[args.format](results))
     return max(r.exit_code for r in results)
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import ConvertRefused, convert
+    from .report import finding_lines
+
+    try:
+        result = convert(args.src, args.dst, args.to, force=args.force, target_config=args.target_config,
+                         vocab_mapping=args.vocab_mapping, verify_level=args.verify, shift_aux_ids=args.shift_aux_ids,
+                         speculative_tokens=args.speculative_tokens, verifier=args.verifier)
+    except ConvertRefused as exc:
+        lines = [f"eagle3-checks convert: not converted: {exc}"]
+        for prev, f in zip([None, *exc.findings], exc.findings):
+            lines += finding_lines(f, "  ", prev)
+        _write("\n".join(lines) + "\n")
+        return 1
+    p = result.plan
+    lines = [f"converted {args.src} -> {result.dst} ({p.layout} layout for {p.to}): {len(p.names)} tensors copied "
+             "byte for byte" + (f", {len(p.replaced)} embedded" if p.replaced else "")]
+    lines += [f"  {note}" for note in p.notes]
+    lines += [f"  removed a stale temporary from a killed run: {s.name}" for s in result.removed_stale]
+    counts = result.verification.counts()
+    lines.append(f"  verified ({result.level} level, {p.to}): {counts['error']} error(s), {counts['warning']} "
+                 f"warning(s); the original config is kept as config_{p.src.layout}.json")
+    _write("\n".join(lines) + "\n")
+    return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -303,7 +348,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "forward": cmd_forward, "explain": cmd_explain, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
+COMMANDS = {"check": cmd_check, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
             "demo": cmd_demo}
 
 
@@ -321,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eagle3-checks: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:  # SIGTERM/SIGINT inside a conversion (its cleanup has run)
+        signum = getattr(exc, "signum", None)
+        if signum is None:
+            raise
+        print(f"eagle3-checks: interrupted by signal {signum}; nothing was written", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         return 0
     except Exception as exc:  # never a traceback for users; EAGLE3_CHECKS_DEBUG=1 shows it

@@ -285,6 +285,8 @@ class TargetConfig:
     hidden_size: int | None
     vocab_size: int | None
     source: dict[str, str]
+    architectures: list | None = None
+    name_or_path: str | None = None
 
 
 def read_target_config(raw: Any, path: str) -> TargetConfig:
@@ -305,5 +307,7 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
     if not values:
         raise ValueError(f"{path}: has none of num_hidden_layers, hidden_size, vocab_size; "
                          "is it a model's config.json?")
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else None
+    name = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
-                        values.get("vocab_size"), source)
+                        values.get("vocab_size"), source, archs, name)

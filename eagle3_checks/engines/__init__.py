@@ -28,6 +28,7 @@ def read(ckpt: Any, engine: str) -> Reading:
 
 
 AUX_CONVENTIONS = ("vllm", "sglang")
+PROVENANCE = "eagle3_checks_provenance"  # what eagle3-checks convert records about a converted drafter
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
 # speculators and EAGLE exports do not.
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
@@ -37,6 +38,9 @@ def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None
     """How the drafter's trainer counted aux ids: (convention or None when unknown, why)."""
     if option:
         return option, "--aux-convention"
+    provenance = (ckpt.config_raw or {}).get(PROVENANCE)
+    if isinstance(provenance, dict) and provenance.get("aux_layer_convention") in AUX_CONVENTIONS:
+        return provenance["aux_layer_convention"], f"{PROVENANCE} in config.json (written by eagle3-checks convert)"
     if ckpt.layout == SPECULATORS:
         return "vllm", "a speculators checkpoint: speculators captures its training states through vLLM"
     raw = ckpt.config_raw or {}
@@ -58,7 +62,14 @@ def ids_for(layers: list[int], convention: str) -> list[int]:
 
 
 def trainer(ckpt: Any) -> Reading:
-    reading = speculators.read(ckpt, lenient=True) if ckpt.layout == SPECULATORS else specforge.read(ckpt)
+    """The reading of the program that trained the drafter. A flat checkpoint converted by eagle3-checks from the
+    speculators layout keeps speculators' meaning of norm_output (the state fed back), which its provenance says."""
+    if ckpt.layout == SPECULATORS:
+        reading = speculators.read(ckpt, lenient=True)
+    else:
+        provenance = (ckpt.config_raw or {}).get(PROVENANCE)
+        trained_by = provenance.get("trainer") if isinstance(provenance, dict) else None
+        reading = specforge.read(ckpt, speculators_meaning=trained_by == "speculators")
     reading.engine = f"{reading.engine} (trainer)"
     return reading
 

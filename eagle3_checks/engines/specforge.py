@@ -23,7 +23,9 @@ VERSION = "0.2.0"
 NAME = "specforge"
 
 
-def read(ckpt: Any) -> Reading:
+def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
+    """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
+    norm_output means "feed the normed state back" (and the final norm is always on)."""
     raw = ckpt.config_raw or {}
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout != FLAT:
@@ -40,10 +42,15 @@ def read(ckpt: Any) -> Reading:
     found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
     r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "EAGLE/SpecForge: none")
     r.set("fc_norm", raw.get("fc_norm") is True, "config.json: fc_norm" if "fc_norm" in raw else "default: False")
-    final = raw.get("norm_output", True)
-    r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"
-          if "norm_output" in raw else "SpecForge default: final norm before lm_head")
-    r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
+    if speculators_meaning:
+        r.set("final_norm", True, "speculators applies the final norm before lm_head")
+        r.set("feedback", "normed" if raw.get("norm_output") is True else "prenorm",
+              "config.json: norm_output (speculators' meaning, per eagle3_checks_provenance)")
+    else:
+        final = raw.get("norm_output", True)
+        r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"
+              if "norm_output" in raw else "SpecForge default: final norm before lm_head")
+        r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
     r.set("lm_head_from_embed", False, "SpecForge trains a separate draft-vocabulary lm_head")
     dv = raw.get("draft_vocab_size")
     r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,

@@ -1,0 +1,545 @@
+"""Convert a drafter between the speculators and the flat layout, byte-exact and atomically.
+
+``convert(SRC, DST, to="vllm"|"sglang"|"speculators")``:
+
+* **Names** follow the target layout: ``layers.N.*`` for speculators; for the flat layout the first layer is
+  ``midlayer.*`` (SGLang 0.5.6 reads only that name, and vLLM maps it to ``layers.0.``, so one file serves both;
+  later layers stay ``layers.N.*``, which is what vLLM builds).
+* **Tensor data** is copied as byte ranges (``copy_file_range``): the header is rewritten, the data streamed in
+  the kernel, so the output tensors are bit-identical and memory stays flat whatever the size. A
+  ``pytorch_model.bin`` source is read with ``torch.load(weights_only=True)`` only.
+* **The config** keeps every semantic field and writes the engine-sensitive ones explicitly (``head_dim``,
+  ``norm_before_residual``, ``rope_theta`` and ``rope_parameters``, the aux ids in ``eagle_config`` and at the
+  top level, ``draft_vocab_size``, ``vocab_size`` = the verifier's, ``target_hidden_size`` only as a number). The
+  original config is kept beside the output (``config_<layout>.json``), and a small
+  ``eagle3_checks_provenance`` block records the trainer and its aux-id convention, which the flat layout cannot
+  otherwise say.
+* **d2t/t2d** are kept, or embedded from ``--vocab-mapping``; never made up.
+* **Aux ids** are copied as they are; when the source's convention differs from the target engine's, the
+  conversion stops and says so, and ``shift_aux_ids=True`` rewrites them to feed the same layers.
+* **Safety**: SRC is never modified; DST is written to a temporary sibling, verified (the gate, and forward
+  equivalence against SRC), and only then moved into place, by an atomic exchange when it replaces an existing DST
+  (``--force``). On any failure or SIGINT/SIGTERM nothing new is left at DST; a stale temporary from a killed run
+  is removed by the next run.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import json
+import os
+import shutil
+import signal
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import engines
+from .checkpoint import Checkpoint, open_checkpoint
+from .errors import UsageError
+from .layout import FLAT, SPECULATORS
+from .registry import Finding, GateOptions, GateResult, Severity
+from .safetensors_io import RawTensor, encode_header, from_numpy
+
+TARGETS = {"vllm": FLAT, "sglang": FLAT, "speculators": SPECULATORS}
+PROVENANCE = "eagle3_checks_provenance"
+TMP_TAG = ".eagle3-tmp-"
+OLD_TAG = ".eagle3-old-"
+# The engine-agnostic checks a source must pass before it is worth converting.
+SOURCE_CHECKS = ("files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.layers",
+                 "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings", "config.rope")
+
+
+class ConvertRefused(Exception):
+    """The source cannot be converted (or the result failed verification): exit 1, with the reasons."""
+
+    def __init__(self, message: str, findings: list[Finding] | None = None) -> None:
+        super().__init__(message)
+        self.findings = findings or []
+
+
+@dataclass
+class Plan:
+    src: Checkpoint
+    to: str
+    layout: str
+    config: dict
+    names: dict[str, str]  # source on-disk name -> output name, in output order
+    replaced: dict[str, RawTensor] = field(default_factory=dict)  # output name -> data from --vocab-mapping
+    notes: list[str] = field(default_factory=list)
+
+
+# ----- reading inputs ------------------------------------------------------------------------------------------
+
+def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
+    """(d2t, t2d) from an .npz, a folder with d2t.npy and t2d.npy, or a SpecForge torch file (weights_only)."""
+    import numpy as np
+
+    p = Path(path)
+    try:
+        if p.is_dir():
+            d2t, t2d = np.load(p / "d2t.npy", allow_pickle=False), np.load(p / "t2d.npy", allow_pickle=False)
+        elif p.suffix == ".npz":
+            with np.load(p, allow_pickle=False) as z:
+                d2t, t2d = z["d2t"], z["t2d"]
+        else:
+            import torch
+
+            data = torch.load(p, map_location="cpu", weights_only=True)
+            if not isinstance(data, dict):
+                raise ValueError("expected a dict holding d2t and t2d")
+            d2t, t2d = data["d2t"].numpy(), data["t2d"].numpy()
+    except FileNotFoundError as exc:
+        raise UsageError(f"--vocab-mapping {path}: no such file ({exc.filename})") from exc
+    except ImportError as exc:
+        raise UsageError(f"--vocab-mapping {path}: a torch file needs torch installed ({exc})") from exc
+    except Exception as exc:  # noqa: BLE001  (any unreadable mapping is a usage error, never a traceback)
+        raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {type(exc).__name__}: {exc}") from exc
+    if d2t.ndim != 1 or t2d.ndim != 1 or d2t.dtype.kind not in "iu" or t2d.dtype.kind not in "biu":
+        raise UsageError(f"--vocab-mapping {path}: d2t must be 1-D integer offsets and t2d a 1-D mask, found "
+                         f"{d2t.dtype}{list(d2t.shape)} and {t2d.dtype}{list(t2d.shape)}")
+    return d2t.astype(np.int64), t2d.astype(bool)
+
+
+def _open_source(src: str | os.PathLike) -> Checkpoint:
+    try:
+        ckpt = open_checkpoint(src)
+    except UsageError:
+        if (Path(src) / "pytorch_model.bin").is_file():
+            return _open_bin_source(Path(src))
+        raise
+    if not ckpt.tensors and (Path(src) / "pytorch_model.bin").is_file():
+        return _open_bin_source(Path(src))
+    return ckpt
+
+
+def _open_bin_source(src: Path) -> Checkpoint:
+    """A ``pytorch_model.bin`` checkpoint, loaded with ``torch.load(weights_only=True)`` (never unpickling code) and
+    written to a temporary safetensors file so that the rest reads it like any other."""
+    import tempfile
+
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError(f"{src}/pytorch_model.bin: reading it needs torch ({exc})") from exc
+    try:
+        state = torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"{src}/pytorch_model.bin: torch.load(weights_only=True) refused it: {exc}") from exc
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise UsageError(f"{src}/pytorch_model.bin: not a state dict of tensors")
+    from .safetensors_io import write_safetensors
+
+    work = Path(tempfile.mkdtemp(prefix="eagle3-bin-"))
+    if (src / "config.json").is_file():
+        shutil.copy(src / "config.json", work / "config.json")
+    tensors = {}
+    for name, t in state.items():
+        t = t.detach().contiguous().cpu()
+        if t.dtype == torch.bfloat16:
+            tensors[name] = RawTensor("BF16", tuple(t.shape), t.view(torch.int16).numpy().tobytes())
+        else:
+            tensors[name] = from_numpy(t.numpy())
+    write_safetensors(work / "model.safetensors", tensors)
+    ckpt = open_checkpoint(work)
+    ckpt.display = str(src)
+    return ckpt
+
+
+# ----- planning ------------------------------------------------------------------------------------------------
+
+def _gate_source(src: Checkpoint, mapping_given: bool) -> None:
+    from .gate import gate_checkpoint
+
+    result = gate_checkpoint(src, GateOptions(reference="none", level="header"))
+    bad = [f for r in result.results if r.check.id in SOURCE_CHECKS for f in r.findings
+           if f.severity is Severity.ERROR and not (mapping_given and f.key in ("d2t", "t2d")
+                                                    and "is missing" in f.message)]
+    if bad:
+        raise ConvertRefused(f"{src.display} is not a valid drafter ({len(bad)} error(s)); nothing was written", bad)
+
+
+def _rope_fields(trained) -> dict:
+    """rope_theta and rope_scaling as transformers 4 and SGLang 0.5.6 read them, rope_parameters as transformers 5
+    does: the same values in both places."""
+    params = {"rope_theta": trained.rope_theta, **(trained.rope_scaling or {"rope_type": "default"})}
+    return {"rope_theta": trained.rope_theta, "rope_scaling": trained.rope_scaling, "rope_parameters": params}
+
+
+# Fields that are not the decoder layer's own: never carried into the layer config of the other layout.
+_LAYER_SKIP = {"architectures", "auto_map", "eagle_config", "speculators_config", "transformer_layer_config",
+               "speculators_model_type", "speculators_version", PROVENANCE, "transformers_version", "dtype",
+               "torch_dtype", "eagle_aux_hidden_state_layer_ids", "rope_parameters", "rope_scaling", "rope_theta",
+               "draft_vocab_size", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output",
+               "target_hidden_size", "num_aux_hidden_states", "embed_requires_grad"}
+
+
+def _layer_base(src: Checkpoint) -> dict:
+    """Bookkeeping fields of the source's layer config (token ids, initializer range, ...), carried over."""
+    raw = src.config_raw or {}
+    base = raw.get("transformer_layer_config", {}) if src.layout == SPECULATORS else raw
+    return {k: copy.deepcopy(v) for k, v in (base if isinstance(base, dict) else {}).items() if k not in _LAYER_SKIP}
+
+
+def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention: str | None,
+            speculative_tokens: int, verifier: str | None, target: Any) -> dict:
+    cfg = src.config
+    dtype = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(cfg.dtype or "", None)
+    layer = {
+        **_layer_base(src),
+        "model_type": "qwen3" if trained.qk_norm else "llama",
+        "hidden_size": trained.hidden_size, "num_attention_heads": trained.num_heads,
+        "num_key_value_heads": trained.num_kv_heads, "head_dim": trained.head_dim,
+        "intermediate_size": trained.intermediate_size, "num_hidden_layers": trained.num_layers,
+        "rms_norm_eps": trained.rms_norm_eps, "hidden_act": trained.hidden_act,
+        "max_position_embeddings": trained.max_position_embeddings,
+        "attention_bias": trained.attention_bias, "mlp_bias": trained.mlp_bias,
+        "tie_word_embeddings": False, "vocab_size": trained.vocab_size,
+    }
+    provenance = {"converted_from": src.layout, "trainer": trained.engine.split(" ")[0],
+                  "aux_layer_convention": convention}
+    target_hidden = trained.target_hidden_size if trained.target_hidden_size != trained.hidden_size else None
+    if TARGETS[to] == FLAT:
+        out = {
+            "architectures": ["Eagle3Qwen3ForCausalLM" if trained.qk_norm else "LlamaForCausalLMEagle3"],
+            **layer,
+            **_rope_fields(trained),
+            "draft_vocab_size": trained.draft_vocab_size,
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True,
+                             **({"norm_before_fc": True} if trained.input_norm else {})},
+            "eagle_aux_hidden_state_layer_ids": ids,
+            "num_aux_hidden_states": trained.num_aux,
+            "norm_before_residual": trained.norm_before_residual,
+            "norm_before_fc": trained.input_norm,
+            "fc_norm": trained.fc_norm,
+            PROVENANCE: provenance,
+        }
+        # norm_output means "feed the normed state back" to vLLM and speculators, but "apply the final norm" to
+        # SpecForge (default true). Written only when it must be true; absent, every reader gets the usual drafter.
+        if trained.feedback == "normed":
+            out["norm_output"] = True
+        if ids is None:
+            del out["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+            del out["eagle_aux_hidden_state_layer_ids"]
+        if target_hidden is not None:
+            out["target_hidden_size"] = target_hidden
+        if dtype:
+            out["torch_dtype"] = dtype
+        return out
+    verifier_archs = list(target.architectures or []) if target is not None else []
+    verifier = verifier or (target.name_or_path if target is not None else None)
+    out = {
+        "architectures": ["Eagle3DraftModel"],
+        "speculators_model_type": "eagle3",
+        "speculators_version": engines.speculators.VERSION,
+        "draft_vocab_size": trained.draft_vocab_size,
+        "eagle_aux_hidden_state_layer_ids": ids,
+        "norm_before_residual": trained.norm_before_residual,
+        "norm_before_fc": trained.input_norm,
+        "fc_norm": trained.fc_norm,
+        "norm_output": trained.feedback == "normed",
+        "target_hidden_size": target_hidden,
+        "tie_word_embeddings": False,
+        **({"dtype": dtype} if dtype else {}),
+        "speculators_config": {
+            "algorithm": "eagle3",
+            "default_proposal_method": "greedy",
+            "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": speculative_tokens,
+                                  "accept_tolerance": 0.0, "verifier_accept_k": 1}],
+            "verifier": {"name_or_path": verifier, "architectures": verifier_archs},
+        },
+        "transformer_layer_config": {**layer, "rope_parameters": _rope_fields(trained)["rope_parameters"]},
+        PROVENANCE: provenance,
+    }
+    return out
+
+
+def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_aux_ids: bool = False,
+         target: Any = None, speculative_tokens: int = 3, verifier: str | None = None) -> Plan:
+    """What the conversion will write. Raises ConvertRefused or UsageError; writes nothing."""
+    if to not in TARGETS:
+        raise UsageError(f"--to {to!r}: choose one of {', '.join(TARGETS)}")
+    cfg = src.config
+    if (cfg is not None and not vocab_mapping and "d2t" not in src.roles and cfg["vocab_size"]
+            and cfg["draft_vocab_size"] and cfg["draft_vocab_size"] < cfg["vocab_size"]):
+        raise ConvertRefused(f"the draft vocabulary ({cfg['draft_vocab_size']} of {cfg['vocab_size']} tokens) has no "
+                             f"d2t in {src.display}: pass --vocab-mapping with the mapping the drafter was trained "
+                             "with (never made up here)")
+    _gate_source(src, bool(vocab_mapping))
+    trained = engines.trainer(src)
+    unfilled = [r for r, how in trained.unfilled.items() if not how.startswith("shared")
+                and not (vocab_mapping and r == "d2t")]
+    if trained.refusals or unfilled:
+        raise ConvertRefused(f"{src.display}: its trainer's reading cannot run: "
+                             + "; ".join(trained.refusals + unfilled))
+    notes: list[str] = []
+    layout = TARGETS[to]
+    if not trained.final_norm:
+        raise ConvertRefused("the source applies no final norm before lm_head (SpecForge norm_output false): neither "
+                             "vLLM, SGLang nor speculators can compute that")
+    if to == "sglang":
+        unsupported = [name for name, on in (("more than one layer", trained.num_layers != 1),
+                                             ("attention or MLP biases", trained.attention_bias or trained.mlp_bias),
+                                             ("norm_before_fc", trained.input_norm), ("fc_norm", trained.fc_norm),
+                                             ("norm_before_residual", trained.norm_before_residual),
+                                             ("norm_output (normed feedback)", trained.feedback == "normed"),
+                                             ("Qwen3 q/k norms", trained.qk_norm),
+                                             (f"{trained.num_aux} aux states", trained.num_aux != 3)) if on]
+        if unsupported:
+            raise ConvertRefused(f"SGLang 0.5.6 cannot compute this drafter ({', '.join(unsupported)}): it would "
+                                 "drop or ignore what the drafter was trained with; convert --to vllm instead")
+
+    # aux ids and their convention
+    ids = trained.aux_layer_ids
+    convention, how = engines.trainer_convention(src)
+    engine_convention = "sglang" if to == "sglang" else "vllm"
+    if ids and convention and convention != engine_convention:
+        layers = engines.captured_layers(ids, convention)
+        shifted = engines.ids_for(layers, engine_convention)
+        if not shift_aux_ids:
+            raise ConvertRefused(
+                f"aux-layer ids {ids} are counted the {convention} way ({how}); {to} counts the {engine_convention} "
+                f"way, where they would capture layers {engines.captured_layers(ids, engine_convention)} instead of "
+                f"{layers}. Pass --shift-aux-ids to write {shifted} (the same layers), or convert for an engine "
+                f"that counts the {convention} way")
+        notes.append(f"aux-layer ids {ids} ({convention} convention) written as {shifted} for {to} (same layers "
+                     f"{layers})")
+        ids, convention = shifted, engine_convention
+    elif ids and convention is None:
+        notes.append(f"aux-layer ids {ids} copied as they are; their convention is {how}")
+    elif ids:
+        notes.append(f"aux-layer ids {ids} copied ({convention} convention, as {to} counts)")
+
+    # names, in a stable order: the source's own
+    names: dict[str, str] = {}
+    for name in src.tensors:
+        role = src.names[name].role
+        if role is None or role not in trained.tensors or trained.tensors[role] != name:
+            notes.append(f"{name}: not part of the drafter's computation, not copied")
+            continue
+        out = role
+        if layout == FLAT and role.startswith("layers.0."):
+            out = "midlayer." + role[len("layers.0."):]
+        names[name] = out
+
+    replaced: dict[str, RawTensor] = {}
+    v, dv = trained.vocab_size, trained.draft_vocab_size
+    if vocab_mapping:
+        d2t, t2d = load_vocab_mapping(vocab_mapping)
+        if d2t.shape != (dv,) or t2d.shape != (v,):
+            raise ConvertRefused(f"--vocab-mapping {vocab_mapping}: d2t has {d2t.shape[0]} entries and t2d {t2d.shape[0]}"
+                                 f"; the drafter needs {dv} and {v}")
+        import numpy as np
+
+        for role, values in (("d2t", d2t), ("t2d", t2d)):
+            if role in src.roles:
+                if not np.array_equal(src.array(role).astype(values.dtype), values):
+                    raise ConvertRefused(f"--vocab-mapping {vocab_mapping}: its {role} differs from the one in "
+                                         f"{src.display}; a drafter's lm_head rows belong to one mapping")
+                continue
+            replaced[role] = from_numpy(values)
+            notes.append(f"{role} embedded from {vocab_mapping}")
+    if layout == SPECULATORS and "t2d" not in src.roles and "t2d" not in replaced and dv is not None and dv < v:
+        notes.append("t2d absent: speculators saves t2d with d2t; embed it with --vocab-mapping to keep the pair")
+
+    config = _config(src, trained, to, ids, convention, speculative_tokens, verifier, target)
+    if target is not None and target.vocab_size not in (None, v):
+        raise ConvertRefused(f"vocab_size {v} is not the verifier's {target.vocab_size} (--target-config)")
+    return Plan(src, to, layout, config, names, replaced, notes)
+
+
+# ----- writing ---------------------------------------------------------------------------------------------------
+
+def _copy_range(src_path: Path, offset: int, length: int, out) -> None:
+    """Copy bytes in the kernel (copy_file_range) when possible, else through a bounded buffer."""
+    with open(src_path, "rb") as fh:
+        done = 0
+        use_kernel = hasattr(os, "copy_file_range")
+        while done < length:
+            chunk = min(length - done, 1 << 30)
+            if use_kernel:
+                try:
+                    n = os.copy_file_range(fh.fileno(), out.fileno(), chunk, offset + done)
+                except OSError:
+                    use_kernel = False
+                    continue
+                if n == 0:
+                    raise EOFError(f"{src_path}: ended before byte {offset + length}")
+            else:
+                fh.seek(offset + done)
+                data = fh.read(min(chunk, 1 << 24))
+                if not data:
+                    raise EOFError(f"{src_path}: ended before byte {offset + length}")
+                out.write(data)
+                n = len(data)
+            done += n
+
+
+def write(p: Plan, out_dir: Path) -> None:
+    """Write config.json, the original config, and model.safetensors (header rewritten, data copied as bytes)."""
+    out_dir.mkdir(parents=True)
+    (out_dir / "config.json").write_text(json.dumps(p.config, indent=2) + "\n")
+    (out_dir / f"config_{p.src.layout}.json").write_text(json.dumps(p.src.config_raw, indent=2) + "\n")
+    layout = {out: RawTensor(p.src.tensors[name].dtype, p.src.tensors[name].shape) for name, out in p.names.items()}
+    layout.update(p.replaced)
+    with open(out_dir / "model.safetensors", "wb") as fh:
+        fh.write(encode_header(layout, {"format": "pt", "converted_by": "eagle3-checks"}))
+        fh.flush()
+        for name, out in p.names.items():
+            e = p.src.tensors[name]
+            _copy_range(e.path, e.offset, e.nbytes, fh)
+        for t in p.replaced.values():
+            fh.write(t.data)
+
+
+# ----- verification, and the move into place ------------------------------------------------------------------------
+
+def verify(out_dir: Path, src: Checkpoint, to: str, level: str) -> GateResult:
+    """The gate, for the target engine, on the written checkpoint; at the forward level, against SRC too."""
+    from .registry import run_gate
+
+    options = GateOptions(reference="none", level=level, engine=to)
+    return run_gate(open_checkpoint(out_dir), options, reference_note="not used when converting",
+                    source=src if level == "forward" else None)
+
+
+def _stale(dst: Path) -> list[Path]:
+    return [p for p in dst.parent.glob(f".{dst.name}{TMP_TAG}*") if p.is_dir()] + \
+        [p for p in dst.parent.glob(f".{dst.name}{OLD_TAG}*") if p.is_dir()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(dst: Path) -> list[Path]:
+    """Temporary siblings left by a killed run (their process is gone)."""
+    removed = []
+    for p in _stale(dst):
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False where the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange)
+    return rc == 0
+
+
+class _Interrupted(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise inside the conversion, so that its cleanup runs."""
+    def handler(signum, frame):  # noqa: ARG001
+        raise _Interrupted(signum)
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for s in old:
+            signal.signal(s, handler)
+    except ValueError:  # not the main thread: no handlers, cleanup still runs on exceptions
+        old = {}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _check_paths(src: Path, dst: Path, force: bool) -> None:
+    s, d = src.resolve(), dst.resolve()
+    if s == d:
+        raise UsageError(f"DST {dst} is SRC: the source is never modified; write somewhere else")
+    if s in d.parents:
+        raise UsageError(f"DST {dst} is inside SRC {src}: write the converted drafter outside the source")
+    if d in s.parents:
+        raise UsageError(f"DST {dst} contains SRC {src}: replacing it would delete the source")
+    if dst.exists() and not force:
+        raise UsageError(f"DST {dst} exists; pass --force to replace it (atomically, after verification)")
+    if dst.exists() and not dst.is_dir():
+        raise UsageError(f"DST {dst} exists and is not a directory")
+    if not dst.parent.is_dir():
+        raise UsageError(f"DST's parent {dst.parent} is not a directory")
+
+
+@dataclass
+class Result:
+    dst: Path
+    plan: Plan
+    verification: GateResult
+    level: str
+    removed_stale: list[Path]
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: bool = False,
+            target_config: str | None = None, vocab_mapping: str | None = None, verify_level: str | None = None,
+            shift_aux_ids: bool = False, speculative_tokens: int = 3, verifier: str | None = None) -> Result:
+    """Convert SRC to DST for engine ``to``. Raises UsageError (exit 2) or ConvertRefused (exit 1); DST is then
+    untouched."""
+    from .forward import torch_missing
+    from .gate import load_target
+
+    src_path, dst_path = Path(src), Path(dst)
+    if verify_level not in (None, "header", "forward"):
+        raise UsageError(f"--verify {verify_level!r}: header or forward")
+    level = verify_level or ("forward" if torch_missing() is None else "header")
+    if level == "forward" and torch_missing():
+        raise UsageError(f"--verify forward: {torch_missing()}")
+    source = _open_source(src_path)
+    _check_paths(src_path, dst_path, force)
+    target = load_target(target_config) if target_config else None
+    p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
+             speculative_tokens=speculative_tokens, verifier=verifier)
+    removed = remove_stale(dst_path)
+    tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
+    with _signals_raise():
+        try:
+            write(p, tmp)
+            result = verify(tmp, source, to, level)
+            if result.exit_code:
+                bad = [f for f in result.findings() if f.severity is Severity.ERROR]
+                raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); nothing "
+                                     "was written to DST", bad)
+            _move_into_place(tmp, dst_path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return Result(dst_path, p, result, level, removed)
+
+
+def _move_into_place(tmp: Path, dst: Path) -> None:
+    if not dst.exists():
+        os.rename(tmp, dst)
+        return
+    if _exchange(tmp, dst):  # DST is the new checkpoint at once; tmp now holds the old one
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    old = dst.parent / f".{dst.name}{OLD_TAG}{os.getpid()}"
+    os.rename(dst, old)  # without renameat2: a moment with no DST, between two renames
+    os.rename(tmp, dst)
+    shutil.rmtree(old, ignore_errors=True)

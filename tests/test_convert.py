@@ -1,0 +1,294 @@
+"""The converter: byte-exact, verified, atomic; its refusals; and the strategies that fuzz converters."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+
+from eagle3_checks.checkpoint import open_checkpoint
+from eagle3_checks.cli import main
+from eagle3_checks.convert import ConvertRefused, convert
+from eagle3_checks.errors import UsageError
+from eagle3_checks.example import EXAMPLE, vocab_mapping
+from eagle3_checks.safetensors_io import read_bytes
+from eagle3_checks.spec import semantic_config
+from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
+
+from conftest import run
+
+SLOW = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def role_bytes(path: Path) -> dict[str, bytes]:
+    ck = open_checkpoint(path)
+    return {role: read_bytes(ck.tensors[name]) for role, name in ck.roles.items()}
+
+
+def semantics(path: Path) -> dict:
+    return semantic_config(open_checkpoint(path).config)
+
+
+# ----- properties ----------------------------------------------------------------------------------------------
+
+@SLOW
+@given(drafters(layouts=("speculators",)))
+def test_round_trip_is_bit_exact(tmp_path_factory, case: DrafterCase):
+    """speculators -> flat (vLLM) -> speculators: tensors bit for bit, semantic config fields equal; each converted
+    checkpoint passed the gate (and forward equivalence against its source) before it was written."""
+    root = tmp_path_factory.mktemp("rt")
+    src = case.write(root / "src")
+    flat = convert(src, root / "flat", "vllm")
+    back = convert(root / "flat", root / "back", "speculators")
+    assert flat.verification.exit_code == 0 and back.verification.exit_code == 0
+    assert role_bytes(root / "back") == role_bytes(src) == role_bytes(root / "flat")
+    assert semantics(root / "back") == semantics(src)
+
+
+@SLOW
+@given(drafters(layouts=("flat",)))
+def test_flat_sources_convert_for_vllm_and_speculators(tmp_path_factory, case: DrafterCase):
+    root = tmp_path_factory.mktemp("flat")
+    src = case.write(root / "src")
+    for to in ("vllm", "speculators"):
+        if to == "speculators" and case.shape.target_hidden_size:
+            with pytest.raises(ConvertRefused):  # speculators 0.9 sizes fc from hidden_size, not the target's
+                convert(src, root / to, to)
+            continue
+        result = convert(src, root / to, to)
+        assert result.verification.exit_code == 0
+        assert role_bytes(root / to) == role_bytes(src)
+
+
+def test_fuzz_a_users_converter_and_shrink_its_failure():
+    """A converter that forgets head_dim: fuzz_converter fails, and hypothesis shrinks the drafter to a minimal one."""
+    def lossy(src: Path, dst: Path) -> None:
+        convert(src, dst, "vllm", verify_level="header")
+        cfg = json.loads((dst / "config.json").read_text())
+        del cfg["head_dim"]
+        (dst / "config.json").write_text(json.dumps(cfg))
+
+    with pytest.raises(AssertionError, match="config.head-dim"):
+        fuzz_converter(lossy, layouts=("speculators",), forward=False, settings=settings(max_examples=10))
+
+    def breaks(case: DrafterCase) -> bool:
+        return case.shape.head_dim * case.shape.num_attention_heads != case.shape.hidden_size
+    minimal = find(drafters(layouts=("speculators",)), breaks, settings=settings(max_examples=200, database=None))
+    assert minimal.shape.num_layers == 1 and minimal.shards == 1 and minimal.seed == 0
+
+
+def test_fuzz_our_own_converter_passes():
+    fuzz_converter(lambda s, d: convert(s, d, "vllm"), settings=settings(max_examples=8, deadline=None))
+
+
+# ----- the command, and what it keeps -----------------------------------------------------------------------------
+
+def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
+    src = drafter("speculators").write()
+    code = main(["convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--shift-aux-ids"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "16 tensors copied byte for byte" in out and "verified (forward level, sglang): 0 error(s)" in out
+    assert "aux-layer ids [1, 3, 5] (vllm convention) written as [0, 2, 4] for sglang" in out
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["head_dim"] == 24
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == cfg["eagle_aux_hidden_state_layer_ids"]
+    assert cfg["rope_theta"] == cfg["rope_parameters"]["rope_theta"] == 1e6
+    assert cfg["norm_before_residual"] is False and "target_hidden_size" not in cfg
+    assert json.loads((tmp_path / "out" / "config_speculators.json").read_text()) == \
+        json.loads((src / "config.json").read_text())
+    assert all(n.startswith(("midlayer.", "fc.", "norm.", "lm_head.", "embed_tokens.", "d2t", "t2d"))
+               for n in open_checkpoint(tmp_path / "out").tensors)
+
+
+def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path):
+    torch = pytest.importorskip("torch")
+    src = drafter("flat").write(shards=3)
+    assert convert(src, tmp_path / "a", "speculators").verification.exit_code == 0
+    assert role_bytes(tmp_path / "a") == role_bytes(src)
+    binsrc = tmp_path / "bin"
+    binsrc.mkdir()
+    (binsrc / "config.json").write_text((src / "config.json").read_text())
+    ck = open_checkpoint(src)
+    from eagle3_checks.forward import Weights
+
+    w = Weights(ck, "cpu")
+    torch.save({name: w.raw(name).clone() for name in ck.tensors}, binsrc / "pytorch_model.bin")
+    convert(binsrc, tmp_path / "b", "vllm")
+    assert role_bytes(tmp_path / "b") == role_bytes(src)
+
+
+# ----- vocabulary mappings ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["npz", "folder", "torch"])
+def test_vocab_mapping_is_embedded(drafter, tmp_path, kind):
+    d = drafter("speculators")
+    d2t = np.frombuffer(d.tensors.pop("d2t").data, "<i8").copy()
+    t2d = np.frombuffer(d.tensors.pop("t2d").data, bool).copy()
+    src = d.write()
+    with pytest.raises(ConvertRefused, match="has no d2t .* pass --vocab-mapping"):
+        convert(src, tmp_path / "x", "vllm")
+    if kind == "npz":
+        mapping = tmp_path / "m.npz"
+        np.savez(mapping, d2t=d2t, t2d=t2d)
+    elif kind == "folder":
+        mapping = tmp_path / "m"
+        mapping.mkdir()
+        np.save(mapping / "d2t.npy", d2t)
+        np.save(mapping / "t2d.npy", t2d)
+    else:
+        torch = pytest.importorskip("torch")
+        mapping = tmp_path / "vocab_mapping.pt"
+        torch.save({"d2t": torch.from_numpy(d2t), "t2d": torch.from_numpy(t2d)}, mapping)
+    result = convert(src, tmp_path / "out", "vllm", vocab_mapping=str(mapping))
+    assert "d2t embedded from" in " ".join(result.plan.notes)
+    out = open_checkpoint(tmp_path / "out")
+    np.testing.assert_array_equal(out.array("d2t"), d2t)
+
+
+def test_vocab_mapping_that_disagrees_or_does_not_fit(drafter, tmp_path):
+    src = drafter("speculators").write()
+    d2t, t2d = vocab_mapping(EXAMPLE.vocab_size, EXAMPLE.draft_vocab_size, seed=9)
+    np.savez(tmp_path / "other.npz", d2t=d2t, t2d=t2d)
+    with pytest.raises(ConvertRefused, match="its d2t differs from the one in"):
+        convert(src, tmp_path / "a", "vllm", vocab_mapping=str(tmp_path / "other.npz"))
+    np.savez(tmp_path / "short.npz", d2t=d2t[:10], t2d=t2d)
+    with pytest.raises(ConvertRefused, match="d2t has 10 entries"):
+        convert(src, tmp_path / "b", "vllm", vocab_mapping=str(tmp_path / "short.npz"))
+    (tmp_path / "pickle.pt").write_bytes(b"\x80\x04garbage")
+    with pytest.raises(UsageError, match="cannot read d2t and t2d"):
+        convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "pickle.pt"))
+
+
+# ----- refusals ------------------------------------------------------------------------------------------------
+
+def test_destination_refusals(drafter, tmp_path, capsys):
+    src = drafter("speculators").write()
+    (tmp_path / "exists").mkdir()
+    for dst, fragment in ((src, "is SRC"), (src / "inner", "is inside SRC"), (src.parent, "contains SRC"),
+                          (tmp_path / "exists", "exists; pass --force")):
+        assert main(["convert", str(src), str(dst), "--to", "vllm"]) == 2
+        assert fragment in capsys.readouterr().err
+    assert not (src / "inner").exists()
+
+
+@pytest.mark.parametrize("breakage, fragment", [
+    ("truncated", "truncated"),
+    ("inconsistent", "shape (64, 96)"),
+    ("bad-d2t", "map to a target id another draft id already has"),
+])
+def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, breakage, fragment):
+    d = drafter("flat")
+    if breakage == "inconsistent":
+        from eagle3_checks.safetensors_io import RawTensor
+
+        d.tensors["fc.weight"] = RawTensor("BF16", (64, 96), b"\0" * 64 * 96 * 2)
+    elif breakage == "bad-d2t":
+        v = np.frombuffer(d.tensors["d2t"].data, "<i8").copy()
+        v[5] = v[4] - 1
+        from eagle3_checks.safetensors_io import from_numpy
+
+        d.tensors["d2t"] = from_numpy(v)
+    src = d.write()
+    if breakage == "truncated":
+        f = src / "model.safetensors"
+        f.write_bytes(f.read_bytes()[:-100])
+    before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
+    assert main(["convert", str(src), str(tmp_path / "out"), "--to", "vllm"]) == 1
+    out = capsys.readouterr().out
+    assert "not converted" in out and fragment in out
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.eagle3-*"))
+    assert before == {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
+
+
+def test_aux_convention_gap_needs_shift(drafter, tmp_path):
+    src = drafter("speculators").write()  # speculators counts the vLLM way
+    with pytest.raises(ConvertRefused, match=r"Pass --shift-aux-ids to write \[0, 2, 4\]"):
+        convert(src, tmp_path / "a", "sglang")
+    result = convert(src, tmp_path / "a", "sglang", shift_aux_ids=True)
+    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]
+    assert cfg["eagle3_checks_provenance"]["aux_layer_convention"] == "sglang"
+    assert result.verification.exit_code == 0
+
+
+def test_sglang_refuses_what_it_cannot_compute(drafter, tmp_path):
+    src = drafter("flat", replace(EXAMPLE, attention_bias=True, num_layers=2)).write()
+    with pytest.raises(ConvertRefused, match="SGLang 0.5.6 cannot compute this drafter .more than one layer, "
+                                             "attention or MLP biases"):
+        convert(src, tmp_path / "a", "sglang")
+
+
+def test_force_replaces_atomically(drafter, tmp_path):
+    src = drafter("speculators").write()
+    dst = tmp_path / "out"
+    convert(src, dst, "vllm")
+    (dst / "marker").write_text("old")
+    inode = dst.stat().st_ino
+    convert(src, dst, "speculators", force=True)
+    assert not (dst / "marker").exists() and dst.stat().st_ino != inode
+    assert json.loads((dst / "config.json").read_text())["architectures"] == ["Eagle3DraftModel"]
+    assert not list(tmp_path.glob(".out.eagle3-*"))
+
+
+CONVERT = [sys.executable, "-m", "eagle3_checks", "convert"]
+
+
+def _slow_source(root: Path) -> Path:
+    """A drafter big enough (~60 MB) that a conversion is still running when the test interrupts it."""
+    from eagle3_checks.example import drafter_files, write_random_checkpoint
+
+    shape = replace(EXAMPLE, hidden_size=512, num_attention_heads=8, num_key_value_heads=8, head_dim=64,
+                    intermediate_size=2048, vocab_size=16384, draft_vocab_size=4096)
+    tensors, config = drafter_files(shape, "speculators", sparse=True)
+    return write_random_checkpoint(root / "big", tensors, config)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_interrupted_conversion_leaves_nothing_and_the_next_run_cleans_up(tmp_path, sig):
+    src = _slow_source(tmp_path)
+    dst = tmp_path / "out"
+    proc = subprocess.Popen([*CONVERT, str(src), str(dst), "--to", "vllm"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not list(tmp_path.glob(".out.eagle3-tmp-*")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the conversion finished before it could be interrupted"
+    time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert not dst.exists()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143 and "nothing was written" in err
+        assert not list(tmp_path.glob(".out.eagle3-*"))
+    else:
+        assert list(tmp_path.glob(".out.eagle3-tmp-*")), "a killed run leaves its temporary behind"
+        done = subprocess.run([*CONVERT, str(src), str(dst), "--to", "vllm", "--verify", "header"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "removed a stale temporary from a killed run" in done.stdout
+        assert not list(tmp_path.glob(".out.eagle3-*")) and (dst / "model.safetensors").exists()
+
+
+# ----- against the real speculators package -----------------------------------------------------------------------
+
+def test_speculators_saved_drafters_convert(speculators_drafters, tmp_path):
+    """Drafters saved by speculators 0.9.0 convert for vLLM; the result passes the gate against its source."""
+    from peers.variants import SPECULATORS
+
+    for v in SPECULATORS:
+        src = speculators_drafters / v["name"]
+        dst = tmp_path / v["name"]
+        convert(src, dst, "vllm")
+        result = run(dst, source=str(src), engine="vllm")
+        assert result.exit_code == 0, [f.message for f in result.findings() if f.severity.value == "error"]
+        assert result.result("forward.equivalence", "vllm").status == "passed"
+        assert role_bytes(dst) == {r: b for r, b in role_bytes(src).items()}
