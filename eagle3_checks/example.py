@@ -158,7 +158,9 @@ def config(shape: DrafterShape = EXAMPLE, layout: str = SPECULATORS) -> dict[str
     flat = {
         # vLLM builds Qwen3 layers (q_norm/k_norm) only for this architecture; SGLang 0.5.6 has none.
         "architectures": ["Eagle3Qwen3ForCausalLM" if shape.model_type == "qwen3" else "LlamaForCausalLMEagle3"],
+        # Both places: SGLang reads eagle_config's ids only, vLLM 0.33 (V2 runner) the top-level ones only.
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": aux, "use_aux_hidden_state": True},
+        "eagle_aux_hidden_state_layer_ids": aux,
         **layer,
         "rope_theta": shape.rope_theta,
         "rope_scaling": None,

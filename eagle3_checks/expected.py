@@ -55,6 +55,7 @@ class Dims:
     qk_norm: bool = False
     tied: bool = False
     qk_reason: str = ""
+    o_bias: bool | None = None  # o_proj's bias where an engine builds it apart from q/k/v; None: as attention_bias
 
     @classmethod
     def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> "Dims":
@@ -71,7 +72,8 @@ class Dims:
     def of_reading(cls, r) -> "Dims":
         return cls(r.hidden_size, r.num_heads, r.num_kv_heads, r.head_dim, r.intermediate_size, r.vocab_size,
                    r.draft_vocab_size, r.target_hidden_size, r.num_aux, r.num_layers, r.input_norm, r.fc_norm,
-                   r.attention_bias, r.mlp_bias, r.qk_norm, r.lm_head_from_embed, "qwen3 layers" if r.qk_norm else "")
+                   r.attention_bias, r.mlp_bias, r.qk_norm, r.lm_head_from_embed, "qwen3 layers" if r.qk_norm else "",
+                   r.o_bias)
 
 
 def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) -> dict[str, Expected]:
@@ -114,9 +116,10 @@ def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) 
         add(p + "self_attn.k_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
         add(p + "self_attn.v_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
         add(p + "self_attn.o_proj.weight", (h, _mul(nh, hd)), "(H, nh·hd)")
-        if d.attention_bias:
-            for proj, rows, sym in zip(ATTN_PROJ, (_mul(nh, hd), _mul(nkv, hd), _mul(nkv, hd), h),
-                                       ("nh·hd", "nkv·hd", "nkv·hd", "H")):
+        o_bias = d.attention_bias if d.o_bias is None else d.o_bias
+        for proj, rows, sym in zip(ATTN_PROJ, (_mul(nh, hd), _mul(nkv, hd), _mul(nkv, hd), h),
+                                   ("nh·hd", "nkv·hd", "nkv·hd", "H")):
+            if (o_bias if proj == "o_proj" else d.attention_bias):
                 add(p + f"self_attn.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "attention_bias is true")
         if d.qk_norm:
             add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)

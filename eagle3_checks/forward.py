@@ -150,6 +150,7 @@ class Inputs:
     position_ids: Any  # (T,) int64
     inputs_embeds: Any = None  # (T, H) float32, when the checkpoint has no embed_tokens
     stand_in_seed: int | None = None  # embed later-step tokens with a seeded stand-in table (a side lacks embed_tokens)
+    later_tokens: list | None = None  # token ids (T,) for steps 1.. (teacher forcing); default: each step's argmax
 
 
 def random_inputs(width: int, hidden: int, vocab: int, tokens: int = 8, seed: int = 0,
@@ -216,22 +217,28 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
         smoothed = (1 - smooth) * out / factor + smooth * out
         medium = (wavelen >= old / high) & (wavelen <= old / low)
         return torch.where(medium, smoothed, out).float(), 1.0
-    # yarn
-    old = float(scaling.get("original_max_position_embeddings", 4096))
-    beta_fast, beta_slow = float(scaling.get("beta_fast", 32)), float(scaling.get("beta_slow", 1))
+    # yarn (transformers' _compute_yarn_parameters, which vLLM mirrors; readings fill in what their engine does)
+    if "original_max_position_embeddings" not in scaling:
+        raise ForwardError("yarn rope_scaling without original_max_position_embeddings")
+    old = float(scaling["original_max_position_embeddings"])
+    beta_fast, beta_slow = float(scaling.get("beta_fast") or 32), float(scaling.get("beta_slow") or 1)
+
     def get_mscale(m: float) -> float:
         return 0.1 * m * math.log(factor) + 1.0 if factor > 1 else 1.0
 
     mscale = scaling.get("attention_factor")
     if mscale is None:
         m, m_all = scaling.get("mscale"), scaling.get("mscale_all_dim")
-        mscale = get_mscale(m) / get_mscale(m_all) if m is not None and m_all is not None else get_mscale(1.0)
+        mscale = get_mscale(m) / get_mscale(m_all) if m and m_all else get_mscale(1.0)
+    truncate = scaling.get("truncate", True)
 
     def dim_for(rot: float) -> float:
         return (head_dim * math.log(old / (rot * 2 * math.pi))) / (2 * math.log(theta))
 
-    low = max(math.floor(dim_for(beta_fast)), 0)
-    high = min(math.ceil(dim_for(beta_slow)), head_dim - 1)
+    low, high = dim_for(beta_fast), dim_for(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
     if low == high:
         high += 0.001  # as transformers and SpecForge do, against a zero-width ramp
     ramp = (torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)
@@ -372,7 +379,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
             logits[:, targets] = draft
             out.append(logits.cpu())
             if step + 1 < steps:
-                tokens = logits.argmax(-1)
+                tokens = logits.argmax(-1) if inputs.later_tokens is None else inputs.later_tokens[step].to(dev)
                 if inputs.stand_in_seed is not None:  # both sides of a comparison embed alike
                     e = _stand_in_rows(tokens.tolist(), reading.hidden_size, inputs.stand_in_seed).to(dev)
                 elif has_embed:

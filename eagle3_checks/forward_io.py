@@ -46,6 +46,8 @@ def read_inputs(path: Path, reading: Any) -> Inputs:
     aux = get("aux_hidden_states", "f", 2).float()
     ids = get("input_ids", "iu", 1).long()
     t = aux.shape[0]
+    if t == 0:
+        raise UsageError(f"--inputs {path}: aux_hidden_states has no tokens")
     if ids.shape[0] != t:
         raise UsageError(f"--inputs {path}: input_ids has {ids.shape[0]} tokens, aux_hidden_states {t}")
     pos = get("position_ids", "iu", 1, required=False)

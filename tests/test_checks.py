@@ -274,7 +274,7 @@ def test_config_vocab_sizes_draft_larger(drafter):
 
 def test_config_aux_ids_in_two_places_disagree(drafter):
     d = drafter("flat")
-    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]  # eagle_config keeps [1, 3, 5]
     assert_fails(run(d.write()), "config.aux-layers", "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5] and "
                  "top-level eagle_aux_hidden_state_layer_ids [2, 4, 6] differ")
 
@@ -287,10 +287,10 @@ def test_config_aux_ids_missing_warns(drafter):
 
 def test_config_aux_ids_duplicated_and_unsorted(drafter):
     d = drafter("flat")
-    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = d.config["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
     assert_fails(run(d.write()), "config.aux-layers", "aux-layer ids [1, 1, 5] repeat a layer")
-    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
-    warned(run(d.write()), "config.aux-layers", "aux-layer ids [5, 1, 3] are not ascending")
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = d.config["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
+    warned(run(d.write(), level="header"), "config.aux-layers", "aux-layer ids [5, 1, 3] are not ascending")
 
 
 def test_config_head_dim_kimi_model_type_defaults_to_64(drafter):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -252,18 +253,25 @@ def _slow_source(root: Path) -> Path:
     return write_random_checkpoint(root / "big", tensors, config)
 
 
+def _interrupt(src: Path, dst: Path, sig: int) -> subprocess.Popen:
+    """Start a conversion, freeze it (SIGSTOP) as soon as its temporary exists, then deliver ``sig``."""
+    proc = subprocess.Popen([*CONVERT, str(src), str(dst), "--to", "vllm"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not list(dst.parent.glob(f".{dst.name}.eagle3-tmp-*")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.001)
+    os.kill(proc.pid, signal.SIGSTOP)
+    assert not dst.exists(), "the conversion finished before it could be interrupted"
+    os.kill(proc.pid, sig)
+    os.kill(proc.pid, signal.SIGCONT)
+    return proc
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_interrupted_conversion_leaves_nothing_and_the_next_run_cleans_up(tmp_path, sig):
     src = _slow_source(tmp_path)
     dst = tmp_path / "out"
-    proc = subprocess.Popen([*CONVERT, str(src), str(dst), "--to", "vllm"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not list(tmp_path.glob(".out.eagle3-tmp-*")) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    assert proc.poll() is None, "the conversion finished before it could be interrupted"
-    time.sleep(0.05)
-    proc.send_signal(sig)
+    proc = _interrupt(src, dst, sig)
     _, err = proc.communicate(timeout=60)
     assert not dst.exists()
     if sig == signal.SIGTERM:

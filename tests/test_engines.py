@@ -70,14 +70,21 @@ def test_flat_layout_fails_speculators(drafter):
 
 
 def test_sglang_drops_biases_and_fc_norms(drafter):
-    """SGLang 0.5.6 builds q/k/v and the MLP without bias and has no fc_norm: those tensors are dropped."""
+    """SGLang 0.5.6 rebuilds q/k/v without bias (llama_eagle3.py) but keeps llama.py's o_proj, whose bias follows
+    attention_bias; its MLP has no bias and it has no fc_norm: those tensors are dropped."""
     d = drafter("flat", replace(EXAMPLE, attention_bias=True, fc_norm=True))
     result = gate(d.write())
     assert status(result, "engine.loads", "vllm") == PASSED
     assert status(result, "engine.loads", "sglang") == FAILED
     text = messages(result, "engine.loads", "sglang")
-    assert "sglang 0.5.6 drops 7 trained tensor(s): fc_norm.0.weight" in text
-    assert "SGLang 0.5.6 builds no such parameter" in text or "no norm before fc" in text
+    assert "sglang 0.5.6 drops 6 trained tensor(s): fc_norm.0.weight, fc_norm.1.weight, fc_norm.2.weight, " \
+           "midlayer.self_attn.k_proj.bias" in text
+    from eagle3_checks import engines
+    from eagle3_checks.checkpoint import open_checkpoint
+
+    r = engines.read(open_checkpoint(d.root), "sglang")
+    assert r.tensors["layers.0.self_attn.o_proj.bias"] == "midlayer.self_attn.o_proj.bias"
+    assert "midlayer.self_attn.q_proj.bias" in r.ignored
 
 
 def test_architectures_each_engine_maps(drafter):
@@ -171,11 +178,23 @@ def test_fc_norm_and_tied_embeddings_under_sglang(drafter):
 
 # ----- engine.aux-layers --------------------------------------------------------------------------------------
 
+def test_aux_ids_only_nested_pass_sglang_and_fail_vllm(drafter):
+    """vLLM 0.33's V2 model runner (its default for EAGLE-3) reads the top-level ids, then eagle_config["layer_ids"]
+    (eagle3_utils.py get_eagle3_aux_layers_from_config); ids only in eagle_config["eagle_aux_hidden_state_layer_ids"],
+    as SpecForge and the AQ-MedAI drafter write them, leave vLLM on its default layers."""
+    d = drafter("flat")
+    del d.config["eagle_aux_hidden_state_layer_ids"]
+    result = gate(d.write())
+    assert status(result, "engine.aux-layers", "sglang") == PASSED
+    assert status(result, "engine.aux-layers", "vllm") == FAILED
+    assert "vllm 0.33.0 finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "vllm")
+
+
 def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
-    """vLLM captures the top-level ids first (gpu_model_runner.py); SGLang 0.5.6 reads only
+    """vLLM captures the top-level ids (eagle3_utils.py); SGLang 0.5.6 reads only
     eagle_config["eagle_aux_hidden_state_layer_ids"] (model_runner.py)."""
     d = drafter("flat")
-    d.config["eagle_aux_hidden_state_layer_ids"] = d.config.pop("eagle_config")["eagle_aux_hidden_state_layer_ids"]
+    del d.config["eagle_config"]
     d.config["num_aux_hidden_states"] = 3
     result = gate(d.write())
     assert status(result, "engine.aux-layers", "vllm") == PASSED
@@ -185,7 +204,7 @@ def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
 
 def test_no_aux_ids_anywhere_warns(drafter):
     d = drafter("flat")
-    del d.config["eagle_config"]
+    del d.config["eagle_config"], d.config["eagle_aux_hidden_state_layer_ids"]
     assert status(gate(d.write()), "engine.aux-layers", "vllm") == WARNED
 
 
@@ -219,7 +238,7 @@ def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
     """vLLM and speculators accept ids in [0, N] (N: the last layer's output); under SGLang's +1 an explicit N-1
     is the last id that captures anything."""
     d = drafter("flat")
-    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3, 8]
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = d.config["eagle_aux_hidden_state_layer_ids"] = [1, 3, 8]
     target = tmp_path / "t.json"
     target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
     result = gate(d.write(), target_config=str(target))
@@ -297,3 +316,26 @@ def test_option_errors(drafter, capsys, argv, fragment):
     with pytest.raises(SystemExit) as exc:
         main(["check", str(drafter("flat").write()), *argv])
     assert exc.value.code == 2 and fragment in capsys.readouterr().err
+
+
+def test_default_layers_that_happen_to_be_the_trained_ones_are_a_note(drafter, tmp_path):
+    """Ids only in eagle_config (as the AQ-MedAI drafter writes them) leave vLLM 0.33 on its default (2, N/2, N-3);
+    when those are the layers the drafter was trained on, that is a note, not a failure."""
+    target = tmp_path / "t.json"
+    target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
+    d = drafter("flat")
+    del d.config["eagle_aux_hidden_state_layer_ids"]
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3, 4]  # SGLang way: outputs of 1, 3, 4
+    result = gate(d.write(), target_config=str(target), aux_convention="sglang")
+    r = result.result("engine.aux-layers", "vllm")
+    assert r.status == PASSED and "falls back to its default [2, 4, 5], which captures the layers the drafter was " \
+                                  "trained on ([1, 3, 4])" in r.findings[0].message
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 5]  # other layers than the default's
+    assert status(gate(d.write(), target_config=str(target), aux_convention="sglang"),
+                  "engine.aux-layers", "vllm") == FAILED
+
+
+def test_hub_ids_are_not_local_paths(drafter):
+    d = drafter("speculators")
+    d.config["speculators_config"]["verifier"]["name_or_path"] = "gpt2"
+    assert status(gate(d.write()), "engine.serving", "vllm") == PASSED

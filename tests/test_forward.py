@@ -122,7 +122,10 @@ def test_wider_target_four_aux_layers(drafter):
     d.config["num_aux_hidden_states"] = 4
     assert forward_result(run(d.write())).status == "passed"
     result = run(drafter("speculators", shape).write())
-    assert forward_result(result).status in ("failed", "skipped")
+    r = forward_result(result)
+    assert r.status == "skipped" and "trainer's reading" in r.reason and "fc.weight: shape (64, 384)" in r.reason
+    loads = result.result("engine.loads", "vllm")
+    assert loads.status == "failed" and any("fc.weight: shape (64, 384)" in f.message for f in loads.findings)
 
 
 def test_vocab_mapping_difference_is_named_as_such(drafter, source):
@@ -211,7 +214,13 @@ def test_engine_refusals(drafter):
     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
      "original_max_position_embeddings": 64},
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
-])
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "truncate": False},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "mscale": 0.707,
+     "mscale_all_dim": 0.707},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "mscale": 2.0, "mscale_all_dim": 0},
+    {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64, "attention_factor": 1.5,
+     "beta_fast": 16, "beta_slow": 2},
+], ids=["linear", "llama3", "yarn", "yarn-no-truncate", "yarn-mscale", "yarn-mscale-all-dim-0", "yarn-factor"])
 def test_rope_scaling_matches_transformers(scaling):
     torch = pytest.importorskip("torch")
     from transformers import LlamaConfig
@@ -252,16 +261,29 @@ def test_forward_command_writes_logits(drafter, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
-def test_forward_engines_agree_on_a_flat_drafter(drafter, tmp_path):
-    ckpt = drafter("flat").write()
-    inputs = write_inputs(tmp_path / "in.safetensors")
+def test_forward_shows_where_engines_differ(drafter, tmp_path):
+    """norm_output in a flat config: vLLM feeds the normed state back, SGLang 0.5.6 the pre-norm one. Same step 0,
+    another step 1. (SGLang embeds with the target's embedding, so the inputs carry inputs_embeds.)"""
+    d = drafter("flat")
+    d.config["norm_output"] = True
+    ckpt = d.write()
+    inputs = write_inputs(tmp_path / "in.safetensors", embeds=True)
     outs = {}
     for engine in ("vllm", "sglang"):
         out = tmp_path / f"{engine}.safetensors"
-        assert main(["forward", str(ckpt), "--engine", engine, "--inputs", str(inputs), "--out", str(out)]) == 0
+        assert main(["forward", str(ckpt), "--engine", engine, "--inputs", str(inputs), "--out", str(out),
+                     "--steps", "1"]) == 0
         outs[engine] = safetensors.numpy.load_file(out)
-    for key in ("logits", "logits_step_1"):
-        np.testing.assert_array_equal(outs["vllm"][key], outs["sglang"][key])
+    np.testing.assert_array_equal(outs["vllm"]["logits"], outs["sglang"]["logits"])
+    assert main(["forward", str(ckpt), "--engine", "vllm", "--inputs", str(inputs), "--out",
+                 str(tmp_path / "v2.safetensors"), "--steps", "2"]) == 0
+    del d.config["norm_output"]
+    assert main(["forward", str(d.write()), "--engine", "vllm", "--inputs", str(inputs), "--out",
+                 str(tmp_path / "p2.safetensors"), "--steps", "2"]) == 0
+    normed = safetensors.numpy.load_file(tmp_path / "v2.safetensors")
+    prenorm = safetensors.numpy.load_file(tmp_path / "p2.safetensors")
+    np.testing.assert_array_equal(normed["logits"], prenorm["logits"])
+    assert not np.array_equal(normed["logits_step_1"], prenorm["logits_step_1"])
 
 
 @pytest.mark.parametrize("case, fragment", [

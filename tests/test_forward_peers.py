@@ -53,6 +53,30 @@ def test_speculators_logits_match(speculators_drafters, tmp_path, capsys, name, 
     assert_matches_peer(ckpt, tmp_path / "out.safetensors")
 
 
+@pytest.mark.parametrize("name", SPEC_LOGITS)
+def test_speculators_second_step_matches(speculators_drafters, name):
+    """Step 1 against speculators' own second TTT step (teacher-forced with the inputs shifted by one): the state fed
+    back (pre-norm, or normed with norm_output), positions + 1, and attention over the context plus its own draft."""
+    import torch
+
+    from eagle3_checks import engines
+    from eagle3_checks.checkpoint import open_checkpoint
+    from eagle3_checks.forward import Inputs, Weights, run
+
+    ckpt_dir = speculators_drafters / name
+    inputs = safetensors.numpy.load_file(ckpt_dir / "inputs.safetensors")
+    peer = safetensors.numpy.load_file(ckpt_dir / "peer_logits.safetensors")["draft_logits_step_1"]
+    ckpt = open_checkpoint(ckpt_dir)
+    reading = engines.read(ckpt, "speculators")
+    t = {k: torch.from_numpy(v) for k, v in inputs.items()}
+    logits = run(reading, Weights(ckpt, "cpu"), Inputs(t["aux_hidden_states"], t["input_ids"], t["position_ids"],
+                                                       later_tokens=[t["step_1_input_ids"]]), steps=2)[1].numpy()
+    dv = peer.shape[1]
+    columns = np.arange(dv) + (ckpt.array("d2t") if ckpt.has("d2t") else np.zeros(dv, np.int64))
+    diff = float(np.abs(logits[:, columns] - peer).max())
+    assert diff <= TOLERANCE, f"step 1: max abs diff {diff}"
+
+
 @pytest.mark.parametrize("name", [v["name"] for v in SPECFORGE])
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_specforge_logits_match(specforge_drafters, tmp_path, capsys, name, engine):

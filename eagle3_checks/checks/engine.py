@@ -9,14 +9,19 @@ numerically.
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable
 
 from .. import engines
-from ..engines.reading import describe_difference, differences, effect, fix_for
+from ..engines.reading import describe_difference, differences, effect, remedy
 from ..engines.vllm import CACHE_ONLY_ROPE_TYPES
 from ..layout import SPECULATORS
 from ..registry import Context, Finding, NotApplicable, check, error, info, warning
 from ._common import CONFIG, config_of, require_complete
+
+
+# huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
+_HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
 
 
 def _listing(items: list[str], limit: int = 4) -> str:
@@ -50,7 +55,8 @@ def loads(ctx: Context) -> Iterable[Finding]:
     for refusal in served.refusals:
         yield error(f"{name} refuses the drafter: {refusal}", key=refusal.split(":")[0],
                     expected=f"a drafter {ctx.engine} loads", found=refusal,
-                    why="the server fails to start, or fails at the first request",
+                    why="speculators fails to load it" if ctx.engine == "speculators" else
+                    "the server fails to start, or fails at the first request",
                     fix="write the checkpoint in the layout this engine reads" if not served.layout_ok else
                     "fix the tensor name or config field named")
     if not served.layout_ok:
@@ -104,7 +110,7 @@ def semantics(ctx: Context) -> Iterable[Finding]:
             key=field, expected=f"{getattr(trained, field)!r} ({trained.sources.get(field, '?')})",
             found=f"{getattr(served, field)!r} ({served.sources.get(field, '?')})",
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
-            fix=fix_for(field, trained) or f"serve with an engine that supports {field}")
+            fix=remedy(field, trained, served))
 
 
 @check(
@@ -124,6 +130,17 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
         raise NotApplicable(f"{ctx.engine} does not read this layout (see engine.loads)")
     eng = f"{ctx.engine} {served.version}"
     ids, trained_ids = served.aux_layer_ids, trained.aux_layer_ids
+    convention, how = engines.trainer_convention(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
+    if ids is None and trained_ids and convention and ctx.target is not None and ctx.target.num_hidden_layers:
+        # Both engines fall back to (2, N/2, N-3) counted the vLLM way (SGLang adds no +1 to its default).
+        n = ctx.target.num_hidden_layers
+        default = engines.captured_layers([2, n // 2, n - 3], "vllm")
+        if default == engines.captured_layers(trained_ids, convention):
+            yield info(f"{eng} finds no aux-layer ids where it reads them and falls back to its default "
+                       f"{[2, n // 2, n - 3]}, which captures the layers the drafter was trained on ({default})",
+                       file=CONFIG, key="eagle_aux_hidden_state_layer_ids",
+                       fix="write the ids where the engine reads them anyway")
+            return
     if ids is None:
         if trained_ids:
             yield error(f"{eng} finds no aux-layer ids where it reads them; the config has {trained_ids} "
@@ -146,7 +163,6 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                     expected=f"{fc[1] // ht} ids", found=str(ids),
                     why="the fused state does not fit fc: the engine fails at the first draft step (SGLang #32226)",
                     fix="state exactly the ids the drafter was trained on")
-    convention, how = engines.trainer_convention(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
     if convention is None:
         yield info(f"{eng} counts ids the {served.aux_convention} way ({served.sources['aux_convention']}); how the "
                    f"trainer counted is {how}: {ids} capture the outputs of layers "
@@ -218,8 +234,7 @@ def serving(ctx: Context) -> Iterable[Finding]:
         spec = ctx.ckpt.config_raw.get("speculators_config")
         verifier = spec.get("verifier") if isinstance(spec, dict) else None
         path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
-        local = not isinstance(path, str) or path.startswith(("/", "./", "../", "~")) or os.path.isdir(path) \
-            or path.count("/") != 1
+        local = not (isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path))
         if local:
             yield warning(f"{eng}: speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
                           file=CONFIG, key="speculators_config.verifier.name_or_path",

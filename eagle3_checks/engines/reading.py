@@ -24,7 +24,7 @@ TLC = "transformer_layer_config"
 SEMANTIC_FIELDS = (
     "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_layers", "rms_norm_eps",
     "hidden_act", "rope_theta", "rope_scaling", "num_aux", "target_hidden_size", "input_norm", "fc_norm",
-    "norm_before_residual", "feedback", "final_norm", "qk_norm", "attention_bias", "mlp_bias",
+    "norm_before_residual", "feedback", "final_norm", "qk_norm", "attention_bias", "o_bias", "mlp_bias",
     "lm_head_from_embed", "vocab_size", "draft_vocab_size",
 )
 
@@ -56,8 +56,9 @@ class Reading:
     feedback: str = "prenorm"  # what later draft steps get back: "prenorm" or "normed" (norm_output)
     final_norm: bool = True  # the final norm before lm_head
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3 layers)
-    attention_bias: bool = False
+    attention_bias: bool = False  # q/k/v (and o_proj, unless o_bias says otherwise) carry a bias
     mlp_bias: bool = False
+    o_bias: bool | None = None  # o_proj's bias, where an engine builds it apart from q/k/v (SGLang 0.5.6)
     lm_head_from_embed: bool = False  # tie_word_embeddings: lm_head is the embedding
     vocab_size: int | None = None
     draft_vocab_size: int | None = None
@@ -111,7 +112,8 @@ _EFFECT = {
     "num_aux": "fc expects another number of captured target states",
     "target_hidden_size": "fc expects captured states of another width",
     "lm_head_from_embed": "logits come from the embedding instead of lm_head",
-    "attention_bias": "attention runs with or without its biases",
+    "attention_bias": "attention runs with or without its q/k/v biases",
+    "o_bias": "attention's output projection runs with or without its bias",
     "mlp_bias": "the MLP runs with or without its biases",
     "qk_norm": "q and k are normed per head in one and not in the other",
 }
@@ -136,8 +138,16 @@ def fix_for(name: str, trained: "Reading") -> str | None:
     import json
 
     value = getattr(trained, name)
+    if name == "feedback" and trained.layout == "flat":
+        # norm_output is ambiguous in a flat config (SpecForge: the final norm; vLLM/speculators: the fed-back
+        # state): absent means a pre-norm feedback to every reader; a normed one needs the provenance block.
+        return ('remove "norm_output" from config.json (every reader then feeds the pre-norm state back)'
+                if value == "prenorm" else 'state "norm_output": true together with "eagle3_checks_provenance": '
+                '{"trainer": "speculators"} (eagle3-checks convert writes both)')
     if name == "feedback":
         return f'state "norm_output": {json.dumps(value == "normed")} in config.json'
+    if name == "final_norm":
+        return None  # vLLM and SGLang always apply it: no config field can say otherwise
     if name in ("norm_before_residual", "fc_norm", "rope_theta", "head_dim", "draft_vocab_size", "rms_norm_eps"):
         return f'state "{name}": {json.dumps(value)} in config.json'
     if name == "input_norm":
@@ -145,6 +155,17 @@ def fix_for(name: str, trained: "Reading") -> str | None:
     if name in _KNOB:
         return f"state {_KNOB[name]} as {value!r} in config.json"
     return None
+
+
+def remedy(name: str, trained: "Reading", served: "Reading") -> str:
+    """The fix for a semantic difference: a config change where one exists, else what can be done."""
+    fix = fix_for(name, trained)
+    if fix:
+        return fix
+    if name == "final_norm":
+        return ("the drafter was trained without a final norm before lm_head (SpecForge norm_output false); "
+                f"{served.engine} always applies one: retrain with it, or serve where it is off")
+    return f"{served.engine} cannot compute {name} as trained: serve the drafter with an engine that can"
 
 
 def lookup(raw: Any, *paths: tuple) -> tuple[bool, Any, str]:
@@ -213,24 +234,34 @@ def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[in
 
 
 def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) -> None:
-    """rope_theta and scaling. transformers 5 keeps both in rope_parameters (and reads a legacy rope_theta /
-    rope_scaling into it); ``legacy_only`` models a reader that knows only rope_theta and rope_scaling
-    (transformers 4.57, as SGLang 0.5.6 pins)."""
+    """rope_theta and scaling, as transformers 5 standardizes them (``PreTrainedConfig.convert_rope_params_to_dict``
+    and ``standardize_rope_params`` in modeling_rope_utils.py): a rope_scaling dict replaces rope_parameters, a
+    rope_theta inside the dict wins over the top-level one, and llama3/yarn scaling without
+    original_max_position_embeddings gets max_position_embeddings. ``legacy_only`` models a reader that knows only
+    rope_theta and rope_scaling (transformers 4.57, as SGLang 0.5.6 pins). Call after read_max_position."""
     params = fields_.get("rope_parameters") if isinstance(fields_.get("rope_parameters"), dict) else None
     scaling = fields_.get("rope_scaling") if isinstance(fields_.get("rope_scaling"), dict) else None
     theta = fields_.get("rope_theta")
-    if _finite(theta):
-        r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
-    elif not legacy_only and params and _finite(params.get("rope_theta")):
-        r.set("rope_theta", float(params["rope_theta"]), f"config.json: {where}rope_parameters.rope_theta")
-    elif scaling and _finite(scaling.get("rope_theta")) and not legacy_only:
-        r.set("rope_theta", float(scaling["rope_theta"]), f"config.json: {where}rope_scaling.rope_theta")
+    if legacy_only:
+        base, key = scaling, "rope_scaling"
+        if _finite(theta):
+            r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
+        else:
+            why = " (rope_parameters is not read)" if params else ""
+            r.set("rope_theta", 10000.0, f"default: 10000{why}")
     else:
-        why = " (rope_parameters is not read)" if legacy_only and params else ""
-        r.set("rope_theta", 10000.0, f"default: 10000{why}")
-    spec = scaling if scaling is not None else (None if legacy_only else params)
-    r.set("rope_scaling", normalized_scaling(spec),
-          f"config.json: {where}{'rope_scaling' if scaling is not None else 'rope_parameters'}" if spec else "none")
+        base, key = (scaling, "rope_scaling") if scaling else (params, "rope_parameters")
+        if base and _finite(base.get("rope_theta")):
+            r.set("rope_theta", float(base["rope_theta"]), f"config.json: {where}{key}.rope_theta")
+        elif _finite(theta):
+            r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
+        else:
+            r.set("rope_theta", 10000.0, "default: 10000")
+    spec = normalized_scaling(base)
+    if spec and not legacy_only and spec["rope_type"] in ("llama3", "yarn", "longrope") \
+            and "original_max_position_embeddings" not in spec and r.max_position_embeddings:
+        spec["original_max_position_embeddings"] = r.max_position_embeddings
+    r.set("rope_scaling", spec, f"config.json: {where}{key}" if spec else "none")
 
 
 def _finite(v: Any) -> bool:
@@ -292,8 +323,15 @@ def finish(r: Reading, ckpt: Any, missing: str) -> None:
     engine has there instead), and the loaded tensors whose shape the engine's loader rejects."""
     from ..expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 
+    if r.o_bias is None:
+        r.set("o_bias", r.attention_bias, "with attention_bias (Llama: o_proj's bias follows it)")
     if r.hidden_size is None or r.num_heads is None:
         return  # sizes unknown: the refusals already say why
+    if r.num_kv_heads and r.num_heads % r.num_kv_heads:
+        r.refusals.append(f"{r.num_heads} attention heads do not divide into {r.num_kv_heads} KV heads: "
+                          f"{r.engine} cannot build the attention")
+    if r.head_dim and r.head_dim % 2:
+        r.refusals.append(f"head_dim {r.head_dim} is odd: rotary embeddings rotate pairs of dimensions")
     expected = expected_tensors(Dims.of_reading(r))
     for role, exp in expected.items():
         if role == "t2d":

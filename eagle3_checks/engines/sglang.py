@@ -18,6 +18,7 @@ Mirrors the 0.5.6 wheel from PyPI:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..layout import FLAT, SPECULATORS
@@ -43,12 +44,30 @@ def read(ckpt: Any) -> Reading:
     model_type = raw.get("model_type", "llama")
     dsv3 = model_type in ("kimi_k2", "deepseek_v3")
     read_sizes(r, raw, "", (64, "DeepseekV3Config") if dsv3 else (None, "transformers LlamaConfig"))
+    read_max_position(r, raw, "", 4096 if dsv3 else 2048)
     read_rope(r, raw, "", legacy_only=True)
+    if r.hidden_act != "silu":  # srt/models/llama.py LlamaMLP
+        r.refusals.append(f"SGLang's LlamaMLP raises for hidden_act {r.hidden_act!r} (silu only)")
+    if r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":
+        # srt/layers/rotary_embedding.py get_rope: YaRN needs original_max_position_embeddings, reads only factor,
+        # extrapolation_factor, attn_factor, beta_fast and beta_slow, and scales by 0.1 ln(factor) + 1.
+        scaling = dict(r.rope_scaling)
+        if "original_max_position_embeddings" not in scaling:
+            r.refusals.append("rope_scaling yarn without original_max_position_embeddings: SGLang raises KeyError")
+        factor = float(scaling.get("factor", 1.0))
+        mscale = (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0) * float(scaling.get("attn_factor", 1))
+        kept = {k: v for k, v in scaling.items() if k in ("rope_type", "factor", "original_max_position_embeddings",
+                                                          "beta_fast", "beta_slow")}
+        r.set("rope_scaling", {**kept, "attention_factor": mscale},
+              "config.json: rope_scaling (as SGLang's YaRNScalingRotaryEmbedding reads it)")
     if r.num_layers != 1:
         r.refusals.append(f"SGLang 0.5.6 raises \"EAGLE3 currently only supports 1 layer\" "
                           f"(num_hidden_layers {r.num_layers})")
     r.set("qk_norm", False, "SGLang 0.5.6 builds Llama layers only")
+    # llama_eagle3.py rebuilds q/k/v without bias; o_proj stays llama.py's, with bias=attention_bias.
+    o_bias = raw.get("attention_bias") is True or raw.get("bias") is True
     r.set("attention_bias", False, "SGLang 0.5.6 builds q/k/v without bias")
+    r.set("o_bias", o_bias, "srt/models/llama.py: o_proj bias = attention_bias")
     r.set("mlp_bias", False, "SGLang 0.5.6 builds the MLP without bias")
     r.set("norm_before_residual", False, "SGLang 0.5.6: the residual is the un-normed fc output (no such flag)")
     r.set("input_norm", False, "SGLang 0.5.6 has no norm_before_fc")
@@ -60,7 +79,7 @@ def read(ckpt: Any) -> Reading:
     read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
                  "SGLang default layers (no ids in eagle_config; a top-level list is not read)")
     r.set("aux_convention", "sglang", "SGLang: an explicit id X is the output of layer X (it adds 1 internally)")
-    read_max_position(r, raw, "", 2048)
+    
     if "target_hidden_size" in raw:
         ht = raw["target_hidden_size"]
         if not is_int(ht):
@@ -70,6 +89,9 @@ def read(ckpt: Any) -> Reading:
         r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
     tied = raw.get("tie_word_embeddings") is True
     r.set("lm_head_from_embed", tied, "config.json: tie_word_embeddings" if tied else "untied")
+    # speculative/eagle_worker.py: set_embed(target's embedding) replaces the draft's, unless the draft declares a
+    # target_hidden_size different from hidden_size (models/llama.py set_embed).
+    own_embed = "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size
     dv = raw.get("draft_vocab_size")
     r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
           "config.json: draft_vocab_size" if is_int(dv) else "SGLang default: vocab_size (lm_head from the target)")
@@ -85,8 +107,12 @@ def read(ckpt: Any) -> Reading:
             return None, "dropped silently: SGLang 0.5.6 reads only midlayer.* names"
         if n.prefixed and n.role == "lm_head.weight":
             return None, "dropped silently: SGLang looks for lm_head.weight or model.model.lm_head.weight"
+        if n.role.endswith("o_proj.bias") and o_bias:
+            return n.role, ""
         if n.role.endswith(".bias") or n.role.endswith(("q_norm.weight", "k_norm.weight")):
             return None, "dropped silently: SGLang 0.5.6 builds no such parameter"
+        if n.role == "embed_tokens.weight" and not own_embed:
+            return None, "replaced by the target's embedding (eagle_worker.py set_embed)"
         if n.role in ("input_norm.weight",) or n.role.startswith("fc_norm."):
             return None, "dropped silently: SGLang 0.5.6 has no norm before fc"
         if n.role == "lm_head.weight" and tied:
@@ -95,6 +121,10 @@ def read(ckpt: Any) -> Reading:
 
     map_roles(r, ckpt, accept)
     finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)")
+    if tied and not own_embed:
+        r.unfilled["lm_head.weight"] = "the target's embedding (tied, after set_embed)"
+    if not is_int(raw.get("draft_vocab_size")) and not tied:
+        r.unfilled["lm_head.weight"] = "the target's lm_head (load_lm_head_from_target: no draft_vocab_size)"
     return r
 
 

@@ -33,6 +33,7 @@ def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
         r.layout_ok = False
         return r
     read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
+    read_max_position(r, raw, "", 2048)
     read_rope(r, raw, "")
     archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else None
     r.set("qk_norm", has_qk_norm(FLAT, raw.get("model_type"), archs), "architectures")
@@ -60,7 +61,6 @@ def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
           "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
     read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
                  "no ids in the config")
-    read_max_position(r, raw, "", 2048)
     _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",))
     r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
           "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")

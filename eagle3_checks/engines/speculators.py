@@ -45,7 +45,13 @@ def read(ckpt: Any, lenient: bool = False) -> Reading:
         r.refusals.append("config.json has no transformer_layer_config object")
         return r
     model_type = fields_.get("model_type", "qwen3")
+    if model_type not in ("llama", "qwen3"):  # model_definitions.py model_classes
+        r.refusals.append(f"speculators has no EAGLE-3 layer for model_type {model_type!r} (KeyError in "
+                          "model_classes: llama and qwen3 only)")
+    if raw.get("norm_before_fc") is True and raw.get("fc_norm") is True:
+        r.refusals.append("speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")")
     read_sizes(r, fields_, f"{TLC}.", _HEAD_DIM_DEFAULT.get(model_type, (None, f"transformers {model_type} config")))
+    read_max_position(r, fields_, f"{TLC}.", 32768 if model_type == "qwen3" else 2048)
     read_rope(r, fields_, f"{TLC}.")
     r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
           ("" if "model_type" in fields_ else " (default: speculators builds a Qwen3Config)"))
@@ -66,7 +72,6 @@ def read(ckpt: Any, lenient: bool = False) -> Reading:
     r.set("target_hidden_size", r.hidden_size, "speculators 0.9: fc takes num_aux x hidden_size")
     read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),), "speculators default layers (no ids in the config)")
     r.set("aux_convention", "vllm", "speculators captures its training states through vLLM")
-    read_max_position(r, fields_, f"{TLC}.", 32768 if model_type == "qwen3" else 2048)
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
     r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
           "config.json: eagle_aux_hidden_state_layer_ids (count)" if isinstance(ids, list) and ids

@@ -67,6 +67,8 @@ def read(ckpt: Any) -> Reading:
     default = (None, "vLLM: a speculators config has no class default") if speculators else \
         _HEAD_DIM_DEFAULT.get(model_type, (None, "transformers LlamaConfig"))
     read_sizes(r, fields_, where, default)
+    # llama.py: getattr(config, "max_position_embeddings", 8192); a flat config's class has its own default.
+    read_max_position(r, fields_, where, 8192 if speculators else 4096 if model_type in _HEAD_DIM_DEFAULT else 2048)
     read_rope(r, fields_, where)
     if speculators:
         arch = "Eagle3Qwen3ForCausalLM" if model_type == "qwen3" else "Eagle3LlamaForCausalLM"
@@ -82,7 +84,6 @@ def read(ckpt: Any) -> Reading:
                               "Llama-layer drafter: eagle3-checks does not model it")
     qwen3 = r.architecture in QWEN3_LAYER_ARCHS
     r.set("qk_norm", qwen3, r.sources["architecture"])
-    read_max_position(r, fields_, where, 2048)
 
     def top(name: str, default: Any, why: str) -> Any:
         found, value, key = lookup(raw, (name,))
@@ -120,10 +121,13 @@ def read(ckpt: Any) -> Reading:
         ht = raw.get("target_hidden_size")
         r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
               "config.json: target_hidden_size" if is_int(ht) else "vLLM default: hidden_size")
-    # v1/worker/gpu_model_runner.py: the ids captured come from the top level first, then from eagle_config
-    # (update_eagle3 puts a speculators config's ids at the top level).
-    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids")),
-                 "vLLM default: (2, N/2, N-3) of the target's N layers (no ids in the config)")
+    # The ids captured: v1/worker/gpu/spec_decode/eagle/eagle3_utils.py get_eagle3_aux_layers_from_config (the V2
+    # model runner, vLLM 0.33's default for EAGLE-3) reads the top-level eagle_aux_hidden_state_layer_ids, then
+    # eagle_config["layer_ids"]; never eagle_config["eagle_aux_hidden_state_layer_ids"] (only the V1 runner did).
+    # update_eagle3 puts a speculators config's ids at the top level.
+    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids")),
+                 "vLLM default: (2, N/2, N-3) of the target's N layers (0.33's V2 runner reads top-level "
+                 "eagle_aux_hidden_state_layer_ids, not eagle_config's)")
     r.set("aux_convention", "vllm", "vLLM: id L is the residual stream entering layer L")
     count = raw.get("num_aux_hidden_states") if not speculators else None
     _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
@@ -144,6 +148,10 @@ def read(ckpt: Any) -> Reading:
     def accept(name: str, n) -> tuple[str | None, str]:
         if name == "t2d" or "t2d" in name:
             return None, "vLLM skips t2d"
+        if "mask_hidden" in name:
+            return None, "vLLM skips mask_hidden (parallel drafting only) with a warning"
+        if name.endswith(("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")):
+            return None, "vLLM drops rotary buffers (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)"
         if n.prefixed:
             r.refusals.append(f"{name}: vLLM prefixes `model.` itself and raises \"There is no module or parameter "
                               f"named 'model.model...'\"")

@@ -65,13 +65,15 @@ def build(out: str, v: dict) -> None:
         positions = torch.arange(TOKENS) + 1  # speculators' own default (models/eagle3/core.py)
         captured = []
         model.lm_head.register_forward_hook(lambda m, i, o: captured.append(o.detach()))
-        with torch.no_grad():
+        with torch.no_grad():  # two TTT steps; step 1 is teacher-forced with the inputs shifted by one
             model(hidden_states=aux[None], input_ids=input_ids[None],
-                  document_ids=torch.zeros(1, TOKENS, dtype=torch.long), position_ids=positions[None], ttt_steps=1)
+                  document_ids=torch.zeros(1, TOKENS, dtype=torch.long), position_ids=positions[None], ttt_steps=2)
         os.makedirs(path, exist_ok=True)
-        save_file({"aux_hidden_states": aux.contiguous(), "input_ids": input_ids, "position_ids": positions},
+        save_file({"aux_hidden_states": aux.contiguous(), "input_ids": input_ids, "position_ids": positions,
+                   "step_1_input_ids": torch.cat([input_ids[1:], input_ids.new_zeros(1)])},
                   os.path.join(path, "inputs.safetensors"))
-        save_file({"draft_logits": captured[0][0].contiguous()}, os.path.join(path, "peer_logits.safetensors"))
+        save_file({"draft_logits": captured[0][0].contiguous(), "draft_logits_step_1": captured[1][0].contiguous()},
+                  os.path.join(path, "peer_logits.safetensors"))
     model.to(dtype).save_pretrained(path)
 
 
