@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_checks.example import KIMI_K2, drafter_files, target_config, write_checkpoint
+import os
+
+from eagle3_checks.example import KIMI_K2, drafter_files, target_config, write_checkpoint, write_random_checkpoint
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,6 +36,23 @@ def kimi_sparse(tmp_path_factory) -> Path:
     path = write_checkpoint(root / "kimi-k2-drafter", tensors, config)
     (root / "target.json").write_text(json.dumps(target_config(KIMI_K2)))
     return path
+
+
+@pytest.fixture(scope="session")
+def kimi_random(tmp_path_factory):
+    """A Kimi-K2-sized flat drafter with random bf16 weights (4.7 GB), written once, removed after. Also the same
+    weights (a symlink) under a config that vLLM and SpecForge read differently (norm_output), for the worst case
+    of the forward check, where both readings run."""
+    root = tmp_path_factory.mktemp("kimi-random")
+    tensors, config = drafter_files(KIMI_K2, "flat", sparse=True)
+    path = write_random_checkpoint(root / "drafter", tensors, config)
+    worst = root / "drafter-norm-output"
+    worst.mkdir()
+    os.symlink(path / "model.safetensors", worst / "model.safetensors")
+    (worst / "config.json").write_text(json.dumps({**config, "norm_output": True}))
+    yield path, worst
+    for p in (worst / "model.safetensors", path / "model.safetensors"):
+        p.unlink()
 
 
 def run_process(argv: list[str]) -> float:
