@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from eagle3_checks.registry import checks
@@ -45,3 +46,13 @@ def test_every_subpackage_is_packaged():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "eagle3_checks").rglob("__init__.py")}
     assert found <= listed, found - listed
+
+
+def test_the_fuzz_example_runs_as_written(tmp_path):
+    """The README's converter-fuzzing example is a complete test: run it as a user would."""
+    code = re.search(r"```python\n(# test_my_converter\.py\n.*?)```", README, re.S).group(1)
+    (tmp_path / "test_my_converter.py").write_text(code.replace("max_examples=25", "max_examples=3"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "1 passed" in proc.stdout
