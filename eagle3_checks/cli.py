@@ -8,6 +8,7 @@ checkpoint; 3 an internal error (a bug: please report it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -26,7 +27,7 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="reference to diff against (default auto: the shipped spec of the same shape family)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory)")
     p.add_argument("--level", choices=("header", "scan", "forward"),
-                   help="run checks up to this level (default: every level this version has)")
+                   help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check, with the reason (repeatable)")
@@ -129,6 +130,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                             strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
                             aux_convention=args.aux_convention, max_model_len=args.max_model_len)
+    # a progress bar only where a person watches: text output on a terminal (quiet in CI, in JSON and markdown)
+    options = dataclasses.replace(options, progress=args.format == "text" and sys.stderr.isatty())
     results = [gate(path, options) for path in args.ckpt]
     _write(RENDERERS[args.format](results))
     return max(r.exit_code for r in results)

@@ -28,7 +28,7 @@ OPTIONS: dict[str, tuple[str, Any, str]] = {
     "ckpt": ("linelist", [], "drafter checkpoint directory to gate (repeatable)"),
     "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR or none"),
     "target-config": ("string", None, "the verifier's config.json (or its directory)"),
-    "level": ("string", None, "run checks up to this level: header, scan or forward (default: all this version has)"),
+    "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
     "strict": ("bool", False, "warnings fail too"),
     "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
     "engine": ("string", "vllm", "serving engine the forward level judges: vllm, sglang, speculators or all"),

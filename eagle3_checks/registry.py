@@ -2,7 +2,7 @@
 
 A check is a small function ``fn(ctx) -> Iterable[Finding]`` registered with :func:`check`. It
 has a stable id, a title, a level (``header`` reads headers and the small vocabulary tensors;
-``scan`` and ``forward`` come later), and what it needs beyond the checkpoint (``reference``,
+``scan`` streams every tensor's bytes once; ``forward`` runs the drafter, with torch), and what it needs beyond the checkpoint (``reference``,
 ``target``). The CLI, the pytest plugin and the converter's self-verification all call
 :func:`run_gate`; none of them knows any check by name.
 """
@@ -56,6 +56,10 @@ def _finding(severity: Severity) -> Callable[..., Finding]:
 error = _finding(Severity.ERROR)
 warning = _finding(Severity.WARNING)
 info = _finding(Severity.INFO)
+
+
+class Data(dict):
+    """Structured results a check attaches to its outcome (yield one): reports show them, JSON carries them."""
 
 
 class NotApplicable(Exception):
@@ -128,6 +132,7 @@ class GateOptions:
     source: str | None = None  # the checkpoint the candidate was converted from
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
     max_model_len: int | None = None  # the context the drafter will be served with
+    progress: bool = False  # show progress on a terminal (long scans)
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -137,15 +142,9 @@ class GateOptions:
         return ENGINE_CHOICES if self.engine == "all" else (self.engine,)
 
     def levels(self) -> tuple[str, ...]:
-        implemented = implemented_levels()
         if self.level is None:
-            return implemented
+            return LEVELS
         return LEVELS[: LEVELS.index(self.level) + 1]
-
-
-def implemented_levels() -> tuple[str, ...]:
-    present = {c.level for c in checks()}
-    return tuple(lvl for lvl in LEVELS if lvl in present)
 
 
 ENGINE_CHOICES = ("vllm", "sglang", "speculators")
@@ -159,9 +158,6 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
     if level is not None:
         if level not in LEVELS:
             raise UsageError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
-        if level not in implemented_levels():
-            raise UsageError(f"--level {level}: this version of eagle3-checks has no {level}-level checks yet "
-                             f"(available: {', '.join(implemented_levels())})")
         for c in checks():
             why = c.requires() if c.requires and c.level == level else None
             if why:
@@ -203,6 +199,7 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     reason: str | None = None  # why it was skipped
     engine: str | None = None  # for a per-engine check
+    data: dict = field(default_factory=dict)  # what the check measured (e.g. per-tensor statistics)
 
     @property
     def label(self) -> str:
@@ -255,8 +252,14 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
     if why:
         return result(SKIPPED, reason=why)
     label = f"{c.id}[{ctx.engine}]" if ctx.engine else c.id
+    data: dict = {}
     try:
-        found = [dataclasses.replace(f, check=label) for f in c.func(ctx)]
+        found = []
+        for item in c.func(ctx):
+            if isinstance(item, Data):
+                data.update(item)
+            else:
+                found.append(dataclasses.replace(item, check=label))
     except NotApplicable as exc:
         return result(SKIPPED, reason=str(exc))
     except Exception as exc:  # a bug in a check must not hide the others, nor pass silently
@@ -268,7 +271,9 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
         status = WARNED
     else:
         status = PASSED
-    return result(status, found)
+    out = result(status, found)
+    out.data = data
+    return out
 
 
 def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = None, reference_note: str = "",

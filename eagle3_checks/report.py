@@ -73,10 +73,26 @@ def render_text(results: list[GateResult]) -> str:
                     out.append(f"        note: {f.message}")
                     continue
                 out.extend(finding_lines(f, "        ", prev))
+            out.extend(stats_lines(r.data.get("tensors", {})))
         out.extend(matrix_lines(result))
         out.append(f"  {summary_line(result)}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def stats_lines(tensors: dict) -> list[str]:
+    """Per-tensor statistics of a scan, as a compact table."""
+    if not tensors:
+        return []
+    width = max(len(n) for n in tensors)
+    out = [f"        {'tensor':<{width}}  dtype  {'mean':>10}  {'std':>10}  {'max |x|':>10}  nan/inf"]
+    for name, st in tensors.items():
+        def num(key: str) -> str:
+            v = st.get(key, 0)
+            return f"{v:>10.3g}" if isinstance(v, (int, float)) else f"{v!s:>10}"
+        out.append(f"        {name:<{width}}  {st.get('dtype', '?'):<5}  {num('mean')}  {num('std')}  {num('max_abs')}  "
+                   f"{st.get('nan', 0)}/{st.get('inf', 0)}")
+    return out
 
 
 def compatibility(result: GateResult) -> dict[str, dict[str, str]]:
@@ -122,6 +138,7 @@ def to_json(results: list[GateResult]) -> dict[str, Any]:
                 "checks": [
                     {"id": c.check.id, **({"engine": c.engine} if c.engine else {}), "title": c.check.title,
                      "level": c.check.level, "status": c.status, **({"reason": c.reason} if c.reason else {}),
+                     **({"data": c.data} if c.data else {}),
                      "findings": [f.to_dict() for f in c.findings]}
                     for c in r.results
                 ],

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from hypothesis import given, strategies as st
+from hypothesis import HealthCheck, given, settings as Settings, strategies as st
 
 from .example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
 from .layout import FLAT, SPECULATORS
@@ -108,7 +108,9 @@ def fuzz_converter(convert: Callable[[Path, Path], object], *, engine: str = "vl
                 raise AssertionError(f"the converted {case.layout} drafter fails the {engine} gate:\n  "
                                      + "\n  ".join(bad))
 
-    test = given(cases if cases is not None else drafters(layouts))(check)
-    if settings is not None:  # a hypothesis settings object, e.g. settings(max_examples=20)
-        test = settings(test)
-    test()
+    # ``settings``: a hypothesis settings object, e.g. settings(max_examples=20). Each example converts and gates a
+    # drafter on disk (a forward pass included), so hypothesis' per-example deadline is off.
+    base = settings if settings is not None else Settings()
+    given(cases if cases is not None else drafters(layouts))(
+        Settings(base, deadline=None,
+                 suppress_health_check=[*base.suppress_health_check, HealthCheck.too_slow])(check))()

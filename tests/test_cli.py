@@ -72,7 +72,6 @@ def test_strict_fails_on_warnings(drafter, capsys):
     (["check", "{empty}"], "holds neither config.json nor a safetensors file"),
     (["check", "{good}", "--skip", "keys"], "write CHECK_ID=REASON"),
     (["check", "{good}", "--skip", "nope=x"], "no check named 'nope'"),
-    (["check", "{good}", "--level", "scan"], "has no scan-level checks yet"),
     (["check", "{good}", "--target-config", "{missing}"], "no such file"),
     (["check", "{good}", "--target-config", "{file}"], "cannot read it as JSON"),
     (["check", "{good}", "--reference", "nope"], "no such file, directory or shipped spec"),

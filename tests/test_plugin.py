@@ -112,7 +112,7 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
 @pytest.mark.parametrize("args, message", [
     (["--eagle3-skip", "nope=x"], "no check named 'nope'"),
     (["--eagle3-skip", "keys"], "write CHECK_ID=REASON"),
-    (["--eagle3-level", "scan"], "has no scan-level checks yet"),
+    (["--eagle3-level", "all"], "--level 'all': choose one of header, scan, forward"),
     (["--eagle3-engine", "tgi"], "--engine 'tgi': choose one of vllm, sglang, speculators or all"),
     (["--eagle3-source=/nonexistent"], "--source /nonexistent: no such file or directory"),
     (["--eagle3-reference=no-such-spec"], "--reference 'no-such-spec': no such file, directory or shipped spec"),

@@ -12,7 +12,7 @@ from eagle3_checks.safetensors_io import RawTensor, read_bytes, read_header, wri
 from eagle3_checks.spec import diff, load_spec, shipped_specs, snapshot
 
 from conftest import assert_clean, run
-from peers.variants import SPECULATORS
+from peers.variants import SPECULATORS, SPECULATORS_UNLOADED
 
 # vLLM 0.33 sizes fc from eagle_config ids or num_aux_hidden_states, never from a speculators config's top-level
 # ids: a 4-aux speculators drafter fails to load there (see test_forward_peers).
@@ -67,3 +67,32 @@ def test_speculators_drafter_renamed_by_hand_is_caught(speculators_drafters, tmp
     assert "use flat-layout names in a speculators checkpoint" in result.result("keys").findings[0].message
     forward = result.result("forward.equivalence", "speculators")
     assert forward.status == "failed" and "random initialisation" in forward.findings[0].found
+
+
+def test_speculators_drafter_saved_before_the_verifier_loaded_is_caught(speculators_drafters):
+    """speculators fills embed_tokens and lm_head with NaN until load_verifier_weights(); saved before that, they
+    are NaN on disk. The scan names both, with the count."""
+    result = run(speculators_drafters / SPECULATORS_UNLOADED["name"], reference="none", level="scan",
+                 engine="speculators")
+    errors = {f.key: f.message for f in result.result("scan.values").findings if f.severity.value == "error"}
+    v = SPECULATORS_UNLOADED
+    assert errors == {
+        "embed_tokens.weight": f"embed_tokens.weight: {v['vocab'] * v['hidden_size']} NaN of "
+                               f"{v['vocab'] * v['hidden_size']} values, the first at index (0, 0)",
+        "lm_head.weight": f"lm_head.weight: {v['draft_vocab'] * v['hidden_size']} NaN of "
+                          f"{v['draft_vocab'] * v['hidden_size']} values, the first at index (0, 0)",
+    }
+
+
+def test_speculators_own_initialisation_reads_as_untrained(speculators_drafters):
+    """The peer drafters are never trained: speculators initialises every projection normal(0, 0.02)
+    (initializer_range), and the builder draws embed_tokens normal(0, 1). The scan says so for each, and for
+    nothing the builder set by hand (lm_head std 0.2, norms uniform(0.5, 1.5))."""
+    r = run(speculators_drafters / "example-dims", reference="none", level="scan").result("scan.values")
+    warned = {f.key: f.message for f in r.findings if f.severity.value == "warning"}
+    projections = {f"layers.0.{p}.weight" for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+                                                     "mlp.down_proj")}
+    assert set(warned) == projections | {"fc.weight", "embed_tokens.weight"}
+    assert all("normal(0, 0.02) (transformers' initializer_range)" in warned[k] for k in projections)
+    assert "nn.Embedding's normal(0, 1)" in warned["embed_tokens.weight"]

@@ -2,8 +2,9 @@
 
 Each module holds one concern: ``files`` (integrity), ``keys``, ``shapes``, ``dtypes``,
 ``vocab`` (d2t/t2d), ``config`` (config semantics), ``target`` (the verifier's config),
-``engine`` (what each serving engine would do), ``reference`` (diff against a reference spec), ``forward``
+``engine`` (what each serving engine would do), ``reference`` (diff against a reference spec), ``scan`` (every
+weight's values, streamed), ``forward``
 (forward-pass equivalence, needs torch).
 """
 
-from . import files, keys, shapes, dtypes, vocab, config, target, engine, reference, forward  # noqa: F401
+from . import files, keys, shapes, dtypes, vocab, config, target, engine, reference, scan, forward  # noqa: F401

@@ -45,6 +45,9 @@ def build(out: str, v: dict) -> None:
             verifier=VerifierConfig(name_or_path="example-org/example-verifier", architectures=["LlamaForCausalLM"])))
     model = Eagle3DraftModel(config).eval()
     with torch.no_grad():  # embed_tokens and lm_head start as NaN until verifier weights are loaded
+        if v.get("keep_nan"):
+            model.to(torch.bfloat16).save_pretrained(os.path.join(out, v["name"]))
+            return
         model.embed_tokens.weight.normal_()
         model.lm_head.weight.normal_(std=0.2)
         for name, p in model.named_parameters():  # norms away from 1 (swaps show), biases away from 0
@@ -79,7 +82,7 @@ def build(out: str, v: dict) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from variants import SPECULATORS  # noqa: E402
+    from variants import SPECULATORS, SPECULATORS_UNLOADED  # noqa: E402
 
-    for variant in SPECULATORS:
+    for variant in [*SPECULATORS, SPECULATORS_UNLOADED]:
         build(sys.argv[1], variant)

@@ -17,6 +17,9 @@ SPECULATORS = [
     dict(_BASE, name="bf16", dtype="bfloat16"),
 ]
 
+# Saved before the verifier's weights were loaded: embed_tokens and lm_head keep speculators' NaN initialisation.
+SPECULATORS_UNLOADED = dict(_BASE, name="verifier-not-loaded", dtype="bfloat16", keep_nan=True)
+
 # Built with SpecForge 0.2.0's LlamaForCausalLMEagle3 and written by its SGLang exporter (no embed_tokens).
 SPECFORGE = [
     dict(name="base"),

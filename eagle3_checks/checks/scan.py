@@ -1,0 +1,138 @@
+"""scan.values: every weight is a number, not zero, and not left as initialised.
+
+One streaming pass over every floating tensor (:mod:`eagle3_checks.scan`): NaN and Inf counts with the first
+index, all-zero tensors, norms far from their usual scale, and tensors whose statistics match a common
+initialiser exactly (they were never trained). Per-tensor statistics go into the report.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Iterable
+
+from ..registry import Context, Data, Finding, check, error, warning
+from ..scan import scan
+
+PROGRESS_FROM = 1 << 30  # show progress on a terminal for checkpoints over ~1 GB
+
+_NONFINITE_WHY = ("a NaN or Inf propagates through every draft step: all drafted tokens are garbage and none is "
+                  "accepted; speculators initialises embed_tokens and lm_head to NaN until the verifier's weights "
+                  "are loaded, so an export before that step ships NaN")
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> str:
+    out = []
+    for dim in reversed(shape):
+        out.append(flat % dim if dim else 0)
+        flat //= dim if dim else 1
+    return "(" + ", ".join(map(str, reversed(out))) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _progress(done: int, total: int) -> None:
+    width = 30
+    filled = int(width * done / max(total, 1))
+    sys.stderr.write(f"\r  scanning weights [{'#' * filled}{'.' * (width - filled)}] {done / 1e9:.1f}/{total / 1e9:.1f} GB")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _untrained(role: str | None, st, init_range: float) -> str | None:
+    """The initialiser a tensor's statistics match, if they match one closely.
+
+    Tolerances shrink with the sample (about four standard errors of each estimate, never tighter than 2% on the
+    std and 0.1 on the excess kurtosis): trained weights have heavier tails (kurtosis well above 0) and drift in
+    scale, so they stay clear of these bounds.
+    """
+    n = st.sample
+    if n < 4096 or st.std == 0 or (role and role.endswith("norm.weight")):
+        return None
+    std_tol = max(0.02, 4 / math.sqrt(2 * n))
+    kurt_tol = max(0.1, 4 * math.sqrt(24 / n))
+
+    def normal(sigma: float) -> bool:
+        return (abs(st.mean) < 4 * sigma / math.sqrt(n) + 0.01 * sigma and abs(st.std / sigma - 1) < std_tol
+                and abs(st.kurtosis) < kurt_tol)
+
+    if role == "embed_tokens.weight":
+        return "nn.Embedding's normal(0, 1) initialisation" if normal(1.0) else None
+    if normal(init_range):
+        return f"normal(0, {init_range:g}) (transformers' initializer_range)"
+    # uniform(-b, b): excess kurtosis -1.2 and std = b / sqrt(3) (nn.Linear's default, b = 1 / sqrt(fan_in))
+    if abs(st.kurtosis + 1.2) < 0.05 and abs(st.max_abs / st.std - math.sqrt(3)) < 0.05:
+        return f"uniform(-{st.max_abs:.3g}, {st.max_abs:.3g}) (nn.Linear's default initialisation)"
+    return None
+
+
+@check(
+    "scan.values",
+    "Every weight is finite, non-zero and trained",
+    level="scan",
+    guards="NaN weights (speculators initialises embed_tokens and lm_head to NaN until the verifier's are loaded), "
+    "Inf, all-zero tensors, norms far from their scale, tensors that still hold their random initialisation "
+    "(an exporter that saved an untrained embed_tokens: TorchSpec #38).",
+    evidence=("speculators model.py: embed_tokens and lm_head initialised to NaN", "TorchSpec #38"),
+    fix="re-export the tensors named from the trained model, after the verifier's weights were loaded",
+)
+def values(ctx: Context) -> Iterable[Finding]:
+    ckpt = ctx.ckpt
+    sizes = {h.path: h.size for h in ckpt.files}
+    # bytes past the end of a file are the files check's finding (truncated): scan what is there
+    entries = [e for e in ckpt.tensors.values() if e.offset + e.nbytes <= sizes.get(e.path, 0)]
+    if len(entries) < len(ckpt.tensors):
+        yield Data({"not_scanned": sorted(set(ckpt.tensors) - {e.name for e in entries})})
+    show = bool(ctx.options and ctx.options.progress) and sum(e.nbytes for e in entries) > PROGRESS_FROM
+    result = scan(entries, _progress if show else None)
+    cfg = ckpt.config
+    init_range = (cfg.raw.get("initializer_range") if cfg is not None else None) or 0.02
+    if cfg is not None and cfg.layout == "speculators":
+        init_range = (cfg.raw.get("transformer_layer_config") or {}).get("initializer_range", init_range)
+    if not isinstance(init_range, (int, float)) or isinstance(init_range, bool) or not 0 < init_range < 10:
+        init_range = 0.02
+    for name, st in result.stats.items():
+        e = ckpt.tensors[name]
+        role = ckpt.names[name].role
+        where = dict(file=e.file, key=name)
+        if st.error:
+            yield error(f"{name}: cannot be read ({st.error})", **where, why="the weights are incomplete",
+                        fix="copy the file again from its source")
+            continue
+        if st.nan or st.inf:
+            parts = [f"{n} {kind}" for n, kind in ((st.nan, "NaN"), (st.inf, "Inf")) if n]
+            yield error(f"{name}: {' and '.join(parts)} of {st.numel} values, the first at index "
+                        f"{_index(st.first_nonfinite, e.shape)}", **where, expected="finite values",
+                        found=", ".join(parts), why=_NONFINITE_WHY,
+                        fix="re-export from the trained model; for speculators, after load_verifier_weights()")
+            continue
+        if st.all_zero:
+            bias = bool(role and role.endswith(".bias"))
+            make = warning if bias else error
+            yield make(f"{name}: every value is zero", **where, expected="trained values", found="all zeros",
+                       why=("a bias left at its zero initialisation" if bias else
+                            "a zero weight makes its layer output nothing: the drafter was never trained here, "
+                            "or the export lost the data"),
+                       fix="re-export the tensor from the trained model")
+            continue
+        if role and role.endswith("norm.weight"):
+            if st.constant and st.max_abs == 1.0:
+                yield warning(f"{name}: every value is 1.0, RMSNorm's initial value", **where,
+                              expected="trained scales", found="all ones",
+                              why="a norm that never moved from its initialisation was not trained (or the export "
+                              "wrote a fresh module)", fix="re-export the trained norm weights")
+            elif st.max_abs > 64 or st.max_abs < 1e-2:
+                yield warning(f"{name}: largest scale {st.max_abs:.3g}, far from an RMSNorm's usual range", **where,
+                              expected="scales around 1 (0.01 to 64)", found=f"max |w| = {st.max_abs:.3g}",
+                              why="a norm this far from 1 points at a tensor from another role, or a broken export",
+                              fix="check that this tensor is the norm it is named as")
+            continue
+        init = _untrained(role, st, float(init_range))
+        if init:
+            yield warning(f"{name}: its statistics match {init} (mean {st.mean:.3g}, std {st.std:.3g}, excess "
+                          f"kurtosis {st.kurtosis:.2f})", **where, expected="trained weights",
+                          found=f"an untouched {init}",
+                          why="a tensor still at its random initialisation was never trained: the exporter saved a "
+                          "fresh module (TorchSpec #38: an untrained embed_tokens served by vLLM)",
+                          fix="re-export the tensor from the trained model")
+    yield Data({"bytes_scanned": result.bytes_read,
+                "tensors": {name: st.as_dict() for name, st in result.stats.items()}})

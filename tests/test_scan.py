@@ -1,0 +1,325 @@
+"""scan.values and the streaming scanner: NaN/Inf/zero/untrained weights, per-tensor statistics, bounded reads."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from eagle3_checks import scan as scanner
+from eagle3_checks.checks import scan as scan_check
+from eagle3_checks.cli import main
+from eagle3_checks.safetensors_io import RawTensor, from_numpy, read_header
+
+from conftest import run
+
+SCAN = "scan.values"
+FC = "fc.weight"
+
+
+def scan_result(path, **options):
+    options.setdefault("level", "scan")
+    return run(path, **options).result(SCAN)
+
+
+def messages(result, severity=None):
+    return [f.message for f in result.findings if severity is None or f.severity.value == severity]
+
+
+def with_values(d, role, values: np.ndarray, dtype="BF16"):
+    """Replace one tensor of drafter ``d`` by ``values`` (same shape)."""
+    name = d.name(role)
+    assert values.shape == d.tensors[name].shape
+    d.tensors[name] = from_numpy(values.astype(np.float32), dtype)
+    return d
+
+
+def fc_values(d, seed=0):
+    shape = d.tensors[d.name(FC)].shape
+    return np.random.default_rng(seed).standard_normal(shape) / math.sqrt(shape[-1])
+
+
+# ----- the check on whole drafters ------------------------------------------------------------------------------
+
+def test_example_passes_with_statistics(drafter):
+    d = drafter("flat")
+    r = scan_result(d.write())
+    assert r.status == "passed", messages(r)
+    stats = r.data["tensors"]
+    assert set(stats) == {n for n, t in d.tensors.items() if t.dtype == "BF16"}
+    fc = stats["fc.weight"]
+    exact = np.frombuffer(d.tensors["fc.weight"].data, "<u2").astype(np.uint32) << 16
+    exact = exact.view(np.float32)
+    assert fc["max_abs"] == pytest.approx(float(np.abs(exact).max()), rel=1e-6)
+    assert fc["mean"] == pytest.approx(float(exact.mean()), abs=1e-4)
+    assert fc["std"] == pytest.approx(float(exact.std()), rel=1e-3)
+    assert fc["nan"] == 0 and fc["inf"] == 0 and fc["numel"] == exact.size
+    assert r.data["bytes_scanned"] == sum(t.nbytes for t in d.tensors.values() if t.dtype == "BF16")
+
+
+def test_nan_is_an_error_with_count_and_first_index(drafter):
+    d = drafter("flat")
+    v = fc_values(d)
+    v[3, 7] = v[5, 0] = v[5, 1] = np.nan
+    r = scan_result(with_values(d, FC, v).write())
+    assert r.status == "failed"
+    f = r.findings[0]
+    assert f.message == f"fc.weight: 3 NaN of {v.size} values, the first at index (3, 7)"
+    assert f.file == "model.safetensors" and f.key == "fc.weight"
+    assert "none is accepted" in f.why and "load_verifier_weights" in f.fix
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16", "F32"])
+def test_inf_in_every_float_dtype(drafter, dtype):
+    d = drafter("flat")
+    v = fc_values(d)
+    v[0, 2], v[1, 1] = np.inf, -np.inf
+    with_values(d, FC, v, dtype)
+    r = scan_result(d.write())
+    assert messages(r, "error") == [f"fc.weight: 2 Inf of {v.size} values, the first at index (0, 2)"]
+
+
+@pytest.mark.parametrize("dtype, bad, kind", [
+    ("F8_E4M3", 0x7F, "NaN"),   # e4m3fn: S.1111.111 is NaN (no Inf exists)
+    ("F8_E4M3", 0xFF, "NaN"),
+    ("F8_E5M2", 0x7C, "Inf"),
+    ("F8_E5M2", 0xFE, "NaN"),
+])
+def test_fp8_nan_and_inf(drafter, dtype, bad, kind):
+    d = drafter("flat")
+    shape = d.tensors[FC].shape
+    raw = np.random.default_rng(0).integers(0, 0x70, size=shape, dtype=np.uint8)  # finite, both signs below 0x80
+    raw.flat[17] = bad
+    d.tensors[FC] = RawTensor(dtype, shape, raw.tobytes())
+    r = scan_result(d.write(), skip=["dtypes=fp8 weights on purpose"])
+    assert f"fc.weight: 1 {kind} of {raw.size} values, the first at index (0, 17)" in messages(r, "error")
+
+
+def test_all_zero_weight_is_an_error_and_zero_bias_a_warning(drafter):
+    d = drafter("flat")
+    with_values(d, FC, np.zeros(d.tensors[FC].shape))
+    d.config["attention_bias"] = True
+    for p, width in (("q", d.shape.num_attention_heads), ("k", d.shape.num_key_value_heads),
+                     ("v", d.shape.num_key_value_heads)):
+        d.tensors[f"midlayer.self_attn.{p}_proj.bias"] = from_numpy(np.zeros(width * d.shape.head_dim, np.float32),
+                                                                     "BF16")
+    r = scan_result(d.write())
+    assert "fc.weight: every value is zero" in messages(r, "error")
+    assert "midlayer.self_attn.q_proj.bias: every value is zero" in messages(r, "warning")
+
+
+def test_norm_left_at_one_or_far_from_scale(drafter):
+    d = drafter("flat")
+    n = d.tensors["norm.weight"].shape
+    with_values(d, "norm.weight", np.ones(n))
+    with_values(d, "layers.0.hidden_norm.weight", np.full(n, 300.0))
+    r = scan_result(d.write())
+    assert r.status == "warned"
+    assert "norm.weight: every value is 1.0, RMSNorm's initial value" in messages(r, "warning")
+    assert "midlayer.hidden_norm.weight: largest scale 300, far from an RMSNorm's usual range" in messages(r)
+
+
+def untrained_shape():
+    from eagle3_checks.example import EXAMPLE
+    from dataclasses import replace
+
+    return replace(EXAMPLE, hidden_size=128, intermediate_size=256)  # enough elements for the moments
+
+
+@pytest.mark.parametrize("init, expect", [
+    (lambda rng, s: rng.normal(0, 0.02, s), "normal(0, 0.02) (transformers' initializer_range)"),
+    (lambda rng, s: rng.uniform(-1 / math.sqrt(s[-1]), 1 / math.sqrt(s[-1]), s), "(nn.Linear's default initialis"),
+])
+def test_untrained_initialisers_warn(drafter, init, expect):
+    d = drafter("flat", untrained_shape())
+    rng = np.random.default_rng(1)
+    with_values(d, FC, init(rng, d.tensors[FC].shape))
+    r = scan_result(d.write())
+    assert r.status == "warned"
+    [m] = messages(r, "warning")
+    assert m.startswith("fc.weight: its statistics match ") and expect in m
+
+
+def test_untrained_embedding_warns(drafter):
+    d = drafter("flat", untrained_shape())
+    shape = d.tensors["embed_tokens.weight"].shape
+    with_values(d, "embed_tokens.weight", np.random.default_rng(2).standard_normal(shape))
+    [m] = messages(scan_result(d.write()), "warning")
+    assert m.startswith("embed_tokens.weight: its statistics match nn.Embedding's normal(0, 1) initialisation")
+
+
+def test_trained_looking_weights_do_not_warn(drafter):
+    """Heavy-tailed weights (what training leaves) at the initializer_range's scale are not 'untrained'."""
+    d = drafter("flat", untrained_shape())
+    rng = np.random.default_rng(3)
+    v = rng.standard_t(4, d.tensors[FC].shape) * 0.02 / math.sqrt(2)
+    r = scan_result(with_values(d, FC, v).write())
+    assert r.status == "passed", messages(r)
+
+
+def test_nan_in_the_second_shard_names_that_shard(drafter):
+    d = drafter("speculators")
+    v = np.random.default_rng(0).standard_normal(d.tensors["lm_head.weight"].shape)
+    v[-1, -1] = np.nan
+    with_values(d, "lm_head.weight", v)
+    path = d.write(shards=2)
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    r = scan_result(path)
+    [f] = [f for f in r.findings if f.severity.value == "error"]
+    assert f.file == index["weight_map"]["lm_head.weight"] and f.key == "lm_head.weight"
+    rows, cols = v.shape
+    assert f.message.endswith(f"the first at index ({rows - 1}, {cols - 1})")
+
+
+def test_truncated_file_scans_what_is_there(drafter):
+    path = drafter("flat").write()
+    f = path / "model.safetensors"
+    entries = read_header(f, "m").entries
+    cut = entries["fc.weight"].offset + 10  # inside fc.weight: it and every later tensor are past the end
+    f.write_bytes(f.read_bytes()[:cut])
+    result = run(path, level="scan")
+    assert result.result("files").status == "failed"  # the truncation is the files check's finding
+    r = result.result(SCAN)
+    later = sorted(n for n, e in entries.items() if e.offset + e.nbytes > cut)
+    assert r.data["not_scanned"] == later and "fc.weight" in later
+    assert set(r.data["tensors"]) == {n for n, e in entries.items() if n not in later and e.dtype == "BF16"}
+
+
+def test_a_file_that_shrinks_during_the_scan_is_an_error(drafter):
+    path = drafter("flat").write()
+    f = path / "model.safetensors"
+    entry = read_header(f, "model.safetensors").entries["fc.weight"]
+    f.write_bytes(f.read_bytes()[:entry.offset + 10])
+    stats = scanner.scan([entry]).stats["fc.weight"]
+    assert stats.error == f"model.safetensors ends inside fc.weight (element 5 of {entry.numel})"
+    assert not stats.all_zero
+
+
+def test_a_checkpoint_truncated_after_it_was_opened(drafter):
+    from eagle3_checks.checkpoint import open_checkpoint
+    from eagle3_checks.registry import GateOptions, run_gate
+
+    path = drafter("flat").write()
+    ckpt = open_checkpoint(path)  # headers read while the file was whole
+    f = path / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:ckpt.tensors["fc.weight"].offset + 10])
+    r = run_gate(ckpt, GateOptions(reference="none", level="scan")).result(SCAN)
+    assert r.status == "failed"
+    assert "fc.weight: cannot be read (model.safetensors ends inside fc.weight (element 5 of" in messages(r)[0]
+
+
+def test_json_report_carries_statistics_and_text_shows_the_table(drafter, capsys):
+    path = drafter("flat").write()
+    assert main(["check", str(path), "--level", "scan", "--reference", "none", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    [scan] = [c for c in report["checkpoints"][0]["checks"] if c["id"] == SCAN]
+    assert scan["data"]["tensors"]["fc.weight"]["dtype"] == "BF16"
+    assert {"mean", "std", "max_abs", "nan", "inf", "numel"} <= set(scan["data"]["tensors"]["fc.weight"])
+    assert main(["check", str(path), "--level", "scan", "--reference", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "max |x|" in out and "fc.weight" in out.split("scan.values")[1]
+
+
+def test_progress_bar_only_on_a_terminal_and_in_text(drafter, capsys, monkeypatch):
+    path = drafter("flat").write()
+    monkeypatch.setattr(scan_check, "PROGRESS_FROM", 0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    main(["check", str(path), "--level", "scan", "--reference", "none"])
+    err = capsys.readouterr().err
+    assert "scanning weights [" in err and err.rstrip().endswith("GB")
+    main(["check", str(path), "--level", "scan", "--reference", "none", "--format", "json"])
+    assert "scanning" not in capsys.readouterr().err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    main(["check", str(path), "--level", "scan", "--reference", "none"])
+    assert "scanning" not in capsys.readouterr().err
+
+
+def test_scan_level_never_imports_torch(drafter):
+    path = drafter("flat").write()
+    code = ("import sys; from eagle3_checks.cli import main; rc = main(['check', sys.argv[1], '--level', 'scan', "
+            "'--format', 'json']); assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert '"scan.values"' in proc.stdout
+
+
+def test_header_level_does_not_scan(drafter):
+    d = drafter("flat")
+    v = fc_values(d)
+    v[0, 0] = np.nan
+    result = run(with_values(d, FC, v).write(), level="header")
+    assert SCAN not in {r.check.id for r in result.results} and result.exit_code == 0
+
+
+# ----- the scanner against numpy, across chunk boundaries ---------------------------------------------------------
+
+_NP = {"BF16": None, "F16": np.float16, "F32": np.float32, "F64": np.float64}
+
+
+def reference(values: np.ndarray, dtype: str):
+    """What the scanner must find, computed with numpy on the values as stored."""
+    if dtype == "BF16":
+        stored = np.frombuffer(from_numpy(values.astype(np.float32), "BF16").data, "<u2").astype(np.uint32) << 16
+        stored = stored.view(np.float32)
+    else:
+        stored = values.astype(_NP[dtype])
+    finite = stored[np.isfinite(stored)]
+    bad = np.flatnonzero(~np.isfinite(stored))
+    return (int(np.isnan(stored).sum()), int(np.isinf(stored).sum()), int(bad[0]) if bad.size else None,
+            float(np.abs(finite).max()) if finite.size else 0.0)
+
+
+@given(dtype=st.sampled_from(sorted(_NP)), n=st.integers(1, 3000), chunk=st.sampled_from([8, 24, 64, 1 << 12]),
+       seed=st.integers(0, 2**16), specials=st.lists(st.tuples(st.integers(0, 2999), st.sampled_from(
+           [np.nan, np.inf, -np.inf, 0.0, -0.0, 65504.0, 1e-8])), max_size=6))
+def test_scanner_matches_numpy(tmp_path_factory, dtype, n, chunk, seed, specials):
+    values = np.random.default_rng(seed).standard_normal(n) * 3
+    for i, v in specials:
+        values[i % n] = v
+    raw = from_numpy(values.astype(np.float32), "BF16") if dtype == "BF16" else from_numpy(values.astype(_NP[dtype]))
+    path = tmp_path_factory.mktemp("scan") / "x.safetensors"
+    from eagle3_checks.safetensors_io import write_safetensors
+
+    write_safetensors(path, {"pad": RawTensor("U8", (3,), b"abc"), "x": raw})
+    entry = read_header(path, "x.safetensors").entries["x"]
+    old = scanner.CHUNK
+    scanner.CHUNK = chunk
+    try:
+        st_ = scanner.scan([entry]).stats["x"]
+    finally:
+        scanner.CHUNK = old
+    nan, inf, first, max_abs = reference(values, dtype)
+    assert (st_.nan, st_.inf, st_.first_nonfinite) == (nan, inf, first)
+    assert st_.max_abs == max_abs
+    assert st_.all_zero == (max_abs == 0.0 and nan == 0)
+
+
+def test_to_float_decodes_fp8_exactly():
+    e4m3 = np.arange(256, dtype=np.uint8)
+    got = scanner.to_float(e4m3, "F8_E4M3")
+    assert got[0x08] == 2.0 ** -6 and got[0x01] == 2.0 ** -9 and got[0x7E] == 448.0 and got[0xFE] == -448.0
+    assert np.isnan(got[0x7F]) and np.isnan(got[0xFF]) and np.isfinite(got[:0x7F]).all()
+    e5m2 = scanner.to_float(np.array([0x3C, 0x7B, 0x7C, 0x7D, 0x01], np.uint8), "F8_E5M2")
+    assert e5m2[0] == 1.0 and e5m2[1] == 57344.0 and np.isinf(e5m2[2]) and np.isnan(e5m2[3]) and e5m2[4] == 2.0 ** -16
+
+
+def test_memory_is_bounded_by_the_chunk(tmp_path):
+    """One reused read buffer and one magnitude buffer: scanning 64 MB allocates no tensor-sized array."""
+    import tracemalloc
+
+    from eagle3_checks.safetensors_io import write_safetensors
+
+    path = tmp_path / "big.safetensors"
+    write_safetensors(path, {"w": RawTensor("BF16", (4096, 8192))})  # 64 MB of zeros, sparse
+    entry = read_header(path, "big.safetensors").entries["w"]
+    tracemalloc.start()
+    result = scanner.scan([entry])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.stats["w"].all_zero
+    assert peak < 3 * scanner.CHUNK, f"peak {peak / 1e6:.1f} MB for a 64 MB tensor"
