@@ -99,7 +99,7 @@ def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
         _problem(ckpt, display, "is a directory, not a file")
         return None
     except UnicodeDecodeError as exc:
-        _problem(ckpt, display, f"is not valid UTF-8 (byte {exc.start})", offset=exc.start)
+        _problem(ckpt, display, "is not valid UTF-8", offset=exc.start, fix="re-save the file as UTF-8 JSON")
         return None
     except OSError as exc:
         _problem(ckpt, display, f"cannot be read: {exc.strerror or exc}")
@@ -120,7 +120,9 @@ def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
         _problem(ckpt, display, "nests JSON too deeply to be read", fix="repair or regenerate the file")
         return None
     except ValueError as exc:
-        _problem(ckpt, display, f"is not valid JSON: {exc}", offset=getattr(exc, "pos", None),
+        pos = getattr(exc, "pos", None)
+        _problem(ckpt, display, f"is not valid JSON: {getattr(exc, 'msg', exc)}",
+                 offset=len(text[:pos].encode()) if isinstance(pos, int) else None,  # a byte offset, not a char's
                  fix="repair or regenerate the file")
         return None
 

@@ -262,12 +262,12 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
     if to not in TARGETS:
         raise UsageError(f"--to {to!r}: choose one of {', '.join(TARGETS)}")
     cfg = src.config
+    _gate_source(src, mapping_given=True)  # broken files first; a missing mapping has its own message below
     if (cfg is not None and not vocab_mapping and "d2t" not in src.roles and cfg["vocab_size"]
             and cfg["draft_vocab_size"] and cfg["draft_vocab_size"] < cfg["vocab_size"]):
         raise ConvertRefused(f"the draft vocabulary ({cfg['draft_vocab_size']} of {cfg['vocab_size']} tokens) has no "
                              f"d2t in {src.display}: pass --vocab-mapping with the mapping the drafter was trained "
                              "with (never made up here)")
-    _gate_source(src, bool(vocab_mapping))
     trained = engines.trainer(src)
     unfilled = [r for r, how in trained.unfilled.items() if not how.startswith("shared")
                 and not (vocab_mapping and r == "d2t")]

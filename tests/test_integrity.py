@@ -1,0 +1,255 @@
+"""File integrity: every broken-file case is a `files` finding naming the file and the byte offset, through the
+whole gate (scan level included), never an exception, and the files stay as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+
+from eagle3_checks.cli import main
+
+from conftest import run
+
+F32 = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+
+
+def raw_file(header: bytes, data: bytes = b"", length: int | None = None) -> bytes:
+    return struct.pack("<Q", len(header) if length is None else length) + header + data
+
+
+def js(obj) -> bytes:
+    return json.dumps(obj).encode()
+
+
+# (case id, file bytes, the message expected after "model.safetensors (byte N): ")
+HEADERS = [
+    ("length-beyond-file", raw_file(b"{}", length=5000), 0,
+     "declares a 5000-byte header but the file is only 10 bytes: truncated"),
+    ("length-over-cap", raw_file(b"{}", length=100_000_001), 0,
+     "declares a 100000001-byte header, above safetensors' cap of 100000000 bytes"),
+    ("not-an-object", raw_file(b"[1, 2]"), 8, "header is JSON list, not an object"),
+    ("not-utf8", raw_file(b'{"a\xff": 1}'), 11, "header is not valid UTF-8 at byte 11"),
+    ("not-json", raw_file(b'{"a": '), 14, "header is not valid JSON (Expecting value)"),
+    ("duplicate-key", raw_file(b'{"a": ' + js(F32) + b', "a": ' + js(F32) + b"}", b"\0" * 4), 8,
+     "header names tensor 'a' twice"),
+    ("unknown-dtype", raw_file(js({"a": dict(F32, dtype="F4")}), b"\0" * 4), 8,
+     "tensor 'a' has unknown dtype 'F4'"),
+    ("negative-shape", raw_file(js({"a": dict(F32, shape=[-1])}), b"\0" * 4), 8,
+     "tensor 'a' has an invalid shape [-1]"),
+    ("overflowing-shape", raw_file(js({"a": dict(F32, shape=[2**32, 2**31], data_offsets=[0, 4])}), b"\0" * 4), 8,
+     "tensor 'a': shape [4294967296, 2147483648] x F32 overflows 64 bits"),
+    ("shape-size-mismatch", raw_file(js({"a": dict(F32, shape=[3])}), b"\0" * 4), 8,
+     "tensor 'a': shape [3] x F32 is 12 bytes but its offsets span 4"),
+    ("overlap", raw_file(js({"a": F32, "b": dict(F32, data_offsets=[2, 6])}), b"\0" * 6), None,
+     "tensor 'b' overlaps the tensor before it"),
+    ("hole", raw_file(js({"a": dict(F32, data_offsets=[4, 8])}), b"\0" * 8), None,
+     "4 unused bytes (a hole) before tensor 'a'"),
+    ("offsets-past-end", raw_file(js({"a": dict(F32, shape=[4], data_offsets=[0, 16])}), b"\0" * 16)[:-12], None,
+     "tensor 'a' ends at byte"),
+    ("trailing-bytes", raw_file(js({"a": F32}), b"\0" * 12), None, "8 bytes after the last tensor"),
+    ("metadata-not-strings", raw_file(js({"__metadata__": {"format": 1}, "a": F32}), b"\0" * 4), 8,
+     "__metadata__ must map strings to strings"),
+    ("entry-not-object", raw_file(js({"a": [1]})), 8, "entry for 'a' is not an object"),
+    ("bad-offsets", raw_file(js({"a": dict(F32, data_offsets=[4, 0])}), b"\0" * 4), 8,
+     "tensor 'a' has invalid data_offsets [4, 0]"),
+    ("too-short", b"\x01\x02\x03", 0, "is 3 bytes, too short for the 8-byte header length: truncated"),
+    ("zip", b"PK\x03\x04" + b"\0" * 60, 0, "is a zip archive (what torch.save writes), not safetensors"),
+    ("pickle", b"\x80\x04\x95" + b"\0" * 60, 0, "is a Python pickle, not safetensors"),
+    ("deep-json", raw_file(b"[" * 100_000 + b"]" * 100_000), 8,
+     "header nests JSON too deeply to be a safetensors header"),
+]
+
+
+def files_messages(result) -> list[str]:
+    return [f.message for f in result.result("files").findings]
+
+
+@pytest.mark.parametrize("content, offset, message", [c[1:] for c in HEADERS], ids=[c[0] for c in HEADERS])
+def test_broken_safetensors_file(drafter, content, offset, message):
+    path = drafter("flat").write()
+    (path / "model.safetensors").write_bytes(content)
+    result = run(path, level="scan")
+    found = files_messages(result)
+    prefix = f"model.safetensors (byte {offset}): " if offset is not None else "model.safetensors (byte "
+    assert any(m.startswith(prefix) and message in m for m in found), found
+    assert result.exit_code == 1
+    assert (path / "model.safetensors").read_bytes() == content
+
+
+def test_offsets_name_the_byte_where_the_trouble_starts(drafter):
+    """A hole is reported where the unused bytes begin, an overlap where the second tensor begins."""
+    path = drafter("flat").write()
+    head = js({"a": dict(F32, data_offsets=[4, 8])})
+    (path / "model.safetensors").write_bytes(raw_file(head, b"\0" * 8))
+    assert f"model.safetensors (byte {8 + len(head)}): 4 unused bytes (a hole) before tensor 'a'" \
+        in files_messages(run(path, level="header"))
+    head = js({"a": F32, "b": dict(F32, data_offsets=[2, 6])})
+    (path / "model.safetensors").write_bytes(raw_file(head, b"\0" * 6))
+    assert f"model.safetensors (byte {8 + len(head) + 2}): tensor 'b' overlaps the tensor before it" \
+        in files_messages(run(path, level="header"))
+
+
+def test_a_truncated_real_drafter(drafter):
+    path = drafter("flat").write()
+    f = path / "model.safetensors"
+    full = f.read_bytes()
+    f.write_bytes(full[: len(full) // 2])
+    [m] = files_messages(run(path, level="scan"))
+    assert m.startswith(f"model.safetensors (byte {len(full) // 2}): tensor ") and \
+        m.endswith(f"ends at byte {len(full)} but the file is {len(full) // 2} bytes: truncated")
+
+
+# ----- config.json --------------------------------------------------------------------------------------------
+
+def _config_not_utf8(path):
+    (path / "config.json").write_bytes(b'{"hidden_size": 64, "x": "\xe9"}')
+
+
+def _config_not_json(path):
+    (path / "config.json").write_text('{"hidden_size": 64,')
+
+
+def _config_not_json_after_unicode(path):
+    (path / "config.json").write_text('{"name": "\u00e9\u00e9\u00e9",', encoding="utf-8")  # the error is at char 15, byte 18
+
+
+def _config_list(path):
+    (path / "config.json").write_text("[]")
+
+
+def _config_directory(path):
+    (path / "config.json").unlink()
+    (path / "config.json").mkdir()
+
+
+def _config_symlink_loop(path):
+    (path / "config.json").unlink()
+    os.symlink("config.json", path / "config.json")
+
+
+def _config_fifo(path):
+    (path / "config.json").unlink()
+    os.mkfifo(path / "config.json")
+
+
+def _config_missing(path):
+    (path / "config.json").unlink()
+
+
+def _config_duplicate_key(path):
+    text = (path / "config.json").read_text()
+    (path / "config.json").write_text(text.replace('{', '{"hidden_size": 4096, ', 1))
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (_config_not_utf8, "config.json (byte 26): is not valid UTF-8"),
+    (_config_not_json, "config.json (byte 19): is not valid JSON: Expecting property name enclosed in double quotes"),
+    (_config_not_json_after_unicode, "config.json (byte 18): is not valid JSON: Expecting property name"),
+    (_config_list, "config.json: is a JSON list, not an object"),
+    (_config_directory, "config.json: is a directory, not a file"),
+    (_config_symlink_loop, "config.json: cannot be resolved (RuntimeError"),
+    (_config_fifo, "config.json: is not a regular file"),
+    (_config_missing, "config.json: is missing: engines cannot build the drafter without it"),
+    (_config_duplicate_key, "config.json: states 'hidden_size' more than once; readers keep only the last"),
+], ids=lambda v: v.__name__[8:] if callable(v) else "")
+def test_broken_config(drafter, breakage, message):
+    path = drafter("flat").write()
+    breakage(path)
+    result = run(path, level="scan")
+    assert any(m.startswith(message) for m in files_messages(result)), files_messages(result)
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("hidden_size", "64", "hidden_size has the wrong type"),
+    ("num_attention_heads", 4.5, "num_attention_heads has the wrong type"),
+    ("max_position_embeddings", "2048", "max_position_embeddings has the wrong type"),
+    ("draft_vocab_size", None, None),  # null means "not set" (transformers): no type error
+    ("rope_theta", [1e6], "rope_theta has the wrong type"),
+    ("tie_word_embeddings", "false", "tie_word_embeddings has the wrong type"),
+])
+def test_config_values_of_the_wrong_type(drafter, field, value, message):
+    d = drafter("flat")
+    d.config[field] = value
+    result = run(d.write(), level="scan")
+    if message is None:
+        assert not [f for f in result.findings() if "wrong type" in f.message]
+        return
+    found = [f for r in result.results for f in r.findings if message in f.message]
+    assert found and found[0].severity.value == "error" and found[0].file == "config.json", \
+        [f.message for f in result.findings()]
+    assert found[0].key == field
+
+
+# ----- sharded indexes ----------------------------------------------------------------------------------------
+
+def _index(path):
+    return json.loads((path / "model.safetensors.index.json").read_text())
+
+
+def _write_index(path, index):
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("shard, message", [
+    ("model-00009-of-00009.safetensors", "model-00009-of-00009.safetensors: does not exist (the index puts 1 "
+                                         "tensors there)"),
+    ("/etc/passwd", "model.safetensors.index.json: maps 'fc.weight' to '/etc/passwd', outside the checkpoint"),
+    ("../model.safetensors", "model.safetensors.index.json: maps 'fc.weight' to '../model.safetensors', outside"),
+    ("sub/../../x.safetensors", "maps 'fc.weight' to 'sub/../../x.safetensors', outside the checkpoint directory"),
+    ("..\\x.safetensors", "maps 'fc.weight' to '..\\\\x.safetensors', outside the checkpoint directory"),
+    ("", "maps 'fc.weight' to '', not a file name"),
+    (7, "maps 'fc.weight' to 7, not a file name"),
+])
+def test_index_naming_a_missing_or_escaping_shard(drafter, tmp_path, shard, message):
+    path = drafter("flat").write(shards=2)
+    (path.parent / "x.safetensors").write_bytes(b"never read")
+    index = _index(path)
+    index["weight_map"]["fc.weight"] = shard
+    _write_index(path, index)
+    result = run(path, level="scan")
+    assert any(m.startswith(message) or message in m for m in files_messages(result)), files_messages(result)
+    assert result.exit_code == 1
+
+
+def test_index_without_a_weight_map(drafter):
+    path = drafter("flat").write(shards=2)
+    _write_index(path, {"metadata": {}})
+    assert "model.safetensors.index.json: has no weight_map object" in files_messages(run(path, level="scan"))
+
+
+def test_a_shard_that_is_a_directory(drafter):
+    path = drafter("flat").write(shards=2)
+    shard = _index(path)["weight_map"]["fc.weight"]
+    (path / shard).unlink()
+    (path / shard).mkdir()
+    assert any(m.startswith(f"{shard}: is a directory, not a file") for m in files_messages(run(path, level="scan")))
+
+
+def test_symlinked_files_resolving_to_regular_files_are_fine(drafter, tmp_path):
+    src = drafter("flat").write(shards=2)
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    snap = tmp_path / "snapshot"
+    snap.mkdir()
+    for f in src.iterdir():
+        os.replace(f, blobs / f.name)
+        os.symlink(os.path.relpath(blobs / f.name, snap), snap / f.name)
+    result = run(snap, level="scan")
+    assert result.result("files").status == "passed" and result.result("scan.values").status == "passed"
+
+
+def test_every_command_answers_a_broken_file_with_exit_1_or_2(drafter, tmp_path, capsys):
+    path = drafter("flat").write()
+    (path / "model.safetensors").write_bytes(b"\x80\x04\x95" + b"\0" * 60)
+    for argv in (["check", str(path), "--level", "scan"], ["inspect", str(path)], ["diff", str(path), "tiny-example"],
+                 ["spec", str(path), "-o", str(tmp_path / "s.json")], ["convert", str(path), str(tmp_path / "o"),
+                                                                       "--to", "speculators"]):
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code in (1, 2), (argv, code, err)
+        assert "Traceback" not in out + err and "model.safetensors" in out + err, (argv, out, err)
+    assert not (tmp_path / "o").exists()
