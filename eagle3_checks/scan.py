@@ -41,7 +41,12 @@ def supported(dtype: str) -> bool:
 
 
 def to_float(bits: np.ndarray, dtype: str) -> np.ndarray:
-    """Raw bits of ``dtype`` as float64 values."""
+    """Raw bits of ``dtype`` as float64 values (signalling NaNs become quiet NaNs, without a warning)."""
+    with np.errstate(invalid="ignore"):
+        return _to_float(bits, dtype)
+
+
+def _to_float(bits: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "BF16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if dtype == "F16":

@@ -323,3 +323,13 @@ def test_memory_is_bounded_by_the_chunk(tmp_path):
     tracemalloc.stop()
     assert result.stats["w"].all_zero
     assert peak < 3 * scanner.CHUNK, f"peak {peak / 1e6:.1f} MB for a 64 MB tensor"
+
+
+@pytest.mark.parametrize("layout", ["flat", "speculators"])
+def test_the_configs_initializer_range_is_the_one_matched(drafter, layout):
+    d = drafter(layout, untrained_shape())
+    with_values(d, FC, np.random.default_rng(4).normal(0, 0.01, d.tensors[FC].shape))
+    assert scan_result(d.write()).status == "passed"  # normal(0, 0.01) is no initialiser by default
+    d.layer_field()["initializer_range"] = 0.01
+    [m] = messages(scan_result(d.write()), "warning")
+    assert "normal(0, 0.01) (transformers' initializer_range)" in m

@@ -11,6 +11,8 @@ import math
 import sys
 from typing import Iterable
 
+from ..engines.reading import layer_fields
+from ..layout import SPECULATORS
 from ..registry import Context, Data, Finding, check, error, warning
 from ..scan import scan
 
@@ -85,9 +87,8 @@ def values(ctx: Context) -> Iterable[Finding]:
     show = bool(ctx.options and ctx.options.progress) and sum(e.nbytes for e in entries) > PROGRESS_FROM
     result = scan(entries, _progress if show else None)
     cfg = ckpt.config
-    init_range = (cfg.raw.get("initializer_range") if cfg is not None else None) or 0.02
-    if cfg is not None and cfg.layout == "speculators":
-        init_range = (cfg.raw.get("transformer_layer_config") or {}).get("initializer_range", init_range)
+    layer = layer_fields(cfg.raw, cfg.layout == SPECULATORS) if cfg is not None else {}
+    init_range = layer.get("initializer_range", 0.02)  # transformers' default
     if not isinstance(init_range, (int, float)) or isinstance(init_range, bool) or not 0 < init_range < 10:
         init_range = 0.02
     for name, st in result.stats.items():

@@ -189,6 +189,16 @@ def layer_fields(raw: dict, speculators: bool) -> dict:
     return raw
 
 
+def model_type_of(r: Reading, fields_: dict, default: str) -> str:
+    """The config's model_type; one that is not a string is a refusal (transformers looks it up by name)."""
+    value = fields_.get("model_type", default)
+    if isinstance(value, str):
+        return value
+    r.refusals.append(f"model_type {value!r} is not a string: transformers cannot parse the config "
+                      "(AutoConfig looks the model_type up by name)")
+    return default
+
+
 def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**40
 

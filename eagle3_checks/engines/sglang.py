@@ -22,7 +22,8 @@ import math
 from typing import Any
 
 from ..layout import FLAT, SPECULATORS
-from .reading import Reading, finish, is_int, map_roles, read_aux_ids, read_max_position, read_rope, read_sizes
+from .reading import (Reading, finish, is_int, map_roles, model_type_of, read_aux_ids, read_max_position, read_rope,
+                      read_sizes)
 
 VERSION = "0.5.6"
 NAME = "sglang"
@@ -41,7 +42,7 @@ def read(ckpt: Any) -> Reading:
     if "LlamaForCausalLMEagle3" not in archs:
         r.refusals.append(f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
                           "builds another model (or none) from the drafter's weights")
-    model_type = raw.get("model_type", "llama")
+    model_type = model_type_of(r, raw, "llama")
     dsv3 = model_type in ("kimi_k2", "deepseek_v3")
     read_sizes(r, raw, "", (64, "DeepseekV3Config") if dsv3 else (None, "transformers LlamaConfig"))
     read_max_position(r, raw, "", 4096 if dsv3 else 2048)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import SPECULATORS
-from .reading import (TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, read_aux_ids, read_max_position,
-                      read_rope, read_sizes)
+from .reading import (TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, model_type_of, read_aux_ids,
+                      read_max_position, read_rope, read_sizes)
 
 VERSION = "0.9.0"
 NAME = "speculators"
@@ -44,7 +44,7 @@ def read(ckpt: Any, lenient: bool = False) -> Reading:
     if not isinstance(raw.get(TLC), dict):
         r.refusals.append("config.json has no transformer_layer_config object")
         return r
-    model_type = fields_.get("model_type", "qwen3")
+    model_type = model_type_of(r, fields_, "qwen3")
     if model_type not in ("llama", "qwen3"):  # model_definitions.py model_classes
         r.refusals.append(f"speculators has no EAGLE-3 layer for model_type {model_type!r} (KeyError in "
                           "model_classes: llama and qwen3 only)")

@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import FLAT, SPECULATORS
-from .reading import (Reading, finish, is_int, layer_fields, lookup, map_roles, read_aux_ids, read_max_position,
-                      read_rope, read_sizes)
+from .reading import (Reading, finish, is_int, layer_fields, lookup, map_roles, model_type_of, read_aux_ids,
+                      read_max_position, read_rope, read_sizes)
 
 VERSION = "0.33.0"
 NAME = "vllm"
@@ -59,7 +59,7 @@ def read(ckpt: Any) -> Reading:
     r = Reading(NAME, VERSION, ckpt.layout)
     where = "transformer_layer_config." if speculators else ""
     fields_ = layer_fields(raw, speculators)
-    model_type = fields_.get("model_type", "llama")
+    model_type = model_type_of(r, fields_, "llama")
     if speculators and model_type not in ("llama", "qwen3"):
         r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\"")
     # A speculators config becomes a plain PreTrainedConfig (no class defaults: head_dim falls back to H/nh in the
