@@ -118,7 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _write(text: str) -> None:
-    sys.stdout.write(text)
+    """Reports name tensors and config values from the checkpoint: whatever they hold (a lone surrogate from a
+    JSON escape, say) is written, escaped where the stream's encoding cannot carry it."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
     sys.stdout.flush()
 
 
@@ -369,13 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eagle3-checks: interrupted", file=sys.stderr)
         return 130
-    except BaseException as exc:  # SIGTERM/SIGINT inside a conversion (its cleanup has run)
-        signum = getattr(exc, "signum", None)
-        if signum is None:
-            raise
-        print(f"eagle3-checks: interrupted by signal {signum}; nothing was written", file=sys.stderr)
-        return 128 + signum
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader of our output went away (| head)
         return 0
     except Exception as exc:  # never a traceback for users; EAGLE3_CHECKS_DEBUG=1 shows it
         if os.environ.get("EAGLE3_CHECKS_DEBUG"):
@@ -383,6 +380,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"eagle3-checks: internal error: {type(exc).__name__}: {exc} (a bug: please report it; "
               "EAGLE3_CHECKS_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 3
+    except BaseException as exc:  # SIGTERM/SIGINT inside a conversion (its cleanup has run)
+        signum = getattr(exc, "signum", None)
+        if signum is None:  # SystemExit and the like
+            raise
+        print(f"eagle3-checks: interrupted by signal {signum}; nothing was written", file=sys.stderr)
+        return 128 + signum
 
 
 def entry() -> None:

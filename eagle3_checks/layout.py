@@ -92,6 +92,11 @@ def parse_name(name: str) -> Name:
     return Name(name, None, None, None, prefixed)
 
 
+def is_norm(role: str | None) -> bool:
+    """An RMSNorm scale: the layer norms, q/k norms, the final norm, fc_norm.N."""
+    return bool(role) and (role.endswith("norm.weight") or bool(_FC_NORM.match(role)))
+
+
 def role_layer(role: str) -> int | None:
     if role.startswith("layers."):
         return int(role.split(".", 2)[1])

@@ -177,8 +177,21 @@ def render_markdown(results: list[GateResult]) -> str:
                     if value:
                         out.append(f"  - {label}: {_md(value)}")
             out += ["", "</details>"]
+        for r in result.results:
+            tensors = r.data.get("tensors")
+            if tensors:
+                out += ["", "<details><summary>Weight statistics (scan)</summary>", "",
+                        "| tensor | dtype | mean | std | max \\|x\\| | NaN | Inf |", "|---|---|---|---|---|---|---|"]
+                out += [f"| {_md(name)} | {st.get('dtype')} | {_num(st.get('mean', 0))} | {_num(st.get('std', 0))} | "
+                        f"{_num(st.get('max_abs', 0))} | {st.get('nan', 0)} | {st.get('inf', 0)} |"
+                        for name, st in tensors.items()]
+                out += ["", "</details>"]
         out.append("")
     return "\n".join(out)
+
+
+def _num(v) -> str:
+    return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)
 
 
 RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}

@@ -197,10 +197,27 @@ def read_header(path: Path, display: str) -> FileHeader:
         return problem("header nests JSON too deeply to be a safetensors header", offset=8)
     except ValueError as exc:
         pos = getattr(exc, "pos", 0)
-        return unparsable(f"header is not valid JSON ({getattr(exc, 'msg', exc)})", offset=8 + pos)
+        return unparsable(f"header is not valid JSON ({getattr(exc, 'msg', exc)})",
+                          offset=8 + len(text[:pos].encode()))  # a byte offset, not a character's
     if not isinstance(header, dict):
         return problem(f"header is JSON {type(header).__name__}, not an object", offset=8)
+    surrogate = _lone_surrogate(header)
+    if surrogate is not None:  # "\ud800": valid JSON to Python, not Unicode; serde_json (safetensors) refuses it
+        escapes = [p for p in (raw.find(b"\\ud"), raw.find(b"\\uD")) if p >= 0]
+        return problem(f"header holds {surrogate!r}, a lone UTF-16 surrogate escape: not Unicode text, and "
+                       "safetensors refuses the header", offset=8 + min(escapes, default=0),
+                       fix="re-save the file with safetensors")
     result.parsed = True
+
+    def at(name: str) -> int:
+        """The byte offset of a tensor's entry in the header (8, the header's start, if not found verbatim)."""
+        for spelling in (json.dumps(name, ensure_ascii=False).encode(), json.dumps(name).encode()):
+            pos = raw.find(spelling + b":")
+            if pos < 0:
+                pos = raw.find(spelling)
+            if pos >= 0:
+                return 8 + pos
+        return 8
 
     data_len = size - result.data_start
     spans: list[tuple[int, int, str]] = []
@@ -213,7 +230,8 @@ def read_header(path: Path, display: str) -> FileHeader:
             else:
                 result.metadata = info
             continue
-        entry = _entry(name, info, display, path, result.data_start, problem)
+        entry = _entry(name, info, display, path, result.data_start,
+                       lambda message, offset=0, **kw: problem(message, at(name), **kw))
         if entry is None:
             continue
         begin = entry.offset - result.data_start
@@ -244,6 +262,24 @@ def read_header(path: Path, display: str) -> FileHeader:
     elif cursor < data_len:
         problem(f"{data_len - cursor} bytes after the last tensor", offset=result.data_start + cursor)
     return result
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in a parsed JSON document that is not encodable Unicode."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return v
+    return None
 
 
 def _entry(name: str, info: Any, display: str, path: Path, data_start: int, problem: Any) -> TensorEntry | None:

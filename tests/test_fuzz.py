@@ -44,7 +44,7 @@ def base(layout: str, shards: int = 1) -> Path:
     return _BASES[key]
 
 
-class Hang(Exception):
+class Hang(BaseException):  # not an Exception: nothing under test may catch it
     pass
 
 
@@ -55,7 +55,8 @@ def _alarm(signum, frame):
 def gate_everything(path: Path) -> None:
     """Every command that reads a checkpoint, on ``path``: exit codes 0/1/2 only, files untouched."""
     before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file() and not p.is_symlink()}
-    out, err = io.StringIO(), io.StringIO()
+    # real UTF-8 streams (strict, as a terminal's or a pipe's): a report that cannot be encoded fails here
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIME_LIMIT_S)
     try:
@@ -68,12 +69,13 @@ def gate_everything(path: Path) -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    text = out.getvalue() + err.getvalue()
+    out.flush(), err.flush()
+    stdout, text = out.buffer.getvalue().decode(), out.buffer.getvalue().decode() + err.buffer.getvalue().decode()
     assert all(code in (0, 1, 2) for code in codes.values()), (codes, text[-3000:])
     assert "check crashed" not in text and "Traceback" not in text, \
         "\n".join(line for line in text.splitlines() if "crashed" in line or "Traceback" in line)
     if codes["check"] in (0, 1):  # a report: valid JSON
-        report, _ = json.JSONDecoder().raw_decode(out.getvalue())  # the check's report comes first
+        report, _ = json.JSONDecoder().raw_decode(stdout)  # the check's report comes first
         assert report["checkpoints"][0]["exit_code"] == codes["check"]
     after = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file() and not p.is_symlink()}
     assert before == after, "a command modified the checkpoint"
@@ -160,7 +162,11 @@ def test_mutated_header_json(data, layout):
                 else:
                     entry[field] = data.draw(near(entry[field]) if how == "near" else JSON)
             elif data.draw(st.booleans()):
-                header.pop(name, None)
+                value = header.pop(name, None)
+                if data.draw(st.booleans()):  # renamed: any text, a lone surrogate, another tensor's name
+                    header[data.draw(st.text(max_size=20) | st.sampled_from(
+                        ["fc.weight\ud800", "\udfff", "model.fc.weight", "layers.99999.mlp.up_proj.weight",
+                         "midlayer.self_attn.q_proj.weight", "fc_norm.0.weight", "d2t", "a|b`c"]))] = value
             else:
                 header[name] = data.draw(JSON | st.fixed_dictionaries({
                     "dtype": st.sampled_from(sorted(DTYPES)) | st.text(max_size=4),

@@ -35,13 +35,13 @@ HEADERS = [
     ("not-json", raw_file(b'{"a": '), 14, "header is not valid JSON (Expecting value)"),
     ("duplicate-key", raw_file(b'{"a": ' + js(F32) + b', "a": ' + js(F32) + b"}", b"\0" * 4), 8,
      "header names tensor 'a' twice"),
-    ("unknown-dtype", raw_file(js({"a": dict(F32, dtype="F4")}), b"\0" * 4), 8,
+    ("unknown-dtype", raw_file(js({"a": dict(F32, dtype="F4")}), b"\0" * 4), 9,
      "tensor 'a' has unknown dtype 'F4'"),
-    ("negative-shape", raw_file(js({"a": dict(F32, shape=[-1])}), b"\0" * 4), 8,
+    ("negative-shape", raw_file(js({"a": dict(F32, shape=[-1])}), b"\0" * 4), 9,
      "tensor 'a' has an invalid shape [-1]"),
-    ("overflowing-shape", raw_file(js({"a": dict(F32, shape=[2**32, 2**31], data_offsets=[0, 4])}), b"\0" * 4), 8,
+    ("overflowing-shape", raw_file(js({"a": dict(F32, shape=[2**32, 2**31], data_offsets=[0, 4])}), b"\0" * 4), 9,
      "tensor 'a': shape [4294967296, 2147483648] x F32 overflows 64 bits"),
-    ("shape-size-mismatch", raw_file(js({"a": dict(F32, shape=[3])}), b"\0" * 4), 8,
+    ("shape-size-mismatch", raw_file(js({"a": dict(F32, shape=[3])}), b"\0" * 4), 9,
      "tensor 'a': shape [3] x F32 is 12 bytes but its offsets span 4"),
     ("overlap", raw_file(js({"a": F32, "b": dict(F32, data_offsets=[2, 6])}), b"\0" * 6), None,
      "tensor 'b' overlaps the tensor before it"),
@@ -52,8 +52,8 @@ HEADERS = [
     ("trailing-bytes", raw_file(js({"a": F32}), b"\0" * 12), None, "8 bytes after the last tensor"),
     ("metadata-not-strings", raw_file(js({"__metadata__": {"format": 1}, "a": F32}), b"\0" * 4), 8,
      "__metadata__ must map strings to strings"),
-    ("entry-not-object", raw_file(js({"a": [1]})), 8, "entry for 'a' is not an object"),
-    ("bad-offsets", raw_file(js({"a": dict(F32, data_offsets=[4, 0])}), b"\0" * 4), 8,
+    ("entry-not-object", raw_file(js({"a": [1]})), 9, "entry for 'a' is not an object"),
+    ("bad-offsets", raw_file(js({"a": dict(F32, data_offsets=[4, 0])}), b"\0" * 4), 9,
      "tensor 'a' has invalid data_offsets [4, 0]"),
     ("too-short", b"\x01\x02\x03", 0, "is 3 bytes, too short for the 8-byte header length: truncated"),
     ("zip", b"PK\x03\x04" + b"\0" * 60, 0, "is a zip archive (what torch.save writes), not safetensors"),
@@ -90,6 +90,26 @@ def test_offsets_name_the_byte_where_the_trouble_starts(drafter):
     (path / "model.safetensors").write_bytes(raw_file(head, b"\0" * 6))
     assert f"model.safetensors (byte {8 + len(head) + 2}): tensor 'b' overlaps the tensor before it" \
         in files_messages(run(path, level="header"))
+
+
+def test_an_entry_problem_points_at_its_key(drafter):
+    path = drafter("flat").write()
+    head = js({"a": F32, "b": dict(F32, dtype="F4", data_offsets=[4, 8])})
+    content = raw_file(head, b"\0" * 8)
+    (path / "model.safetensors").write_bytes(content)
+    [m] = [m for m in files_messages(run(path, level="header")) if "unknown dtype" in m]
+    offset = int(m.split("(byte ")[1].split(")")[0])
+    assert content[offset:offset + 3] == b'"b"', m
+
+
+def test_header_with_a_lone_surrogate(drafter):
+    """JSON's "\\ud800" parses in Python but is not Unicode: safetensors' serde_json refuses the header."""
+    path = drafter("flat").write()
+    head = b'{"fc.weight\\ud800": ' + js(F32) + b"}"
+    (path / "model.safetensors").write_bytes(raw_file(head, b"\0" * 4))
+    [m] = files_messages(run(path, level="scan"))
+    assert m == ("model.safetensors (byte 19): header holds 'fc.weight\\ud800', a lone UTF-16 surrogate escape: "
+                 "not Unicode text, and safetensors refuses the header")
 
 
 def test_a_truncated_real_drafter(drafter):
@@ -253,3 +273,25 @@ def test_every_command_answers_a_broken_file_with_exit_1_or_2(drafter, tmp_path,
         assert code in (1, 2), (argv, code, err)
         assert "Traceback" not in out + err and "model.safetensors" in out + err, (argv, out, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_reports_survive_text_the_stream_cannot_encode(drafter, monkeypatch):
+    """Tensor names and config values come from the checkpoint: on a stream that cannot carry them (an ASCII or
+    cp1252 console), they are written escaped, in every format and command; never a UnicodeEncodeError."""
+    import io
+    import sys
+
+    d = drafter("flat")
+    d.tensors["fc.weight\u2192"] = d.tensors["fc.weight"]
+    d.config["architectures"] = ["LlamaForCausalLMEagle3\u2192"]
+    path = d.write()
+    for argv in (["check", str(path), "--level", "scan", "--format", "text"], ["inspect", str(path)],
+                 ["check", str(path), "--level", "scan", "--format", "markdown"], ["diff", str(path), "tiny-example"],
+                 ["check", str(path), "--level", "scan", "--format", "json"]):
+        out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+        monkeypatch.setattr(sys, "stdout", out)
+        code = main(argv)
+        out.flush()
+        text = out.buffer.getvalue().decode()
+        assert code in (0, 1), (argv, code)
+        assert argv[0] == "diff" or "fc.weight\\u2192" in text or "fc.weight\\\\u2192" in text, argv  # escaped

@@ -93,7 +93,8 @@ def test_inf_in_every_float_dtype(drafter, dtype):
 def test_fp8_nan_and_inf(drafter, dtype, bad, kind):
     d = drafter("flat")
     shape = d.tensors[FC].shape
-    raw = np.random.default_rng(0).integers(0, 0x70, size=shape, dtype=np.uint8)  # finite, both signs below 0x80
+    rng = np.random.default_rng(0)
+    raw = rng.integers(0, 0x70, size=shape, dtype=np.uint8) | (rng.integers(0, 2, size=shape, dtype=np.uint8) << 7)
     raw.flat[17] = bad
     d.tensors[FC] = RawTensor(dtype, shape, raw.tobytes())
     r = scan_result(d.write(), skip=["dtypes=fp8 weights on purpose"])
@@ -153,13 +154,36 @@ def test_untrained_embedding_warns(drafter):
     assert m.startswith("embed_tokens.weight: its statistics match nn.Embedding's normal(0, 1) initialisation")
 
 
-def test_trained_looking_weights_do_not_warn(drafter):
-    """Heavy-tailed weights (what training leaves) at the initializer_range's scale are not 'untrained'."""
+@pytest.mark.parametrize("make", [
+    lambda rng, s: rng.standard_t(4, s) * 0.02 / math.sqrt(2),  # heavy tails at the initializer_range's scale
+    lambda rng, s: np.where(rng.random(s) < 1e-3, 8.0, 1.0) * rng.normal(0, 0.02, s),  # a Gaussian body, outliers
+    lambda rng, s: rng.normal(0, 0.02, s) + 0.012 * np.sin(np.arange(s[-1]) * 0.7),  # init plus a column pattern
+], ids=["heavy-tails", "outliers", "init-plus-update"])
+def test_trained_looking_weights_do_not_warn(drafter, make):
     d = drafter("flat", untrained_shape())
-    rng = np.random.default_rng(3)
-    v = rng.standard_t(4, d.tensors[FC].shape) * 0.02 / math.sqrt(2)
-    r = scan_result(with_values(d, FC, v).write())
+    r = scan_result(with_values(d, FC, make(np.random.default_rng(3), d.tensors[FC].shape)).write())
     assert r.status == "passed", messages(r)
+
+
+def test_the_sample_walks_across_columns(drafter):
+    """A 512 x 512 tensor where every 4th column alone looks freshly initialised: the sample must not see only
+    those columns (a stride that divides the row length would)."""
+    rng = np.random.default_rng(5)
+    v = rng.standard_t(3, (512, 512)) * 0.05
+    v[:, ::4] = rng.normal(0, 0.02, (512, 128))
+    from eagle3_checks.safetensors_io import write_safetensors
+
+    path = drafter("flat").root
+    path.mkdir(parents=True)
+    write_safetensors(path / "w.safetensors", {"w": from_numpy(v.astype(np.float32), "BF16")})
+    old = scanner.SAMPLE
+    scanner.SAMPLE = 512 * 512 // 4  # a stride of 4 before it is made coprime with the row
+    try:
+        st_ = scanner.scan([read_header(path / "w.safetensors", "w").entries["w"]]).stats["w"]
+    finally:
+        scanner.SAMPLE = old
+    assert scanner.sample_step(512 * 512, (512, 512)) == 5
+    assert st_.std > 0.04 and st_.kurtosis > 1, (st_.std, st_.kurtosis)
 
 
 def test_nan_in_the_second_shard_names_that_shard(drafter):
@@ -223,6 +247,9 @@ def test_json_report_carries_statistics_and_text_shows_the_table(drafter, capsys
     assert main(["check", str(path), "--level", "scan", "--reference", "none"]) == 0
     out = capsys.readouterr().out
     assert "max |x|" in out and "fc.weight" in out.split("scan.values")[1]
+    assert main(["check", str(path), "--level", "scan", "--reference", "none", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "<summary>Weight statistics (scan)</summary>" in out and "| fc.weight | BF16 |" in out
 
 
 def test_progress_bar_only_on_a_terminal_and_in_text(drafter, capsys, monkeypatch):
@@ -271,13 +298,14 @@ def reference(values: np.ndarray, dtype: str):
     finite = stored[np.isfinite(stored)]
     bad = np.flatnonzero(~np.isfinite(stored))
     return (int(np.isnan(stored).sum()), int(np.isinf(stored).sum()), int(bad[0]) if bad.size else None,
-            float(np.abs(finite).max()) if finite.size else 0.0)
+            float(np.abs(finite).max()) if finite.size else 0.0, stored)
 
 
 @given(dtype=st.sampled_from(sorted(_NP)), n=st.integers(1, 3000), chunk=st.sampled_from([8, 24, 64, 1 << 12]),
+       sample=st.sampled_from([7, 100, 1 << 16]),
        seed=st.integers(0, 2**16), specials=st.lists(st.tuples(st.integers(0, 2999), st.sampled_from(
            [np.nan, np.inf, -np.inf, 0.0, -0.0, 65504.0, 1e-8])), max_size=6))
-def test_scanner_matches_numpy(tmp_path_factory, dtype, n, chunk, seed, specials):
+def test_scanner_matches_numpy(tmp_path_factory, dtype, n, chunk, sample, seed, specials):
     values = np.random.default_rng(seed).standard_normal(n) * 3
     for i, v in specials:
         values[i % n] = v
@@ -287,16 +315,23 @@ def test_scanner_matches_numpy(tmp_path_factory, dtype, n, chunk, seed, specials
 
     write_safetensors(path, {"pad": RawTensor("U8", (3,), b"abc"), "x": raw})
     entry = read_header(path, "x.safetensors").entries["x"]
-    old = scanner.CHUNK
-    scanner.CHUNK = chunk
+    old = scanner.CHUNK, scanner.SAMPLE
+    scanner.CHUNK, scanner.SAMPLE = chunk, sample
     try:
         st_ = scanner.scan([entry]).stats["x"]
+        step = scanner.sample_step(n, (n,))
     finally:
-        scanner.CHUNK = old
-    nan, inf, first, max_abs = reference(values, dtype)
+        scanner.CHUNK, scanner.SAMPLE = old
+    nan, inf, first, max_abs, stored = reference(values, dtype)
     assert (st_.nan, st_.inf, st_.first_nonfinite) == (nan, inf, first)
     assert st_.max_abs == max_abs
     assert st_.all_zero == (max_abs == 0.0 and nan == 0)
+    picked = stored[::step].astype(np.float64)  # the sample: every step-th element, across chunk boundaries
+    picked = picked[np.isfinite(picked)]
+    assert st_.sample == picked.size
+    if picked.size:
+        assert st_.mean == pytest.approx(picked.mean(), rel=1e-9, abs=1e-12)
+        assert st_.std == pytest.approx(picked.std(), rel=1e-9, abs=1e-12)
 
 
 def test_to_float_decodes_fp8_exactly():
@@ -306,6 +341,31 @@ def test_to_float_decodes_fp8_exactly():
     assert np.isnan(got[0x7F]) and np.isnan(got[0xFF]) and np.isfinite(got[:0x7F]).all()
     e5m2 = scanner.to_float(np.array([0x3C, 0x7B, 0x7C, 0x7D, 0x01], np.uint8), "F8_E5M2")
     assert e5m2[0] == 1.0 and e5m2[1] == 57344.0 and np.isinf(e5m2[2]) and np.isnan(e5m2[3]) and e5m2[4] == 2.0 ** -16
+
+
+@pytest.mark.parametrize("dtype, torch_dtype", [("F8_E4M3", "float8_e4m3fn"), ("F8_E5M2", "float8_e5m2")])
+def test_fp8_scan_matches_torch(tmp_path, dtype, torch_dtype):
+    """Every fp8 code, decoded by torch (an independent reader), against the scanner's counts and maximum."""
+    torch = pytest.importorskip("torch")
+    codes = np.random.default_rng(6).permutation(np.tile(np.arange(256, dtype=np.uint8), 40))
+    ref = torch.frombuffer(bytearray(codes.tobytes()), dtype=getattr(torch, torch_dtype)).float().numpy()
+    np.testing.assert_array_equal(scanner.to_float(np.arange(256, dtype=np.uint8), dtype),
+                                  torch.arange(256, dtype=torch.uint8).view(getattr(torch, torch_dtype)).float()
+                                  .numpy())
+    from eagle3_checks.safetensors_io import write_safetensors
+
+    write_safetensors(tmp_path / "f.safetensors", {"x": RawTensor(dtype, (codes.size,), codes.tobytes())})
+    entry = read_header(tmp_path / "f.safetensors", "f").entries["x"]
+    old = scanner.CHUNK
+    scanner.CHUNK = 1000
+    try:
+        st_ = scanner.scan([entry]).stats["x"]
+    finally:
+        scanner.CHUNK = old
+    bad = np.flatnonzero(~np.isfinite(ref))
+    assert (st_.nan, st_.inf) == (int(np.isnan(ref).sum()), int(np.isinf(ref).sum()))
+    assert st_.first_nonfinite == int(bad[0])
+    assert st_.max_abs == float(np.abs(ref[np.isfinite(ref)]).max())
 
 
 def test_memory_is_bounded_by_the_chunk(tmp_path):
@@ -323,6 +383,16 @@ def test_memory_is_bounded_by_the_chunk(tmp_path):
     tracemalloc.stop()
     assert result.stats["w"].all_zero
     assert peak < 3 * scanner.CHUNK, f"peak {peak / 1e6:.1f} MB for a 64 MB tensor"
+    # every value NaN: the slow path (counting and locating) allocates per chunk too, never per tensor
+    nan = tmp_path / "nan.safetensors"
+    write_safetensors(nan, {"w": RawTensor("BF16", (4096, 8192), b"\xc0\x7f" * (4096 * 8192))})
+    entry = read_header(nan, "nan.safetensors").entries["w"]
+    tracemalloc.start()
+    result = scanner.scan([entry])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.stats["w"].nan == 4096 * 8192
+    assert peak < 8 * scanner.CHUNK, f"peak {peak / 1e6:.1f} MB for a 64 MB all-NaN tensor"
 
 
 @pytest.mark.parametrize("layout", ["flat", "speculators"])

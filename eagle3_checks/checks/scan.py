@@ -12,9 +12,9 @@ import sys
 from typing import Iterable
 
 from ..engines.reading import layer_fields
-from ..layout import SPECULATORS
-from ..registry import Context, Data, Finding, check, error, warning
-from ..scan import scan
+from ..layout import SPECULATORS, is_norm
+from ..registry import Context, Data, Finding, check, error, info, warning
+from ..scan import scan, supported
 
 PROGRESS_FROM = 1 << 30  # show progress on a terminal for checkpoints over ~1 GB
 
@@ -35,32 +35,41 @@ def _progress(done: int, total: int) -> None:
     width = 30
     filled = int(width * done / max(total, 1))
     sys.stderr.write(f"\r  scanning weights [{'#' * filled}{'.' * (width - filled)}] {done / 1e9:.1f}/{total / 1e9:.1f} GB")
-    if done >= total:
-        sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def _gaussian_extreme(n: int) -> float:
+    """The expected largest |x| / sigma among n normal draws (the Gumbel approximation for 2n tails)."""
+    a = math.sqrt(2 * math.log(2 * n))
+    return a - (math.log(math.log(2 * n)) + math.log(4 * math.pi)) / (2 * a)
 
 
 def _untrained(role: str | None, st, init_range: float) -> str | None:
     """The initialiser a tensor's statistics match, if they match one closely.
 
-    Tolerances shrink with the sample (about four standard errors of each estimate, never tighter than 2% on the
-    std and 0.1 on the excess kurtosis): trained weights have heavier tails (kurtosis well above 0) and drift in
-    scale, so they stay clear of these bounds.
+    A normal(0, sigma) match needs all of: the mean near 0, the std within about four standard errors of sigma
+    (never tighter than 2%), the excess kurtosis near 0 (four standard errors, at least 0.1), and the largest
+    magnitude, over every element, where the Gaussian extreme puts it (within -20%/+25%). Trained weights have
+    heavier tails and outliers, so they fail the kurtosis or the extreme. A uniform(-b, b) match needs the kurtosis
+    of a uniform (-1.2) and max / std = sqrt(3).
     """
     n = st.sample
-    if n < 4096 or st.std == 0 or (role and role.endswith("norm.weight")):
+    if n < 4096 or not st.std > 0 or not math.isfinite(st.std) or is_norm(role):
         return None
     std_tol = max(0.02, 4 / math.sqrt(2 * n))
     kurt_tol = max(0.1, 4 * math.sqrt(24 / n))
+    extreme = _gaussian_extreme(st.numel)
 
     def normal(sigma: float) -> bool:
         return (abs(st.mean) < 4 * sigma / math.sqrt(n) + 0.01 * sigma and abs(st.std / sigma - 1) < std_tol
-                and abs(st.kurtosis) < kurt_tol)
+                and abs(st.kurtosis) < kurt_tol and 0.8 <= st.max_abs / st.std / extreme <= 1.25)
 
+    candidates = [(init_range, f"normal(0, {init_range:g}) (transformers' initializer_range)")]
     if role == "embed_tokens.weight":
-        return "nn.Embedding's normal(0, 1) initialisation" if normal(1.0) else None
-    if normal(init_range):
-        return f"normal(0, {init_range:g}) (transformers' initializer_range)"
+        candidates.append((1.0, "nn.Embedding's normal(0, 1) initialisation"))
+    for sigma, label in candidates:
+        if normal(sigma):
+            return label
     # uniform(-b, b): excess kurtosis -1.2 and std = b / sqrt(3) (nn.Linear's default, b = 1 / sqrt(fan_in))
     if abs(st.kurtosis + 1.2) < 0.05 and abs(st.max_abs / st.std - math.sqrt(3)) < 0.05:
         return f"uniform(-{st.max_abs:.3g}, {st.max_abs:.3g}) (nn.Linear's default initialisation)"
@@ -86,6 +95,13 @@ def values(ctx: Context) -> Iterable[Finding]:
         yield Data({"not_scanned": sorted(set(ckpt.tensors) - {e.name for e in entries})})
     show = bool(ctx.options and ctx.options.progress) and sum(e.nbytes for e in entries) > PROGRESS_FROM
     result = scan(entries, _progress if show else None)
+    if show:
+        sys.stderr.write("\n")
+    skipped = sorted({e.dtype for e in entries if e.kind == "f" and not supported(e.dtype)})
+    if skipped:
+        names = sorted(e.name for e in entries if e.dtype in skipped)
+        yield info(f"{len(names)} tensor(s) of dtype {', '.join(skipped)} not scanned (a scale format without "
+                   f"NaN/Inf semantics here): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
     cfg = ckpt.config
     layer = layer_fields(cfg.raw, cfg.layout == SPECULATORS) if cfg is not None else {}
     init_range = layer.get("initializer_range", 0.02)  # transformers' default
@@ -115,7 +131,7 @@ def values(ctx: Context) -> Iterable[Finding]:
                             "or the export lost the data"),
                        fix="re-export the tensor from the trained model")
             continue
-        if role and role.endswith("norm.weight"):
+        if is_norm(role):
             if st.constant and st.max_abs == 1.0:
                 yield warning(f"{name}: every value is 1.0, RMSNorm's initial value", **where,
                               expected="trained scales", found="all ones",
