@@ -14,9 +14,10 @@ tensor), widened to float64. No full-tensor float copy is ever made, and torch i
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 
@@ -109,9 +110,9 @@ def sample_step(numel: int, shape: tuple[int, ...]) -> int:
     return step
 
 
-def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray,
+def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callable[[Any], BinaryIO],
                 tick: Callable[[int], None] | None = None) -> TensorStats:
-    """Scan one tensor; ``tick(nbytes)`` after each chunk."""
+    """Scan one tensor, reading through ``opener(path)`` (an open file); ``tick(nbytes)`` after each chunk."""
     raw_type, mag_mask, exp_mask, man_mask, has_inf = _BITS[e.dtype]
     st = TensorStats(e.name, e.dtype, e.numel)
     width = np.dtype(raw_type).itemsize
@@ -120,34 +121,34 @@ def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray,
     top = 0
     done = 0  # elements
     try:
-        with open(e.path, "rb") as fh:
-            fh.seek(e.offset)
-            while done < e.numel:
-                want = min(len(buf) // width, e.numel - done)
-                view = memoryview(buf)[: want * width]
-                got = fh.readinto(view)
-                if got != want * width:
-                    raise EOFError(f"{e.file} ends inside {e.name} (element {done + got // width} of {e.numel})")
-                x = np.frombuffer(view, dtype=np.dtype(raw_type).newbyteorder("<"))
-                m = mag[: want * width].view(raw_type)
-                np.bitwise_and(x, mag_mask, out=m)
-                chunk_top = int(m.max())
-                if chunk_top >= exp_mask:  # some NaN or Inf in this chunk: count and locate them
-                    bad = m >= exp_mask
-                    nan = bad & ((m & man_mask) != 0) if has_inf else bad
-                    n_nan, n_bad = int(nan.sum()), int(bad.sum())
-                    st.nan += n_nan
-                    st.inf += n_bad - n_nan
-                    if st.first_nonfinite is None:
-                        st.first_nonfinite = done + int(np.argmax(bad))
-                    finite_top = m[~bad]
-                    chunk_top = int(finite_top.max()) if finite_top.size else 0
-                top = max(top, chunk_top)
-                first = (-done) % step  # keep the sample strided across chunk boundaries
-                samples.append(x[first::step].copy())
-                done += want
-                if tick:
-                    tick(want * width)
+        fh = opener(e.path)
+        fh.seek(e.offset)
+        while done < e.numel:
+            want = min(len(buf) // width, e.numel - done)
+            view = memoryview(buf)[: want * width]
+            got = fh.readinto(view)
+            if got != want * width:
+                raise EOFError(f"{e.file} ends inside {e.name} (element {done + got // width} of {e.numel})")
+            x = np.frombuffer(view, dtype=np.dtype(raw_type).newbyteorder("<"))
+            m = mag[: want * width].view(raw_type)
+            np.bitwise_and(x, mag_mask, out=m)
+            chunk_top = int(m.max())
+            if chunk_top >= exp_mask:  # some NaN or Inf in this chunk: count and locate them
+                bad = m >= exp_mask
+                nan = bad & ((m & man_mask) != 0) if has_inf else bad
+                n_nan, n_bad = int(nan.sum()), int(bad.sum())
+                st.nan += n_nan
+                st.inf += n_bad - n_nan
+                if st.first_nonfinite is None:
+                    st.first_nonfinite = done + int(np.argmax(bad))
+                finite_top = m[~bad]
+                chunk_top = int(finite_top.max()) if finite_top.size else 0
+            top = max(top, chunk_top)
+            first = (-done) % step  # keep the sample strided across chunk boundaries
+            samples.append(x[first::step].copy())
+            done += want
+            if tick:
+                tick(want * width)
     except (OSError, EOFError) as exc:
         st.error = str(exc)
         return st
@@ -179,7 +180,15 @@ def scan(entries: list[TensorEntry], progress: Callable[[int, int], None] | None
         done += n
         progress(done, total)
 
-    for e in todo:
-        result.stats[e.name] = scan_tensor(e, buf, mag.view(np.uint8), tick if progress else None)
-        result.bytes_read += e.nbytes
+    with contextlib.ExitStack() as stack:
+        handles: dict[Any, BinaryIO] = {}
+
+        def opener(path: Any) -> BinaryIO:  # each file opened once (a header may list thousands of tensors)
+            if path not in handles:
+                handles[path] = stack.enter_context(open(path, "rb"))
+            return handles[path]
+
+        for e in todo:
+            result.stats[e.name] = scan_tensor(e, buf, mag.view(np.uint8), opener, tick if progress else None)
+            result.bytes_read += e.nbytes
     return result

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import shutil
 import signal
@@ -106,7 +107,8 @@ def near(value):
         return st.sampled_from([value + 1, value - 1, -value, 2 * value, value // 2, 0, -1, float(value), str(value),
                                 2**63 - 1, 2**64, [value]])
     if isinstance(value, float):
-        return st.sampled_from([value * 2, -value, 0.0, float("inf"), float("nan"), int(value), str(value)])
+        return st.sampled_from([value * 2, -value, 0.0, float("inf"), float("nan"), str(value)]
+                               + ([int(value)] if math.isfinite(value) and abs(value) < 2**64 else []))
     if isinstance(value, str):
         return st.sampled_from([value.upper(), value + "x", "", value[:-1], [value], None, 7])
     if isinstance(value, list):

@@ -403,3 +403,22 @@ def test_the_configs_initializer_range_is_the_one_matched(drafter, layout):
     d.layer_field()["initializer_range"] = 0.01
     [m] = messages(scan_result(d.write()), "warning")
     assert "normal(0, 0.01) (transformers' initializer_range)" in m
+
+
+def test_many_tiny_tensors_open_the_file_once(tmp_path, monkeypatch):
+    """A header listing 20,000 tensors: one open per file, not per tensor."""
+    import builtins
+    import time
+
+    from eagle3_checks.safetensors_io import write_safetensors
+
+    path = tmp_path / "many.safetensors"
+    write_safetensors(path, {f"t{i}": RawTensor("F32", (2,), b"\0\0\x80\x3f" * 2) for i in range(20_000)})
+    entries = list(read_header(path, "many.safetensors").entries.values())
+    opened = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: (opened.append(p), real_open(p, *a, **k))[1])
+    start = time.perf_counter()
+    result = scanner.scan(entries)
+    assert len(opened) == 1 and time.perf_counter() - start < 10
+    assert all(s.max_abs == 1.0 and s.constant for s in result.stats.values()) and len(result.stats) == 20_000
