@@ -155,3 +155,23 @@ def test_xdist_keeps_each_checkpoint_on_one_worker(pytester, drafter):
     for m in re.finditer(r"\[(gw\d+)\] \[ *\d+%\] \w+ eagle3-checks::([^:]+)::", result.stdout.str()):
         workers[m.group(2)].add(m.group(1))
     assert len(workers) == 3 and all(len(w) == 1 for w in workers.values()), dict(workers)
+
+
+def test_scan_level_in_ci(pytester, drafter):
+    """--eagle3-level=scan: header checks plus the weight scan, no forward item; a NaN weight fails scan.values."""
+    import numpy as np
+
+    from eagle3_checks.safetensors_io import from_numpy
+
+    d = drafter("flat")
+    v = np.zeros(d.tensors["fc.weight"].shape, np.float32) + 0.01
+    v[2, 3] = np.nan
+    d.tensors["fc.weight"] = from_numpy(v, "BF16")
+    path = d.write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=scan", "--eagle3-reference=none",
+                                "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "forward.equivalence" not in out
+    result.stdout.fnmatch_lines(["*ERROR: fc.weight: 1 NaN of 12288 values, the first at index (2, 3)*",
+                                 f"FAILED eagle3-checks::{path.name}::scan.values - *"])
+    assert result.ret == 1
