@@ -66,4 +66,10 @@ def median_of(fn, rounds: int) -> float:
     return statistics.median(fn() for _ in range(rounds))
 
 
+def sequential_read_s(path: Path, rounds: int = 5) -> float:
+    """Median wall time of `cat FILE > /dev/null` from a warm page cache (the file is read once first)."""
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+    return median_of(lambda: run_process(["cat", str(path)]), rounds)
+
+
 PYTHON = sys.executable

@@ -14,7 +14,7 @@ import json
 import subprocess
 import time
 
-from conftest import PYTHON, median_of
+from conftest import PYTHON, sequential_read_s
 
 CHILD = """
 import json, sys, time
@@ -44,15 +44,7 @@ def test_forward_check_vs_sequential_read(benchmark, kimi_random):
     path, worst = kimi_random
     weights = path / "model.safetensors"
     size = weights.stat().st_size
-    cat = ["cat", str(weights)]
-    subprocess.run(cat, stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-
-    def read_once() -> float:
-        start = time.perf_counter()
-        subprocess.run(cat, stdout=subprocess.DEVNULL, check=True)
-        return time.perf_counter() - start
-
-    read_s = median_of(read_once, 5)
+    read_s = sequential_read_s(weights)
     runs = []
     benchmark.pedantic(lambda: runs.append(child(path)), rounds=3, iterations=1, warmup_rounds=1)
     check_s = sorted(r["check_s"] for r in runs)[len(runs) // 2]

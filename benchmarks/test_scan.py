@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 import pytest
 
 from eagle3_checks.example import DrafterShape, drafter_files, write_random_checkpoint
 from eagle3_checks.safetensors_io import read_header
 
-from conftest import PYTHON, median_of
+from conftest import PYTHON, sequential_read_s
 
 RSS_LIMIT = 300 * 1024 * 1024
 # ~1.1 GB in bf16: fc 4096x12288, q/k/v/o (GQA 32/8 heads of 128), MLP 14336, lm_head 64000x4096, no embed_tokens.
@@ -55,25 +54,13 @@ def one_gb(tmp_path_factory):
     (path / "model.safetensors").unlink()
 
 
-def cat_seconds(weights) -> float:
-    cat = ["cat", str(weights)]
-    subprocess.run(cat, stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-
-    def once() -> float:
-        start = time.perf_counter()
-        subprocess.run(cat, stdout=subprocess.DEVNULL, check=True)
-        return time.perf_counter() - start
-
-    return median_of(once, 5)
-
-
 def test_scan_vs_sequential_read(benchmark, one_gb):
     weights = one_gb / "model.safetensors"
     size = weights.stat().st_size
-    read_before = cat_seconds(weights)
+    read_before = sequential_read_s(weights)
     runs = []
     benchmark.pedantic(lambda: runs.append(child(one_gb)), rounds=5, iterations=1, warmup_rounds=1)
-    read_after = cat_seconds(weights)
+    read_after = sequential_read_s(weights)
     read_s = min(read_before, read_after)
     scan_s = sorted(r["scan_s"] for r in runs)[len(runs) // 2]
     rss = max(r["maxrss_bytes"] for r in runs)
