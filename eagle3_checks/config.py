@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .layout import SPECULATORS
+from .layout import SPECULATORS, str_list
 from .safetensors_io import CONFIG_DTYPES, Problem
 
 TLC = "transformer_layer_config"
@@ -307,7 +307,7 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
     if not values:
         raise ValueError(f"{path}: has none of num_hidden_layers, hidden_size, vocab_size; "
                          "is it a model's config.json?")
-    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else None
+    archs = str_list(raw.get("architectures"))
     name = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
                         values.get("vocab_size"), source, archs, name)

@@ -111,13 +111,18 @@ def on_disk_name(role: str, layout: str, style: str = "midlayer") -> str:
     return role
 
 
+def str_list(value: object) -> list[str] | None:
+    """``value`` when it is a list of strings (architectures, say), else None: a config holds anything."""
+    return value if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
+
+
 def has_qk_norm(layout: str, model_type: str | None, architectures: list | None) -> bool:
     """Whether the decoder layers carry q_norm/k_norm (Qwen3 layers): a speculators config says so with its layer
     model_type; a flat config with its architecture (vLLM builds Llama layers for LlamaForCausalLMEagle3 whatever
     the model_type)."""
     if layout == SPECULATORS:
         return model_type == "qwen3"
-    return any(a in QWEN3_FLAT_ARCHITECTURES for a in architectures or [])
+    return any(a in QWEN3_FLAT_ARCHITECTURES for a in str_list(architectures) or [])
 
 
 def detect_layout(config: dict | None) -> str:

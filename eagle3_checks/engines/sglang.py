@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..layout import FLAT, SPECULATORS
+from ..layout import FLAT, SPECULATORS, str_list
 from .reading import (Reading, finish, is_int, map_roles, model_type_of, read_aux_ids, read_max_position, read_rope,
                       read_sizes)
 
@@ -37,7 +37,7 @@ def read(ckpt: Any) -> Reading:
                           "(Eagle3DraftModel, nested transformer_layer_config) is not loadable")
         r.layout_ok = False
         return r
-    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    archs = str_list(raw.get("architectures")) or []
     r.set("architecture", archs[0] if archs else None, "config.json: architectures")
     if "LlamaForCausalLMEagle3" not in archs:
         r.refusals.append(f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "

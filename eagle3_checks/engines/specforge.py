@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT, has_qk_norm
+from ..layout import FLAT, has_qk_norm, str_list
 from .reading import (Reading, finish, is_int, lookup, map_roles, model_type_of, read_aux_ids, read_max_position,
                       read_rope, read_sizes)
 
@@ -36,7 +36,7 @@ def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
     read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
     read_max_position(r, raw, "", 2048)
     read_rope(r, raw, "")
-    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else None
+    archs = str_list(raw.get("architectures"))
     r.set("qk_norm", has_qk_norm(FLAT, model_type_of(r, raw, "llama"), archs), "architectures")
     found, value, key = lookup(raw, ("norm_before_residual",))
     r.set("norm_before_residual", bool(value) if found else False,

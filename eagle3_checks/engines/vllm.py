@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT, SPECULATORS
+from ..layout import FLAT, SPECULATORS, str_list
 from .reading import (Reading, finish, is_int, layer_fields, lookup, map_roles, model_type_of, read_aux_ids,
                       read_max_position, read_rope, read_sizes)
 
@@ -44,9 +44,8 @@ CACHE_ONLY_ROPE_TYPES = {"default", "linear", "llama3", "ntk", "proportional"}
 def eagle3_architecture(architectures: Any) -> tuple[str | None, str]:
     """transformers_utils/configs/eagle.py (EAGLEConfig, method eagle3): each name not starting or ending with
     Eagle3 gets the prefix Eagle3; the first name the registry knows is built."""
-    names = architectures if isinstance(architectures, list) else []
-    mapped = [a if isinstance(a, str) and (a.startswith("Eagle3") or a.endswith("Eagle3")) else f"Eagle3{a}"
-              for a in names]
+    names = str_list(architectures) or []
+    mapped = [a if a.startswith("Eagle3") or a.endswith("Eagle3") else f"Eagle3{a}" for a in names]
     for name in mapped:
         if name in LLAMA_LAYER_ARCHS | QWEN3_LAYER_ARCHS | MLA_ARCHS:
             return name, f"architectures {names} -> {name}"
