@@ -53,7 +53,8 @@ def _nonneg_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _SIZE_LIMIT
 
 
-def _number(v: Any) -> bool:
+def positive_number(v: Any) -> bool:
+    """A finite positive int or float (not a bool): what rope_theta, eps and factors must be."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
     try:
@@ -72,7 +73,7 @@ def _str_list(v: Any) -> bool:
 
 KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "pos_int": (_pos_int, "a positive integer"),
-    "number": (_number, "a positive number"),
+    "number": (positive_number, "a positive number"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "str": (lambda v: isinstance(v, str), "a string"),
     "str_list": (_str_list, "a list of strings"),

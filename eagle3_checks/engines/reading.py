@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..config import positive_number
 from ..layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
 
 TLC = "transformer_layer_config"
@@ -254,16 +255,16 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
     theta = fields_.get("rope_theta")
     if legacy_only:
         base, key = scaling, "rope_scaling"
-        if _finite(theta):
+        if positive_number(theta):
             r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
         else:
             why = " (rope_parameters is not read)" if params else ""
             r.set("rope_theta", 10000.0, f"default: 10000{why}")
     else:
         base, key = (scaling, "rope_scaling") if scaling else (params, "rope_parameters")
-        if base and _finite(base.get("rope_theta")):
+        if base and positive_number(base.get("rope_theta")):
             r.set("rope_theta", float(base["rope_theta"]), f"config.json: {where}{key}.rope_theta")
-        elif _finite(theta):
+        elif positive_number(theta):
             r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
         else:
             r.set("rope_theta", 10000.0, "default: 10000")
@@ -272,15 +273,6 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
             and "original_max_position_embeddings" not in spec and r.max_position_embeddings:
         spec["original_max_position_embeddings"] = r.max_position_embeddings
     r.set("rope_scaling", spec, f"config.json: {where}{key}" if spec else "none")
-
-
-def _finite(v: Any) -> bool:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    try:
-        return 0 < float(v) < 1e300
-    except OverflowError:
-        return False
 
 
 def valid_ids(v: Any) -> bool:
