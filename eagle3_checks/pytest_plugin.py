@@ -249,11 +249,61 @@ class CheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
-            return f"{self.parent.ckpt_path}\n{excinfo.value.text}"
+            return _FailureRepr(f"{self.parent.ckpt_path}\n{excinfo.value.text}", self.user_properties)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"eagle3 {self.parent.name}::{self.label}"
+
+
+class _Crash:
+    """What pytest's short summary, ``--tb=line`` and JUnit's ``message`` attribute show: one line."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _FailureRepr:
+    """A failed check as pytest shows it: the whole text under FAILURES, one line in the short summary.
+
+    pytest prints a plain-string failure in full on the short-summary line when it runs in CI (the CI
+    environment variable), which repeated every finding; a ``reprcrash`` keeps that line to the first
+    finding. xdist sends failures to the controller as strings, so ``pytest_runtest_logreport`` wraps
+    them again there.
+    """
+
+    def __init__(self, text: str, user_properties: list[tuple[str, Any]]) -> None:
+        self.text = text
+        self.reprcrash = _Crash(_summary(text, user_properties))
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _summary(text: str, user_properties: list[tuple[str, Any]]) -> str:
+    """The first failing finding's message, and how many more there are; else the failure's first line."""
+    props = dict(user_properties)
+    findings = json.loads(props.get("eagle3_findings", "[]"))
+    for severity in ("error", "warning"):
+        failing = [f["message"] for f in findings if f.get("severity") == severity]
+        if failing:
+            more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
+            return f"{severity.upper()}: {failing[0]}{more}"
+    lines = text.splitlines()
+    return lines[1] if len(lines) > 1 else text
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed and isinstance(report.longrepr, str) and report.nodeid.startswith(f"{GATE_NODEID}::"):
+        report.longrepr = _FailureRepr(report.longrepr, report.user_properties)  # type: ignore[assignment]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -30,7 +30,15 @@ def test_gate_from_an_empty_folder(pytester, drafter):
     assert result.ret == 0
 
 
-def test_failure_prints_the_finding_not_a_traceback(pytester, drafter):
+@pytest.mark.parametrize("ci", [None, "true"], ids=["terminal", "ci"])
+def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypatch, ci):
+    # In CI (the CI variable set) pytest prints a failure's whole message on the short-summary line;
+    # the plugin gives it one line, the first finding, so the findings are not printed twice.
+    if ci:
+        monkeypatch.setenv("CI", ci)
+    else:
+        monkeypatch.delenv("CI", raising=False)
+        monkeypatch.delenv("BUILD_NUMBER", raising=False)
     d = drafter("speculators")
     test_defects.d2t_missing(d)
     path = d.write()
@@ -45,8 +53,12 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter):
     ])
     out = result.stdout.str()
     assert "Traceback" not in out and "pytest_plugin.py" not in out and "raise CheckFailed" not in out
-    assert out.count("ERROR: d2t is missing") == 1
-    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - *"])
+    failures, summary = out.split("short test summary info")
+    assert failures.count("ERROR: d2t is missing") == 1 and summary.count("ERROR: d2t is missing") == 1
+    # At the terminal the line is cut to its width; in CI it is whole.
+    keys_line = "ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)" if ci else "ERROR: d2t is missing*"
+    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - {keys_line}",
+                                 f"FAILED eagle3-checks::{path.name}::reference.diff - ERROR: d2t: only *"])
     assert result.ret == 1
 
 
@@ -155,6 +167,24 @@ def test_xdist_keeps_each_checkpoint_on_one_worker(pytester, drafter):
     for m in re.finditer(r"\[(gw\d+)\] \[ *\d+%\] \w+ eagle3-checks::([^:]+)::", result.stdout.str()):
         workers[m.group(2)].add(m.group(1))
     assert len(workers) == 3 and all(len(w) == 1 for w in workers.values()), dict(workers)
+
+
+def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter, monkeypatch):
+    """xdist hands failures to the controller as strings; the one-line summary survives, and JUnit's message is it."""
+    monkeypatch.setenv("CI", "true")
+    d = drafter("flat")
+    test_defects.d2t_missing(d)
+    path = d.write()
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(f"--eagle3-ckpt={path}", "-n", "2", f"--junitxml={junit}",
+                                           "--eagle3-reference=none")
+    out = result.stdout.str()
+    failures, summary = out.split("short test summary info")
+    assert failures.count("ERROR: d2t is missing") == 1 and summary.count("ERROR: d2t is missing") == 1, out
+    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - ERROR: d2t is missing (draft_vocab*"])
+    [failure] = ElementTree.parse(junit).getroot().iter("failure")
+    assert failure.get("message").startswith("ERROR: d2t is missing (draft_vocab_size")
+    assert "fix:" in failure.text and "embed the d2t offsets" in failure.text
 
 
 def test_scan_level_in_ci(pytester, drafter):
