@@ -85,9 +85,7 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
             with np.load(p, allow_pickle=False) as z:
                 d2t, t2d = z["d2t"], z["t2d"]
         else:
-            import torch
-
-            data = torch.load(p, map_location="cpu", weights_only=True)
+            data = _torch_load(p)
             if not isinstance(data, dict):
                 raise ValueError("expected a dict holding d2t and t2d")
             d2t, t2d = data["d2t"].numpy(), data["t2d"].numpy()
@@ -115,6 +113,18 @@ def _open_source(src: str | os.PathLike) -> Checkpoint:
     return ckpt
 
 
+def _torch_load(path: Path) -> Any:
+    """``torch.load(weights_only=True)``, without torch's note on the pickle protocol: a file it cannot read
+    raises, and the caller turns that into one clear message."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected pickle protocol")
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def _open_bin_source(src: Path) -> Checkpoint:
     """A ``pytorch_model.bin`` checkpoint, loaded with ``torch.load(weights_only=True)`` (never unpickling code) and
     written to a temporary safetensors file so that the rest reads it like any other."""
@@ -125,7 +135,7 @@ def _open_bin_source(src: Path) -> Checkpoint:
     except ImportError as exc:
         raise UsageError(f"{src}/pytorch_model.bin: reading it needs torch ({exc})") from exc
     try:
-        state = torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        state = _torch_load(src / "pytorch_model.bin")
     except Exception as exc:  # noqa: BLE001
         raise UsageError(f"{src}/pytorch_model.bin: torch.load(weights_only=True) refused it: {exc}") from exc
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
