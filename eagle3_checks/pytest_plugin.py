@@ -143,6 +143,18 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if not any(_is_gate_file(a) for a in config.args):
         config.args.append(str(GATE_FILE))
+    _rerun_failed_checks(config)
+
+
+def _rerun_failed_checks(config: pytest.Config) -> None:
+    """``--lf`` with failed checks: pytest's cache maps a failed node id to ``<rootdir>/<id's file part>``, here
+    ``<rootdir>/eagle3-checks``, which does not exist; when one of the user's own tests failed too, it would skip
+    the gate file as holding no failure. Telling it the gate file's real path keeps the failed checks in the rerun.
+    """
+    lf = config.pluginmanager.getplugin("lfplugin")
+    paths = getattr(lf, "_last_failed_paths", None)
+    if isinstance(paths, set) and any(str(k).startswith(f"{GATE_NODEID}::") for k in getattr(lf, "lastfailed", ())):
+        paths.add(GATE_FILE)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -249,42 +261,25 @@ class CheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
-            return _FailureRepr(f"{self.parent.ckpt_path}\n{excinfo.value.text}", self.user_properties)
+            return _failure_repr(self.nodeid, f"{self.parent.ckpt_path}\n{excinfo.value.text}", self.user_properties)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"eagle3 {self.parent.name}::{self.label}"
 
 
-class _Crash:
-    """What pytest's short summary, ``--tb=line`` and JUnit's ``message`` attribute show: one line."""
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class _FailureRepr:
-    """A failed check as pytest shows it: the whole text under FAILURES, one line in the short summary.
+def _failure_repr(nodeid: str, text: str, user_properties: list[tuple[str, Any]]) -> Any:
+    """A failed check as pytest shows it: the whole text under FAILURES, one line (the first finding) as the
+    crash message, which the short summary, ``--tb=line``, JUnit's ``message`` and reporting plugins show.
 
     pytest prints a plain-string failure in full on the short-summary line when it runs in CI (the CI
-    environment variable), which repeated every finding; a ``reprcrash`` keeps that line to the first
-    finding. xdist sends failures to the controller as strings, so ``pytest_runtest_logreport`` wraps
-    them again there.
+    environment variable), which repeated every finding. pytest's own representation classes, unlike a
+    look-alike, are what xdist serializes intact and what plugins such as pytest-json-report read.
     """
+    from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
 
-    def __init__(self, text: str, user_properties: list[tuple[str, Any]]) -> None:
-        self.text = text
-        self.reprcrash = _Crash(_summary(text, user_properties))
-
-    def toterminal(self, tw: Any) -> None:
-        for line in self.text.splitlines():
-            tw.line(line)
-
-    def __str__(self) -> str:
-        return self.text
+    return ReprExceptionInfo(reprtraceback=ReprTracebackNative([text + "\n"]),
+                             reprcrash=ReprFileLocation(nodeid, 0, _summary(text, user_properties)))
 
 
 def _summary(text: str, user_properties: list[tuple[str, Any]]) -> str:
@@ -295,15 +290,9 @@ def _summary(text: str, user_properties: list[tuple[str, Any]]) -> str:
         failing = [f["message"] for f in findings if f.get("severity") == severity]
         if failing:
             more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
-            return f"{severity.upper()}: {failing[0]}{more}"
+            return f"{severity.upper()}: {(failing[0].splitlines() or [''])[0]}{more}"
     lines = text.splitlines()
     return lines[1] if len(lines) > 1 else text
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.failed and isinstance(report.longrepr, str) and report.nodeid.startswith(f"{GATE_NODEID}::"):
-        report.longrepr = _FailureRepr(report.longrepr, report.user_properties)  # type: ignore[assignment]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -187,6 +187,44 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     assert "fix:" in failure.text and "embed the d2t offsets" in failure.text
 
 
+def test_failure_is_pytests_own_representation(pytester, drafter):
+    """Reporting plugins read the crash location (pytest-json-report reads path and lineno), and --tb=line prints
+    it: it names the check and its first finding, under xdist too."""
+    d = drafter("flat")
+    test_defects.d2t_missing(d)
+    path = d.write()
+    crashes = []
+
+    class CrashLog:  # what a reporting plugin sees, on the xdist controller too
+        @staticmethod
+        def pytest_runtest_logreport(report):
+            if report.failed:
+                c = report.longrepr.reprcrash
+                crashes.append(f"{c.path}|{c.lineno}|{c.message}")
+
+    for args in ([], ["-n", "2"]):
+        result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "--tb=line", *args,
+                                    plugins=[CrashLog()])
+        result.stdout.fnmatch_lines([f"eagle3-checks::{path.name}::keys:0: ERROR: d2t is missing (draft_vocab*"])
+        assert "Traceback" not in result.stdout.str()
+    assert crashes == [f"eagle3-checks::{path.name}::keys|0|ERROR: d2t is missing (draft_vocab_size 128 < "
+                       "vocab_size 512)"] * 2
+
+
+def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, drafter):
+    """--lf: pytest's cache looks for the failed checks' file at <rootdir>/eagle3-checks, which does not exist;
+    with a failed user test beside them it used to skip the gate and rerun the user test only."""
+    d = drafter("flat")
+    test_defects.d2t_missing(d)
+    path = d.write()
+    pytester.makepyfile(test_user="def test_ok():\n    pass\n\ndef test_broken():\n    assert False\n")
+    args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none"]
+    assert pytester.runpytest(*args).parseoutcomes()["failed"] == 2  # keys and test_broken
+    result = pytester.runpytest(*args, "--lf", "-v")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*test_user.py::test_broken FAILED*", f"*eagle3-checks::{path.name}::keys FAILED*"])
+
+
 def test_scan_level_in_ci(pytester, drafter):
     """--eagle3-level=scan: header checks plus the weight scan, no forward item; a NaN weight fails scan.values."""
     import numpy as np
