@@ -20,7 +20,7 @@ from typing import Any
 from .config import DraftConfig, read_config
 from .errors import UsageError
 from .layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name
-from .safetensors_io import FileHeader, Problem, TensorEntry, load_array, read_header
+from .safetensors_io import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
 
 CONFIG = "config.json"
 SINGLE = "model.safetensors"
@@ -91,19 +91,23 @@ def _problem(ckpt: Checkpoint, file: str, message: str, **kw: Any) -> None:
     ckpt.problems.append(Problem(file=file, message=message, **kw))
 
 
+_UNUSABLE: Any = object()
+
+
 def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
-    """Parse a JSON file, recording any problem; returns None when unusable."""
+    """Parse a JSON file, recording any problem; returns ``_UNUSABLE`` when it cannot be parsed (a JSON ``null``
+    is a value, and the caller says it is not an object)."""
     try:
         text = path.read_bytes().decode("utf-8")
     except IsADirectoryError:
         _problem(ckpt, display, "is a directory, not a file")
-        return None
+        return _UNUSABLE
     except UnicodeDecodeError as exc:
         _problem(ckpt, display, "is not valid UTF-8", offset=exc.start, fix="re-save the file as UTF-8 JSON")
-        return None
+        return _UNUSABLE
     except OSError as exc:
         _problem(ckpt, display, f"cannot be read: {exc.strerror or exc}")
-        return None
+        return _UNUSABLE
 
     def no_dupes(pairs: list[tuple[str, Any]]) -> dict:
         out: dict = {}
@@ -118,13 +122,13 @@ def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
         return json.loads(text, object_pairs_hook=no_dupes)
     except RecursionError:
         _problem(ckpt, display, "nests JSON too deeply to be read", fix="repair or regenerate the file")
-        return None
+        return _UNUSABLE
     except ValueError as exc:
         pos = getattr(exc, "pos", None)
         _problem(ckpt, display, f"is not valid JSON: {getattr(exc, 'msg', exc)}",
                  offset=len(text[:pos].encode()) if isinstance(pos, int) else None,  # a byte offset, not a char's
                  fix="repair or regenerate the file")
-        return None
+        return _UNUSABLE
 
 
 def _is_file(path: Path) -> tuple[bool, str | None]:
@@ -182,11 +186,11 @@ def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
         _problem(ckpt, CONFIG, why or "is not a file")
         return
     raw = _read_json(ckpt, root / CONFIG, CONFIG)
-    if raw is None:
+    if raw is _UNUSABLE:
         return
     if not isinstance(raw, dict):
-        _problem(ckpt, CONFIG, f"is a JSON {type(raw).__name__}, not an object",
-                 expected="a JSON object", found=type(raw).__name__)
+        _problem(ckpt, CONFIG, f"is a JSON {json_type(raw)}, not an object",
+                 expected="a JSON object", found=json_type(raw))
         return
     ckpt.config_raw = raw
 
@@ -242,12 +246,16 @@ def _read_index(ckpt: Checkpoint, root: Path) -> dict[str, list[str]] | None:
         _problem(ckpt, INDEX, why or "is not a file")
         return None
     raw = _read_json(ckpt, root / INDEX, INDEX)
-    if raw is None:
+    if raw is _UNUSABLE:
         return None
-    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        _problem(ckpt, INDEX, f"is a JSON {json_type(raw)}, not an object", expected='{"weight_map": {tensor: file}}',
+                 found=json_type(raw))
+        return None
+    weight_map = raw.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         _problem(ckpt, INDEX, "has no weight_map object", key="weight_map",
-                 expected='{"weight_map": {tensor: file}}', found=type(weight_map).__name__)
+                 expected='{"weight_map": {tensor: file}}', found=json_type(weight_map))
         return None
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():

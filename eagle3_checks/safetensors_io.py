@@ -111,6 +111,12 @@ class _DuplicateKey(ValueError):
     pass
 
 
+def json_type(value: Any) -> str:
+    """A parsed value's JSON type name: object, array, string, number, boolean or null."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
@@ -200,7 +206,7 @@ def read_header(path: Path, display: str) -> FileHeader:
         return unparsable(f"header is not valid JSON ({getattr(exc, 'msg', exc)})",
                           offset=8 + len(text[:pos].encode()))  # a byte offset, not a character's
     if not isinstance(header, dict):
-        return problem(f"header is JSON {type(header).__name__}, not an object", offset=8)
+        return problem(f"header is a JSON {json_type(header)}, not an object", offset=8)
     surrogate = _lone_surrogate(header)
     if surrogate is not None:  # "\ud800": valid JSON to Python, not Unicode; serde_json (safetensors) refuses it
         escapes = [p for p in (raw.find(b"\\ud"), raw.find(b"\\uD")) if p >= 0]

@@ -242,7 +242,7 @@ def test_config_fields_not_an_object(drafter):
     d.write()
     (d.root / "config.json").write_text("[1, 2]")
     result = run(d.root)
-    assert_fails(result, "files", "is a JSON list, not an object")
+    assert_fails(result, "files", "is a JSON array, not an object")
     assert result.result("config.fields").status == SKIPPED
 
 

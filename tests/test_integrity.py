@@ -30,7 +30,7 @@ HEADERS = [
      "declares a 5000-byte header but the file is only 10 bytes: truncated"),
     ("length-over-cap", raw_file(b"{}", length=100_000_001), 0,
      "declares a 100000001-byte header, above safetensors' cap of 100000000 bytes"),
-    ("not-an-object", raw_file(b"[1, 2]"), 8, "header is JSON list, not an object"),
+    ("not-an-object", raw_file(b"[1, 2]"), 8, "header is a JSON array, not an object"),
     ("not-utf8", raw_file(b'{"a\xff": 1}'), 11, "header is not valid UTF-8 at byte 11"),
     ("not-json", raw_file(b'{"a": '), 14, "header is not valid JSON (Expecting value)"),
     ("duplicate-key", raw_file(b'{"a": ' + js(F32) + b', "a": ' + js(F32) + b"}", b"\0" * 4), 8,
@@ -155,6 +155,10 @@ def _config_fifo(path):
     os.mkfifo(path / "config.json")
 
 
+def _config_null(path):  # parses fine, and used to pass the gate as "no readable config"
+    (path / "config.json").write_text("null")
+
+
 def _config_missing(path):
     (path / "config.json").unlink()
 
@@ -168,7 +172,8 @@ def _config_duplicate_key(path):
     (_config_not_utf8, "config.json (byte 26): is not valid UTF-8"),
     (_config_not_json, "config.json (byte 19): is not valid JSON: Expecting property name enclosed in double quotes"),
     (_config_not_json_after_unicode, "config.json (byte 18): is not valid JSON: Expecting property name"),
-    (_config_list, "config.json: is a JSON list, not an object"),
+    (_config_list, "config.json: is a JSON array, not an object"),
+    (_config_null, "config.json: is a JSON null, not an object"),
     (_config_directory, "config.json: is a directory, not a file"),
     (_config_symlink_loop, "config.json: cannot be resolved (RuntimeError"),
     (_config_fifo, "config.json: is not a regular file"),
@@ -239,6 +244,16 @@ def test_index_without_a_weight_map(drafter):
     path = drafter("flat").write(shards=2)
     _write_index(path, {"metadata": {}})
     assert "model.safetensors.index.json: has no weight_map object" in files_messages(run(path, level="scan"))
+
+
+@pytest.mark.parametrize("text, message", [("null", "is a JSON null, not an object"),
+                                           ("[1]", "is a JSON array, not an object")])
+def test_index_that_is_not_an_object(drafter, text, message):
+    path = drafter("flat").write(shards=2)
+    (path / "model.safetensors.index.json").write_text(text)
+    result = run(path, level="scan")
+    assert f"model.safetensors.index.json: {message}" in files_messages(result)
+    assert result.exit_code == 1
 
 
 def test_a_shard_that_is_a_directory(drafter):
