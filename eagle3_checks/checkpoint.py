@@ -70,14 +70,23 @@ class Checkpoint:
     def weight_files(self) -> list[str]:
         return [f.file for f in self.files]
 
+    def ends_past_file(self, e: TensorEntry) -> bool:
+        """Whether a tensor's bytes run past the end of its file (a truncated file: the files check's finding)."""
+        return e.offset + e.nbytes > next((f.size for f in self.files if f.path == e.path), 0)
+
+    @property
+    def past_end(self) -> list[str]:
+        """The tensors whose bytes are not all in their file."""
+        return [name for name, e in self.tensors.items() if self.ends_past_file(e)]
+
     def array(self, role: str):
         """The tensor of ``role`` as a numpy array, read on first use and cached."""
         if role not in self._arrays:
             e = self.entry(role)
             if e is None:
                 raise TensorReadError(f"no tensor for {role}")
-            size = next((f.size for f in self.files if f.path == e.path), 0)
-            if e.offset + e.nbytes > size:
+            if self.ends_past_file(e):
+                size = next((f.size for f in self.files if f.path == e.path), 0)
                 raise TensorReadError(f"{e.file}: {e.name} ends at byte {e.offset + e.nbytes}, past the end of the "
                                       f"file ({size} bytes)")
             try:

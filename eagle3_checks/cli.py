@@ -20,6 +20,7 @@ from . import __version__
 from .errors import UsageError
 
 FORMATS = ("text", "json", "markdown")
+MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
 
 def _gate_options(p: argparse.ArgumentParser) -> None:
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "and inputs_embeds (T, H) float32 (required without embed_tokens)")
     p.add_argument("--out", required=True, metavar="OUT.safetensors",
                    help="gets logits (T, V) of step 0 over the target vocabulary, and logits_step_K for later steps")
-    p.add_argument("--steps", type=int, default=2, help="draft steps (default 2)")
+    p.add_argument("--steps", type=int, default=2, help=f"draft steps, 1 to {MAX_STEPS} (default 2)")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
@@ -347,8 +348,8 @@ def cmd_forward(args: argparse.Namespace) -> int:
         raise UsageError(hint)
     from .forward_io import run_forward_files
 
-    if args.steps < 1:
-        raise UsageError("--steps must be at least 1")
+    if not 1 <= args.steps <= MAX_STEPS:
+        raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
     written = run_forward_files(open_checkpoint(args.ckpt), args.engine, Path(args.inputs), Path(args.out), args.steps)
     _write(f"wrote {args.out}: {', '.join(written)}\n")
     return 0

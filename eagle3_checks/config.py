@@ -63,6 +63,25 @@ def positive_number(v: Any) -> bool:
         return False
 
 
+ROPE_NUMBERS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", "beta_fast",
+                "beta_slow", "attention_factor", "attn_factor", "rope_theta")
+ROPE_SCALES = ("mscale", "mscale_all_dim")  # DeepSeek-style yarn: 0 means "no scaling", so only >= 0
+
+
+def rope_scaling_problems(scaling: Any) -> list[str]:
+    """What in a rope_scaling / rope_parameters object no engine can compute with: a rope type that is not a
+    string, or a factor that is not a positive number (null means unset)."""
+    if not isinstance(scaling, dict):
+        return []
+    out = [f"{k} is {scaling[k]!r}, not a string" for k in ("rope_type", "type")
+           if scaling.get(k) is not None and not isinstance(scaling[k], str)]
+    out += [f"{k} is {scaling[k]!r}, not a positive number" for k in ROPE_NUMBERS
+            if scaling.get(k) is not None and not positive_number(scaling[k])]
+    out += [f"{k} is {scaling[k]!r}, not a number >= 0" for k in ROPE_SCALES
+            if scaling.get(k) not in (None, 0) and not positive_number(scaling[k])]
+    return out
+
+
 def _int_list(v: Any) -> bool:
     return isinstance(v, list) and all(_nonneg_int(x) for x in v)
 

@@ -86,6 +86,8 @@ class Weights:
         import torch
 
         e = self.ckpt.tensors[name]
+        if self.ckpt.ends_past_file(e):
+            raise ForwardError(f"{e.file}: {name} runs past the end of the file (truncated)")
         key = str(e.path)
         if key not in self._maps:
             # copy-on-write: writable for torch (no warning), and nothing is ever written back
@@ -198,6 +200,11 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
     import torch
 
+    from .config import rope_scaling_problems
+
+    problems = rope_scaling_problems(scaling)
+    if problems:
+        raise ForwardError(f"rope scaling: {problems[0]} (see config.rope)")
     base = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
     kind = (scaling or {}).get("rope_type", "default")
     if kind not in ROPE_TYPES:

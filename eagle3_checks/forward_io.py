@@ -54,6 +54,8 @@ def read_inputs(path: Path, reading: Any) -> Inputs:
     pos = torch.arange(t) if pos is None else pos.long()
     if pos.shape[0] != t:
         raise UsageError(f"--inputs {path}: position_ids has {pos.shape[0]} entries, expected {t}")
+    if int(pos.min()) < 0:
+        raise UsageError(f"--inputs {path}: position_ids must not be negative (found {int(pos.min())})")
     embeds = get("inputs_embeds", "f", 2, required=False)
     if embeds is not None and tuple(embeds.shape) != (t, reading.hidden_size):
         raise UsageError(f"--inputs {path}: inputs_embeds has shape {list(embeds.shape)}, expected "
@@ -66,6 +68,11 @@ def read_inputs(path: Path, reading: Any) -> Inputs:
 
 
 def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path, steps: int) -> list[str]:
+    if ckpt.past_end:
+        raise UsageError(f"{ckpt.display}: {ckpt.past_end[0]} runs past the end of its file (truncated); "
+                         "eagle3-checks check names every problem")
+    if out_path.resolve() == inputs_path.resolve():
+        raise UsageError(f"--out {out_path} is the --inputs file; write the logits elsewhere")
     reading = engines.read(ckpt, engine)
     if not reading.servable:
         problems = reading.refusals + [f"{role}: {how}" for role, how in reading.unfilled.items()

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from eagle3_checks.example import EXAMPLE
 from eagle3_checks.registry import FAILED, PASSED, SKIPPED, WARNED, checks
@@ -324,6 +325,31 @@ def test_config_rope_missing(drafter):
     d = drafter("speculators")
     del d.config["transformer_layer_config"]["rope_parameters"]
     assert_fails(run(d.write()), "config.rope", "no rope_theta", "transformer_layer_config.rope_theta")
+
+
+@pytest.mark.parametrize("scaling, message", [
+    ({"rope_type": "yarn", "factor": "x", "original_max_position_embeddings": 2048}, "rope_scaling.factor is 'x', not a positive number"),
+    ({"rope_type": "linear", "factor": 0}, "rope_scaling.factor is 0, not a positive number"),
+    ({"rope_type": 3, "factor": 2.0}, "rope_scaling.rope_type is 3, not a string"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "mscale": -1},
+     "rope_scaling.mscale is -1, not a number >= 0"),
+])
+def test_config_rope_values_of_the_wrong_type(drafter, scaling, message):
+    """A rope factor that is not a number: engines cannot build the rotary embedding (and the forward check used
+    to crash on it)."""
+    d = drafter("flat")
+    d.config["rope_scaling"] = scaling
+    result = run(d.write(), engine="all")
+    assert_fails(result, "config.rope", message)
+    assert not [f for f in result.findings() if "crashed" in f.message]
+    assert result.result("engine.loads", "sglang").status == FAILED
+
+
+def test_config_rope_scaling_that_is_valid(drafter):
+    d = drafter("flat")
+    d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048,
+                                "mscale": 0, "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1}
+    assert run(d.write()).result("config.rope").status == "passed"
 
 
 def test_config_rope_two_values(drafter):

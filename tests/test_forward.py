@@ -296,6 +296,11 @@ def test_forward_shows_where_engines_differ(drafter, tmp_path):
     ("no-embed-no-embeds", "inputs_embeds (T, H) is required"),
     ("no-embed-two-steps", "use one step"),
     ("engine-cannot-read", "sglang 0.5.6 cannot read"),
+    ("negative-positions", "position_ids must not be negative (found -1)"),
+    ("truncated", "runs past the end of its file (truncated)"),
+    ("out-is-inputs", "is the --inputs file"),
+    ("too-many-steps", "--steps must be between 1 and 32, not 1000000000"),
+    ("zero-steps", "--steps must be between 1 and 32, not 0"),
 ])
 def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment):
     layout = "speculators" if case == "engine-cannot-read" else "flat"
@@ -314,14 +319,26 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
         write_inputs(path, position_ids=np.arange(2, dtype=np.int64))
     elif case == "no-embed-two-steps":
         write_inputs(path, embeds=True)
+    elif case == "negative-positions":
+        write_inputs(path, position_ids=np.array([-1, 0, 1, 2, 3, 4], np.int64))
     elif case != "no-file":
         write_inputs(path)
-    engine = "sglang" if case == "engine-cannot-read" else "vllm"
-    code = main(["forward", str(ckpt), "--engine", engine, "--inputs", str(path), "--out", str(tmp_path / "o"),
-                 "--steps", "2" if case == "no-embed-two-steps" else "1"])
+    if case == "truncated":
+        weights = ckpt / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:5000])
+    out = path if case == "out-is-inputs" else tmp_path / "o"
+    steps = {"no-embed-two-steps": "2", "too-many-steps": "1000000000", "zero-steps": "0"}.get(case, "1")
+    before = path.read_bytes() if path.exists() else None
+    code = main(["forward", str(ckpt), "--engine", engine_of(case), "--inputs", str(path), "--out", str(out),
+                 "--steps", steps])
     err = capsys.readouterr().err
     assert code == 2 and fragment in err, err
     assert not (tmp_path / "o").exists()
+    assert (path.read_bytes() if path.exists() else None) == before
+
+
+def engine_of(case):
+    return "sglang" if case == "engine-cannot-read" else "vllm"
 
 
 # ----- without torch ------------------------------------------------------------------------------------------

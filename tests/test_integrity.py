@@ -122,6 +122,30 @@ def test_a_truncated_real_drafter(drafter):
         m.endswith(f"ends at byte {len(full)} but the file is {len(full) // 2} bytes: truncated")
 
 
+@pytest.mark.parametrize("keep", ["half", "header-only"])
+def test_truncated_weights_are_not_scanned_or_run(drafter, keep):
+    """The files check names the truncation; the scan reads what is there and lists the rest, and the forward pass
+    does not run on missing bytes (it used to crash on an empty view, and the scan passed with nothing read)."""
+    pytest.importorskip("torch")
+    path = drafter("flat").write()
+    f = path / "model.safetensors"
+    full = f.read_bytes()
+    header_end = 8 + int.from_bytes(full[:8], "little")
+    f.write_bytes(full[: len(full) // 2 if keep == "half" else header_end])
+    result = run(path)  # every level
+    assert not [x for x in result.findings() if "crashed" in x.message]
+    assert result.exit_code == 1 and result.result("files").status == "failed"
+    scan = result.result("scan.values")
+    if keep == "half":
+        assert scan.status == "passed"
+        [note] = [x.message for x in scan.findings if "not scanned" in x.message]
+        assert "tensor(s) not scanned, their bytes run past the end of the file (see files): " in note
+    else:
+        assert scan.status == "skipped" and "no tensor's bytes can be read" in scan.reason
+    forward = result.result("forward.equivalence", "vllm")
+    assert forward.status == "skipped" and "see files" in forward.reason
+
+
 # ----- config.json --------------------------------------------------------------------------------------------
 
 def _config_not_utf8(path):

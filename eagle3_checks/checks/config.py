@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..config import missing_required
+from ..config import missing_required, rope_scaling_problems
 from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
 from ..registry import Context, Finding, NotApplicable, check, error, info, warning
 from ._common import CONFIG, config_key, config_of, require_complete
@@ -345,3 +345,10 @@ def rope(ctx: Context) -> Iterable[Finding]:
                     why="transformers 4 and SGLang 0.5.6 read rope_theta, transformers 5 reads rope_parameters: "
                     "engines disagree on positions",
                     fix="write the trained value in both places")
+    for name in ("rope_scaling", "rope_parameters"):
+        for problem in rope_scaling_problems(raw.get(name)):
+            yield error(f"{CONFIG}: {name}.{problem}", file=CONFIG, key=f"{prefix}{name}.{problem.split()[0]}",
+                        expected="a positive number (a string for the rope type)", found=problem.split(" is ")[1],
+                        why="transformers, vLLM and SGLang cannot build the rotary embedding from it: the engine "
+                        "refuses the drafter at load",
+                        fix="copy the rope settings from the target model's config")

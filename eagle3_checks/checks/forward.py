@@ -83,9 +83,11 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
 )
 def equivalence(ctx: Context) -> Iterable[Finding]:
     cand = ctx.ckpt
-    if cand.config is None or not cand.complete:
+    if cand.config is None or not cand.complete or cand.past_end:
         raise NotApplicable("the checkpoint's files are incomplete or config.json is unreadable (see files)")
     source = ctx.source or cand
+    if source.past_end:
+        raise NotApplicable(f"the source's files are truncated: {source.past_end[0]} runs past the end of its file")
     served = engines.read(cand, ctx.engine)
     trained = engines.trainer(source)
     against = "the source under its trainer's reading" if ctx.source is not None else "its trainer's reading"

@@ -13,7 +13,7 @@ from typing import Iterable
 
 from ..engines.reading import layer_fields
 from ..layout import SPECULATORS, is_norm
-from ..registry import Context, Data, Finding, check, error, info, warning
+from ..registry import Context, Data, Finding, NotApplicable, check, error, info, warning
 from ..scan import scan, supported
 
 PROGRESS_FROM = 1 << 30  # show progress on a terminal for checkpoints over ~1 GB
@@ -88,11 +88,15 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
 )
 def values(ctx: Context) -> Iterable[Finding]:
     ckpt = ctx.ckpt
-    sizes = {h.path: h.size for h in ckpt.files}
     # bytes past the end of a file are the files check's finding (truncated): scan what is there
-    entries = [e for e in ckpt.tensors.values() if e.offset + e.nbytes <= sizes.get(e.path, 0)]
+    entries = [e for e in ckpt.tensors.values() if not ckpt.ends_past_file(e)]
+    if not entries:
+        raise NotApplicable("no tensor's bytes can be read (see files)")
     if len(entries) < len(ckpt.tensors):
-        yield Data({"not_scanned": sorted(set(ckpt.tensors) - {e.name for e in entries})})
+        missed = sorted(set(ckpt.tensors) - {e.name for e in entries})
+        yield Data({"not_scanned": missed})
+        yield info(f"{len(missed)} tensor(s) not scanned, their bytes run past the end of the file (see files): "
+                   f"{', '.join(missed[:5])}{' ...' if len(missed) > 5 else ''}")
     show = bool(ctx.options and ctx.options.progress) and sum(e.nbytes for e in entries) > PROGRESS_FROM
     result = scan(entries, _progress if show else None)
     if show:

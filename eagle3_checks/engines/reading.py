@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..config import positive_number
+from ..config import positive_number, rope_scaling_problems
 from ..layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
 
 TLC = "transformer_layer_config"
@@ -268,6 +268,11 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
             r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
         else:
             r.set("rope_theta", 10000.0, "default: 10000")
+    problems = rope_scaling_problems(base)
+    if problems:  # transformers' rope init does arithmetic on these values: the engine fails at load
+        r.refusals.append(f"{where}{key}: {problems[0]}; the rotary embedding cannot be built")
+        r.set("rope_scaling", None, f"config.json: {where}{key} (unusable)")
+        return
     spec = normalized_scaling(base)
     if spec and not legacy_only and spec["rope_type"] in ("llama3", "yarn", "longrope") \
             and "original_max_position_embeddings" not in spec and r.max_position_embeddings:
