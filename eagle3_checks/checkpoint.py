@@ -47,6 +47,8 @@ class Checkpoint:
     duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
     # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
     complete: bool = True
+    # A temporary folder the checkpoint was copied into (a pytorch_model.bin source), removed by whoever made it.
+    scratch: Path | None = None
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ----- views -------------------------------------------------------------------------------

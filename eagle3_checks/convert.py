@@ -94,7 +94,8 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
     except ImportError as exc:
         raise UsageError(f"--vocab-mapping {path}: a torch file needs torch installed ({exc})") from exc
     except Exception as exc:  # noqa: BLE001  (any unreadable mapping is a usage error, never a traceback)
-        raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {type(exc).__name__}: {exc}") from exc
+        detail = str(exc) or ("the file is empty or ends early" if isinstance(exc, EOFError) else "no detail")
+        raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {type(exc).__name__}: {detail}") from exc
     if d2t.ndim != 1 or t2d.ndim != 1 or d2t.dtype.kind not in "iu" or t2d.dtype.kind not in "biu":
         raise UsageError(f"--vocab-mapping {path}: d2t must be 1-D integer offsets and t2d a 1-D mask, found "
                          f"{d2t.dtype}{list(d2t.shape)} and {t2d.dtype}{list(t2d.shape)}")
@@ -143,18 +144,22 @@ def _open_bin_source(src: Path) -> Checkpoint:
     from .safetensors_io import write_safetensors
 
     work = Path(tempfile.mkdtemp(prefix="eagle3-bin-"))
-    if (src / "config.json").is_file():
-        shutil.copy(src / "config.json", work / "config.json")
-    tensors = {}
-    for name, t in state.items():
-        t = t.detach().contiguous().cpu()
-        if t.dtype == torch.bfloat16:
-            tensors[name] = RawTensor("BF16", tuple(t.shape), t.view(torch.int16).numpy().tobytes())
-        else:
-            tensors[name] = from_numpy(t.numpy())
-    write_safetensors(work / "model.safetensors", tensors)
-    ckpt = open_checkpoint(work)
-    ckpt.display = str(src)
+    try:
+        if (src / "config.json").is_file():
+            shutil.copy(src / "config.json", work / "config.json")
+        tensors = {}
+        for name, t in state.items():
+            t = t.detach().contiguous().cpu()
+            if t.dtype == torch.bfloat16:
+                tensors[name] = RawTensor("BF16", tuple(t.shape), t.view(torch.int16).numpy().tobytes())
+            else:
+                tensors[name] = from_numpy(t.numpy())
+        write_safetensors(work / "model.safetensors", tensors)
+        ckpt = open_checkpoint(work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    ckpt.display, ckpt.scratch = str(src), work  # convert() removes the copy when it is done
     return ckpt
 
 
@@ -520,28 +525,34 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
     src_path, dst_path = Path(src), Path(dst)
     if verify_level not in (None, "header", "forward"):
         raise UsageError(f"--verify {verify_level!r}: header or forward")
+    if isinstance(speculative_tokens, bool) or not isinstance(speculative_tokens, int) or speculative_tokens < 1:
+        raise UsageError(f"--speculative-tokens {speculative_tokens!r}: the number of drafted tokens, at least 1")
     level = verify_level or ("forward" if torch_missing() is None else "header")
     if level == "forward" and torch_missing():
         raise UsageError(f"--verify forward: {torch_missing()}")
-    source = _open_source(src_path)
-    _check_paths(src_path, dst_path, force)
-    target = load_target(target_config) if target_config else None
-    p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
-             speculative_tokens=speculative_tokens, verifier=verifier)
-    removed = remove_stale(dst_path)
-    tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
     with _signals_raise():
+        source = _open_source(src_path)
         try:
-            write(p, tmp)
-            result = verify(tmp, source, to, level)
-            if result.exit_code:
-                bad = [f for f in result.findings() if f.severity is Severity.ERROR]
-                raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); nothing "
-                                     "was written to DST", bad)
-            _move_into_place(tmp, dst_path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            _check_paths(src_path, dst_path, force)
+            target = load_target(target_config) if target_config else None
+            p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
+                     speculative_tokens=speculative_tokens, verifier=verifier)
+            removed = remove_stale(dst_path)
+            tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
+            try:
+                write(p, tmp)
+                result = verify(tmp, source, to, level)
+                if result.exit_code:
+                    bad = [f for f in result.findings() if f.severity is Severity.ERROR]
+                    raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); "
+                                         "nothing was written to DST", bad)
+                _move_into_place(tmp, dst_path)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        finally:
+            if source.scratch is not None:  # a pytorch_model.bin source's temporary safetensors copy
+                shutil.rmtree(source.scratch, ignore_errors=True)
     return Result(dst_path, p, result, level, removed)
 
 

@@ -110,8 +110,15 @@ def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
                for n in open_checkpoint(tmp_path / "out").tensors)
 
 
-def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path):
+def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path, monkeypatch):
+    """A pytorch_model.bin source is copied to a temporary safetensors file, removed after the conversion, whether
+    it succeeds or is refused (it leaked a full copy of the weights per run)."""
+    import tempfile
+
     torch = pytest.importorskip("torch")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     src = drafter("flat").write(shards=3)
     assert convert(src, tmp_path / "a", "speculators").verification.exit_code == 0
     assert role_bytes(tmp_path / "a") == role_bytes(src)
@@ -125,6 +132,10 @@ def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path):
     torch.save({name: w.raw(name).clone() for name in ck.tensors}, binsrc / "pytorch_model.bin")
     convert(binsrc, tmp_path / "b", "vllm")
     assert role_bytes(tmp_path / "b") == role_bytes(src)
+    assert list(scratch.iterdir()) == []
+    with pytest.raises(UsageError, match="exists"):
+        convert(binsrc, tmp_path / "b", "vllm")
+    assert list(scratch.iterdir()) == []
 
 
 # ----- vocabulary mappings ----------------------------------------------------------------------------------------
@@ -167,9 +178,21 @@ def test_vocab_mapping_that_disagrees_or_does_not_fit(drafter, tmp_path):
     (tmp_path / "pickle.pt").write_bytes(b"\x80\x04garbage")
     with pytest.raises(UsageError, match="cannot read d2t and t2d"):
         convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "pickle.pt"))
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(UsageError, match="cannot read d2t and t2d: EOFError: the file is empty or ends early"):
+        convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "empty.pt"))
 
 
 # ----- refusals ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tokens", ["0", "-3"])
+def test_speculative_tokens_below_one_is_a_usage_error(drafter, tmp_path, capsys, tokens):
+    src = drafter("flat").write()
+    assert main(["convert", str(src), str(tmp_path / "out"), "--to", "speculators", "--speculative-tokens",
+                 tokens]) == 2
+    assert f"--speculative-tokens {tokens}: the number of drafted tokens, at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
 
 def test_destination_refusals(drafter, tmp_path, capsys):
     src = drafter("speculators").write()
