@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="build the embedded tiny drafters (both layouts) and gate them")
     p.add_argument("--out", metavar="DIR", help="keep the example checkpoints in DIR (default: a temporary folder)")
+    p.add_argument("--force", action="store_true", help="overwrite the example folders already in DIR")
     p.add_argument("--engine", default="vllm", metavar="vllm|sglang|speculators|all",
                    help="serving engine(s) to judge (default vllm; all prints a compatibility matrix)")
     p.add_argument("--format", choices=FORMATS, default="text")
@@ -213,6 +214,9 @@ def cmd_spec(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output[:200]}: not a usable path ({type(exc).__name__})") from exc
     if exists and not args.force:
         raise UsageError(f"{out} exists; pass --force to overwrite it")
+    if Path(args.ckpt).resolve() in out.resolve().parents:
+        raise UsageError(f"-o {out} is inside the checkpoint {args.ckpt}, which is never modified; write the spec "
+                         "elsewhere")
     ck = open_checkpoint(args.ckpt)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:
@@ -321,7 +325,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .example import write_example
+    from .example import EXAMPLE_DIRS, write_example
     from .gate import gate
     from .registry import parse_options
     from .report import RENDERERS
@@ -334,7 +338,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return max(r.exit_code for r in results)
 
     if args.out:
-        return run(Path(args.out))
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: not a directory")
+        taken = [n for n in EXAMPLE_DIRS.values() if (out / n).exists()]
+        if taken and not args.force:
+            raise UsageError(f"--out {out}: {', '.join(taken)} already exist; pass --force to overwrite them")
+        try:
+            return run(out)
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write the example: {exc.strerror or exc}") from exc
     with tempfile.TemporaryDirectory(prefix="eagle3-demo-") as tmp:
         return run(Path(tmp))
 

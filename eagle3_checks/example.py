@@ -248,19 +248,22 @@ def write_drafter(path: Path, shape: DrafterShape = EXAMPLE, layout: str = SPECU
     return write_checkpoint(path, tensors, cfg, shards)
 
 
+EXAMPLE_DIRS = {SPECULATORS: "example-speculators", FLAT: "example-flat", "target": "example-target"}
+
+
 def write_example(root: Path) -> dict[str, Path]:
     """The embedded example: the same tiny drafter in both layouts, and its target's config.json."""
     root = Path(root)
     out = {
-        SPECULATORS: write_drafter(root / "example-speculators", EXAMPLE, SPECULATORS),
-        FLAT: write_drafter(root / "example-flat", EXAMPLE, FLAT),
+        SPECULATORS: write_drafter(root / EXAMPLE_DIRS[SPECULATORS], EXAMPLE, SPECULATORS),
+        FLAT: write_drafter(root / EXAMPLE_DIRS[FLAT], EXAMPLE, FLAT),
     }
-    target = root / "example-target"
+    target = root / EXAMPLE_DIRS["target"]
     target.mkdir(parents=True, exist_ok=True)
     (target / "config.json").write_text(json.dumps(target_config(EXAMPLE), indent=2) + "\n")
     out["target"] = target
     return out
 
 
-__all__ = ["DrafterShape", "EXAMPLE", "KIMI_K2", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
+__all__ = ["DrafterShape", "EXAMPLE", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
            "write_checkpoint", "write_drafter", "write_example", "write_random_checkpoint"]

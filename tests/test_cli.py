@@ -113,6 +113,10 @@ def test_spec_writes_refuses_overwrite_and_broken_input(drafter, tmp_path, capsy
     assert code == 0 and json.loads(out_file.read_text())["name"] == "mine"
     code, _, err = cli(capsys, "spec", drafter("flat").write(), "-o", out_file)
     assert code == 2 and "exists; pass --force" in err
+    ckpt = drafter("flat").write()
+    config = (ckpt / "config.json").read_text()
+    code, _, err = cli(capsys, "spec", ckpt, "-o", ckpt / "config.json", "--force")
+    assert code == 2 and "is inside the checkpoint" in err and (ckpt / "config.json").read_text() == config
     broken = drafter("flat").write()
     (broken / "model.safetensors").write_bytes(b"\0" * 4)
     code, _, err = cli(capsys, "spec", broken, "-o", tmp_path / "other.json")
@@ -152,6 +156,22 @@ def test_demo(tmp_path, capsys):
     assert "layout: speculators" in out and "layout: flat" in out
     assert "reference: tiny-example (auto" in out
     assert (tmp_path / "ex" / "example-flat" / "model.safetensors").exists()
+
+
+def test_demo_out_refusals(tmp_path, capsys):
+    """demo --out: a file is not a folder (it used to be an internal error), and an earlier example is kept unless
+    --force."""
+    (tmp_path / "afile").write_text("x")
+    code, _, err = cli(capsys, "demo", "--out", tmp_path / "afile")
+    assert code == 2 and "--out" in err and "not a directory" in err
+    assert cli(capsys, "demo", "--out", tmp_path / "ex")[0] == 0
+    config = tmp_path / "ex" / "example-flat" / "config.json"
+    config.write_text("{}")
+    code, _, err = cli(capsys, "demo", "--out", tmp_path / "ex")
+    assert code == 2 and "example-speculators, example-flat, example-target already exist; pass --force" in err
+    assert config.read_text() == "{}"
+    assert cli(capsys, "demo", "--out", tmp_path / "ex", "--force")[0] == 0
+    assert config.read_text() != "{}"
 
 
 @pytest.mark.parametrize("breakage", ["garbage-header", "empty-weights", "config-null", "config-types",
