@@ -159,6 +159,17 @@ def _is_file(path: Path) -> tuple[bool, str | None]:
 
 def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Open a drafter directory. Raises UsageError when ``path`` cannot be a checkpoint."""
+    root, children, st_files = locate(path)
+    ckpt = Checkpoint(path=root, display=str(path))
+    _read_config(ckpt, root, children)
+    _read_weights(ckpt, root, children, st_files)
+    _classify(ckpt)
+    return ckpt
+
+
+def locate(path: str | os.PathLike) -> tuple[Path, list[str], list[str]]:
+    """The checkpoint directory, its entries and its safetensors files, without reading any. Raises UsageError
+    when ``path`` cannot be a checkpoint: missing, not a directory, or holding neither config nor weights."""
     root = Path(path)
     display = str(path)
     try:
@@ -178,12 +189,7 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if CONFIG not in children and not st_files:
         raise UsageError(f"{display}: holds neither {CONFIG} nor a safetensors file; is this a drafter "
                          "checkpoint directory?")
-
-    ckpt = Checkpoint(path=root, display=display)
-    _read_config(ckpt, root, children)
-    _read_weights(ckpt, root, children, st_files)
-    _classify(ckpt)
-    return ckpt
+    return root, children, st_files
 
 
 def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:

@@ -121,10 +121,13 @@ def pytest_configure(config: pytest.Config) -> None:
                                 skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
                                 aux_convention=_value(config, "aux-convention"),
                                 max_model_len=_value(config, "max-model-len"))
+        from .checkpoint import locate
+
         for p in ckpts:
-            if not os.path.isdir(p):
-                raise UsageError(f"--eagle3-ckpt {p}: " + ("not a directory" if os.path.exists(p) else
-                                                           "no such file or directory"))
+            try:
+                locate(p)
+            except UsageError as exc:
+                raise UsageError(f"--eagle3-ckpt {exc}") from None
         if options.target_config:
             from .gate import load_target
 

@@ -136,10 +136,19 @@ def test_option_errors_are_usage_errors(pytester, drafter, args, message):
     result.stderr.fnmatch_lines([f"*eagle3-checks: *{message}*"])
 
 
-def test_missing_checkpoint_is_a_usage_error(pytester, tmp_path):
-    result = pytester.runpytest(f"--eagle3-ckpt={tmp_path / 'nope'}")
+@pytest.mark.parametrize("kind, message", [("nope", "nope: no such file or directory"),
+                                           ("afile", "afile: not a directory"),
+                                           ("empty", "empty: holds neither config.json nor a safetensors file")])
+def test_a_path_that_is_no_checkpoint_is_a_usage_error(pytester, tmp_path, kind, message):
+    """As in the CLI: one usage error, not one failed item per check (an empty folder gave 24 identical ones)."""
+    if kind == "afile":
+        (tmp_path / kind).write_text("x")
+    elif kind == "empty":
+        (tmp_path / kind).mkdir()
+    result = pytester.runpytest(f"--eagle3-ckpt={tmp_path / kind}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--eagle3-ckpt*nope: no such file or directory*"])
+    result.stderr.fnmatch_lines([f"*--eagle3-ckpt*{message}*"])
+    assert "FAILED" not in result.stdout.str()
 
 
 def test_engine_all_gives_one_item_per_engine(pytester, drafter):
