@@ -220,7 +220,9 @@ class CheckpointCollector(pytest.Collector):
                 continue
             for engine in options.engines() if c.per_engine else (None,):
                 label = f"{c.id}[{engine}]" if engine else c.id
-                item = CheckItem.from_parent(self, name=label, label=label)
+                # The node id parsed as pytest parses the ids it stores: "check[engine]" reads as name and params
+                # (pytest 9), so --lf finds a failed per-engine check again.
+                item = CheckItem.from_parent(self, name=label, label=label, nodeid=f"{self.nodeid}::{label}")
                 item.add_marker(pytest.mark.eagle3)
                 yield item
 

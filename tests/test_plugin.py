@@ -234,6 +234,18 @@ def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, dra
     result.stdout.fnmatch_lines(["*test_user.py::test_broken FAILED*", f"*eagle3-checks::{path.name}::keys FAILED*"])
 
 
+def test_last_failed_reruns_a_failed_per_engine_check(pytester, drafter):
+    """pytest 9 stores node ids parsed into name and [params]; engine.loads[sglang] must match itself again."""
+    path = drafter("speculators").write()  # SGLang reads flat configs only: engine checks fail for sglang
+    args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none", "--eagle3-engine=all", "--eagle3-level=header"]
+    first = pytester.runpytest(*args, "-rf")
+    failed = sorted(re.findall(r"FAILED (eagle3-checks::\S+)", first.stdout.str()))
+    assert any("[sglang]" in f for f in failed), failed
+    again = pytester.runpytest(*args, "--lf", "-rf")
+    assert sorted(re.findall(r"FAILED (eagle3-checks::\S+)", again.stdout.str())) == failed
+    assert again.parseoutcomes()["failed"] == len(failed) and "passed" not in again.parseoutcomes()
+
+
 def test_scan_level_in_ci(pytester, drafter):
     """--eagle3-level=scan: header checks plus the weight scan, no forward item; a NaN weight fails scan.values."""
     import numpy as np
