@@ -108,6 +108,20 @@ def test_sglang_refuses_more_than_one_layer(drafter):
     assert "only supports 1 layer" in messages(result, "engine.loads", "sglang")
 
 
+@pytest.mark.parametrize("layout", ["flat", "speculators"])
+def test_an_activation_other_than_silu_is_refused_by_vllm_and_sglang(drafter, layout):
+    """vLLM 0.33 llama.py LlamaMLP and qwen2.py Qwen2MLP raise "Unsupported activation: ... Only silu is supported
+    for now."; SGLang 0.5.6 srt/models/llama.py LlamaMLP raises too. silu passes both."""
+    d = drafter(layout)
+    fields = d.config["transformer_layer_config"] if layout == "speculators" else d.config
+    assert status(gate(d.write()), "engine.loads", "vllm") == PASSED
+    fields["hidden_act"] = "gelu"
+    result = gate(d.write())
+    assert "Unsupported activation: gelu" in messages(result, "engine.loads", "vllm")
+    if layout == "flat":
+        assert "silu only" in messages(result, "engine.loads", "sglang")
+
+
 def test_embedding_shared_from_target_is_a_note(drafter):
     """Without embed_tokens, vLLM and SGLang share the target's embedding (llm_base_proposer.py, set_embed)."""
     d = drafter("flat")

@@ -83,6 +83,9 @@ def read(ckpt: Any) -> Reading:
                               "Llama-layer drafter: eagle3-checks does not model it")
     qwen3 = r.architecture in QWEN3_LAYER_ARCHS
     r.set("qk_norm", qwen3, r.sources["architecture"])
+    if r.hidden_act != "silu":  # llama.py LlamaMLP and qwen2.py Qwen2MLP (Qwen3's) raise for any other
+        r.refusals.append(f"vLLM raises \"Unsupported activation: {r.hidden_act}. Only silu is supported for now.\" "
+                          "(llama.py LlamaMLP, qwen2.py Qwen2MLP)")
 
     def top(name: str, default: Any, why: str) -> Any:
         found, value, key = lookup(raw, (name,))
