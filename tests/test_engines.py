@@ -131,6 +131,15 @@ def test_embedding_shared_from_target_is_a_note(drafter):
     assert r.status == PASSED and "shares embed_tokens.weight from the target model" in r.findings[0].message
 
 
+def test_embedding_in_the_checkpoint_that_sglang_replaces_is_said_so(drafter):
+    """SGLang 0.5.6 eagle_worker.py set_embed puts the target's embedding in place of the checkpoint's; the note says
+    that, not that the checkpoint has none."""
+    result = gate(drafter("flat").write())
+    notes = messages(result, "engine.loads", "sglang")
+    assert "uses the target model's embed_tokens.weight, not the checkpoint's embed_tokens.weight" in notes
+    assert "not in the checkpoint" not in notes
+
+
 # ----- engine.semantics --------------------------------------------------------------------------------------
 
 def test_speculators_config_without_norm_before_residual_fails_vllm(drafter):

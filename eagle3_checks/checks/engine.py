@@ -83,8 +83,14 @@ def loads(ctx: Context) -> Iterable[Finding]:
             why=f"{ctx.engine} builds no parameter for them, so the drafter runs without what it was trained with",
             fix="serve with an engine that builds these parameters, or convert the drafter so that it needs none")
     shared = sorted(role for role, how in served.unfilled.items() if how.startswith("shared"))
-    if shared:
-        yield info(f"{name} shares {', '.join(shared)} from the target model (not in the checkpoint)")
+    absent = [role for role in shared if not ctx.ckpt.has(role)]
+    if absent:
+        yield info(f"{name} shares {', '.join(absent)} from the target model (not in the checkpoint)")
+    for role in shared:
+        if ctx.ckpt.has(role):
+            on_disk = ctx.ckpt.roles[role]
+            yield info(f"{name} uses the target model's {role}, not the checkpoint's {on_disk}"
+                       + (f": {served.ignored[on_disk]}" if on_disk in served.ignored else ""), key=on_disk)
 
 
 @check(
