@@ -132,12 +132,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .registry import parse_options
     from .report import RENDERERS
 
-    options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                            strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
-                            aux_convention=args.aux_convention, max_model_len=args.max_model_len)
-    # a progress bar only where a person watches: text output on a terminal (quiet in CI, in JSON and markdown)
-    options = dataclasses.replace(options, progress=args.format == "text" and sys.stderr.isatty())
-    results = [gate(path, options) for path in args.ckpt]
+    from .checkpoint import locate
+    from .report import render_json_error
+
+    try:
+        options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
+                                strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
+                                aux_convention=args.aux_convention, max_model_len=args.max_model_len)
+        # a progress bar only where a person watches: text output on a terminal (quiet in CI, in JSON and markdown)
+        options = dataclasses.replace(options, progress=args.format == "text" and sys.stderr.isatty())
+        for path in args.ckpt:  # every path usable before any is gated
+            locate(path)
+        results = [gate(path, options) for path in args.ckpt]
+    except UsageError as exc:
+        if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
+            _write(render_json_error(f"{exc}"))
+        raise
     _write(RENDERERS[args.format](results))
     return max(r.exit_code for r in results)
 

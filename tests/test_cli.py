@@ -49,6 +49,20 @@ def test_check_json_and_markdown(drafter, capsys):
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
 
 
+@pytest.mark.parametrize("argv, fragment", [
+    (["{good}", "{tmp}/nope", "--format", "json"], "nope: no such file or directory"),
+    (["{good}", "--reference", "no-such-spec", "--format", "json"], "no-such-spec"),
+])
+def test_check_json_on_a_usage_error_is_still_json(drafter, tmp_path, capsys, argv, fragment):
+    """`check ... --format json > report.json` in CI: a usage error leaves a JSON document that says why (exit 2),
+    and nothing is gated before a bad path is found."""
+    good = drafter("flat").write()
+    code, out, err = cli(capsys, "check", *[a.format(good=good, tmp=tmp_path) for a in argv])
+    data = json.loads(out)
+    assert code == 2 and data["exit_code"] == 2 and data["checkpoints"] == [] and fragment in data["error"]
+    assert fragment in err
+
+
 def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     bad = drafter("flat")
     test_defects.wrong_architectures(bad)
