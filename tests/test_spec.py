@@ -154,3 +154,20 @@ def test_fp32_candidate_against_bf16_reference_is_one_finding(drafter):
     assert errors(result.result("reference.diff").findings) == [
         "14 tensor(s) are F32, tiny-example has BF16: embed_tokens.weight, fc.weight, layers.0.hidden_norm.weight, "
         "layers.0.input_layernorm.weight, ... (10 more)"]
+
+
+@pytest.mark.parametrize("breakage", ["config-unreadable", "shard-missing"])
+def test_diff_is_skipped_when_the_checkpoint_cannot_be_read_whole(drafter, breakage):
+    """The files check names the problem; a diff of an unreadable config or a partial tensor list against the
+    reference would add a score of errors that say nothing more (20 "unknown" fields, 14 "only the reference has
+    it")."""
+    path = drafter("flat").write(shards=2)
+    if breakage == "config-unreadable":
+        (path / "config.json").write_text("{")
+    else:
+        next(path.glob("model-00001-*.safetensors")).unlink()
+    result = run(path, reference="tiny-example", level="header")
+    r = result.result("reference.diff")
+    assert r.status == "skipped" and "see the files check" in r.reason
+    assert result.result("files").status == "failed" and result.exit_code == 1
+    assert run(drafter("flat").write(shards=2), reference="tiny-example").result("reference.diff").status == "passed"

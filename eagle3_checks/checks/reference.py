@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import engines
-from ..registry import Context, Finding, check
+from ..registry import Context, Finding, NotApplicable, check
 from ..spec import diff, snapshot
+from ._common import require_complete
 
 
 @check(
@@ -18,6 +19,11 @@ from ..spec import diff, snapshot
     fix="restore the reference's shapes, dtypes and semantic fields, or diff against the right reference",
 )
 def reference_diff(ctx: Context) -> Iterable[Finding]:
+    # Against a checkpoint that cannot be read whole, every field and tensor would "differ": the files check
+    # already says what is wrong, and the diff would bury it.
+    if ctx.ckpt.config is None:
+        raise NotApplicable("config.json is missing or unreadable (see the files check)")
+    require_complete(ctx)
     candidate = snapshot(ctx.ckpt, ctx.ckpt.display)
     # The candidate's own convention (inferred, or --aux-convention): with the reference's, ids compare as layers.
     candidate.aux_convention, candidate.aux_convention_note = engines.trainer_convention(
