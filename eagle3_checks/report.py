@@ -173,6 +173,13 @@ def render_markdown(results: list[GateResult]) -> str:
             n = len(r.findings)
             note = _md(r.reason) if r.reason else (f"{n} finding(s)" if n else "")
             out.append(f"| {_LABEL[r.status]} | `{r.label}` | {_md(r.check.title)} | {note} |")
+        table = compatibility(result)
+        if table:
+            ids = list(next(iter(table.values())))
+            out += ["", "Compatibility (engine x check):", "", "| engine | " + " | ".join(f"`{i}`" for i in ids) + " |",
+                    "|---|" + "---|" * len(ids)]
+            out += [f"| {engine} | " + " | ".join(_LABEL[row.get(i, SKIPPED)] for i in ids) + " |"
+                    for engine, row in table.items()]
         details = [(r, f) for r in result.results for f in r.findings if f.severity is not Severity.INFO
                    or r.status != PASSED]
         if details:

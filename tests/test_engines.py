@@ -322,6 +322,10 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     main(["check", str(path), "--engine", "all", "--level", "header", "--format", "json"])
     data = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert data["compatibility"]["sglang"]["engine.loads"] == "failed"
+    main(["check", str(path), "--engine", "all", "--level", "header", "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` |" in out
+    assert "| sglang | FAIL | SKIP | SKIP | SKIP |" in out and "| vllm | PASS | PASS | PASS | PASS |" in out
 
 
 def test_explain(capsys):
