@@ -219,6 +219,7 @@ def test_broken_config(drafter, breakage, message):
     ("draft_vocab_size", None, None),  # null means "not set" (transformers): no type error
     ("rope_theta", [1e6], "rope_theta has the wrong type"),
     ("tie_word_embeddings", "false", "tie_word_embeddings has the wrong type"),
+    ("eagle_config", [1], "config.json: eagle_config is array [1], not an object"),
 ])
 def test_config_values_of_the_wrong_type(drafter, field, value, message):
     d = drafter("flat")

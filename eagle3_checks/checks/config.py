@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Iterable
 
 from ..config import missing_required, rope_scaling_problems
 from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
 from ..registry import Context, Finding, NotApplicable, check, error, info, warning
+from ..safetensors_io import json_type
 from ._common import CONFIG, config_key, config_of, require_complete
 
 
@@ -32,6 +34,14 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     why="engines fall back to transformers' LlamaConfig defaults (hidden_size 4096, vocab_size 32000), "
                     "which are not this drafter's",
                     fix=f"state {name} explicitly")
+    if cfg.layout == FLAT and "eagle_config" in cfg.raw and not isinstance(cfg.raw["eagle_config"], dict):
+        found = cfg.raw["eagle_config"]
+        yield error(f"{CONFIG}: eagle_config is {json_type(found)} {json.dumps(found)[:60]}, not an object",
+                    file=CONFIG, key="eagle_config", expected='an object ({"eagle_aux_hidden_state_layer_ids": [...]})',
+                    found=json_type(found),
+                    why="SGLang 0.5.6 reads the aux-layer ids only from eagle_config; anything but an object gives it "
+                    "none, and it captures its default layers",
+                    fix='write "eagle_config": {"eagle_aux_hidden_state_layer_ids": [ids]}')
     if cfg.layout == FLAT and "target_hidden_size" in cfg.nulls:
         yield error(f"{CONFIG}: target_hidden_size is null", file=CONFIG, key="target_hidden_size",
                     expected="a number, or no such field", found="null",
