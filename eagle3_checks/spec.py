@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .layout import SPECULATORS
+from .layout import FLAT, SPECULATORS
 from .registry import Finding, error, info
 
 SCHEMA = "eagle3-checks/reference-spec"
@@ -92,8 +92,11 @@ class Spec:
         if data.get("schema_version") != SCHEMA_VERSION:
             raise bad(f"schema_version {data.get('schema_version')!r}; this eagle3-checks reads {SCHEMA_VERSION}")
         config, tensors = data.get("config"), data.get("tensors")
-        if not isinstance(data.get("name"), str) or not isinstance(config, dict) or not isinstance(tensors, dict):
-            raise bad("needs a string name and objects config and tensors")
+        if not isinstance(data.get("name"), str) or not data["name"].strip() or not isinstance(config, dict) \
+                or not isinstance(tensors, dict):
+            raise bad("needs a non-empty string name and objects config and tensors")
+        if data.get("layout") not in (None, SPECULATORS, FLAT):
+            raise bad(f"layout {data.get('layout')!r}: {SPECULATORS!r}, {FLAT!r} or null")
         parsed: dict[str, TensorSpec] = {}
         for role, t in tensors.items():
             if not (isinstance(t, dict) and isinstance(t.get("shape"), list) and isinstance(t.get("dtype"), str)
@@ -108,7 +111,9 @@ class Spec:
             if key in SEMANTIC_FIELDS and not isinstance(value, (int, float, str, bool, list, dict, type(None))):
                 raise bad(f"config.{key} has an unusable value {value!r}")
         conv = data.get("aux_layer_convention") or {}
-        value = conv.get("value") if isinstance(conv, dict) else None
+        if not isinstance(conv, dict):
+            raise bad(f'aux_layer_convention must be an object {{"value": ..., "note": ...}}, not {conv!r}')
+        value = conv.get("value")
         if value not in (None, *AUX_CONVENTIONS):
             raise bad(f"aux_layer_convention.value {value!r}: one of {AUX_CONVENTIONS} or null")
         family = data.get("family") if isinstance(data.get("family"), dict) else {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -125,15 +126,28 @@ def test_reference_existing_path_wins_over_name(drafter, tmp_path, monkeypatch):
     assert note == "checkpoint tiny-example" and spec.config["intermediate_size"] == 192
 
 
+_VALID = {"schema": "eagle3-checks/reference-spec", "schema_version": 1, "name": "mine", "layout": "flat",
+          "config": {}, "tensors": {}}
+
+
 @pytest.mark.parametrize("content, fragment", [
     ("{", "cannot read the reference spec"),
     (json.dumps({"schema": "other"}), '"schema" must be "eagle3-checks/reference-spec"'),
     (json.dumps({"schema": "eagle3-checks/reference-spec", "schema_version": 99}), "schema_version 99"),
+    (json.dumps({**_VALID, "name": ""}), "needs a non-empty string name"),
+    (json.dumps({**_VALID, "layout": 7}), "layout 7: 'speculators', 'flat' or null"),
+    (json.dumps({**_VALID, "aux_layer_convention": "bogus"}), "aux_layer_convention must be an object"),
+    (json.dumps({**_VALID, "aux_layer_convention": {"value": "bogus"}}), "aux_layer_convention.value 'bogus'"),
 ])
 def test_bad_spec_files_are_usage_errors(drafter, tmp_path, content, fragment):
     (tmp_path / "bad.json").write_text(content)
-    with pytest.raises(UsageError, match=fragment):
+    with pytest.raises(UsageError, match=re.escape(fragment)):
         run(drafter("flat").write(), reference=str(tmp_path / "bad.json"))
+
+
+def test_a_minimal_valid_spec_loads(drafter, tmp_path):
+    (tmp_path / "ok.json").write_text(json.dumps(_VALID))
+    assert run(drafter("flat").write(), reference=str(tmp_path / "ok.json")).reference_name == "mine"
 
 
 def test_unknown_reference_name_and_broken_reference_checkpoint(drafter):
