@@ -21,7 +21,7 @@ def read_inputs(path: Path, reading: Any) -> Inputs:
     import torch
 
     if not path.is_file():
-        raise UsageError(f"--inputs {path}: no such file")
+        raise UsageError(f"--inputs {path}: " + ("not a file" if path.exists() else "no such file"))
     header = read_header(path, str(path))
     if header.problems:
         raise UsageError(f"--inputs {path}: {header.problems[0].message}")

@@ -140,13 +140,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
         check_reference_option(options.reference)
     except UsageError as exc:
-        raise pytest.UsageError(f"eagle3-checks: {exc}") from None
+        raise pytest.UsageError(f"eagle3-checks: {_plugin_names(str(exc))}") from None
     config.stash[_STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
     if not ckpts:
         return
     if not any(_is_gate_file(a) for a in config.args):
         config.args.append(str(GATE_FILE))
     _rerun_failed_checks(config)
+
+
+def _plugin_names(message: str) -> str:
+    """A message from the shared option parser, with the CLI's option names as this plugin spells them."""
+    names = "|".join(re.escape(n) for n in sorted(OPTIONS, key=len, reverse=True))
+    return re.sub(rf"(?<![\w-])--({names})\b", r"--eagle3-\1", message)
 
 
 def _rerun_failed_checks(config: pytest.Config) -> None:

@@ -288,6 +288,7 @@ def test_forward_shows_where_engines_differ(drafter, tmp_path):
 
 @pytest.mark.parametrize("case, fragment", [
     ("no-file", "no such file"),
+    ("inputs-dir", "not a file"),
     ("no-aux", "no tensor 'aux_hidden_states'"),
     ("wide-aux", "aux_hidden_states has width 200; vllm expects 3 x 64 = 192"),
     ("bad-ids", "input_ids must lie in [0, 512)"),
@@ -321,6 +322,8 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
         write_inputs(path, embeds=True)
     elif case == "negative-positions":
         write_inputs(path, position_ids=np.array([-1, 0, 1, 2, 3, 4], np.int64))
+    elif case == "inputs-dir":
+        path.mkdir()
     elif case != "no-file":
         write_inputs(path)
     if case == "truncated":
@@ -328,13 +331,13 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
         weights.write_bytes(weights.read_bytes()[:5000])
     out = path if case == "out-is-inputs" else tmp_path / "o"
     steps = {"no-embed-two-steps": "2", "too-many-steps": "1000000000", "zero-steps": "0"}.get(case, "1")
-    before = path.read_bytes() if path.exists() else None
+    before = path.read_bytes() if path.is_file() else None
     code = main(["forward", str(ckpt), "--engine", engine_of(case), "--inputs", str(path), "--out", str(out),
                  "--steps", steps])
     err = capsys.readouterr().err
     assert code == 2 and fragment in err, err
     assert not (tmp_path / "o").exists()
-    assert (path.read_bytes() if path.exists() else None) == before
+    assert (path.read_bytes() if path.is_file() else None) == before
 
 
 def engine_of(case):

@@ -124,10 +124,10 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
 @pytest.mark.parametrize("args, message", [
     (["--eagle3-skip", "nope=x"], "no check named 'nope'"),
     (["--eagle3-skip", "keys"], "write CHECK_ID=REASON"),
-    (["--eagle3-level", "all"], "--level 'all': choose one of header, scan, forward"),
-    (["--eagle3-engine", "tgi"], "--engine 'tgi': choose one of vllm, sglang, speculators or all"),
-    (["--eagle3-source=/nonexistent"], "--source /nonexistent: no such file or directory"),
-    (["--eagle3-reference=no-such-spec"], "--reference 'no-such-spec': no such file, directory or shipped spec"),
+    (["--eagle3-level", "all"], "--eagle3-level 'all': choose one of header, scan, forward"),
+    (["--eagle3-engine", "tgi"], "--eagle3-engine 'tgi': choose one of vllm, sglang, speculators or all"),
+    (["--eagle3-source=/nonexistent"], "--eagle3-source /nonexistent: no such file or directory"),
+    (["--eagle3-reference=no-such-spec"], "--eagle3-reference 'no-such-spec': no such file, directory or shipped spec"),
     (["--eagle3-target-config", "/nonexistent/config.json"], "no such file"),
 ])
 def test_option_errors_are_usage_errors(pytester, drafter, args, message):
