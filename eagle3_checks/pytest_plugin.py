@@ -62,6 +62,7 @@ class _Eagle3State:
     def __init__(self, ckpts: list[str], labels: list[str], options: Any) -> None:
         self.ckpts, self.labels, self.options = ckpts, labels, options
         self.results: dict[str, Any] = {}
+        self.ran: dict[str, set[str]] = {}  # checkpoint -> the check items that ran (-k may select a few)
 
     def result(self, path: str) -> Any:
         """The gate result, computed once; a gate that could not run raises the same error for every item."""
@@ -252,6 +253,7 @@ class CheckItem(pytest.Item):
         from .report import check_text
 
         state = self.config.stash[_STATE]
+        state.ran.setdefault(self.parent.ckpt_path, set()).add(self.label)
         try:
             gate_result = state.result(self.parent.ckpt_path)
         except UsageError as exc:
@@ -359,4 +361,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section("eagle3-checks")
     for path, result in state.results.items():
         line = f"could not be gated ({result})" if isinstance(result, Exception) else summary_line(result)
+        ran, total = len(state.ran.get(path, ())), len(getattr(result, "results", ()))
+        if 0 < ran < total:  # the gate judged every check; say so when this run reported only some
+            line += f" (the whole gate, {total} checks; {ran} selected in this run)"
         terminalreporter.write_line(f"{path}: {line}")

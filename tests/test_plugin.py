@@ -62,6 +62,18 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
     assert result.ret == 1
 
 
+def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pytester, drafter):
+    d = drafter("flat")
+    test_defects.d2t_missing(d)
+    path = d.write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"{path}: FAILED: 1 error(s)*(the whole gate, {N_CHECKS} checks; 1 selected in "
+                                 "this run)"])
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none")
+    assert "selected in this run" not in result.stdout.str()
+
+
 def test_k_selects_and_junit_lists_every_check(pytester, drafter):
     path = drafter("flat").write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-k", "vocab and d2t")
