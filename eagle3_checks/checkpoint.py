@@ -167,6 +167,18 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return ckpt
 
 
+def unique_paths(paths: list[str]) -> list[str]:
+    """The paths in order, each checkpoint once (the same folder named twice, or by a symlink, is gated once)."""
+    seen: set[str] = set()
+    out = []
+    for p in paths:
+        key = os.path.realpath(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 def locate(path: str | os.PathLike) -> tuple[Path, list[str], list[str]]:
     """The checkpoint directory, its entries and its safetensors files, without reading any. Raises UsageError
     when ``path`` cannot be a checkpoint: missing, not a directory, or holding neither config nor weights."""

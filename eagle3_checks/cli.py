@@ -132,7 +132,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .registry import parse_options
     from .report import RENDERERS
 
-    from .checkpoint import locate
+    from .checkpoint import locate, unique_paths
     from .report import render_json_error
 
     try:
@@ -141,9 +141,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                                 aux_convention=args.aux_convention, max_model_len=args.max_model_len)
         # a progress bar only where a person watches: text output on a terminal (quiet in CI, in JSON and markdown)
         options = dataclasses.replace(options, progress=args.format == "text" and sys.stderr.isatty())
-        for path in args.ckpt:  # every path usable before any is gated
+        paths = unique_paths(args.ckpt)
+        for path in paths:  # every path usable before any is gated
             locate(path)
-        results = [gate(path, options) for path in args.ckpt]
+        results = [gate(path, options) for path in paths]
     except UsageError as exc:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
             _write(render_json_error(f"{exc}"))

@@ -122,8 +122,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                 skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
                                 aux_convention=_value(config, "aux-convention"),
                                 max_model_len=_value(config, "max-model-len"))
-        from .checkpoint import locate
+        from .checkpoint import locate, unique_paths
 
+        ckpts = unique_paths(ckpts)
         for p in ckpts:
             try:
                 locate(p)

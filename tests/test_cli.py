@@ -32,6 +32,13 @@ def test_check_passes_example_and_fails_defect(drafter, capsys):
     assert "FAIL  keys" in out and "ERROR: d2t is missing" in out and "fix:" in out and "why:" in out
 
 
+def test_the_same_checkpoint_twice_is_gated_once(drafter, tmp_path, capsys):
+    good = drafter("flat").write()
+    (tmp_path / "link").symlink_to(good)
+    code, out, _ = cli(capsys, "check", good, good, tmp_path / "link", "--format", "json")
+    assert code == 0 and [c["path"] for c in json.loads(out)["checkpoints"]] == [str(good)]
+
+
 def test_check_json_and_markdown(drafter, capsys):
     bad = drafter("speculators")
     test_defects.head_dim_dropped(bad)

@@ -74,6 +74,12 @@ def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pyteste
     assert "selected in this run" not in result.stdout.str()
 
 
+def test_the_same_checkpoint_twice_is_collected_once(pytester, drafter):
+    path = drafter("flat").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", f"--eagle3-ckpt={path}", "--eagle3-reference=none")
+    assert sum(result.parseoutcomes().get(k, 0) for k in ("passed", "skipped", "failed")) == N_CHECKS
+
+
 def test_k_selects_and_junit_lists_every_check(pytester, drafter):
     path = drafter("flat").write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-k", "vocab and d2t")
