@@ -167,6 +167,21 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     return ckpt
 
 
+def real_path(path: str | os.PathLike, what: str) -> Path:
+    """``path`` with every symlink resolved, for comparing locations; a loop or an unusable name is a UsageError
+    naming the option ``what``."""
+    try:
+        return Path(os.path.realpath(path, strict=False))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UsageError(f"{what} {str(path)[:200]}: not a usable path ({type(exc).__name__})") from exc
+
+
+def within(path: str | os.PathLike, folder: str | os.PathLike, what: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it, symlinks resolved."""
+    p, f = real_path(path, what), real_path(folder, what)
+    return p == f or f in p.parents
+
+
 def unique_paths(paths: list[str]) -> list[str]:
     """The paths in order, each checkpoint once (the same folder named twice, or by a symlink, is gated once)."""
     seen: set[str] = set()

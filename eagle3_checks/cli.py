@@ -215,19 +215,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
+    from .checkpoint import open_checkpoint, within
     from .spec import snapshot
 
     out = Path(args.output)
+    if within(out, args.ckpt, "-o"):
+        raise UsageError(f"-o {out} is inside the checkpoint {args.ckpt}, which is never modified; write the spec "
+                         "elsewhere")
     try:
         exists = out.exists()
     except (OSError, ValueError) as exc:
         raise UsageError(f"-o {args.output[:200]}: not a usable path ({type(exc).__name__})") from exc
     if exists and not args.force:
         raise UsageError(f"{out} exists; pass --force to overwrite it")
-    if Path(args.ckpt).resolve() in out.resolve().parents:
-        raise UsageError(f"-o {out} is inside the checkpoint {args.ckpt}, which is never modified; write the spec "
-                         "elsewhere")
     ck = open_checkpoint(args.ckpt)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:

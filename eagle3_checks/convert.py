@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import engines
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import Checkpoint, open_checkpoint, real_path
 from .errors import UsageError
 from .layout import FLAT, SPECULATORS
 from .registry import Finding, GateOptions, GateResult, Severity
@@ -490,13 +490,17 @@ def _signals_raise() -> Iterator[None]:
 
 
 def _check_paths(src: Path, dst: Path, force: bool) -> None:
-    s, d = src.resolve(), dst.resolve()
+    s, d = real_path(src, "SRC"), real_path(dst, "DST")
+    if not os.path.isdir(s):
+        raise UsageError(f"SRC {src}: " + ("not a directory" if os.path.exists(s) else "no such file or directory"))
     if s == d:
         raise UsageError(f"DST {dst} is SRC: the source is never modified; write somewhere else")
     if s in d.parents:
         raise UsageError(f"DST {dst} is inside SRC {src}: write the converted drafter outside the source")
     if d in s.parents:
         raise UsageError(f"DST {dst} contains SRC {src}: replacing it would delete the source")
+    if dst.is_symlink():
+        raise UsageError(f"DST {dst} is a symlink; name the folder itself (it is replaced by a rename)")
     if dst.exists() and not force:
         raise UsageError(f"DST {dst} exists; pass --force to replace it (atomically, after verification)")
     if dst.exists() and not dst.is_dir():
@@ -525,15 +529,16 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
     src_path, dst_path = Path(src), Path(dst)
     if verify_level not in (None, "header", "forward"):
         raise UsageError(f"--verify {verify_level!r}: header or forward")
-    if isinstance(speculative_tokens, bool) or not isinstance(speculative_tokens, int) or speculative_tokens < 1:
+    if to == "speculators" and (isinstance(speculative_tokens, bool) or not isinstance(speculative_tokens, int)
+                                or speculative_tokens < 1):
         raise UsageError(f"--speculative-tokens {speculative_tokens!r}: the number of drafted tokens, at least 1")
     level = verify_level or ("forward" if torch_missing() is None else "header")
     if level == "forward" and torch_missing():
         raise UsageError(f"--verify forward: {torch_missing()}")
+    _check_paths(src_path, dst_path, force)  # before reading anything: a refusal should be quick
     with _signals_raise():
         source = _open_source(src_path)
         try:
-            _check_paths(src_path, dst_path, force)
             target = load_target(target_config) if target_config else None
             p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
                      speculative_tokens=speculative_tokens, verifier=verifier)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
+from .checkpoint import real_path, within
 from .errors import UsageError
 from .forward import ForwardError, Inputs, Weights, run
 from .safetensors_io import from_numpy, load_array, read_header, write_safetensors
@@ -71,7 +72,10 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
     if ckpt.past_end:
         raise UsageError(f"{ckpt.display}: {ckpt.past_end[0]} runs past the end of its file (truncated); "
                          "eagle3-checks check names every problem")
-    if out_path.resolve() == inputs_path.resolve():
+    if within(out_path, ckpt.path, "--out"):
+        raise UsageError(f"--out {out_path} is inside the checkpoint, which is never modified; write the logits "
+                         "elsewhere")
+    if real_path(out_path, "--out") == real_path(inputs_path, "--inputs"):
         raise UsageError(f"--out {out_path} is the --inputs file; write the logits elsewhere")
     reading = engines.read(ckpt, engine)
     if not reading.servable:

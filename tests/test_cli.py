@@ -138,6 +138,9 @@ def test_spec_writes_refuses_overwrite_and_broken_input(drafter, tmp_path, capsy
     config = (ckpt / "config.json").read_text()
     code, _, err = cli(capsys, "spec", ckpt, "-o", ckpt / "config.json", "--force")
     assert code == 2 and "is inside the checkpoint" in err and (ckpt / "config.json").read_text() == config
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    code, _, err = cli(capsys, "spec", ckpt, "-o", tmp_path / "loop")
+    assert code == 2 and "cannot write" in err and "Too many levels of symbolic links" in err, err
     broken = drafter("flat").write()
     (broken / "model.safetensors").write_bytes(b"\0" * 4)
     code, _, err = cli(capsys, "spec", broken, "-o", tmp_path / "other.json")

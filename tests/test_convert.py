@@ -197,8 +197,9 @@ def test_speculative_tokens_below_one_is_a_usage_error(drafter, tmp_path, capsys
 def test_destination_refusals(drafter, tmp_path, capsys):
     src = drafter("speculators").write()
     (tmp_path / "exists").mkdir()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
     for dst, fragment in ((src, "is SRC"), (src / "inner", "is inside SRC"), (src.parent, "contains SRC"),
-                          (tmp_path / "exists", "exists; pass --force")):
+                          (tmp_path / "exists", "exists; pass --force"), (tmp_path / "loop", "is a symlink")):
         assert main(["convert", str(src), str(dst), "--to", "vllm"]) == 2
         assert fragment in capsys.readouterr().err
     assert not (src / "inner").exists()

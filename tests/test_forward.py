@@ -300,6 +300,8 @@ def test_forward_shows_where_engines_differ(drafter, tmp_path):
     ("negative-positions", "position_ids must not be negative (found -1)"),
     ("truncated", "runs past the end of its file (truncated)"),
     ("out-is-inputs", "is the --inputs file"),
+    ("out-in-ckpt", "is inside the checkpoint, which is never modified"),
+    ("out-loop", "cannot write: Too many levels of symbolic links"),
     ("too-many-steps", "--steps must be between 1 and 32, not 1000000000"),
     ("zero-steps", "--steps must be between 1 and 32, not 0"),
 ])
@@ -329,7 +331,11 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
     if case == "truncated":
         weights = ckpt / "model.safetensors"
         weights.write_bytes(weights.read_bytes()[:5000])
-    out = path if case == "out-is-inputs" else tmp_path / "o"
+    out = {"out-is-inputs": path, "out-in-ckpt": ckpt / "model.safetensors", "out-loop": tmp_path / "loop"}.get(
+        case, tmp_path / "o")
+    if case == "out-loop":
+        out.symlink_to(out)
+    weights_before = (ckpt / "model.safetensors").read_bytes()
     steps = {"no-embed-two-steps": "2", "too-many-steps": "1000000000", "zero-steps": "0"}.get(case, "1")
     before = path.read_bytes() if path.is_file() else None
     code = main(["forward", str(ckpt), "--engine", engine_of(case), "--inputs", str(path), "--out", str(out),
@@ -338,6 +344,7 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
     assert code == 2 and fragment in err, err
     assert not (tmp_path / "o").exists()
     assert (path.read_bytes() if path.is_file() else None) == before
+    assert (ckpt / "model.safetensors").read_bytes() == weights_before
 
 
 def engine_of(case):
