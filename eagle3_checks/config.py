@@ -13,6 +13,7 @@ never as a default: a check then says nothing it cannot back.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -68,17 +69,34 @@ ROPE_NUMBERS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_p
 ROPE_SCALES = ("mscale", "mscale_all_dim")  # DeepSeek-style yarn: 0 means "no scaling", so only >= 0
 
 
-def rope_scaling_problems(scaling: Any) -> list[str]:
-    """What in a rope_scaling / rope_parameters object no engine can compute with: a rope type that is not a
-    string, or a factor that is not a positive number (null means unset)."""
+@dataclass(frozen=True)
+class RopeProblem:
+    """A value in a rope_scaling / rope_parameters object that the engines cannot use as meant. ``fatal``: the
+    rope init raises on it (a type no arithmetic or lookup accepts); otherwise it computes inf/NaN or nonsense
+    frequencies without an error."""
+
+    key: str
+    value: Any
+    expected: str
+    fatal: bool
+
+    def __str__(self) -> str:
+        return f"{self.key} is {json.dumps(self.value)}, not {self.expected}"
+
+
+def rope_scaling_problems(scaling: Any) -> list[RopeProblem]:
+    """The problems of a rope scaling object; null values mean unset."""
     if not isinstance(scaling, dict):
         return []
-    out = [f"{k} is {scaling[k]!r}, not a string" for k in ("rope_type", "type")
+    out = [RopeProblem(k, scaling[k], "a string", True) for k in ("rope_type", "type")
            if scaling.get(k) is not None and not isinstance(scaling[k], str)]
-    out += [f"{k} is {scaling[k]!r}, not a positive number" for k in ROPE_NUMBERS
-            if scaling.get(k) is not None and not positive_number(scaling[k])]
-    out += [f"{k} is {scaling[k]!r}, not a number >= 0" for k in ROPE_SCALES
-            if scaling.get(k) not in (None, 0) and not positive_number(scaling[k])]
+    for k in (*ROPE_NUMBERS, *ROPE_SCALES):
+        v = scaling.get(k)
+        if v is None or (k in ROPE_SCALES and v == 0) or positive_number(v):
+            continue
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        out.append(RopeProblem(k, v, "a number >= 0" if k in ROPE_SCALES else "a positive number", not number
+                               and not isinstance(v, bool)))
     return out
 
 

@@ -34,9 +34,10 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     why="engines fall back to transformers' LlamaConfig defaults (hidden_size 4096, vocab_size 32000), "
                     "which are not this drafter's",
                     fix=f"state {name} explicitly")
-    if cfg.layout == FLAT and "eagle_config" in cfg.raw and not isinstance(cfg.raw["eagle_config"], dict):
-        found = cfg.raw["eagle_config"]
-        yield error(f"{CONFIG}: eagle_config is {json_type(found)} {json.dumps(found)[:60]}, not an object",
+    if cfg.layout == FLAT and cfg.raw.get("eagle_config") is not None and not isinstance(cfg.raw["eagle_config"],
+                                                                                          dict):
+        found = cfg.raw["eagle_config"]  # (null means unset, as for other fields)
+        yield error(f"{CONFIG}: eagle_config is a JSON {json_type(found)} ({json.dumps(found)[:60]}), not an object",
                     file=CONFIG, key="eagle_config", expected='an object ({"eagle_aux_hidden_state_layer_ids": [...]})',
                     found=json_type(found),
                     why="SGLang 0.5.6 reads the aux-layer ids only from eagle_config; anything but an object gives it "
@@ -357,8 +358,11 @@ def rope(ctx: Context) -> Iterable[Finding]:
                     fix="write the trained value in both places")
     for name in ("rope_scaling", "rope_parameters"):
         for problem in rope_scaling_problems(raw.get(name)):
-            yield error(f"{CONFIG}: {name}.{problem}", file=CONFIG, key=f"{prefix}{name}.{problem.split()[0]}",
-                        expected="a positive number (a string for the rope type)", found=problem.split(" is ")[1],
-                        why="transformers, vLLM and SGLang cannot build the rotary embedding from it: the engine "
-                        "refuses the drafter at load",
-                        fix="copy the rope settings from the target model's config")
+            make = error if problem.fatal else warning
+            yield make(f"{CONFIG}: {name}.{problem}", file=CONFIG, key=f"{prefix}{name}.{problem.key}",
+                       expected=problem.expected, found=json.dumps(problem.value),
+                       why=("transformers' rope init (which vLLM and SGLang use) fails on it: an engine reading this "
+                            "object refuses the drafter at load" if problem.fatal else
+                            "the rope init accepts it without an error and computes infinite, NaN or unscaled "
+                            "frequencies: positions are wrong and acceptance drops"),
+                       fix="copy the rope settings from the target model's config")

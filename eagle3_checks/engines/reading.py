@@ -268,9 +268,9 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
             r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
         else:
             r.set("rope_theta", 10000.0, "default: 10000")
-    problems = rope_scaling_problems(base)
-    if problems:  # transformers' rope init does arithmetic on these values: the engine fails at load
-        r.refusals.append(f"{where}{key}: {problems[0]}; the rotary embedding cannot be built")
+    problems = [p for p in rope_scaling_problems(base) if p.fatal]
+    if problems:  # transformers' rope init looks the type up and does arithmetic on the values: it raises
+        r.refusals.append(f"{where}{key}: {problems[0]}; the rope init raises and the rotary embedding is not built")
         r.set("rope_scaling", None, f"config.json: {where}{key} (unusable)")
         return
     spec = normalized_scaling(base)
