@@ -364,5 +364,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         line = f"could not be gated ({result})" if isinstance(result, Exception) else summary_line(result)
         ran, total = len(state.ran.get(path, ())), len(getattr(result, "results", ()))
         if 0 < ran < total:  # the gate judged every check; say so when this run reported only some
-            line += f" (the whole gate, {total} checks; {ran} selected in this run)"
+            line += f" (the whole gate, {total} checks; {ran} reported in this run)"
         terminalreporter.write_line(f"{path}: {line}")

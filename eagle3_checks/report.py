@@ -154,8 +154,7 @@ def render_json(results: list[GateResult]) -> str:
 
 def render_json_error(message: str, exit_code: int = 2) -> str:
     """The JSON report of a run that gated nothing (a usage error), so that ``> report.json`` stays valid JSON."""
-    return json.dumps({"schema_version": SCHEMA_VERSION, "tool": {"name": "eagle3-checks", "version": __version__},
-                       "exit_code": exit_code, "error": message, "checkpoints": []}, indent=2) + "\n"
+    return json.dumps({**to_json([]), "exit_code": exit_code, "error": message}, indent=2) + "\n"
 
 
 def _md(text: str | None) -> str:

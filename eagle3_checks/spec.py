@@ -110,7 +110,8 @@ class Spec:
         for key, value in config.items():
             if key in SEMANTIC_FIELDS and not isinstance(value, (int, float, str, bool, list, dict, type(None))):
                 raise bad(f"config.{key} has an unusable value {value!r}")
-        conv = data.get("aux_layer_convention") or {}
+        conv = data.get("aux_layer_convention")
+        conv = {} if conv is None else conv
         if not isinstance(conv, dict):
             raise bad(f'aux_layer_convention must be an object {{"value": ..., "note": ...}}, not {conv!r}')
         value = conv.get("value")

@@ -60,14 +60,21 @@ def test_check_json_and_markdown(drafter, capsys):
     (["{good}", "{tmp}/nope", "--format", "json"], "nope: no such file or directory"),
     (["{good}", "--reference", "no-such-spec", "--format", "json"], "no-such-spec"),
 ])
-def test_check_json_on_a_usage_error_is_still_json(drafter, tmp_path, capsys, argv, fragment):
+def test_check_json_on_a_usage_error_is_still_json(drafter, tmp_path, capsys, monkeypatch, argv, fragment):
     """`check ... --format json > report.json` in CI: a usage error leaves a JSON document that says why (exit 2),
     and nothing is gated before a bad path is found."""
+    import eagle3_checks.gate
+
+    gated = []
+    real_gate = eagle3_checks.gate.gate
+    monkeypatch.setattr(eagle3_checks.gate, "gate", lambda path, *a: gated.append(path) or real_gate(path, *a))
     good = drafter("flat").write()
     code, out, err = cli(capsys, "check", *[a.format(good=good, tmp=tmp_path) for a in argv])
     data = json.loads(out)
     assert code == 2 and data["exit_code"] == 2 and data["checkpoints"] == [] and fragment in data["error"]
     assert fragment in err
+    if "{tmp}/nope" in argv:  # the bad path is found before the good one is gated
+        assert gated == []
 
 
 def test_skip_waives_a_check_with_its_reason(drafter, capsys):

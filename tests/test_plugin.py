@@ -68,10 +68,10 @@ def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pyteste
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"{path}: FAILED: 1 error(s)*(the whole gate, {N_CHECKS} checks; 1 selected in "
+    result.stdout.fnmatch_lines([f"{path}: FAILED: 1 error(s)*(the whole gate, {N_CHECKS} checks; 1 reported in "
                                  "this run)"])
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none")
-    assert "selected in this run" not in result.stdout.str()
+    assert "reported in this run" not in result.stdout.str()
 
 
 def test_the_same_checkpoint_twice_is_collected_once(pytester, drafter):
@@ -197,7 +197,8 @@ def test_xdist_keeps_each_checkpoint_on_one_worker(pytester, drafter):
 
 
 def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter, monkeypatch):
-    """xdist hands failures to the controller as strings; the one-line summary survives, and JUnit's message is it."""
+    """Under xdist the failure travels from a worker to the controller; the one-line summary survives, and JUnit's
+    message is it."""
     monkeypatch.setenv("CI", "true")
     d = drafter("flat")
     test_defects.d2t_missing(d)

@@ -137,6 +137,7 @@ _VALID = {"schema": "eagle3-checks/reference-spec", "schema_version": 1, "name":
     (json.dumps({**_VALID, "name": ""}), "needs a non-empty string name"),
     (json.dumps({**_VALID, "layout": 7}), "layout 7: 'speculators', 'flat' or null"),
     (json.dumps({**_VALID, "aux_layer_convention": "bogus"}), "aux_layer_convention must be an object"),
+    (json.dumps({**_VALID, "aux_layer_convention": ""}), "aux_layer_convention must be an object"),
     (json.dumps({**_VALID, "aux_layer_convention": {"value": "bogus"}}), "aux_layer_convention.value 'bogus'"),
 ])
 def test_bad_spec_files_are_usage_errors(drafter, tmp_path, content, fragment):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from .. import engines
-from ..registry import Context, Finding, NotApplicable, check
+from ..registry import Context, Finding, check
 from ..spec import diff, snapshot
-from ._common import require_complete
+from ._common import config_of, require_complete
 
 
 @check(
@@ -21,8 +21,7 @@ from ._common import require_complete
 def reference_diff(ctx: Context) -> Iterable[Finding]:
     # Against a checkpoint that cannot be read whole, every field and tensor would "differ": the files check
     # already says what is wrong, and the diff would bury it.
-    if ctx.ckpt.config is None:
-        raise NotApplicable("config.json is missing or unreadable (see the files check)")
+    config_of(ctx)  # skips when config.json is missing or unreadable
     require_complete(ctx)
     candidate = snapshot(ctx.ckpt, ctx.ckpt.display)
     # The candidate's own convention (inferred, or --aux-convention): with the reference's, ids compare as layers.

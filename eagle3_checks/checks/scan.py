@@ -89,6 +89,8 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
 def values(ctx: Context) -> Iterable[Finding]:
     ckpt = ctx.ckpt
     # bytes past the end of a file are the files check's finding (truncated): scan what is there
+    if not ckpt.tensors:
+        raise NotApplicable("the checkpoint lists no tensors (see files and keys)")
     entries = [e for e in ckpt.tensors.values() if not ckpt.ends_past_file(e)]
     if not entries:
         raise NotApplicable("no tensor's bytes can be read (see files)")
