@@ -290,8 +290,10 @@ def _failure_repr(nodeid: str, text: str, user_properties: list[tuple[str, Any]]
     environment variable), which repeated every finding. pytest's own representation classes, unlike a
     look-alike, are what xdist serializes intact and what plugins such as pytest-json-report read.
     """
-    from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
-
+    try:  # pytest's own classes (stable since pytest 5, in a private module)
+        from _pytest._code.code import ReprExceptionInfo, ReprFileLocation, ReprTracebackNative
+    except ImportError:  # a pytest that moved them: the whole text, as a plain string
+        return text
     return ReprExceptionInfo(reprtraceback=ReprTracebackNative([text + "\n"]),
                              reprcrash=ReprFileLocation(nodeid, 0, _summary(text, user_properties)))
 
