@@ -63,6 +63,7 @@ class _Eagle3State:
         self.ckpts, self.labels, self.options = ckpts, labels, options
         self.results: dict[str, Any] = {}
         self.ran: dict[str, set[str]] = {}  # checkpoint -> the check items that ran (-k may select a few)
+        self.tallies: dict[str, dict[str, int]] = {}  # checkpoint label -> counts from reports (xdist controller)
 
     def result(self, path: str) -> Any:
         """The gate result, computed once; a gate that could not run raises the same error for every item."""
@@ -144,6 +145,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as exc:
         raise pytest.UsageError(f"eagle3-checks: {_plugin_names(str(exc))}") from None
     config.stash[_STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
+    config.pluginmanager.register(_ReportTally(config.stash[_STATE]), "eagle3-checks-tally")
     if not ckpts:
         return
     if not any(_is_gate_file(a) for a in config.args):
@@ -355,13 +357,40 @@ def eagle3_findings(eagle3_gate_result: Any) -> list:
     return eagle3_gate_result.findings()
 
 
+class _ReportTally:
+    """Under xdist the gate runs in the workers: the controller tallies the checks' reports for the summary."""
+
+    def __init__(self, state: _Eagle3State) -> None:
+        self.state = state
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or not report.nodeid.startswith(f"{GATE_NODEID}::"):
+            return
+        tally = self.state.tallies.setdefault(report.nodeid.split("::")[1],
+                                              {"failed": 0, "checks": 0, "error": 0, "warning": 0, "info": 0})
+        tally["checks"] += 1
+        tally["failed"] += int(report.failed)
+        for f in json.loads(dict(report.user_properties).get("eagle3_findings", "[]")):
+            if f.get("severity") in tally:
+                tally[f["severity"]] += 1
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(_STATE, None)
-    if state is None or not state.results:
+    if state is None or not (state.results or state.tallies):
         return
     from .report import summary_line
 
     terminalreporter.section("eagle3-checks")
+    if not state.results:  # xdist: the workers gated; what they reported, per checkpoint
+        for path, label in zip(state.ckpts, state.labels):
+            t = state.tallies.get(label)
+            if t:
+                terminalreporter.write_line(
+                    f"{path}: {'FAILED' if t['failed'] else 'PASSED'}: {t['error']} error(s), {t['warning']} "
+                    f"warning(s), {t['info']} note(s) (from the {t['checks']} checks the workers reported)")
+        return
     for path, result in state.results.items():
         line = f"could not be gated ({result})" if isinstance(result, Exception) else summary_line(result)
         ran, total = len(state.ran.get(path, ())), len(getattr(result, "results", ()))

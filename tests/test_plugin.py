@@ -210,6 +210,8 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     failures, summary = out.split("short test summary info")
     assert failures.count("ERROR: d2t is missing") == 1 and summary.count("ERROR: d2t is missing") == 1, out
     result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - ERROR: d2t is missing (draft_vocab*"])
+    # the verdict section, tallied on the controller from the workers' reports
+    result.stdout.fnmatch_lines([f"{path}: FAILED: 1 error(s), * (from the {N_CHECKS} checks the workers reported)"])
     [failure] = ElementTree.parse(junit).getroot().iter("failure")
     assert failure.get("message").startswith("ERROR: d2t is missing (draft_vocab_size")
     assert "fix:" in failure.text and "embed the d2t offsets" in failure.text
