@@ -187,7 +187,10 @@ def unique_paths(paths: list[str]) -> list[str]:
     seen: set[str] = set()
     out = []
     for p in paths:
-        key = os.path.realpath(p)
+        try:
+            key = os.path.realpath(p)
+        except (OSError, ValueError):  # an unusable name: locate() says so
+            key = str(p)
         if key not in seen:
             seen.add(key)
             out.append(p)
