@@ -411,15 +411,17 @@ def write(p: Plan, out_dir: Path) -> None:
 
 # ----- verification, and the move into place ------------------------------------------------------------------------
 
-def verify(out_dir: Path, src: Checkpoint, to: str, level: str) -> GateResult:
-    """The gate, for the target engine, on the written checkpoint; at the forward level, against SRC too."""
+def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = None,
+           target_config: str | None = None) -> GateResult:
+    """The gate, for the target engine, on the written checkpoint: with the target's config when given (the
+    target.* checks: aux ids in range, vocabulary, hidden size); at the forward level, against SRC too."""
     from .registry import run_gate
 
     # the converter copies tensor bytes exactly (and the forward level proves it): scanning the values is the
     # source's gate's job, not a second multi-gigabyte read here
-    options = GateOptions(reference="none", level=level, engine=to,
+    options = GateOptions(reference="none", level=level, engine=to, target_config=target_config,
                           skip=(("scan.values", "the converter copies tensor bytes unchanged; gate the source"),))
-    return run_gate(open_checkpoint(out_dir), options, reference_note="not used when converting",
+    return run_gate(open_checkpoint(out_dir), options, reference_note="not used when converting", target=target,
                     source=src if level == "forward" else None)
 
 
@@ -546,7 +548,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
             tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
             try:
                 write(p, tmp)
-                result = verify(tmp, source, to, level)
+                result = verify(tmp, source, to, level, target, target_config)
                 if result.exit_code:
                     bad = [f for f in result.findings() if f.severity is Severity.ERROR]
                     raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); "

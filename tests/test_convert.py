@@ -234,6 +234,23 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
     assert before == {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
 
 
+@pytest.mark.parametrize("change, fragment", [({"num_hidden_layers": 4}, "exceed the target's 4 layers"),
+                                              ({"hidden_size": 128}, "the target gives 3 x 128")])
+def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, fragment):
+    """With --target-config, the written drafter must fit the target (aux ids in range, fc width), or nothing is
+    written: the verification used to check the vocabulary only and say "0 error(s)"."""
+    from eagle3_checks.example import target_config
+
+    src = drafter("speculators").write()
+    (tmp_path / "target.json").write_text(json.dumps({**target_config(EXAMPLE), **change}))
+    with pytest.raises(ConvertRefused) as exc:
+        convert(src, tmp_path / "out", "vllm", target_config=str(tmp_path / "target.json"), verify_level="header")
+    assert any(fragment in f.message for f in exc.value.findings), [f.message for f in exc.value.findings]
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "fits.json").write_text(json.dumps(target_config(EXAMPLE)))
+    convert(src, tmp_path / "ok", "vllm", target_config=str(tmp_path / "fits.json"), verify_level="header")
+
+
 def test_aux_convention_gap_needs_shift(drafter, tmp_path):
     src = drafter("speculators").write()  # speculators counts the vLLM way
     with pytest.raises(ConvertRefused, match=r"Pass --shift-aux-ids to write \[0, 2, 4\]"):
