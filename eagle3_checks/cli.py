@@ -75,14 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vllm/sglang: the flat layout (midlayer.*, top-level config, eagle_config); speculators: "
                    "layers.N.* and a nested config")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")
-    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: its vocabulary is checked, "
-                   "its name and architectures go into a speculators config")
+    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: the written drafter "
+                   "must fit it (vocabulary, aux ids, hidden size); its name and architectures go into a speculators "
+                   "config")
     p.add_argument("--vocab-mapping", metavar="PATH",
                    help="d2t and t2d to embed: an .npz, a SpecForge torch file, or a folder with d2t.npy and t2d.npy")
     p.add_argument("--verify", choices=("header", "forward"),
                    help="verification before DST is written (default forward when torch is installed, else header)")
     p.add_argument("--shift-aux-ids", action="store_true",
                    help="rewrite the aux-layer ids into the target engine's convention (same layers)")
+    p.add_argument("--aux-convention", choices=("vllm", "sglang"),
+                   help="how the source's trainer counted aux-layer ids, when its config does not say (a flat one)")
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
                    "(default: the target config's _name_or_path, else null)")
@@ -160,7 +163,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     try:
         result = convert(args.src, args.dst, args.to, force=args.force, target_config=args.target_config,
                          vocab_mapping=args.vocab_mapping, verify_level=args.verify, shift_aux_ids=args.shift_aux_ids,
-                         speculative_tokens=args.speculative_tokens, verifier=args.verifier)
+                         speculative_tokens=args.speculative_tokens, verifier=args.verifier,
+                         aux_convention=args.aux_convention)
     except ConvertRefused as exc:
         lines = [f"eagle3-checks convert: not converted: {exc}"]
         for prev, f in zip([None, *exc.findings], exc.findings):

@@ -94,8 +94,7 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
     except ImportError as exc:
         raise UsageError(f"--vocab-mapping {path}: a torch file needs torch installed ({exc})") from exc
     except Exception as exc:  # noqa: BLE001  (any unreadable mapping is a usage error, never a traceback)
-        detail = str(exc) or ("the file is empty or ends early" if isinstance(exc, EOFError) else "no detail")
-        raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {type(exc).__name__}: {detail}") from exc
+        raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {_load_error(exc)}") from exc
     if d2t.ndim != 1 or t2d.ndim != 1 or d2t.dtype.kind not in "iu" or t2d.dtype.kind not in "biu":
         raise UsageError(f"--vocab-mapping {path}: d2t must be 1-D integer offsets and t2d a 1-D mask, found "
                          f"{d2t.dtype}{list(d2t.shape)} and {t2d.dtype}{list(t2d.shape)}")
@@ -112,6 +111,20 @@ def _open_source(src: str | os.PathLike) -> Checkpoint:
     if not ckpt.tensors and (Path(src) / "pytorch_model.bin").is_file():
         return _open_bin_source(Path(src))
     return ckpt
+
+
+def _load_error(exc: BaseException) -> str:
+    """Why a mapping or a pytorch_model.bin could not be read, in one line. torch's weights_only refusal suggests
+    loading with weights_only=False; this tool never does, so that advice is not passed on."""
+    import pickle
+
+    text = str(exc)
+    if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in text:
+        return ("torch.load(weights_only=True) refused it: it holds more than plain tensors (eagle3-checks never "
+                "unpickles code); save the tensors as .npz or safetensors")
+    if isinstance(exc, EOFError) and not text:
+        return "EOFError: the file is empty or ends early"
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text.strip() else 'no detail'}"
 
 
 def _torch_load(path: Path) -> Any:
@@ -138,7 +151,7 @@ def _open_bin_source(src: Path) -> Checkpoint:
     try:
         state = _torch_load(src / "pytorch_model.bin")
     except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"{src}/pytorch_model.bin: torch.load(weights_only=True) refused it: {exc}") from exc
+        raise UsageError(f"{src}/pytorch_model.bin: cannot be read: {_load_error(exc)}") from exc
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise UsageError(f"{src}/pytorch_model.bin: not a state dict of tensors")
     from .safetensors_io import write_safetensors
@@ -272,10 +285,13 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
 
 
 def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_aux_ids: bool = False,
-         target: Any = None, speculative_tokens: int = 3, verifier: str | None = None) -> Plan:
+         target: Any = None, speculative_tokens: int = 3, verifier: str | None = None,
+         aux_convention: str | None = None) -> Plan:
     """What the conversion will write. Raises ConvertRefused or UsageError; writes nothing."""
     if to not in TARGETS:
         raise UsageError(f"--to {to!r}: choose one of {', '.join(TARGETS)}")
+    if aux_convention not in (None, *engines.AUX_CONVENTIONS):
+        raise UsageError(f"--aux-convention {aux_convention!r}: {' or '.join(engines.AUX_CONVENTIONS)}")
     cfg = src.config
     _gate_source(src, mapping_given=True)  # broken files first; a missing mapping has its own message below
     if (cfg is not None and not vocab_mapping and "d2t" not in src.roles and cfg["vocab_size"]
@@ -308,7 +324,7 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
 
     # aux ids and their convention
     ids = trained.aux_layer_ids
-    convention, how = engines.trainer_convention(src)
+    convention, how = engines.trainer_convention(src, aux_convention)
     engine_convention = "sglang" if to == "sglang" else "vllm"
     if ids and convention and convention != engine_convention:
         layers = engines.captured_layers(ids, convention)
@@ -503,10 +519,33 @@ def _check_paths(src: Path, dst: Path, force: bool) -> None:
         raise UsageError(f"DST {dst} contains SRC {src}: replacing it would delete the source")
     if dst.is_symlink():
         raise UsageError(f"DST {dst} is a symlink; name the folder itself (it is replaced by a rename)")
+    cwd = real_path(os.getcwd(), "the current directory")
+    if d == cwd or d in cwd.parents:
+        raise UsageError(f"DST {dst} is the current directory or holds it; name a folder beside it")
     if dst.exists() and not force:
         raise UsageError(f"DST {dst} exists; pass --force to replace it (atomically, after verification)")
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"DST {dst} exists and is not a directory")
+    if dst.exists():
+        _check_replaceable(src, s, dst, d)
+
+
+def _check_replaceable(src: Path, s: Path, dst: Path, d: Path) -> None:
+    """--force replaces DST wholesale: only a drafter checkpoint folder, and never one that holds SRC's files
+    through symlinks (a Hugging Face cache: snapshots/REV/* link into blobs/)."""
+    try:
+        linked = [n for n in os.listdir(s) if real_path(s / n, "SRC") == d or d in real_path(s / n, "SRC").parents]
+        entries = sorted(os.listdir(d))
+    except OSError as exc:
+        raise UsageError(f"DST {dst}: cannot be listed: {exc.strerror or exc}") from exc
+    if linked:
+        raise UsageError(f"DST {dst} holds SRC's files ({src}/{linked[0]} resolves into it); replacing it would "
+                         "delete the source")
+    folders = [n for n in entries if (d / n).is_dir()]
+    if folders or not any(n == "config.json" or n.endswith(".safetensors") for n in entries):
+        what = f"the folder(s) {', '.join(folders[:3])}" if folders else "no config.json or safetensors file"
+        raise UsageError(f"DST {dst} does not look like a drafter checkpoint (it holds {what}); --force replaces "
+                         "only a checkpoint folder: choose another DST, or remove this one yourself")
     if not dst.parent.is_dir():
         raise UsageError(f"DST's parent {dst.parent} is not a directory")
 
@@ -522,7 +561,8 @@ class Result:
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: bool = False,
             target_config: str | None = None, vocab_mapping: str | None = None, verify_level: str | None = None,
-            shift_aux_ids: bool = False, speculative_tokens: int = 3, verifier: str | None = None) -> Result:
+            shift_aux_ids: bool = False, speculative_tokens: int = 3, verifier: str | None = None,
+            aux_convention: str | None = None) -> Result:
     """Convert SRC to DST for engine ``to``. Raises UsageError (exit 2) or ConvertRefused (exit 1); DST is then
     untouched."""
     from .forward import torch_missing
@@ -543,7 +583,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
         try:
             target = load_target(target_config) if target_config else None
             p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
-                     speculative_tokens=speculative_tokens, verifier=verifier)
+                     speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention)
             removed = remove_stale(dst_path)
             tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
             try:
@@ -554,6 +594,10 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
                     raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); "
                                          "nothing was written to DST", bad)
                 _move_into_place(tmp, dst_path)
+            except OSError as exc:  # a read-only folder, a name too long with the temporary's suffix, a full disk
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise UsageError(f"DST {dst_path}: cannot write the converted checkpoint: {exc.strerror or exc}"
+                                 + (f" ({exc.filename})" if exc.filename else "") + "; nothing was written") from exc
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

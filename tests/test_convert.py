@@ -181,6 +181,12 @@ def test_vocab_mapping_that_disagrees_or_does_not_fit(drafter, tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
     with pytest.raises(UsageError, match="cannot read d2t and t2d: EOFError: the file is empty or ends early"):
         convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "empty.pt"))
+    torch = pytest.importorskip("torch")
+    torch.save({"d2t": print}, tmp_path / "code.pt")  # a reference to code: weights_only refuses it
+    with pytest.raises(UsageError) as exc:
+        convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "code.pt"))
+    assert "refused it: it holds more than plain tensors (eagle3-checks never unpickles code)" in str(exc.value)
+    assert "weights_only` set to `False`" not in str(exc.value) and "\n" not in str(exc.value)
 
 
 # ----- refusals ------------------------------------------------------------------------------------------------
@@ -203,6 +209,45 @@ def test_destination_refusals(drafter, tmp_path, capsys):
         assert main(["convert", str(src), str(dst), "--to", "vllm"]) == 2
         assert fragment in capsys.readouterr().err
     assert not (src / "inner").exists()
+
+
+def test_force_replaces_only_a_checkpoint_and_never_the_sources_files(drafter, tmp_path, capsys, monkeypatch):
+    """--force deleted whatever folder DST named: notes in a subfolder, or the blobs/ folder a Hugging Face cache
+    snapshot links into (the source's own bytes). Both are refused now, and so is the current directory."""
+    src = drafter("speculators").write()
+    junk = tmp_path / "junk"
+    (junk / "sub").mkdir(parents=True)
+    (junk / "sub" / "notes.txt").write_text("important")
+    (junk / "config.json").write_text("{}")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("important")
+    blobs, snap = tmp_path / "hub" / "blobs", tmp_path / "hub" / "snapshots" / "abc123"
+    blobs.mkdir(parents=True)
+    snap.mkdir(parents=True)
+    for f in src.iterdir():
+        (blobs / f.name).write_bytes(f.read_bytes())
+        (snap / f.name).symlink_to(blobs / f.name)
+    cases = [(src, junk, "does not look like a drafter checkpoint (it holds the folder(s) sub)"),
+             (src, plain, "does not look like a drafter checkpoint (it holds no config.json or safetensors file)"),
+             (snap, blobs, "holds SRC's files"),
+             (src, Path("."), "is the current directory or holds it")]
+    monkeypatch.chdir(tmp_path / "hub")
+    for source, dst, fragment in cases:
+        assert main(["convert", str(source), str(dst), "--to", "vllm", "--force", "--verify", "header"]) == 2
+        assert fragment in capsys.readouterr().err
+    assert (junk / "sub" / "notes.txt").read_text() == "important" and (plain / "notes.txt").exists()
+    assert open_checkpoint(snap).config is not None and not list(tmp_path.glob("**/.*eagle3-tmp*"))
+
+
+def test_a_destination_that_cannot_be_written_is_a_usage_error(drafter, tmp_path, capsys):
+    """A name that is legal but too long once the temporary's suffix is added (the same goes for a read-only
+    folder): exit 2 with the reason, not an internal error."""
+    src = drafter("speculators").write()
+    dst = tmp_path / ("x" * 245)
+    assert main(["convert", str(src), str(dst), "--to", "vllm", "--verify", "header"]) == 2
+    assert "cannot write the converted checkpoint: File name too long" in capsys.readouterr().err
+    assert not dst.exists()
 
 
 @pytest.mark.parametrize("breakage, fragment", [
@@ -260,6 +305,21 @@ def test_aux_convention_gap_needs_shift(drafter, tmp_path):
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]
     assert cfg["eagle3_checks_provenance"]["aux_layer_convention"] == "sglang"
     assert result.verification.exit_code == 0
+
+
+def test_aux_convention_of_a_flat_source_given_by_the_user(drafter, tmp_path, capsys):
+    """A flat config does not say how its trainer counted; the note says to pass --aux-convention, which convert
+    takes: then the gap to the target engine is known, and --shift-aux-ids rewrites the ids."""
+    src = drafter("flat").write()
+    assert main(["convert", str(src), str(tmp_path / "a"), "--to", "speculators", "--verify", "header"]) == 0
+    assert "their convention is unknown" in capsys.readouterr().out
+    assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--aux-convention", "sglang",
+                 "--verify", "header"]) == 1
+    assert "aux-layer ids [1, 3, 5] are counted the sglang way (--aux-convention)" in capsys.readouterr().out
+    assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--aux-convention", "sglang",
+                 "--shift-aux-ids", "--verify", "header"]) == 0
+    cfg = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
 
 
 def test_sglang_refuses_what_it_cannot_compute(drafter, tmp_path):
