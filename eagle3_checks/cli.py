@@ -179,6 +179,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     counts = result.verification.counts()
     lines.append(f"  verified ({result.level} level, {p.to}): {counts['error']} error(s), {counts['warning']} "
                  f"warning(s); the original config is kept as config_{p.src.layout}.json")
+    from .registry import Severity
+
+    lines += [f"  warning: {f.check}: {f.message}" for f in result.verification.findings()
+              if f.severity is Severity.WARNING]
     _write("\n".join(lines) + "\n")
     return 0
 

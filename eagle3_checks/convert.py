@@ -226,8 +226,19 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
         "attention_bias": trained.attention_bias, "mlp_bias": trained.mlp_bias,
         "tie_word_embeddings": False, "vocab_size": trained.vocab_size,
     }
-    provenance = {"converted_from": src.layout, "trainer": trained.engine.split(" ")[0],
-                  "aux_layer_convention": convention}
+    # A source converted before keeps its first trainer, and the verifier a speculators config named (the flat
+    # layout has no field for it), so that converting back restores both.
+    prior = (src.config_raw or {}).get(PROVENANCE)
+    prior = prior if isinstance(prior, dict) else {}
+    first = prior.get("trainer") if isinstance(prior.get("trainer"), str) else trained.engine.split(" ")[0]
+    provenance: dict[str, Any] = {"converted_from": src.layout, "trainer": first, "aux_layer_convention": convention}
+    spec_cfg = (src.config_raw or {}).get("speculators_config")
+    named = spec_cfg.get("verifier") if src.layout == SPECULATORS and isinstance(spec_cfg, dict) else prior.get(
+        "verifier")
+    if isinstance(named, dict) and isinstance(named.get("name_or_path"), str):
+        provenance["verifier"] = {"name_or_path": named["name_or_path"],
+                                  "architectures": [a for a in named.get("architectures") or [] if isinstance(a, str)]
+                                  if isinstance(named.get("architectures"), list) else []}
     target_hidden = trained.target_hidden_size if trained.target_hidden_size != trained.hidden_size else None
     if TARGETS[to] == FLAT:
         out = {
@@ -256,8 +267,9 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
         if dtype:
             out["torch_dtype"] = dtype
         return out
-    verifier_archs = list(target.architectures or []) if target is not None else []
-    verifier = verifier or (target.name_or_path if target is not None else None)
+    recorded = provenance.get("verifier", {})
+    verifier_archs = list(target.architectures or []) if target is not None else recorded.get("architectures", [])
+    verifier = verifier or (target.name_or_path if target is not None else None) or recorded.get("name_or_path")
     out = {
         "architectures": ["Eagle3DraftModel"],
         "speculators_model_type": "eagle3",

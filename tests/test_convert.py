@@ -322,6 +322,27 @@ def test_aux_convention_of_a_flat_source_given_by_the_user(drafter, tmp_path, ca
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
 
 
+def test_convert_prints_the_warnings_it_counts(drafter, tmp_path, capsys):
+    d = drafter("flat")
+    del d.config["torch_dtype"]  # a warning in the source, and so in the converted config
+    assert main(["convert", str(d.write()), str(tmp_path / "out"), "--to", "speculators", "--verify", "header"]) == 0
+    out = capsys.readouterr().out
+    assert "1 warning(s)" in out and "  warning: dtypes: config.json states no dtype" in out, out
+
+
+def test_round_trip_keeps_the_verifier_and_the_first_trainer(drafter, tmp_path):
+    """The flat layout has no field for the verifier a speculators config names, nor for who trained the drafter:
+    the provenance block carries both, and converting back restores the verifier."""
+    src = drafter("speculators").write()
+    convert(src, tmp_path / "flat", "vllm", verify_level="header")
+    convert(tmp_path / "flat", tmp_path / "back", "speculators", verify_level="header")
+    original = json.loads((src / "config.json").read_text())
+    back = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert back["speculators_config"]["verifier"] == original["speculators_config"]["verifier"]
+    assert back["eagle3_checks_provenance"]["trainer"] == "speculators"
+    assert back["eagle3_checks_provenance"]["converted_from"] == "flat"
+
+
 def test_sglang_refuses_what_it_cannot_compute(drafter, tmp_path):
     src = drafter("flat", replace(EXAMPLE, attention_bias=True, num_layers=2)).write()
     with pytest.raises(ConvertRefused, match="SGLang 0.5.6 cannot compute this drafter .more than one layer, "
