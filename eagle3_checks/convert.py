@@ -559,7 +559,8 @@ def _check_replaceable(src: Path, s: Path, dst: Path, d: Path) -> None:
         raise UsageError(f"DST {dst} does not look like a drafter checkpoint (it holds {what}); --force replaces "
                          "only a checkpoint folder: choose another DST, or remove this one yourself")
     if not dst.parent.is_dir():
-        raise UsageError(f"DST's parent {dst.parent} is not a directory")
+        raise UsageError(f"DST's parent {dst.parent} " + ("is not a directory" if dst.parent.exists() else
+                                                          "does not exist; create it first"))
 
 
 @dataclass

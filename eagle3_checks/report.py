@@ -179,8 +179,7 @@ def render_markdown(results: list[GateResult]) -> str:
                     "|---|" + "---|" * len(ids)]
             out += [f"| {engine} | " + " | ".join(_LABEL[row.get(i, SKIPPED)] for i in ids) + " |"
                     for engine, row in table.items()]
-        details = [(r, f) for r in result.results for f in r.findings if f.severity is not Severity.INFO
-                   or r.status != PASSED]
+        details = [(r, f) for r in result.results for f in r.findings]  # notes too: the table counts them
         if details:
             out += ["", "<details><summary>Findings</summary>", ""]
             for r, f in details:

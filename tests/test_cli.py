@@ -54,6 +54,9 @@ def test_check_json_and_markdown(drafter, capsys):
     assert f["check"] == "config.head-dim" and f["why"] and f["fix"] == 'add "head_dim": 24'
     code, out, _ = cli(capsys, "check", bad.root, "--format", "markdown")
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
+    # a passing check's note is in the findings list too (the table counts it)
+    code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
+    assert code == 0 and "| PASS | `engine.aux-layers[vllm]` |" in out and "- **info** `engine.aux-layers[vllm]`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [
