@@ -147,6 +147,15 @@ def test_dtypes_config_disagrees_warns(drafter):
     warned(run(d.write()), "dtypes", "weights are BF16 but config.json states float16")
 
 
+def test_dtypes_config_states_two_different_dtypes_warns(drafter):
+    d = drafter("flat")
+    d.config["dtype"] = "float16"  # beside torch_dtype bfloat16
+    warned(run(d.write()), "dtypes", "config.json states dtype 'float16' and torch_dtype 'bfloat16'",
+           "keep one of them, stating the weights' dtype (BF16)")
+    d.config["dtype"] = "bfloat16"
+    assert run(d.write()).result("dtypes").status == PASSED
+
+
 def test_dtypes_config_states_nothing_warns(drafter):
     d = drafter("flat")
     del d.config["torch_dtype"]

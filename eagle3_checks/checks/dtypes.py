@@ -67,6 +67,17 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
                 "describes the file",
                 fix=f"save the weights as {stated} or state {main} in config.json",
             )
+    raw = (cfg.raw if cfg is not None else None) or {}
+    for where, node in (("", raw), ("transformer_layer_config.", raw.get("transformer_layer_config"))):
+        if isinstance(node, dict) and "dtype" in node and "torch_dtype" in node \
+                and node["dtype"] is not None and node["torch_dtype"] is not None and node["dtype"] != node["torch_dtype"]:
+            yield warning(
+                f"config.json states {where}dtype {node['dtype']!r} and {where}torch_dtype {node['torch_dtype']!r}",
+                file="config.json", key=f"{where}torch_dtype", expected="one dtype, or the two equal",
+                found=f"{node['dtype']!r} vs {node['torch_dtype']!r}",
+                why="readers differ in which of the two they take (transformers renamed torch_dtype to dtype), so "
+                "the precision the drafter is served in depends on the engine's version",
+                fix=f"keep one of them, stating the weights' dtype{f' ({main})' if main else ''}")
     for role, want in (("d2t", "I64"), ("t2d", "BOOL")):
         e = ckpt.entry(role)
         if e is None or e.dtype == want:
