@@ -328,7 +328,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     known = {c.id: c for c in checks()}
     c = known.get(args.check_id.split("[")[0])
     if c is None:
-        raise UsageError(f"no check named {args.check_id!r} (see `eagle3-checks list`)")
+        import difflib
+
+        name = args.check_id.split("[")[0]
+        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6) or sorted(k for k in known if k.startswith(name))
+        raise UsageError(f"no check named {args.check_id!r}" + (f"; did you mean {', '.join(near[:3])}?" if near else "")
+                         + " (see `eagle3-checks list`)")
     lines = [f"{c.id}: {c.title}", "",
              f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
              "engines:  one result per --engine" if c.per_engine else "engines:  engine-independent"]

@@ -83,12 +83,16 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
             d2t, t2d = np.load(p / "d2t.npy", allow_pickle=False), np.load(p / "t2d.npy", allow_pickle=False)
         elif p.suffix == ".npz":
             with np.load(p, allow_pickle=False) as z:
+                _require_mapping(path, z.files)
                 d2t, t2d = z["d2t"], z["t2d"]
         else:
             data = _torch_load(p)
             if not isinstance(data, dict):
                 raise ValueError("expected a dict holding d2t and t2d")
+            _require_mapping(path, list(data))
             d2t, t2d = data["d2t"].numpy(), data["t2d"].numpy()
+    except UsageError:
+        raise
     except FileNotFoundError as exc:
         raise UsageError(f"--vocab-mapping {path}: no such file ({exc.filename})") from exc
     except ImportError as exc:
@@ -111,6 +115,13 @@ def _open_source(src: str | os.PathLike) -> Checkpoint:
     if not ckpt.tensors and (Path(src) / "pytorch_model.bin").is_file():
         return _open_bin_source(Path(src))
     return ckpt
+
+
+def _require_mapping(path: Any, names: list) -> None:
+    missing = [n for n in ("d2t", "t2d") if n not in names]
+    if missing:
+        raise UsageError(f"--vocab-mapping {path}: holds no {' and no '.join(missing)} (it needs d2t and t2d; "
+                         f"found {', '.join(map(str, names[:5])) or 'nothing'})")
 
 
 def _load_error(exc: BaseException) -> str:

@@ -181,6 +181,9 @@ def test_vocab_mapping_that_disagrees_or_does_not_fit(drafter, tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
     with pytest.raises(UsageError, match="cannot read d2t and t2d: EOFError: the file is empty or ends early"):
         convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "empty.pt"))
+    np.savez(tmp_path / "half.npz", d2t=d2t)
+    with pytest.raises(UsageError, match=r"half.npz: holds no t2d \(it needs d2t and t2d; found d2t\)"):
+        convert(src, tmp_path / "c", "vllm", vocab_mapping=str(tmp_path / "half.npz"))
     torch = pytest.importorskip("torch")
     torch.save({"d2t": print}, tmp_path / "code.pt")  # a reference to code: weights_only refuses it
     with pytest.raises(UsageError) as exc:

@@ -333,6 +333,11 @@ def test_explain(capsys):
     out = capsys.readouterr().out
     assert "vLLM PR #43671" in out and "fix:" in out and "one result per --engine" in out
     assert main(["explain", "nope"]) == 2
+    assert "did you mean" not in capsys.readouterr().err
+    assert main(["explain", "engine.load"]) == 2
+    assert "did you mean engine.loads" in capsys.readouterr().err
+    assert main(["explain", "config"]) == 2  # a prefix: the checks it starts
+    assert "did you mean config." in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, fragment", [
