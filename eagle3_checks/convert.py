@@ -542,9 +542,15 @@ def _check_paths(src: Path, dst: Path, force: bool) -> None:
         raise UsageError(f"DST {dst} contains SRC {src}: replacing it would delete the source")
     if dst.is_symlink():
         raise UsageError(f"DST {dst} is a symlink; name the folder itself (it is replaced by a rename)")
-    cwd = real_path(os.getcwd(), "the current directory")
-    if d == cwd or d in cwd.parents:
+    try:
+        cwd = real_path(os.getcwd(), "the current directory")
+    except OSError:  # the current directory was removed: nothing to protect there
+        cwd = None
+    if cwd is not None and (d == cwd or d in cwd.parents):
         raise UsageError(f"DST {dst} is the current directory or holds it; name a folder beside it")
+    if not dst.parent.is_dir():
+        raise UsageError(f"DST's parent {dst.parent} " + ("is not a directory" if dst.parent.exists() else
+                                                          "does not exist; create it first"))
     if dst.exists() and not force:
         raise UsageError(f"DST {dst} exists; pass --force to replace it (atomically, after verification)")
     if dst.exists() and not dst.is_dir():
@@ -569,9 +575,6 @@ def _check_replaceable(src: Path, s: Path, dst: Path, d: Path) -> None:
         what = f"the folder(s) {', '.join(folders[:3])}" if folders else "no config.json or safetensors file"
         raise UsageError(f"DST {dst} does not look like a drafter checkpoint (it holds {what}); --force replaces "
                          "only a checkpoint folder: choose another DST, or remove this one yourself")
-    if not dst.parent.is_dir():
-        raise UsageError(f"DST's parent {dst.parent} " + ("is not a directory" if dst.parent.exists() else
-                                                          "does not exist; create it first"))
 
 
 @dataclass

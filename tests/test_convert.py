@@ -208,7 +208,8 @@ def test_destination_refusals(drafter, tmp_path, capsys):
     (tmp_path / "exists").mkdir()
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     for dst, fragment in ((src, "is SRC"), (src / "inner", "is inside SRC"), (src.parent, "contains SRC"),
-                          (tmp_path / "exists", "exists; pass --force"), (tmp_path / "loop", "is a symlink")):
+                          (tmp_path / "exists", "exists; pass --force"), (tmp_path / "loop", "is a symlink"),
+                          (tmp_path / "nodir" / "out", "DST's parent " + str(tmp_path / "nodir") + " does not exist")):
         assert main(["convert", str(src), str(dst), "--to", "vllm"]) == 2
         assert fragment in capsys.readouterr().err
     assert not (src / "inner").exists()
