@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
+from .engines import DEFAULT_ENGINE, ENGINE_NAMES, choices, describe
 from .errors import UsageError
 
 FORMATS = ("text", "json", "markdown")
@@ -32,8 +33,8 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check, with the reason (repeatable)")
-    p.add_argument("--engine", default="vllm", metavar="vllm|sglang|speculators|all",
-                   help="the serving engine whose reading the forward level judges (default vllm)")
+    p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
+                   help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--source", metavar="SRC",
                    help="the checkpoint this one was converted from: the forward level compares the two")
     p.add_argument("--aux-convention", choices=("vllm", "sglang"),
@@ -42,8 +43,6 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .engines import describe
-
     parser = argparse.ArgumentParser(
         prog="eagle3-checks",
         description="Decide whether an EAGLE-3 draft model checkpoint is safe to serve.",
@@ -60,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("forward", help="run the drafter as one engine reads it, on your inputs")
     p.add_argument("ckpt", metavar="CKPT")
-    p.add_argument("--engine", required=True, choices=("speculators", "vllm", "sglang"))
+    p.add_argument("--engine", required=True, metavar="NAME[@VERSION]",
+                   help=f"the one engine release whose reading runs: {', '.join(ENGINE_NAMES)} or NAME@VERSION")
     p.add_argument("--inputs", required=True, metavar="IN.safetensors",
                    help="aux_hidden_states (T, A*Ht) float32, input_ids (T,) int64, optional position_ids (T,) int64 "
                    "and inputs_embeds (T, H) float32 (required without embed_tokens)")
@@ -71,9 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
-    p.add_argument("--to", required=True, choices=("vllm", "sglang", "speculators"),
+    p.add_argument("--to", required=True, choices=ENGINE_NAMES,
                    help="vllm/sglang: the flat layout (midlayer.*, top-level config, eagle_config); speculators: "
-                   "layers.N.* and a nested config")
+                   "layers.N.* and a nested config; verified against the engine's newest modelled (or installed) "
+                   "release")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: the written drafter "
                    "must fit it (vocabulary, aux ids, hidden size); its name and architectures go into a speculators "
@@ -116,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="build the embedded tiny drafters (both layouts) and gate them")
     p.add_argument("--out", metavar="DIR", help="keep the example checkpoints in DIR (default: a temporary folder)")
     p.add_argument("--force", action="store_true", help="overwrite the example folders already in DIR")
-    p.add_argument("--engine", default="vllm", metavar="vllm|sglang|speculators|all",
-                   help="serving engine(s) to judge (default vllm; all prints a compatibility matrix)")
+    p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
+                   help=f"engine releases to judge (default {DEFAULT_ENGINE}; more than one prints a compatibility "
+                   f"matrix): {choices()}")
     p.add_argument("--format", choices=FORMATS, default="text")
     return parser
 
@@ -336,7 +338,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
                          + " (see `eagle3-checks list`)")
     lines = [f"{c.id}: {c.title}", "",
              f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
-             "engines:  one result per --engine" if c.per_engine else "engines:  engine-independent"]
+             "engines:  one result per --engine release" if c.per_engine else "engines:  engine-independent"]
+    if c.per_engine:
+        from .engines import PROFILES
+
+        lines += ["", "modelled releases (each judged by its own profile; files cited are the engine's own):"]
+        lines += [f"  - {p.spec}: reads aux ids from {p.reads_ids}; follows {', '.join(p.sources)}"
+                  for p in PROFILES]
     if c.needs:
         lines.append(f"needs:    {', '.join('--target-config' if n == 'target' else '--reference' for n in c.needs)}")
     lines += ["", "guards against:", f"  {c.guards}"]
@@ -387,7 +395,12 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
-    written = run_forward_files(open_checkpoint(args.ckpt), args.engine, Path(args.inputs), Path(args.out), args.steps)
+    from .engines import resolve
+
+    specs, _ = resolve(args.engine)
+    if len(specs) != 1:
+        raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
+    written = run_forward_files(open_checkpoint(args.ckpt), specs[0], Path(args.inputs), Path(args.out), args.steps)
     _write(f"wrote {args.out}: {', '.join(written)}\n")
     return 0
 

@@ -162,6 +162,7 @@ FIELDS: dict[str, tuple[str, tuple, tuple]] = {
     "hidden_act": ("str", _L("hidden_act"), _T("hidden_act")),
     "attention_bias": ("bool", _L("attention_bias"), _T("attention_bias")),
     "mlp_bias": ("bool", _L("mlp_bias"), _T("mlp_bias")),
+    "bias": ("bool", (), _T("bias")),  # EAGLE's flat configs: fc's bias (SGLang builds fc with it)
     "tie_word_embeddings": (
         "bool",
         (("tie_word_embeddings",), (TLC, "tie_word_embeddings")),
@@ -287,7 +288,7 @@ def _apply_defaults(cfg: DraftConfig) -> None:
     _default(cfg, "rms_norm_eps", 1e-6, f"transformers {cls}")
     _default(cfg, "hidden_act", "silu", f"transformers {cls}")
     _default(cfg, "rope_theta", 10000.0, f"transformers {cls}")
-    for name in ("attention_bias", "mlp_bias", "tie_word_embeddings", "norm_before_fc", "fc_norm"):
+    for name in ("attention_bias", "mlp_bias", "bias", "tie_word_embeddings", "norm_before_fc", "fc_norm"):
         _default(cfg, name, False, f"transformers {cls}" if "bias" in name or "tie" in name else "off unless stated")
     # Trainer readings: speculators' Eagle3SpeculatorConfig defaults norm_before_residual and
     # norm_output to False; EAGLE/SpecForge have no norm_before_residual (residual = fc output)

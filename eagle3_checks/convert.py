@@ -43,7 +43,8 @@ from .layout import FLAT, SPECULATORS
 from .registry import Finding, GateOptions, GateResult, Severity
 from .safetensors_io import RawTensor, encode_header, from_numpy
 
-TARGETS = {"vllm": FLAT, "sglang": FLAT, "speculators": SPECULATORS}
+# The layout each engine reads (speculators its own; vLLM and SGLang the flat one), for every modelled engine.
+TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES}
 PROVENANCE = "eagle3_checks_provenance"
 TMP_TAG = ".eagle3-tmp-"
 OLD_TAG = ".eagle3-old-"
@@ -333,17 +334,11 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
     if not trained.final_norm:
         raise ConvertRefused("the source applies no final norm before lm_head (SpecForge norm_output false): neither "
                              "vLLM, SGLang nor speculators can compute that")
-    if to == "sglang":
-        unsupported = [name for name, on in (("more than one layer", trained.num_layers != 1),
-                                             ("attention or MLP biases", trained.attention_bias or trained.mlp_bias),
-                                             ("norm_before_fc", trained.input_norm), ("fc_norm", trained.fc_norm),
-                                             ("norm_before_residual", trained.norm_before_residual),
-                                             ("norm_output (normed feedback)", trained.feedback == "normed"),
-                                             ("Qwen3 q/k norms", trained.qk_norm),
-                                             (f"{trained.num_aux} aux states", trained.num_aux != 3)) if on]
-        if unsupported:
-            raise ConvertRefused(f"SGLang 0.5.6 cannot compute this drafter ({', '.join(unsupported)}): it would "
-                                 "drop or ignore what the drafter was trained with; convert --to vllm instead")
+    release = engines.profile(engines.resolve(to)[0][0])
+    unsupported = release.cannot_compute(trained) if release.cannot_compute else []
+    if unsupported:
+        raise ConvertRefused(f"{release.name} {release.version} cannot compute this drafter ({', '.join(unsupported)}): "
+                             "it would drop or ignore what the drafter was trained with; convert --to vllm instead")
 
     # aux ids and their convention
     ids = trained.aux_layer_ids
@@ -458,7 +453,7 @@ def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = No
 
     # the converter copies tensor bytes exactly (and the forward level proves it): scanning the values is the
     # source's gate's job, not a second multi-gigabyte read here
-    options = GateOptions(reference="none", level=level, engine=to, target_config=target_config,
+    options = GateOptions(reference="none", level=level, engine=engines.resolve(to)[0], target_config=target_config,
                           skip=(("scan.values", "the converter copies tensor bytes unchanged; gate the source"),))
     return run_gate(open_checkpoint(out_dir), options, reference_note="not used when converting", target=target,
                     source=src if level == "forward" else None)

@@ -56,6 +56,8 @@ class Dims:
     tied: bool = False
     qk_reason: str = ""
     o_bias: bool | None = None  # o_proj's bias where an engine builds it apart from q/k/v; None: as attention_bias
+    later_norm: str = "input_layernorm"  # the pre-attention norm of layers >= 1 (SGLang 0.5.23: hidden_norm)
+    fc_bias: bool = False
 
     @classmethod
     def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> "Dims":
@@ -66,14 +68,14 @@ class Dims:
                    bool(cfg["fc_norm"]), bool(cfg["attention_bias"]), bool(cfg["mlp_bias"]), qk,
                    bool(cfg["tie_word_embeddings"]),
                    (f"model_type qwen3 ({cfg.get('model_type').source})" if cfg.layout == "speculators"
-                    else "architecture Eagle3Qwen3ForCausalLM") if qk else "")
+                    else "architecture Eagle3Qwen3ForCausalLM") if qk else "", fc_bias=bool(cfg["bias"]))
 
     @classmethod
     def of_reading(cls, r) -> "Dims":
         return cls(r.hidden_size, r.num_heads, r.num_kv_heads, r.head_dim, r.intermediate_size, r.vocab_size,
                    r.draft_vocab_size, r.target_hidden_size, r.num_aux, r.num_layers, r.input_norm, r.fc_norm,
                    r.attention_bias, r.mlp_bias, r.qk_norm, r.lm_head_from_embed, "qwen3 layers" if r.qk_norm else "",
-                   r.o_bias)
+                   r.o_bias, r.later_norm, r.fc_bias)
 
 
 def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) -> dict[str, Expected]:
@@ -91,6 +93,8 @@ def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) 
 
     add("embed_tokens.weight", (v, h), "(V, H)", OPTIONAL)
     add("fc.weight", (h, _mul(a, ht)), "(H, A·Ht)")
+    if d.fc_bias:
+        add("fc.bias", (h,), "(H,)", CONDITIONAL, "bias is true")
     if d.input_norm:
         add("input_norm.weight", (_mul(a, ht),), "(A·Ht,)", CONDITIONAL, "norm_before_fc is true")
     if d.fc_norm:
@@ -109,8 +113,11 @@ def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) 
         p = f"layers.{layer}."
         # The first layer attends over [embeds ‖ hidden]: its q/k/v take 2H inputs.
         d_in, d_sym = (_mul(2, h), "2H") if layer == 0 else (h, "H")
-        add(p + "input_layernorm.weight", (h,), "(H,)")
-        if layer == 0:
+        # Layer 0 norms the embeddings with input_layernorm and the fc output with hidden_norm; later layers norm
+        # their input with input_layernorm (vLLM, speculators) or hidden_norm (SGLang 0.5.23).
+        if layer == 0 or d.later_norm == "input_layernorm":
+            add(p + "input_layernorm.weight", (h,), "(H,)")
+        if layer == 0 or d.later_norm == "hidden_norm":
             add(p + "hidden_norm.weight", (h,), "(H,)")
         add(p + "self_attn.q_proj.weight", (_mul(nh, hd), d_in), f"(nh·hd, {d_sym})")
         add(p + "self_attn.k_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")

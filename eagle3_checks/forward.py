@@ -8,7 +8,8 @@ Per draft step (EAGLE3_FORMATS.md §3):
     e = embed(tokens)                         step 0: input_ids (or inputs_embeds); step k: the step k-1 draft
     residual = hidden_norm(h) if norm_before_residual else h
     x = concat(input_layernorm(e), hidden_norm(h));  h = residual + o(attn(q(x), k(x), v(x)))   (RoPE on q, k)
-    h = h + mlp(post_attention_layernorm(h));        later layers are plain decoder layers on h
+    h = h + mlp(post_attention_layernorm(h));        later layers are plain decoder layers on h, normed before
+                                                     attention by input_layernorm (SGLang 0.5.23: hidden_norm)
     logits = lm_head(norm(h))  scattered to the target vocabulary at arange(DV) + d2t, -inf elsewhere
     step k+1 gets back h ("prenorm") or norm(h) ("normed", norm_output), at positions + k + 1
 
@@ -310,9 +311,9 @@ def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, ca
         hidden = _rms(h, W(p + "hidden_norm.weight"), eps)
         residual = hidden if reading.norm_before_residual else h
         x = torch_cat([_rms(e, W(p + "input_layernorm.weight"), eps), hidden])
-    else:
+    else:  # later layers: input_layernorm (vLLM, speculators) or hidden_norm (SGLang 0.5.23)
         residual = h
-        x = _rms(h, W(p + "input_layernorm.weight"), eps)
+        x = _rms(h, W(p + reading.later_norm + ".weight"), eps)
     nh, nkv, hd = reading.num_heads, reading.num_kv_heads, reading.head_dim
     t = x.shape[0]
     q = _linear(x, reading, weights, p + "self_attn.q_proj.weight")
@@ -357,7 +358,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
         if reading.fc_norm:
             g = torch.cat([_rms(c, W(f"fc_norm.{i}.weight"), eps)
                            for i, c in enumerate(g.chunk(reading.num_aux, dim=-1))], dim=-1)
-        h = weights.linear(g, reading.tensors["fc.weight"])
+        h = weights.linear(g, reading.tensors["fc.weight"], reading.tensors.get("fc.bias") if reading.fc_bias else None)
         has_embed = "embed_tokens.weight" in reading.tensors
         if inputs.inputs_embeds is not None:
             e = inputs.inputs_embeds.to(dev, torch.float32)

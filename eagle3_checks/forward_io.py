@@ -78,10 +78,12 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
     if real_path(out_path, "--out") == real_path(inputs_path, "--inputs"):
         raise UsageError(f"--out {out_path} is the --inputs file; write the logits elsewhere")
     reading = engines.read(ckpt, engine)
+    if reading.not_modelled:
+        raise UsageError(f"{engine}: not modelled: {reading.not_modelled}")
     if not reading.servable:
         problems = reading.refusals + [f"{role}: {how}" for role, how in reading.unfilled.items()
                                        if not how.startswith("shared")]
-        raise UsageError(f"{engine} {reading.version} cannot read {ckpt.display} as a drafter: " + "; ".join(problems))
+        raise UsageError(f"{reading.engine} {reading.version} cannot read {ckpt.display} as a drafter: " + "; ".join(problems))
     inputs = read_inputs(inputs_path, reading)
     try:
         logits = run(reading, Weights(ckpt), inputs, steps)
@@ -89,7 +91,7 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
         raise UsageError(f"{engine}: {exc}") from exc
     out = {"logits" if k == 0 else f"logits_step_{k}": from_numpy(x.numpy()) for k, x in enumerate(logits)}
     try:
-        write_safetensors(out_path, out, {"engine": engine, "engine_version": reading.version})
+        write_safetensors(out_path, out, {"engine": reading.engine, "engine_version": reading.version})
     except OSError as exc:
         raise UsageError(f"--out {out_path}: cannot write: {exc.strerror or exc}") from exc
     return list(out)

@@ -39,7 +39,7 @@ FLAT_ARCHITECTURES = frozenset(
 )
 
 # Tensors outside the decoder layers.
-GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "fc.bias", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
 _FC_NORM = re.compile(r"^fc_norm\.(\d+)\.weight$")
 
 # Tensors inside decoder layer N (suffix after "layers.N.").

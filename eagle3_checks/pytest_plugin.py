@@ -23,6 +23,8 @@ import pytest
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
 GATE_NODEID = "eagle3-checks"
 
+from .engines import DEFAULT_ENGINE, choices
+
 # name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
 OPTIONS: dict[str, tuple[str, Any, str]] = {
     "ckpt": ("linelist", [], "drafter checkpoint directory to gate (repeatable)"),
@@ -31,7 +33,7 @@ OPTIONS: dict[str, tuple[str, Any, str]] = {
     "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
     "strict": ("bool", False, "warnings fail too"),
     "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
-    "engine": ("string", "vllm", "serving engine the forward level judges: vllm, sglang, speculators or all"),
+    "engine": ("linelist", [], f"engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),

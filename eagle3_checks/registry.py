@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable
 
+from .engines import resolve as resolve_engines
 from .errors import UsageError
 
 LEVELS = ("header", "scan", "forward")
@@ -128,7 +129,9 @@ class GateOptions:
     level: str | None = None  # None: every level the project has
     strict: bool = False
     skip: tuple[tuple[str, str], ...] = ()  # (check id, reason)
-    engine: str = "vllm"  # vllm, sglang, speculators or all
+    # the engine releases per-engine checks judge ("vllm@0.33.0", ...; see engines.resolve) and why each version
+    engine: tuple[str, ...] = ()
+    engine_notes: tuple[str, ...] = ()
     source: str | None = None  # the checkpoint the candidate was converted from
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
     max_model_len: int | None = None  # the context the drafter will be served with
@@ -139,7 +142,7 @@ class GateOptions:
         return dict(self.skip)
 
     def engines(self) -> tuple[str, ...]:
-        return ENGINE_CHOICES if self.engine == "all" else (self.engine,)
+        return self.engine or resolve_engines(None)[0]
 
     def levels(self) -> tuple[str, ...]:
         if self.level is None:
@@ -147,11 +150,8 @@ class GateOptions:
         return LEVELS[: LEVELS.index(self.level) + 1]
 
 
-ENGINE_CHOICES = ("vllm", "sglang", "speculators")
-
-
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
-                  strict: bool = False, skip: Iterable[str] = (), engine: str | None = None,
+                  strict: bool = False, skip: Iterable[str] = (), engine: "str | Iterable[str] | None" = None,
                   source: str | None = None, aux_convention: str | None = None,
                   max_model_len: int | str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
@@ -162,9 +162,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             why = c.requires() if c.requires and c.level == level else None
             if why:
                 raise UsageError(f"--level {level}: {why}")
-    engine = engine or "vllm"
-    if engine not in (*ENGINE_CHOICES, "all"):
-        raise UsageError(f"--engine {engine!r}: choose one of {', '.join(ENGINE_CHOICES)} or all")
+    specs, notes = resolve_engines(engine)
     if aux_convention not in (None, "vllm", "sglang"):
         raise UsageError(f"--aux-convention {aux_convention!r}: choose vllm or sglang")
     if max_model_len is not None:
@@ -185,7 +183,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--skip {item!r}: no check named {check_id!r} (see `eagle3-checks list`)")
         waivers.append((check_id, reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
-                       strict=bool(strict), skip=tuple(waivers), engine=engine, source=source,
+                       strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len)
 
 
@@ -223,7 +221,9 @@ class GateResult:
         return 1 if any(r.failed(self.options.strict) for r in self.results) else 0
 
     def result(self, check_id: str, engine: str | None = None) -> CheckResult:
-        return next(r for r in self.results if r.check.id == check_id and (engine is None or r.engine == engine))
+        """The result of one check; ``engine`` is a release (``sglang@0.5.23``) or an engine name (its first result)."""
+        return next(r for r in self.results if r.check.id == check_id and (
+            engine is None or r.engine == engine or (r.engine or "").split("@")[0] == engine))
 
     def by_label(self, label: str) -> CheckResult:
         return next(r for r in self.results if r.label == label)

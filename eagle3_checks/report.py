@@ -57,6 +57,7 @@ def _header(result: GateResult) -> list[str]:
              f"  reference: {result.reference_name or '-'} ({result.reference_note})"]
     if result.options.target_config:
         lines.append(f"  target config: {result.options.target_config}")
+    lines += [f"  engine {note}" for note in result.options.engine_notes]
     return lines
 
 
@@ -132,6 +133,8 @@ def to_json(results: list[GateResult]) -> dict[str, Any]:
                 "reference_note": r.reference_note,
                 "target_config": r.options.target_config,
                 "strict": r.options.strict,
+                "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note.split(": ", 1)[1]}
+                            for spec, note in zip(r.options.engines(), r.options.engine_notes)],
                 "exit_code": r.exit_code,
                 "counts": r.counts(),
                 **({"compatibility": compatibility(r)} if compatibility(r) else {}),
@@ -167,7 +170,9 @@ def render_markdown(results: list[GateResult]) -> str:
         ck = result.ckpt
         out += [f"### eagle3-checks: `{ck.display}`", "",
                 f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** ({_md(result.reference_note)}) · "
-                f"**{summary_line(result)}**", "", "| status | check | title | findings |", "|---|---|---|---|"]
+                f"**{summary_line(result)}**", ""]
+        out += [f"Engine {_md(note)}  " for note in result.options.engine_notes]
+        out += ["", "| status | check | title | findings |", "|---|---|---|---|"]
         for r in result.results:
             n = len(r.findings)
             note = _md(r.reason) if r.reason else (f"{n} finding(s)" if n else "")

@@ -349,8 +349,9 @@ def test_round_trip_keeps_the_verifier_and_the_first_trainer(drafter, tmp_path):
 
 def test_sglang_refuses_what_it_cannot_compute(drafter, tmp_path):
     src = drafter("flat", replace(EXAMPLE, attention_bias=True, num_layers=2)).write()
-    with pytest.raises(ConvertRefused, match="SGLang 0.5.6 cannot compute this drafter .more than one layer, "
-                                             "attention or MLP biases"):
+    with pytest.raises(ConvertRefused, match=r"sglang 0.5.23 cannot compute this drafter \(more than one layer "
+                                             r"\(SGLang 0.5.23 norms layers >= 1 with hidden_norm\), attention or "
+                                             "MLP biases"):
         convert(src, tmp_path / "a", "sglang")
 
 

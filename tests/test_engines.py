@@ -1,5 +1,6 @@
 """Engine profiles: for each rule, a tiny checkpoint the profile passes and one it fails, with the engine
-behaviour it models cited (vLLM 0.33.0, SGLang 0.5.6, speculators 0.9.0 sources)."""
+behaviour it models cited (vLLM 0.33.0, SGLang 0.5.6, speculators 0.9.0 sources). SGLang 0.5.6 is named here: its
+profile keeps the verdicts it always gave; SGLang 0.5.23's differences are in test_engine_releases.py."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def messages(result, check, engine):
 
 def gate(path, **kw):
     kw.setdefault("level", "header")
-    return run(path, engine="all", **kw)
+    return run(path, engine="vllm,sglang@0.5.6,speculators", **kw)
 
 
 # ----- engine.loads ------------------------------------------------------------------------------------------
@@ -82,7 +83,7 @@ def test_sglang_drops_biases_and_fc_norms(drafter):
     from eagle3_checks import engines
     from eagle3_checks.checkpoint import open_checkpoint
 
-    r = engines.read(open_checkpoint(d.root), "sglang")
+    r = engines.read(open_checkpoint(d.root), "sglang@0.5.6")
     assert r.tensors["layers.0.self_attn.o_proj.bias"] == "midlayer.self_attn.o_proj.bias"
     assert "midlayer.self_attn.q_proj.bias" in r.ignored
 
@@ -238,12 +239,12 @@ def test_aux_convention_gap_gives_the_shifted_ids(drafter):
     result = gate(path, aux_convention="sglang")
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     f = result.result("engine.aux-layers", "vllm").findings[0]
-    assert f.message.startswith("vllm 0.33.0 reads ids [1, 3, 5] as the outputs of layers [0, 2, 4]; the drafter "
-                                "was trained on layers [1, 3, 5] (sglang convention")
-    assert f.expected == "[2, 4, 6]" and f.fix == "for vllm, write [2, 4, 6] (the same layers in its convention)"
+    assert f.message.startswith("vllm 0.33.0 captures the outputs of layers [0, 2, 4] from ids [1, 3, 5]; the "
+                                "drafter was trained on layers [1, 3, 5] (sglang convention")
+    assert f.expected == "[2, 4, 6]" and f.fix.startswith("for vllm 0.33.0, write [2, 4, 6] in the top-level")
     result = gate(path, aux_convention="vllm")
     assert status(result, "engine.aux-layers", "vllm") == PASSED
-    assert "for sglang, write [0, 2, 4]" in messages(result, "engine.aux-layers", "sglang")
+    assert "for sglang 0.5.6, write [0, 2, 4] in eagle_config" in messages(result, "engine.aux-layers", "sglang")
 
 
 def test_aux_convention_inferred_from_specforge_fields_or_unknown(drafter):
@@ -258,15 +259,16 @@ def test_aux_convention_inferred_from_specforge_fields_or_unknown(drafter):
 
 
 def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
-    """vLLM and speculators accept ids in [0, N] (N: the last layer's output); under SGLang's +1 an explicit N-1
-    is the last id that captures anything."""
+    """vLLM and speculators accept ids in [0, N] (N: the last layer's output); under SGLang's +1 an explicit N-2
+    is the last id that captures anything: layer i's input is captured only for i < N (SG06/models/llama.py:337-347,
+    742; ENGINES.md S13)."""
     d = drafter("flat")
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = d.config["eagle_aux_hidden_state_layer_ids"] = [1, 3, 8]
     target = tmp_path / "t.json"
     target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
     result = gate(d.write(), target_config=str(target))
     assert "captures nothing for ids [8]" not in messages(result, "engine.aux-layers", "vllm")
-    assert "captures nothing for ids [8]: the target has 8 layers and the last id sglang can capture is 7" in \
+    assert "captures nothing for ids [8]: the target has 8 layers and the last id sglang 0.5.6 can capture is 6" in \
         messages(result, "engine.aux-layers", "sglang")
 
 
@@ -286,14 +288,16 @@ def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
 
 def test_max_position_embeddings_below_the_served_context(drafter):
     """vLLM 0.33 raises a plain-RoPE draft's max_position_embeddings to max_model_len
-    (_maybe_override_draft_max_position_embeddings) but caps max_model_len for yarn; SGLang's rotary cache ends there."""
+    (_maybe_override_draft_max_position_embeddings) but caps max_model_len for yarn; SGLang refuses to start
+    (SG06/configs/model_config.py:286-311, ValueError unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)."""
     d = drafter("flat")
     path = d.write()
     result = gate(path, max_model_len=8192)
     assert status(result, "engine.serving", "vllm") == PASSED
     assert "raises the draft's max_position_embeddings 4096 to max_model_len 8192" in \
         messages(result, "engine.serving", "vllm")
-    assert "sizes the draft's rotary cache from max_position_embeddings 4096" in messages(result, "engine.serving", "sglang")
+    assert "refuses to start: the target's context 8192 exceeds the draft's max_position_embeddings 4096" in \
+        messages(result, "engine.serving", "sglang")
     d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}
     assert "limits max_model_len to the draft's max_position_embeddings 4096 (rope_type yarn)" in \
         messages(gate(d.write(), max_model_len=8192), "engine.serving", "vllm")
@@ -317,15 +321,15 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     assert main(["check", str(path), "--engine", "all", "--level", "header"]) == 1
     out = capsys.readouterr().out
     assert "compatibility (engine x check):" in out
-    assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm ", "sglang "))] == \
-        [["vllm", "PASS"], ["sglang", "FAIL"]]
+    assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm@", "sglang@"))] == \
+        [["vllm@0.33.0", "PASS"], ["sglang@0.5.23", "FAIL"]]
     main(["check", str(path), "--engine", "all", "--level", "header", "--format", "json"])
     data = json.loads(capsys.readouterr().out)["checkpoints"][0]
-    assert data["compatibility"]["sglang"]["engine.loads"] == "failed"
+    assert data["compatibility"]["sglang@0.5.23"]["engine.loads"] == "failed"
     main(["check", str(path), "--engine", "all", "--level", "header", "--format", "markdown"])
     out = capsys.readouterr().out
     assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` |" in out
-    assert "| sglang | FAIL | SKIP | SKIP | SKIP |" in out and "| vllm | PASS | PASS | PASS | PASS |" in out
+    assert "| sglang@0.5.23 | FAIL | SKIP | SKIP | SKIP |" in out and "| vllm@0.33.0 | PASS | PASS | PASS | PASS |" in out
 
 
 def test_explain(capsys):
@@ -360,8 +364,8 @@ def test_default_layers_that_happen_to_be_the_trained_ones_are_a_note(drafter, t
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3, 4]  # SGLang way: outputs of 1, 3, 4
     result = gate(d.write(), target_config=str(target), aux_convention="sglang")
     r = result.result("engine.aux-layers", "vllm")
-    assert r.status == PASSED and "falls back to its default [2, 4, 5], which captures the layers the drafter was " \
-                                  "trained on ([1, 3, 4])" in r.findings[0].message
+    assert r.status == PASSED and "falls back to the engine's default ids [2, 4, 5], used as inputs of those layers, " \
+                                  "which captures the layers the drafter was trained on [1, 3, 4]" in r.findings[0].message
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 5]  # other layers than the default's
     assert status(gate(d.write(), target_config=str(target), aux_convention="sglang"),
                   "engine.aux-layers", "vllm") == FAILED

@@ -98,8 +98,8 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
     r = forward_result(result)
     assert r.status == "failed", r.findings
     f = r.findings[0]
-    assert f.check == "forward.equivalence[vllm]"
-    assert f.message.startswith("vllm's reading differs from the source under its trainer's reading")
+    assert f.check == "forward.equivalence[vllm@0.33.0]"
+    assert f.message.startswith("vllm 0.33.0's reading differs from the source under its trainer's reading")
     assert "top-1 agreement" in f.message
     assert "mismatched logits" in f.found or "different target ids" in f.found
     assert cause in f.why
@@ -141,7 +141,7 @@ def test_norm_before_residual_default_trap_without_source(drafter):
     del d.config["norm_before_residual"]
     result = run(d.write(), engine="all")
     f = forward_result(result, "vllm").findings[0]
-    assert "vllm's reading differs from its trainer's reading (speculators (trainer))" in f.message
+    assert "vllm 0.33.0's reading differs from its trainer's reading (speculators (trainer))" in f.message
     assert "norm_before_residual: vllm uses True (vLLM default when absent: True (update_eagle3))" in f.why
     assert f.fix == 'state "norm_before_residual": false in config.json, as the drafter was trained'
     assert forward_result(result, "speculators").status == "passed"
@@ -149,7 +149,7 @@ def test_norm_before_residual_default_trap_without_source(drafter):
 
 def test_unreadable_for_an_engine_is_a_finding(drafter):
     d = drafter("flat", first_layer="layers")
-    result = run(d.write(), engine="sglang")
+    result = run(d.write(), engine="sglang@0.5.6")
     f = forward_result(result, "sglang").findings[0]
     assert f.message.startswith("sglang 0.5.6 would not compute this drafter: ")
     assert "uninitialised memory" in f.found
@@ -189,7 +189,7 @@ def test_sglang_reading_drops_what_it_does_not_know(drafter):
     d = drafter("flat", replace(EXAMPLE, attention_bias=True), first_layer="layers")
     d.config["rope_parameters"] = {"rope_theta": d.config.pop("rope_theta"), "rope_type": "default"}
     d.config["num_hidden_layers"] = 1
-    r = engines.read(open_checkpoint(d.write()), "sglang")
+    r = engines.read(open_checkpoint(d.write()), "sglang@0.5.6")
     assert r.unfilled["layers.0.self_attn.q_proj.weight"].startswith("uninitialised memory")
     assert r.ignored["layers.0.self_attn.q_proj.bias"].startswith("dropped silently")
     assert r.rope_theta == 10000.0 and "rope_parameters is not read" in r.sources["rope_theta"]
@@ -206,7 +206,7 @@ def test_engine_refusals(drafter):
     assert spec.refusals == ["speculators reads speculators configs only (speculators_model_type, "
                              "transformer_layer_config); this is a flat config"]
     two = drafter("flat", replace(EXAMPLE, num_layers=2))
-    assert any("only supports 1 layer" in x for x in engines.read(open_checkpoint(two.write()), "sglang").refusals)
+    assert any("only supports 1 layer" in x for x in engines.read(open_checkpoint(two.write()), "sglang@0.5.6").refusals)
 
 
 @pytest.mark.parametrize("scaling", [
@@ -269,12 +269,12 @@ def test_forward_shows_where_engines_differ(drafter, tmp_path):
     ckpt = d.write()
     inputs = write_inputs(tmp_path / "in.safetensors", embeds=True)
     outs = {}
-    for engine in ("vllm", "sglang"):
+    for engine in ("vllm", "sglang@0.5.6"):
         out = tmp_path / f"{engine}.safetensors"
         assert main(["forward", str(ckpt), "--engine", engine, "--inputs", str(inputs), "--out", str(out),
                      "--steps", "1"]) == 0
         outs[engine] = safetensors.numpy.load_file(out)
-    np.testing.assert_array_equal(outs["vllm"]["logits"], outs["sglang"]["logits"])
+    np.testing.assert_array_equal(outs["vllm"]["logits"], outs["sglang@0.5.6"]["logits"])
     assert main(["forward", str(ckpt), "--engine", "vllm", "--inputs", str(inputs), "--out",
                  str(tmp_path / "v2.safetensors"), "--steps", "2"]) == 0
     del d.config["norm_output"]
@@ -348,7 +348,7 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
 
 
 def engine_of(case):
-    return "sglang" if case == "engine-cannot-read" else "vllm"
+    return "sglang@0.5.6" if case == "engine-cannot-read" else "vllm"
 
 
 # ----- without torch ------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from eagle3_checks.engines import newest
 from eagle3_checks.registry import checks
 
 try:  # pytester's in-process runs unload what they import, and torch cannot be imported twice in one process
@@ -18,7 +19,7 @@ except ImportError:
 import test_defects
 
 N_CHECKS = len(checks())  # one item each with the default --eagle3-engine (vllm)
-LABELS = {f"{c.id}[vllm]" if c.per_engine else c.id for c in checks()}
+LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in checks()}
 
 
 def test_gate_from_an_empty_folder(pytester, drafter):
@@ -43,9 +44,10 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
     test_defects.d2t_missing(d)
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-p", "no:cacheprovider")
-    # keys fails, and so does the diff against the shipped tiny spec that --eagle3-reference=auto picks; the
-    # forward check has no trained mapping to compare with and skips, saying so.
-    result.assert_outcomes(failed=2, passed=N_CHECKS - 7, skipped=5)
+    # keys fails, and so do vLLM's loads (it builds a d2t no tensor fills: zeros) and the diff against the shipped
+    # tiny spec that --eagle3-reference=auto picks; the forward check has no trained mapping to compare with and
+    # skips, saying so.
+    result.assert_outcomes(failed=3, passed=N_CHECKS - 8, skipped=5)
     result.stdout.fnmatch_lines([
         f"*eagle3 {path.name}::keys*",
         "*ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)*",
@@ -68,7 +70,8 @@ def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pyteste
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"{path}: FAILED: 1 error(s)*(the whole gate, {N_CHECKS} checks; 1 reported in "
+    # keys and engine.loads[vllm] (a d2t no tensor fills) fail, outside the selection
+    result.stdout.fnmatch_lines([f"{path}: FAILED: 2 error(s)*(the whole gate, {N_CHECKS} checks; 1 reported in "
                                  "this run)"])
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none")
     assert "reported in this run" not in result.stdout.str()
@@ -143,7 +146,7 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     (["--eagle3-skip", "nope=x"], "no check named 'nope'"),
     (["--eagle3-skip", "keys"], "write CHECK_ID=REASON"),
     (["--eagle3-level", "all"], "--eagle3-level 'all': choose one of header, scan, forward"),
-    (["--eagle3-engine", "tgi"], "--eagle3-engine 'tgi': choose one of vllm, sglang, speculators or all"),
+    (["--eagle3-engine", "tgi"], "--eagle3-engine 'tgi': choose vllm, sglang, speculators"),
     (["--eagle3-source=/nonexistent"], "--eagle3-source /nonexistent: no such file or directory"),
     (["--eagle3-reference=no-such-spec"], "--eagle3-reference 'no-such-spec': no such file, directory or shipped spec"),
     (["--eagle3-target-config", "/nonexistent/config.json"], "no such file"),
@@ -173,7 +176,7 @@ def test_engine_all_gives_one_item_per_engine(pytester, drafter):
     path = drafter("speculators").write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-engine=all", "-k", "forward", "-rf")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["FAILED eagle3-checks::*::forward.equivalence[[]sglang[]] - *"])
+    result.stdout.fnmatch_lines(["FAILED eagle3-checks::*::forward.equivalence[[]sglang@0.5.23[]] - *"])
 
 
 def test_broken_checkpoint_is_failing_items_not_a_crash(pytester, drafter):
@@ -211,9 +214,12 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     assert failures.count("ERROR: d2t is missing") == 1 and summary.count("ERROR: d2t is missing") == 1, out
     result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - ERROR: d2t is missing (draft_vocab*"])
     # the verdict section, tallied on the controller from the workers' reports
-    result.stdout.fnmatch_lines([f"{path}: FAILED: 1 error(s), * (from the {N_CHECKS} checks the workers reported)"])
-    [failure] = ElementTree.parse(junit).getroot().iter("failure")
-    assert failure.get("message").startswith("ERROR: d2t is missing (draft_vocab_size")
+    result.stdout.fnmatch_lines([f"{path}: FAILED: 2 error(s), * (from the {N_CHECKS} checks the workers reported)"])
+    messages = sorted(f.get("message") for f in ElementTree.parse(junit).getroot().iter("failure"))
+    assert messages == ["ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)",
+                        "ERROR: vllm 0.33.0 builds 1 parameter(s) that no tensor fills: d2t"]
+    failure = next(f for f in ElementTree.parse(junit).getroot().iter("failure")
+                   if f.get("message").startswith("ERROR: d2t is missing"))
     assert "fix:" in failure.text and "embed the d2t offsets" in failure.text
 
 
@@ -237,8 +243,10 @@ def test_failure_is_pytests_own_representation(pytester, drafter):
                                     plugins=[CrashLog()])
         result.stdout.fnmatch_lines([f"eagle3-checks::{path.name}::keys:0: ERROR: d2t is missing (draft_vocab*"])
         assert "Traceback" not in result.stdout.str()
-    assert crashes == [f"eagle3-checks::{path.name}::keys|0|ERROR: d2t is missing (draft_vocab_size 128 < "
-                       "vocab_size 512)"] * 2
+    assert sorted(crashes) == sorted([f"eagle3-checks::{path.name}::keys|0|ERROR: d2t is missing (draft_vocab_size "
+                                      "128 < vocab_size 512)", f"eagle3-checks::{path.name}::engine.loads"
+                                      "[vllm@0.33.0]|0|ERROR: vllm 0.33.0 builds 1 parameter(s) that no tensor "
+                                      "fills: d2t"] * 2)
 
 
 def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, drafter):
@@ -249,19 +257,19 @@ def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, dra
     path = d.write()
     pytester.makepyfile(test_user="def test_ok():\n    pass\n\ndef test_broken():\n    assert False\n")
     args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none"]
-    assert pytester.runpytest(*args).parseoutcomes()["failed"] == 2  # keys and test_broken
+    assert pytester.runpytest(*args).parseoutcomes()["failed"] == 3  # keys, engine.loads and test_broken
     result = pytester.runpytest(*args, "--lf", "-v")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(["*test_user.py::test_broken FAILED*", f"*eagle3-checks::{path.name}::keys FAILED*"])
 
 
 def test_last_failed_reruns_a_failed_per_engine_check(pytester, drafter):
-    """pytest 9 stores node ids parsed into name and [params]; engine.loads[sglang] must match itself again."""
+    """pytest 9 stores node ids parsed into name and [params]; engine.loads[sglang@0.5.23] must match itself again."""
     path = drafter("speculators").write()  # SGLang reads flat configs only: engine checks fail for sglang
     args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none", "--eagle3-engine=all", "--eagle3-level=header"]
     first = pytester.runpytest(*args, "-rf")
     failed = sorted(re.findall(r"FAILED (eagle3-checks::\S+)", first.stdout.str()))
-    assert any("[sglang]" in f for f in failed), failed
+    assert any("[sglang@0.5.23]" in f for f in failed), failed
     again = pytester.runpytest(*args, "--lf", "-rf")
     assert sorted(re.findall(r"FAILED (eagle3-checks::\S+)", again.stdout.str())) == failed
     assert again.parseoutcomes()["failed"] == len(failed) and "passed" not in again.parseoutcomes()

@@ -88,7 +88,10 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     source = ctx.source or cand
     if source.past_end:
         raise NotApplicable(f"the source's files are truncated: {source.past_end[0]} runs past the end of its file")
-    served = engines.read(cand, ctx.engine)
+    served = engines.read(cand, ctx.engine, ctx.target)
+    if served.not_modelled:
+        raise NotApplicable(f"not modelled: {served.not_modelled}")
+    eng = f"{served.engine} {served.version}"
     trained = engines.trainer(source)
     against = "the source under its trainer's reading" if ctx.source is not None else "its trainer's reading"
     if not trained.servable:
@@ -98,10 +101,10 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         problems = served.refusals + [f"{role}: {how}" for role, how in served.unfilled.items()
                                       if not how.startswith("shared")]
         yield error(
-            f"{ctx.engine} {served.version} would not compute this drafter: {problems[0]}"
+            f"{eng} would not compute this drafter: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-            key=problems[0].split(":")[0], expected=f"a drafter {ctx.engine} loads completely", found="; ".join(problems),
-            why=f"{ctx.engine} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
+            key=problems[0].split(":")[0], expected=f"a drafter {eng} loads completely", found="; ".join(problems),
+            why=f"{eng} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
             fix="convert the checkpoint to the layout this engine reads (eagle3-checks convert), or fix the names "
             "and config fields listed",
         )
@@ -109,7 +112,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     width = trained.num_aux * trained.target_hidden_size
     if served.num_aux * served.target_hidden_size != width:
         yield error(
-            f"{ctx.engine} feeds fc {served.num_aux} x {served.target_hidden_size} aux inputs, the drafter was trained "
+            f"{eng} feeds fc {served.num_aux} x {served.target_hidden_size} aux inputs, the drafter was trained "
             f"on {trained.num_aux} x {trained.target_hidden_size}",
             key="fc.weight", expected=str(width), found=str(served.num_aux * served.target_hidden_size),
             why="the captured target states do not fit fc", fix="state the aux-layer ids where the engine reads them")
@@ -124,7 +127,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     steps = [compare(a, b, k) for k, (a, b) in enumerate(zip(got, want))]
     bad = [s for s in steps if not s.ok]
     if not bad:
-        yield info(f"{ctx.engine}'s reading matches {against} ({trained.engine}): {STEPS} draft steps over {TOKENS} "
+        yield info(f"{eng}'s reading matches {against} ({trained.engine}): {STEPS} draft steps over {TOKENS} "
                    "random tokens agree to float32 rounding"
                    + ("" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
                       "embed_tokens in the checkpoint)"))
@@ -135,7 +138,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     first = bad[0]
     fixes = [remedy(name, trained, served) for name in differences(served, trained)]
     yield error(
-        f"{ctx.engine}'s reading differs from {against} ({trained.engine}): {first.describe()}",
+        f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}",
         expected=f"logits equal to float32 rounding (rtol {1e-5}, atol {1e-5} x the largest logit)",
         found=" | ".join(s.describe() for s in steps),
         why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "

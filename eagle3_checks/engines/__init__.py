@@ -1,30 +1,126 @@
-"""How each engine reads a checkpoint, one module per engine, shared by the forward pass and the checks.
+"""The modelled engine releases, and how a checkpoint is read by each: the one place engines and versions are defined.
 
-``read(ckpt, engine)`` returns a :class:`~eagle3_checks.engines.reading.Reading`; ``trainer(ckpt)`` returns the
+Every engine release the gate judges is a :class:`~eagle3_checks.engines.profile.Profile` in one module of this
+package (``vllm_0_33``, ``sglang_0_5_23``, ``sglang_0_5_6``, ``speculators``). The CLI's ``--engine`` choices, the
+plugin's help, ``convert --to``, ``explain``, the README matrix and ``--version`` all derive from :data:`PROFILES`.
+Adding a release is one new module, listed in :data:`PROFILES`, plus its tests.
+
+``read(ckpt, spec)`` returns a :class:`~eagle3_checks.engines.reading.Reading`; ``trainer(ckpt)`` returns the
 reading of the program that trained a checkpoint of that layout (speculators for the speculators layout,
 EAGLE/SpecForge for the flat one), with lenient names: the computation the drafter was trained to do.
 """
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any
 
+from ..errors import UsageError
 from ..layout import SPECULATORS
-from . import sglang, specforge, speculators, vllm
+from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
+from .profile import Capture, Profile, Target, version_key
 from .reading import Reading
 
-# The serving engines a gate can target, and the trainers whose readings define "what was trained".
-ENGINES = {"vllm": vllm, "sglang": sglang, "speculators": speculators}
+# Every modelled release, in the order reports list them (each engine's newest first).
+PROFILES: tuple[Profile, ...] = (vllm_0_33.PROFILE, sglang_0_5_23.PROFILE, sglang_0_5_6.PROFILE,
+                                 speculators.PROFILE)
+# The serving engines (and speculators, which also loads drafters), in report order.
+ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PROFILES))
+_BY_SPEC = {p.spec: p for p in PROFILES}
+# The trainers whose readings define "what was trained".
 TRAINERS = {"speculators": speculators, "specforge": specforge}
-MIRRORED = {name: module.VERSION for name, module in {**ENGINES, **TRAINERS}.items()}
+MIRRORED = {**{p.spec: p.version for p in PROFILES}, "specforge@" + specforge.VERSION: specforge.VERSION}
+DEFAULT_ENGINE = "vllm"
 
 
 def describe() -> str:
-    return ", ".join(f"{name} {version}" for name, version in MIRRORED.items())
+    """'vllm 0.33.0, sglang 0.5.23, ...': what this release of eagle3-checks mirrors (--version)."""
+    return ", ".join(spec.replace("@", " ") for spec in MIRRORED)
 
 
-def read(ckpt: Any, engine: str) -> Reading:
-    return ENGINES[engine].read(ckpt)
+def versions(name: str) -> list[Profile]:
+    """The modelled releases of one engine, newest first."""
+    return sorted((p for p in PROFILES if p.name == name), key=lambda p: p.key, reverse=True)
+
+
+def newest(name: str) -> Profile:
+    return versions(name)[0]
+
+
+def profile(spec: str) -> Profile:
+    """The profile of ``name@version`` (or of a bare name: its newest release)."""
+    return _BY_SPEC[spec] if spec in _BY_SPEC else newest(spec)
+
+
+def installed_version(name: str) -> str | None:
+    """The version of an engine installed where the gate runs, from package metadata (never imported)."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+    except Exception:  # a broken distribution counts as not installed
+        return None
+
+
+def choices() -> str:
+    """The accepted --engine values, for help texts and errors."""
+    names = ", ".join(ENGINE_NAMES)
+    specs = ", ".join(p.spec for p in PROFILES)
+    return f"{names} (the newest modelled release, or the installed one), NAME@VERSION ({specs}), a comma list, or all"
+
+
+def _resolve_name(name: str) -> tuple[Profile, str]:
+    known = versions(name)
+    installed = installed_version(name)
+    if installed is None:
+        return known[0], f"{name} is not installed here: the newest modelled release"
+    exact = [p for p in known if p.version == installed]
+    if exact:
+        return exact[0], f"the installed {name} {installed}"
+    older = [p for p in known if p.key <= version_key(installed)]
+    if older:
+        return older[0], (f"{name} {installed} is installed and not modelled: the nearest older modelled release "
+                          f"({', '.join(p.version for p in known)} are modelled)")
+    return known[-1], (f"{name} {installed} is installed, older than every modelled release: the oldest modelled "
+                       "one")
+
+
+def resolve(values: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``--engine`` values (each NAME, NAME@VERSION, a comma list or all; repeated options add up) ->
+    (profile specs, one line per spec saying why that version). Raises UsageError."""
+    if values is None or values == "" or values == []:
+        values = [DEFAULT_ENGINE]
+    if isinstance(values, str):
+        values = [values]
+    specs: dict[str, str] = {}
+    for value in values:
+        if not isinstance(value, str):
+            raise UsageError(f"--engine {value!r}: choose {choices()}")
+        for item in (part.strip() for part in value.split(",")):
+            if not item:
+                raise UsageError(f"--engine {value!r}: an empty name in the list; choose {choices()}")
+            if item == "all":
+                for name in ENGINE_NAMES:
+                    p, why = _resolve_name(name)
+                    specs.setdefault(p.spec, why)
+            elif "@" in item:
+                if item not in _BY_SPEC:
+                    name = item.split("@", 1)[0]
+                    known = ", ".join(p.spec for p in versions(name)) if name in ENGINE_NAMES else ""
+                    raise UsageError(f"--engine {item!r} is not modelled" + (f": modelled {name} releases are "
+                                     f"{known}" if known else f"; choose {choices()}"))
+                specs.setdefault(item, "named")
+            elif item in ENGINE_NAMES:
+                p, why = _resolve_name(item)
+                specs.setdefault(p.spec, why)
+            else:
+                raise UsageError(f"--engine {item!r}: choose {choices()}")
+    return tuple(specs), tuple(f"{spec}: {why}" for spec, why in specs.items())
+
+
+def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
+    """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known)."""
+    return profile(spec).read(ckpt, target_config)
 
 
 AUX_CONVENTIONS = ("vllm", "sglang")
@@ -35,7 +131,8 @@ SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
 
 
 def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None, str]:
-    """How the drafter's trainer counted aux ids: (convention or None when unknown, why)."""
+    """How the drafter's trainer counted aux ids: (convention or None when unknown, why). "vllm": id L is the
+    input of target layer L; "sglang": id X is the output of layer X (SGLang 0.5.6 and SpecForge)."""
     if option:
         return option, "--aux-convention"
     provenance = (ckpt.config_raw or {}).get(PROVENANCE)
@@ -52,7 +149,7 @@ def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None
 
 
 def captured_layers(ids: list[int], convention: str) -> list[int]:
-    """The target layer whose output each id captures."""
+    """The target layer whose output each id captures, under a trainer's convention."""
     return [i - 1 for i in ids] if convention == "vllm" else list(ids)
 
 
@@ -74,5 +171,6 @@ def trainer(ckpt: Any) -> Reading:
     return reading
 
 
-__all__ = ["ENGINES", "TRAINERS", "MIRRORED", "AUX_CONVENTIONS", "Reading", "describe", "read", "trainer",
+__all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "MIRRORED", "AUX_CONVENTIONS", "Capture", "Profile", "Reading",
+           "Target", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
            "trainer_convention", "captured_layers", "ids_for"]

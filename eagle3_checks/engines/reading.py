@@ -26,7 +26,7 @@ SEMANTIC_FIELDS = (
     "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_layers", "rms_norm_eps",
     "hidden_act", "rope_theta", "rope_scaling", "num_aux", "target_hidden_size", "input_norm", "fc_norm",
     "norm_before_residual", "feedback", "final_norm", "qk_norm", "attention_bias", "o_bias", "mlp_bias",
-    "lm_head_from_embed", "vocab_size", "draft_vocab_size",
+    "lm_head_from_embed", "vocab_size", "draft_vocab_size", "later_norm", "fc_bias",
 )
 
 
@@ -61,6 +61,8 @@ class Reading:
     mlp_bias: bool = False
     o_bias: bool | None = None  # o_proj's bias, where an engine builds it apart from q/k/v (SGLang 0.5.6)
     lm_head_from_embed: bool = False  # tie_word_embeddings: lm_head is the embedding
+    later_norm: str = "input_layernorm"  # the pre-attention norm of layers >= 1 (SGLang 0.5.23: hidden_norm)
+    fc_bias: bool = False  # fc carries a bias (SGLang: config "bias")
     vocab_size: int | None = None
     draft_vocab_size: int | None = None
     # the target layers the engine captures: the ids it reads (None: it falls back to its default), and how it
@@ -76,6 +78,9 @@ class Reading:
     ignored: dict[str, str] = field(default_factory=dict)  # on-disk name -> why the engine skips it
     refusals: list[str] = field(default_factory=list)  # hard load errors
     layout_ok: bool = True  # False: the engine does not read this layout at all (nothing else is filled in)
+    # The engine builds a drafter class eagle3-checks does not model (an MLA drafter, say): what it is, and why no
+    # prediction is made. Nothing else is filled in; the engine checks skip with this reason.
+    not_modelled: str | None = None
 
     def semantics(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in SEMANTIC_FIELDS}
@@ -117,6 +122,8 @@ _EFFECT = {
     "o_bias": "attention's output projection runs with or without its bias",
     "mlp_bias": "the MLP runs with or without its biases",
     "qk_norm": "q and k are normed per head in one and not in the other",
+    "later_norm": "decoder layers after the first are normed before attention by another weight",
+    "fc_bias": "fc runs with or without its bias",
 }
 
 

@@ -24,7 +24,7 @@ VERSION = "0.2.0"
 NAME = "specforge"
 
 
-def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
+def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Reading:
     """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
     norm_output means "feed the normed state back" (and the final norm is always on)."""
     raw = ckpt.config_raw or {}
@@ -54,6 +54,10 @@ def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
               if "norm_output" in raw else "SpecForge default: final norm before lm_head")
         r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
     r.set("lm_head_from_embed", False, "SpecForge trains a separate draft-vocabulary lm_head")
+    # EAGLE's own flat configs say "bias": true for fc's bias (SpecForge builds fc without one): the trained fc
+    # has one exactly when the checkpoint carries fc.bias under that flag.
+    r.set("fc_bias", raw.get("bias") is True and "fc.bias" in ckpt.roles,
+          "config.json: bias, with fc.bias in the checkpoint" if raw.get("bias") is True else "no fc bias")
     dv = raw.get("draft_vocab_size")
     r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
           "config.json: draft_vocab_size" if is_int(dv) else "default: vocab_size")
@@ -71,9 +75,8 @@ def read(ckpt: Any, speculators_meaning: bool = False) -> Reading:
             return None, "not a drafter tensor"
         return n.role, ""
 
+    r.sources["later_norm"] = "EAGLE/SpecForge (and vLLM): layers >= 1 are normed by input_layernorm"
     map_roles(r, ckpt, accept)
     finish(r, ckpt, "absent")
     return r
 
-
-LAYOUTS = (FLAT,)

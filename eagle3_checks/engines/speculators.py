@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import SPECULATORS
+from . import vllm_0_33
+from .profile import Profile
 from .reading import (TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, model_type_of, read_aux_ids,
                       read_max_position, read_rope, read_sizes)
 
@@ -26,7 +28,7 @@ NAME = "speculators"
 _HEAD_DIM_DEFAULT = {"qwen3": (128, "transformers Qwen3Config"), "llama": (None, "transformers LlamaConfig")}
 
 
-def read(ckpt: Any, lenient: bool = False) -> Reading:
+def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
     """``lenient``: the trainer reading, which takes any naming of a role (the computation the drafter was
     trained to do); otherwise speculators' own non-strict loader."""
     raw = ckpt.config_raw or {}
@@ -86,9 +88,21 @@ def read(ckpt: Any, lenient: bool = False) -> Reading:
             return n.role, ""
         return n.role, ""
 
+    r.sources["later_norm"] = "speculators model_definitions.py: layers >= 1 are normed by input_layernorm"
     map_roles(r, ckpt, accept)
     finish(r, ckpt, "random initialisation (speculators loads non-strictly)")
     return r
 
 
-LAYOUTS = (SPECULATORS,)
+def _serving(r: Reading, want: int) -> None:
+    return None  # speculators is a trainer: no serving context
+
+
+# speculators captures its training states through vLLM, so it counts ids vLLM's way.
+PROFILE = Profile(
+    NAME, VERSION, read, vllm_0_33.capture, vllm_0_33.ids_for,
+    sources=("speculators/models/eagle3/config.py", "speculators/models/eagle3/core.py",
+             "speculators/models/eagle3/model_definitions.py"),
+    reads_ids="the top-level eagle_aux_hidden_state_layer_ids",
+    serving=_serving,
+)

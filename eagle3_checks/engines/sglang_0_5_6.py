@@ -1,6 +1,6 @@
 """SGLang 0.5.6's reading of an EAGLE-3 drafter (the version the AQ-MedAI drafter is served with).
 
-Mirrors the 0.5.6 wheel from PyPI:
+Mirrors the 0.5.6 wheel from PyPI (files are ``sglang/srt/`` in it):
 - ``srt/models/llama_eagle3.py``: one class, ``LlamaForCausalLMEagle3``, for flat configs; ``num_hidden_layers``
   other than 1 raises; parameters are ``model.midlayer.*``, ``model.fc``, ``model.norm``, ``model.embed_tokens``
   and ``lm_head``; a checkpoint name is used as is or with ``model.`` prepended, and any name that matches neither
@@ -8,12 +8,17 @@ Mirrors the 0.5.6 wheel from PyPI:
   ``hot_token_id = d2t + arange``; ``t2d`` is ignored; q/k/v and the MLP are built without bias; there is no
   ``input_norm``, ``fc_norm`` or ``norm_before_residual`` (the residual is the un-normed fc output) and the state
   fed back to later steps is the pre-norm one; fc takes ``3 x hidden_size_in``, where ``hidden_size_in`` is
-  ``target_hidden_size`` whenever the config has that attribute (a null breaks it); with ``tie_word_embeddings``
+  ``target_hidden_size`` whenever the config has that attribute (a null breaks it), with a bias when the config says
+  ``"bias": true`` (``:130-139``); with ``tie_word_embeddings``
   lm_head *is* the embedding (V rows) while logits are cut to ``draft_vocab_size``;
 - ``srt/models/llama.py``: ``head_dim = getattr(config, "head_dim", hidden_size // heads)`` and
   ``rope_theta = getattr(config, "rope_theta", 10000)``: with the transformers 4.57.1 that 0.5.6 pins, a config
   that carries its theta only in ``rope_parameters`` runs with 10000;
-- ``srt/model_executor/model_runner.py``: aux ids only from ``eagle_config`` (the engine profiles' business).
+- ``srt/model_executor/model_runner.py:540-552``: aux ids only from ``eagle_config``; every target class adds 1
+  (``srt/models/llama.py:730-742``, ``deepseek_v2.py:4097-4101``, ``gpt_oss.py:1091-1103``) and captures the input of
+  layer i for i < N only, so the last id that captures anything is N-2;
+- ``srt/configs/model_config.py:286-311``: a target context longer than the draft's max_position_embeddings stops
+  the server (ValueError) unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``.
 """
 
 from __future__ import annotations
@@ -22,14 +27,20 @@ import math
 from typing import Any
 
 from ..layout import FLAT, SPECULATORS, str_list
+from .profile import Capture, Profile, Target, output_of
 from .reading import (Reading, finish, is_int, map_roles, model_type_of, read_aux_ids, read_max_position, read_rope,
                       read_sizes)
 
 VERSION = "0.5.6"
 NAME = "sglang"
+# model_type -> (head_dim, max_position_embeddings, config class): the transformers class a flat config parses as
+# (None: hidden_size / heads). srt/models/llama.py takes head_dim and max_position_embeddings from the config object.
+CLASS_DEFAULTS = {"kimi_k2": (64, 4096, "DeepseekV3Config"), "deepseek_v3": (64, 4096, "DeepseekV3Config"),
+                  "qwen3": (128, 32768, "Qwen3Config")}
+LLAMA_DEFAULTS = (None, 2048, "transformers LlamaConfig")
 
 
-def read(ckpt: Any) -> Reading:
+def read(ckpt: Any, target: Any = None) -> Reading:
     raw = ckpt.config_raw or {}
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout == SPECULATORS:
@@ -43,9 +54,9 @@ def read(ckpt: Any) -> Reading:
         r.refusals.append(f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
                           "builds another model (or none) from the drafter's weights")
     model_type = model_type_of(r, raw, "llama")
-    dsv3 = model_type in ("kimi_k2", "deepseek_v3")
-    read_sizes(r, raw, "", (64, "DeepseekV3Config") if dsv3 else (None, "transformers LlamaConfig"))
-    read_max_position(r, raw, "", 4096 if dsv3 else 2048)
+    hd, max_pos, cls = CLASS_DEFAULTS.get(model_type, LLAMA_DEFAULTS)
+    read_sizes(r, raw, "", (hd, cls))
+    read_max_position(r, raw, "", max_pos)
     read_rope(r, raw, "", legacy_only=True)
     if r.hidden_act != "silu":  # srt/models/llama.py LlamaMLP
         r.refusals.append(f"SGLang's LlamaMLP raises for hidden_act {r.hidden_act!r} (silu only)")
@@ -70,6 +81,7 @@ def read(ckpt: Any) -> Reading:
     r.set("attention_bias", False, "SGLang 0.5.6 builds q/k/v without bias")
     r.set("o_bias", o_bias, "srt/models/llama.py: o_proj bias = attention_bias")
     r.set("mlp_bias", False, "SGLang 0.5.6 builds the MLP without bias")
+    r.set("fc_bias", raw.get("bias") is True, "llama_eagle3.py:135-139: fc bias = config bias")
     r.set("norm_before_residual", False, "SGLang 0.5.6: the residual is the un-normed fc output (no such flag)")
     r.set("input_norm", False, "SGLang 0.5.6 has no norm_before_fc")
     r.set("fc_norm", False, "SGLang 0.5.6 has no fc_norm")
@@ -110,6 +122,8 @@ def read(ckpt: Any) -> Reading:
             return None, "dropped silently: SGLang looks for lm_head.weight or model.model.lm_head.weight"
         if n.role.endswith("o_proj.bias") and o_bias:
             return n.role, ""
+        if n.role == "fc.bias" and r.fc_bias:
+            return n.role, ""
         if n.role.endswith(".bias") or n.role.endswith(("q_norm.weight", "k_norm.weight")):
             return None, "dropped silently: SGLang 0.5.6 builds no such parameter"
         if n.role == "embed_tokens.weight" and not own_embed:
@@ -129,4 +143,51 @@ def read(ckpt: Any) -> Reading:
     return r
 
 
-LAYOUTS = (FLAT,)
+def capture(ids: list[int], target: Target | None) -> Capture:
+    """Every target class adds 1 (srt/models/llama.py:730-742; deepseek_v2.py:4097-4101; gpt_oss.py:1091-1103)
+    and captures the input of layer i only for i < N: id X is the output of layer X, the last useful id N-2."""
+    n = target.num_layers if target else None
+    return Capture(output_of(sorted(set(ids))), "SGLang 0.5.6: id X + 1 on every target (srt/models/llama.py:"
+                   "740-742): the output of layer X", n - 2 if n else None)
+
+
+def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
+    return list(layers)
+
+
+def context_refusal(model_config: str):
+    """SGLang refuses to start when the target's context exceeds the draft's max_position_embeddings (the same in
+    0.5.6 and 0.5.23; ``model_config`` cites the file and lines of the version)."""
+
+    def serving(r: Reading, want: int) -> tuple[str, str, str, str] | None:
+        have = r.max_position_embeddings
+        if not have or have >= want:
+            return None
+        return ("error", f"refuses to start: the target's context {want} exceeds the draft's max_position_embeddings "
+                f"{have} (ValueError in {model_config})",
+                "the draft model config receives the target's context_len and raises unless "
+                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which then raises the draft's max_position_embeddings",
+                f"state \"max_position_embeddings\": {want} or more")
+
+    return serving
+
+
+def cannot_compute(trained: Reading) -> list[str]:
+    """What SGLang 0.5.6 has no parameter or flag for (llama_eagle3.py builds one Llama layer, no norm flags)."""
+    return [name for name, on in (("more than one layer", trained.num_layers != 1),
+                                  ("attention or MLP biases", trained.attention_bias or trained.mlp_bias),
+                                  ("norm_before_fc", trained.input_norm), ("fc_norm", trained.fc_norm),
+                                  ("norm_before_residual", trained.norm_before_residual),
+                                  ("norm_output (normed feedback)", trained.feedback == "normed"),
+                                  ("Qwen3 q/k norms", trained.qk_norm),
+                                  (f"{trained.num_aux} aux states", trained.num_aux != 3)) if on]
+
+
+PROFILE = Profile(
+    NAME, VERSION, read, capture, ids_for,
+    sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/model_executor/model_runner.py",
+             "srt/speculative/eagle_worker.py", "srt/configs/model_config.py"),
+    reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids only",
+    serving=context_refusal("srt/configs/model_config.py:286-311"),
+    cannot_compute=cannot_compute,
+)

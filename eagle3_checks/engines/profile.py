@@ -1,0 +1,114 @@
+"""An engine release as the gate models it: a :class:`Profile`, and the aux-layer capture rules profiles share.
+
+A profile is data (name, version, the engine files it follows) plus the code that cannot be data: how that release
+reads a checkpoint (``read``, giving a :class:`~eagle3_checks.engines.reading.Reading`) and how it turns aux-layer
+ids into the target layers it captures (``capture``), which for SGLang depends on the TARGET's architecture.
+
+Layers are counted one way throughout: layer X means *the output of target layer X* (X = -1: the embeddings, the
+input of layer 0). A trainer or engine that writes "id L = the residual stream entering layer L" (vLLM) captures
+layer L-1; one that writes "id X = the output of layer X" (SGLang's ``+1`` rule) captures layer X.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .reading import Reading
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a capture rule needs to know of the target (verifier) model; ``None`` fields are unknown."""
+
+    architecture: str | None = None
+    num_layers: int | None = None
+
+    @classmethod
+    def of(cls, target_config: Any) -> "Target | None":
+        """From a :class:`~eagle3_checks.config.TargetConfig` (or None: no --target-config)."""
+        if target_config is None:
+            return None
+        archs = target_config.architectures or []
+        return cls(archs[0] if archs else None, target_config.num_hidden_layers)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Which target layers an engine captures from a list of ids, and why.
+
+    ``layers`` is None when the answer depends on a target the gate does not know; ``outcomes`` then names each
+    possible answer as (the targets it holds for, layers)."""
+
+    layers: tuple[int, ...] | None
+    rule: str  # how the ids became layers, citing the engine file
+    last_id: int | None = None  # the last id that captures anything on this target (None: its depth is unknown)
+    outcomes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+
+def input_of(ids: list[int]) -> tuple[int, ...]:
+    """id L = the residual stream entering layer L: the output of layer L-1."""
+    return tuple(i - 1 for i in ids)
+
+
+def output_of(ids: list[int]) -> tuple[int, ...]:
+    """id X = the output of layer X (SGLang adds 1 and captures the input of layer X+1)."""
+    return tuple(ids)
+
+
+def default_ids(num_layers: int) -> list[int]:
+    """The ids vLLM and SGLang fall back to without any: (2, N/2, N-3), counted as inputs of those layers
+    (vLLM ``model_executor/models/interfaces.py:1751-1772``; SGLang ``srt/models/llama.py:933-936``, used raw)."""
+    return [2, num_layers // 2, num_layers - 3]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One modelled release of an engine (or a trainer that loads drafters, as speculators does)."""
+
+    name: str  # "vllm", "sglang", "speculators"
+    version: str  # "0.33.0"
+    read: Callable[..., Reading]  # read(ckpt, target_config=None) -> Reading
+    capture: Callable[[list[int], "Target | None"], Capture]  # explicit ids -> the layers captured
+    ids_for: Callable[[tuple[int, ...], "Target | None"], "list[int] | None"]  # layers -> ids that capture them
+    sources: tuple[str, ...]  # the engine files the profile follows, with lines
+    reads_ids: str  # where this release reads the aux ids, for messages
+    # serving(reading, max_model_len) -> None or (severity, message, why, fix): what a context longer than the
+    # draft's max_position_embeddings does
+    serving: Callable[[Reading, int], "tuple[str, str, str, str] | None"] | None = None
+    # cannot_compute(trained reading) -> what of a drafter this release has no parameter or flag for (convert
+    # refuses those before writing a flat checkpoint for it)
+    cannot_compute: Callable[[Reading], list[str]] | None = None
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return version_key(self.version)
+
+    def default_capture(self, target: "Target | None") -> Capture:
+        """What the engine captures when it finds no ids: its default layers, used raw."""
+        if target is None or not target.num_layers:
+            return Capture(None, "the engine's default (2, N/2, N-3) of the target's N layers, N unknown")
+        ids = default_ids(target.num_layers)
+        return Capture(input_of(ids), f"the engine's default ids {ids}, used as inputs of those layers",
+                       target.num_layers)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'0.5.23' -> (0, 5, 23); anything after the numeric part (rc1, +cu128) is dropped."""
+    out = []
+    for part in version.split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if len(digits) != len(part):
+            break
+    return tuple(out)

@@ -1,0 +1,253 @@
+"""SGLang 0.5.23's reading of an EAGLE-3 drafter (October 2026; files are ``sglang/srt/`` in the 0.5.23 wheel).
+
+What changed from 0.5.6 (``sglang_0_5_6``), each read from the wheel:
+- ``models/llama_eagle3.py``: ``num_hidden_layers`` layers (``:198-204``), layer 0 on
+  ``cat(input_layernorm(embeds), hidden_norm(h))`` with a 2H q/k/v input, **later layers normed by hidden_norm**
+  (``:97-105``; their ``input_layernorm`` is built but unused); names ``layers.N.*`` load natively and the legacy
+  ``midlayer`` / ``aux_norm_low|mid|high`` are renamed ``layers.0`` / ``fc_norm.0|1|2`` (``:337-348``); fc takes
+  ``target_hidden_size`` x (``num_aux_hidden_states``, else len(``eagle_config`` ids), else 3), with a bias when the
+  config says ``"bias": true`` (``:151-167``); ``norm_before_fc`` (eagle_config first, then the top level) builds
+  ``input_norm`` (``:169-182``); ``fc_norm`` or the legacy ``use_aux_norm`` builds one norm per aux state
+  (``:184-196``); ``norm_output: true`` feeds the **normed** state back (``:207, 263-269``); an absent
+  ``draft_vocab_size`` raises AttributeError under transformers 5.19, only an explicit null takes the target's lm_head
+  (``:303-314``); a name that matches no parameter is still dropped silently (``:358-378``);
+- ``models/llama.py:322-334``: the theta comes from ``rope_parameters`` (which transformers 5.19 always fills), so a
+  config with its theta only there is read right; ``layers/rotary_embedding/factory.py:36-53, 311-332``: YaRN without
+  ``original_max_position_embeddings`` is only warned about, and ``mscale`` / ``mscale_all_dim`` are honoured;
+- ``models/registry.py:134-148``: ``Eagle3DeepseekV2ForCausalLM`` (``models/kimi_k25_eagle3.py``, MLA) is registered;
+  eagle3-checks does not model it; ``configs/model_config.py:1032-1036``: a draft naming ``DeepseekV3ForCausalLM``
+  is rewritten to the MTP class ``DeepseekV3ForCausalLMNextN``;
+- aux ids: read from ``eagle_config`` only
+  (``model_executor/model_runner_components/spec_aux_hidden_state.py:185-196``), then counted by the TARGET's rule:
+  ``+1`` on Llama/Qwen targets (``models/llama.py:929-941``), ``+1`` only when the first id is 1 on DeepSeek-V2/V3,
+  Kimi-K2/K2.5 and GLM-4-MoE-Lite (``models/deepseek_v2.py:3458-3473``, ``kimi_k25.py:928-939``,
+  ``glm4_moe_lite.py:805-820``; SGLang PR #25454), raw when the largest id equals the layer count on GPT-OSS
+  (``models/gpt_oss.py:1337-1352``, which also captures after its last layer).
+Unchanged from 0.5.6: no speculators configs, no ``norm_before_residual``, q/k/v and MLP without bias, o_proj's bias
+from ``attention_bias or bias``, ``hot_token_id = d2t + arange`` with t2d ignored, the target's embedding unless
+``target_hidden_size`` differs from ``hidden_size``, silu only, the context-length refusal
+(``configs/model_config.py:1291-1316``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import SPECULATORS, str_list
+from .profile import Capture, Profile, Target, input_of, output_of
+from .reading import (Reading, finish, is_int, lookup, map_roles, model_type_of, read_aux_ids, read_max_position,
+                      read_rope, read_sizes)
+from .sglang_0_5_6 import CLASS_DEFAULTS, LLAMA_DEFAULTS, context_refusal
+
+VERSION = "0.5.23"
+NAME = "sglang"
+MLA_ARCHS = {"Eagle3DeepseekV2ForCausalLM"}
+NEXTN_ARCHS = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"}
+# Legacy tensor names renamed by substring before the lookup (llama_eagle3.py:337-348).
+LEGACY_NAMES = {"aux_norm_low": "fc_norm.0", "aux_norm_mid": "fc_norm.1", "aux_norm_high": "fc_norm.2"}
+# Target classes whose set_eagle3_layers_to_capture adds 1 only when the first id is 1 (otherwise ids are used raw).
+FIRST_ID_RULE = {"DeepseekV2ForCausalLM": "models/deepseek_v2.py:3458-3473",
+                 "DeepseekV3ForCausalLM": "models/deepseek_v2.py:3458-3473",
+                 "DeepseekV32ForCausalLM": "models/deepseek_v2.py:3458-3473",
+                 "KimiK25ForConditionalGeneration": "models/kimi_k25.py:928-939 -> deepseek_v2.py:3458-3473",
+                 "Glm4MoeLiteForCausalLM": "models/glm4_moe_lite.py:805-820"}
+GPT_OSS = {"GptOssForCausalLM": "models/gpt_oss.py:1337-1352"}
+PLUS_ONE = "models/llama.py:929-941 (and qwen3.py:778-791, qwen3_moe.py:1128-1143)"
+
+
+def read(ckpt: Any, target: Any = None) -> Reading:
+    raw = ckpt.config_raw or {}
+    r = Reading(NAME, VERSION, ckpt.layout)
+    if ckpt.layout == SPECULATORS:
+        r.refusals.append("SGLang 0.5.23 reads flat configs only (speculators_config and transformer_layer_config "
+                          "appear nowhere in srt/); a speculators config is not loadable")
+        r.layout_ok = False
+        return r
+    archs = str_list(raw.get("architectures")) or []
+    r.set("architecture", archs[0] if archs else None, "config.json: architectures")
+    if any(a in MLA_ARCHS for a in archs):
+        r.not_modelled = ("Eagle3DeepseekV2ForCausalLM is SGLang 0.5.23's MLA drafter (srt/models/kimi_k25_eagle3.py), "
+                          "with other tensors than a Llama-layer drafter: eagle3-checks does not model it")
+        return r
+    if "LlamaForCausalLMEagle3" not in archs:
+        nextn = [a for a in archs if a in NEXTN_ARCHS]
+        r.refusals.append(
+            f"architectures {archs}: SGLang 0.5.23 rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
+            "head, not an EAGLE-3 drafter (configs/model_config.py:1032-1036)" if nextn else
+            f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
+            "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
+    model_type = model_type_of(r, raw, "llama")
+    hd, max_pos, cls = CLASS_DEFAULTS.get(model_type, LLAMA_DEFAULTS)
+    read_sizes(r, raw, "", (hd, cls))
+    read_max_position(r, raw, "", max_pos)
+    read_rope(r, raw, "")  # transformers 5.19 standardizes rope_parameters; llama.py:322-334 reads them first
+    if r.hidden_act != "silu":  # srt/models/llama.py:116-119 LlamaMLP
+        r.refusals.append(f"SGLang's LlamaMLP raises for hidden_act {r.hidden_act!r} (silu only; llama.py:116-119)")
+    if r.num_layers > 1:
+        r.set("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by "
+              "hidden_norm")
+    r.set("qk_norm", False, "SGLang 0.5.23 builds Llama layers for LlamaForCausalLMEagle3 (no q/k norms)")
+    o_bias = raw.get("attention_bias") is True or raw.get("bias") is True
+    r.set("attention_bias", False, "llama_eagle3.py:66-75 rebuilds q/k/v without bias")
+    r.set("o_bias", o_bias, "srt/models/llama.py:216-222: o_proj bias = attention_bias or bias")
+    r.set("mlp_bias", False, "srt/models/llama.py:98-110: the MLP has no bias")
+    r.set("fc_bias", raw.get("bias") is True, "llama_eagle3.py:163-167: fc bias = config bias")
+    r.set("norm_before_residual", False, "SGLang 0.5.23: the residual is the un-normed fc output (no such flag)")
+    found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
+    r.set("input_norm", bool(value) if found else False,
+          f"config.json: {key} (llama_eagle3.py:169-182)" if found else "SGLang default: no norm_before_fc")
+    fc_norm = raw.get("fc_norm") or raw.get("use_aux_norm")
+    r.set("fc_norm", bool(fc_norm), "config.json: fc_norm / use_aux_norm (llama_eagle3.py:184-196)"
+          if "fc_norm" in raw or "use_aux_norm" in raw else "SGLang default: no fc_norm")
+    normed = raw.get("norm_output") is True
+    r.set("feedback", "normed" if normed else "prenorm", "config.json: norm_output (llama_eagle3.py:207, 267-269)"
+          if "norm_output" in raw else "SGLang default: the pre-norm state is fed back")
+    r.set("final_norm", True, "SGLang applies the final norm before lm_head")
+    found, value, key = lookup(raw, ("num_aux_hidden_states",))
+    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
+    if found and is_int(value):
+        r.set("num_aux", value, "config.json: num_aux_hidden_states (llama_eagle3.py:156-161)")
+    elif isinstance(nested, list) and nested:
+        r.set("num_aux", len(nested), "config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count)")
+    else:
+        r.set("num_aux", 3, "SGLang default: 3 (llama_eagle3.py:156-161 counts num_aux_hidden_states or "
+              "eagle_config's ids, never the top-level ones)")
+    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+                 "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
+                 "spec_aux_hidden_state.py:185-196)")
+    r.set("aux_convention", "sglang", "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)")
+    if "target_hidden_size" in raw:
+        ht = raw["target_hidden_size"]
+        if not is_int(ht):
+            r.refusals.append(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails "
+                              "(llama_eagle3.py:151-154, 163-164)")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size")
+    else:
+        r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
+    tied = raw.get("tie_word_embeddings") is True
+    r.set("lm_head_from_embed", tied, "config.json: tie_word_embeddings" if tied else "untied")
+    own_embed = "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size  # models/llama.py:910-924
+    dv = raw.get("draft_vocab_size")
+    if not tied and "draft_vocab_size" not in raw:
+        r.refusals.append("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
+                          "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
+                          "target's lm_head)")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
+          "config.json: draft_vocab_size" if is_int(dv) else "SGLang: vocab_size (lm_head from the target)")
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if "d2t" in name:
+            return "d2t", ""
+        if "t2d" in name:
+            return None, "SGLang ignores t2d"
+        role = n.role
+        for legacy, new in LEGACY_NAMES.items():
+            if legacy in name and role is None:
+                role = name[name.index(legacy):].replace(legacy, new)
+        if role is None:
+            return None, "dropped silently: SGLang has no such parameter (llama_eagle3.py:358-378)"
+        if n.prefixed and role == "lm_head.weight":
+            return None, "dropped silently: SGLang looks for lm_head.weight or model.lm_head.weight as a parameter"
+        if n.layer is not None and n.layer >= r.num_layers:
+            return None, f"dropped silently: SGLang builds {r.num_layers} layer(s)"
+        if role.endswith("o_proj.bias") and o_bias or role == "fc.bias" and r.fc_bias:
+            return role, ""
+        if role.endswith(".bias") or role.endswith(("q_norm.weight", "k_norm.weight")):
+            return None, "dropped silently: SGLang 0.5.23 builds no such parameter"
+        if role == "embed_tokens.weight" and not own_embed:
+            return None, "replaced by the target's embedding (eagle_worker_v2.py:353-363 set_embed)"
+        if role == "input_norm.weight" and not r.input_norm:
+            return None, "dropped silently: no input_norm without norm_before_fc"
+        if role.startswith("fc_norm.") and (not r.fc_norm or int(role.split(".")[1]) >= r.num_aux):
+            return None, "dropped silently: no such fc_norm"
+        if role == "lm_head.weight" and tied:
+            return None, "dropped: with tie_word_embeddings lm_head is the embedding"
+        if n.layer and role.endswith("input_layernorm.weight"):
+            return None, ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
+                          "(llama_eagle3.py:103-105)")
+        return role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "ones or uninitialised memory (SGLang drops and leaves parameters without a word; "
+                    "layers/layernorm.py:481 starts norms at ones)")
+    if tied and not own_embed:
+        r.unfilled["lm_head.weight"] = "the target's embedding (tied, after set_embed)"
+    if dv is None and "draft_vocab_size" in raw and not tied:
+        r.unfilled["lm_head.weight"] = "the target's lm_head (load_lm_head_from_target: draft_vocab_size null)"
+    return r
+
+
+def _rule(ids: list[int], target: Target | None) -> tuple[str, str] | None:
+    """('raw' or 'plus_one', cite) on a known target class; None when the target is unknown."""
+    arch = target.architecture if target else None
+    if arch is None:
+        return None
+    if arch in FIRST_ID_RULE:
+        return ("plus_one" if ids and ids[0] == 1 else "raw"), FIRST_ID_RULE[arch]
+    if arch in GPT_OSS:
+        n = target.num_layers
+        return ("raw" if n is not None and ids and max(ids) == n else "plus_one"), GPT_OSS[arch]
+    return "plus_one", PLUS_ONE
+
+
+def _last_id(kind: str, target: Target) -> int | None:
+    n = target.num_layers
+    if n is None:
+        return None
+    end_capture = target.architecture in GPT_OSS  # gpt_oss.py also captures after its last layer
+    return (n if end_capture else n - 1) if kind == "raw" else (n - 1 if end_capture else n - 2)
+
+
+def capture(ids: list[int], target: Target | None) -> Capture:
+    """The target layers SGLang 0.5.23 captures from explicit ids: the TARGET class decides how to count."""
+    rule = _rule(ids, target)
+    if rule is None:
+        plus, raw = output_of(sorted(set(ids))), input_of(sorted(set(ids)))
+        if plus == raw:
+            return Capture(plus, "SGLang 0.5.23 (any target)")
+        first = "first id 1: +1 as well" if ids and ids[0] == 1 else "ids used raw"
+        outcomes = [(f"Llama/Qwen-style targets (+1, {PLUS_ONE})", plus)]
+        if ids and ids[0] != 1:
+            outcomes.append(("DeepSeek-V2/V3, Kimi-K2/K2.5, GLM-4-MoE-Lite targets (ids used raw when the first "
+                             "is not 1, deepseek_v2.py:3458-3473)", raw))
+        return Capture(None if len(outcomes) > 1 else plus, f"SGLang 0.5.23 counts by the target's class ({first} on "
+                       "DeepSeek-style targets)", None, tuple(outcomes))
+    kind, cite = rule
+    layers = output_of(sorted(set(ids))) if kind == "plus_one" else input_of(sorted(set(ids)))
+    how = ("adds 1: id X is the output of layer X" if kind == "plus_one"
+           else "uses the ids raw: id L is the input of layer L")
+    return Capture(layers, f"SGLang 0.5.23 on {target.architecture} {how} ({cite})", _last_id(kind, target))
+
+
+def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
+    """Ids that make SGLang 0.5.23 capture ``layers`` on this target (None: the target is unknown, or no ids can:
+    on a first-id-rule target the output of layer 0 is unreachable, as id 1 switches to the +1 path)."""
+    if target is None or target.architecture is None:
+        return None
+    if target.architecture in FIRST_ID_RULE:
+        raw = [x + 1 for x in layers]
+        return raw if raw and raw[0] != 1 else None
+    return list(layers)
+
+
+def cannot_compute(trained: Reading) -> list[str]:
+    """What SGLang 0.5.23 has no parameter or flag for: q/k/v and MLP biases, norm_before_residual, Qwen3 q/k norms
+    (llama_eagle3.py:66-75, 97-99); and later layers normed by input_layernorm, as every trainer does (it norms
+    them with hidden_norm, :103-105)."""
+    return [name for name, on in (("more than one layer (SGLang 0.5.23 norms layers >= 1 with hidden_norm)",
+                                   trained.num_layers != 1 and trained.later_norm != "hidden_norm"),
+                                  ("attention or MLP biases", trained.attention_bias or trained.mlp_bias),
+                                  ("norm_before_residual", trained.norm_before_residual),
+                                  ("Qwen3 q/k norms", trained.qk_norm)) if on]
+
+
+PROFILE = Profile(
+    NAME, VERSION, read, capture, ids_for,
+    sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/models/deepseek_v2.py",
+             "srt/models/gpt_oss.py", "srt/model_executor/model_runner_components/spec_aux_hidden_state.py",
+             "srt/speculative/eagle_worker_v2.py", "srt/configs/model_config.py",
+             "srt/layers/rotary_embedding/factory.py"),
+    reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids only",
+    serving=context_refusal("srt/configs/model_config.py:1291-1316"),
+    cannot_compute=cannot_compute,
+)

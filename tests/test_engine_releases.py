@@ -1,0 +1,466 @@
+"""Engine releases: one tiny checkpoint per row of the engine audit (../shared/ENGINES.md tables 5.1 and 5.2), passing
+or failing as the release's own source says, under every release where the row differs.
+
+Citations are to the released wheels: ``SG23/`` is ``sglang/srt/`` in sglang 0.5.23, ``SG06/`` in sglang 0.5.6, ``VL/``
+is ``vllm/`` in vllm 0.33.0.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from eagle3_checks import engines
+from eagle3_checks.checkpoint import open_checkpoint
+from eagle3_checks.cli import main
+from eagle3_checks.config import read_target_config
+from eagle3_checks.errors import UsageError
+from eagle3_checks.example import EXAMPLE, target_config
+
+from conftest import run
+
+FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
+SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
+EVERY = f"{VLLM},{SG23},{SG06}"
+
+
+def gate(path, engine=EVERY, **kw):
+    kw.setdefault("level", "header")
+    return run(path, engine=engine, **kw)
+
+
+def status(result, check, spec):
+    return result.result(check, spec).status
+
+
+def text(result, check, spec):
+    return " | ".join(f"{f.message} {f.expected} {f.found} {f.why} {f.fix}" for f in result.result(check, spec).findings)
+
+
+def reading(path, spec, target=None):
+    return engines.read(open_checkpoint(path), spec, target)
+
+
+def target_file(tmp_path, **fields):
+    p = tmp_path / f"target-{len(list(tmp_path.glob('target-*')))}" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps({**target_config(EXAMPLE), **fields}))
+    return p
+
+
+# ----- choosing releases -------------------------------------------------------------------------------------------
+
+def test_a_bare_name_is_the_newest_modelled_release_and_says_so(monkeypatch):
+    monkeypatch.setattr(engines, "installed_version", lambda name: None)
+    specs, notes = engines.resolve("sglang")
+    assert specs == (SG23,)
+    assert notes == (f"{SG23}: sglang is not installed here: the newest modelled release",)
+
+
+def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(monkeypatch):
+    monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.6"}.get(name))
+    assert engines.resolve("sglang")[0] == (SG06,)
+    monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.20"}.get(name))
+    specs, notes = engines.resolve("sglang")
+    assert specs == (SG06,) and "0.5.20 is installed and not modelled: the nearest older" in notes[0]
+    monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.6.1"}.get(name))
+    assert engines.resolve("sglang")[0] == (SG23,)
+
+
+def test_lists_repeats_and_all(monkeypatch):
+    monkeypatch.setattr(engines, "installed_version", lambda name: None)
+    assert engines.resolve("vllm,sglang")[0] == (VLLM, SG23)
+    assert engines.resolve(["vllm", "sglang@0.5.6", "vllm"])[0] == (VLLM, SG06)
+    assert engines.resolve("all")[0] == (VLLM, SG23, "speculators@0.9.0")
+
+
+@pytest.mark.parametrize("value, says", [("sglang@0.5.7", "modelled sglang releases are sglang@0.5.23, sglang@0.5.6"),
+                                         ("tgi", "choose vllm, sglang, speculators"), ("vllm,", "an empty name")])
+def test_an_unknown_release_is_a_usage_error(value, says):
+    with pytest.raises(UsageError, match=says):
+        engines.resolve(value)
+
+
+def test_every_surface_takes_the_engines_from_the_profiles(capsys):
+    """The engine list is defined once (engines.PROFILES): the CLI help, --version, explain and convert's targets
+    name every modelled release and nothing else."""
+    from eagle3_checks import convert
+    from eagle3_checks.cli import build_parser
+    from eagle3_checks.pytest_plugin import OPTIONS
+
+    specs = [p.spec for p in engines.PROFILES]
+    help_text = build_parser()._subparsers._group_actions[0].choices["check"].format_help()
+    assert all(s in " ".join(help_text.split()) for s in specs)
+    assert all(s in OPTIONS["engine"][2] for s in specs)
+    assert set(convert.TARGETS) == set(engines.ENGINE_NAMES)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    version = capsys.readouterr().out
+    assert all(f"{p.name} {p.version}" in version for p in engines.PROFILES)
+    assert main(["explain", "engine.loads"]) == 0
+    explained = capsys.readouterr().out
+    assert all(s in explained for s in specs)
+
+
+def test_the_report_names_the_release_of_every_verdict(drafter, capsys):
+    path = drafter("flat").write()
+    assert main(["check", str(path), "--engine", "sglang", "--engine", "vllm", "--level", "header",
+                 "--reference", "none", "--format", "json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", "0.5.23"), ("vllm", "0.33.0")]
+    assert {c["engine"] for c in doc["checks"] if "engine" in c} == {SG23, VLLM}
+    main(["check", str(path), "--engine", "sglang@0.5.6,sglang", "--level", "header", "--reference", "none"])
+    out = capsys.readouterr().out
+    assert f"engine {SG06}: named" in out and f"engine.loads[{SG23}]" in out and "compatibility" in out
+
+
+# ----- SGLang 0.5.23 against 0.5.6 (table 5.1) ----------------------------------------------------------------------
+
+def test_s1_s3_more_than_one_layer(drafter):
+    """S1/S3: SG23/models/llama_eagle3.py:198-204 builds num_hidden_layers layers and :103-105 norms layers >= 1
+    with hidden_norm (layernorm.py:481: an unloaded norm is ones); SG06/models/llama_eagle3.py:198-199 raises
+    "EAGLE3 currently only supports 1 layer". A speculators-style second layer (input_layernorm, no hidden_norm)
+    therefore fails 0.5.23: hidden_norm of layer 1 stays at ones and its input_layernorm is never used."""
+    result = gate(drafter("flat", replace(EXAMPLE, num_layers=2)).write())
+    assert "only supports 1 layer" in text(result, "engine.loads", SG06)
+    assert status(result, "engine.loads", SG23) == FAILED
+    said = text(result, "engine.loads", SG23)
+    assert "builds 1 parameter(s) that no tensor fills: layers.1.hidden_norm.weight" in said
+    assert "drops 1 trained tensor(s): layers.1.input_layernorm.weight" in said
+    assert "only supports" not in said
+    assert status(result, "engine.loads", VLLM) == PASSED
+
+
+def test_s1_a_second_layer_normed_by_hidden_norm_loads_on_sglang_0_5_23(drafter):
+    """SG23/models/llama_eagle3.py:103-105: a checkpoint whose layer 1 carries hidden_norm is what 0.5.23 computes."""
+    d = drafter("flat", replace(EXAMPLE, num_layers=2))
+    d.tensors["layers.1.hidden_norm.weight"] = d.tensors.pop("layers.1.input_layernorm.weight")
+    r = reading(d.write(), SG23)
+    assert not r.refusals and "layers.1.hidden_norm.weight" in r.tensors and not r.unfilled.get("layers.1.hidden_norm.weight")
+    assert r.later_norm == "hidden_norm"
+
+
+def test_s2_a_config_without_num_hidden_layers(drafter):
+    """S2: LlamaConfig's default of 32 layers: SG23 builds 32 (llama_eagle3.py:198-204), 31 unfilled; SG06 raises."""
+    d = drafter("flat")
+    del d.config["num_hidden_layers"]
+    result = gate(d.write())
+    assert "builds 279 parameter(s) that no tensor fills" in text(result, "engine.loads", SG23)
+    assert 'only supports 1 layer" (num_hidden_layers 32)' in text(result, "engine.loads", SG06)
+
+
+def test_s4_layers0_names(drafter):
+    """S4: SG23/models/llama_eagle3.py:337-348, 358-378 loads layers.N.* (midlayer is the legacy name);
+    SG06 looks up model.midlayer.* only and drops layers.0.* silently."""
+    result = gate(drafter("flat", first_layer="layers").write())
+    assert status(result, "engine.loads", SG23) == PASSED
+    assert status(result, "engine.loads", SG06) == FAILED
+    assert "sglang 0.5.6 leaves 10 trained parameter(s) unfilled" in text(result, "engine.loads", SG06)
+
+
+def test_s5_fc_norm_and_the_legacy_use_aux_norm(drafter):
+    """S5: SG23/models/llama_eagle3.py:184-196 builds one norm per aux state for fc_norm or use_aux_norm and renames
+    aux_norm_low/mid/high to fc_norm.0/1/2 (:338-343); SG06 has no fc_norm."""
+    result = gate(drafter("flat", replace(EXAMPLE, fc_norm=True)).write())
+    assert status(result, "engine.loads", SG23) == PASSED
+    assert "drops 3 trained tensor(s): fc_norm.0.weight" in text(result, "engine.loads", SG06)
+    d = drafter("flat", replace(EXAMPLE, fc_norm=True))
+    del d.config["fc_norm"]
+    d.config["use_aux_norm"] = True
+    for i, legacy in enumerate(("low", "mid", "high")):
+        d.tensors[f"aux_norm_{legacy}.weight"] = d.tensors.pop(f"fc_norm.{i}.weight")
+    r = reading(d.write(), SG23)
+    assert r.fc_norm and r.tensors["fc_norm.2.weight"] == "aux_norm_high.weight"
+
+
+def test_s6_norm_before_fc(drafter):
+    """S6: SG23/models/llama_eagle3.py:169-182 reads norm_before_fc (eagle_config first) and loads input_norm;
+    SG06 has no input_norm and drops the tensor."""
+    result = gate(drafter("flat", replace(EXAMPLE, norm_before_fc=True)).write())
+    assert status(result, "engine.loads", SG23) == PASSED
+    assert status(result, "engine.semantics", SG23) == PASSED
+    assert "drops 1 trained tensor(s): input_norm.weight" in text(result, "engine.loads", SG06)
+
+
+def test_s7_norm_output_means_the_fed_back_state_in_sglang_0_5_23(drafter):
+    """S7: SG23/models/llama_eagle3.py:207, 267-269: norm_output true feeds the normed state back; SpecForge means
+    "final norm" by it (its own default True), so a SpecForge config stating it is read differently; SG06 ignores
+    the field (pre-norm feedback)."""
+    d = drafter("flat")
+    d.config["norm_output"] = True
+    result = gate(d.write())
+    assert "sglang 0.5.23 reads feedback as 'normed'" in text(result, "engine.semantics", SG23)
+    assert status(result, "engine.semantics", SG06) == PASSED
+
+
+def test_s8_four_aux_states(drafter):
+    """S8: SG23/models/llama_eagle3.py:156-167 sizes fc from num_aux_hidden_states, else eagle_config's ids;
+    SG06/models/llama_eagle3.py:135-139 always builds 3 x hidden_size_in."""
+    d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(1, 2, 3, 5)))
+    d.config["num_aux_hidden_states"] = 4
+    result = gate(d.write())
+    assert status(result, "engine.loads", SG23) == PASSED
+    assert "fc.weight: shape (64, 256), sglang builds (64, 192)" in text(result, "engine.loads", SG06)
+
+
+def test_s9_theta_only_in_rope_parameters(drafter):
+    """S9: SG23/models/llama.py:322-328 takes rope_theta from rope_parameters (transformers 5.19 fills it);
+    SG06/models/llama.py:212-213 getattr(config, "rope_theta", 10000) with transformers 4.57.1."""
+    d = drafter("flat")
+    d.config["rope_parameters"] = {"rope_type": "default", "rope_theta": d.config.pop("rope_theta")}
+    result = gate(d.write())
+    assert status(result, "engine.semantics", SG23) == PASSED
+    assert "reads rope_theta as 10000.0" in text(result, "engine.semantics", SG06)
+
+
+def test_s10_s11_yarn(drafter):
+    """S10: SG23/layers/rotary_embedding/factory.py:36-53, 311-318 only warns without
+    original_max_position_embeddings (transformers 5.19 fills it from max_position_embeddings); SG06 raises
+    KeyError. S11: SG23 factory.py:319-332 and yarn.py:108-131 honour mscale / mscale_all_dim; SG06 computes
+    0.1 ln(factor) + 1 and drops them."""
+    d = drafter("flat")
+    d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+    result = gate(d.write())
+    assert "original_max_position_embeddings: SGLang raises KeyError" in text(result, "engine.loads", SG06)
+    assert status(result, "engine.loads", SG23) == PASSED
+    assert status(result, "engine.semantics", SG23) == PASSED
+    assert reading(d.root, SG23).rope_scaling["original_max_position_embeddings"] == EXAMPLE.max_position_embeddings
+
+
+def test_s12_kimi_k2_ids_counted_by_the_target(drafter, tmp_path):
+    """S12: SG23/models/deepseek_v2.py:3458-3473 (DeepseekV3ForCausalLM, the Kimi-K2 target) adds 1 only when the
+    first id is 1, else uses the ids raw; SG06/models/deepseek_v2.py:4097-4101 always adds 1. A drafter trained on
+    [2, 30, 58] the SGLang 0.5.6 way (outputs of 2, 30, 58) is fed the outputs of 1, 29, 57 by 0.5.23."""
+    d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(2, 30, 58), target_layers=61))
+    target = target_file(tmp_path, architectures=["DeepseekV3ForCausalLM"], num_hidden_layers=61)
+    result = gate(d.write(), target_config=str(target), aux_convention="sglang")
+    assert status(result, "engine.aux-layers", SG23) == FAILED
+    said = text(result, "engine.aux-layers", SG23)
+    assert "captures the outputs of layers [1, 29, 57] from ids [2, 30, 58]" in said
+    assert "trained on layers [2, 30, 58]" in said and "write [3, 31, 59]" in said
+    assert "deepseek_v2.py:3458-3473" in said
+    assert status(result, "engine.aux-layers", SG06) == PASSED
+    # following the advice converges: [3, 31, 59] in eagle_config passes 0.5.23 (and moves 0.5.6 off)
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]
+    d.config["eagle_aux_hidden_state_layer_ids"] = [3, 31, 59]
+    after = gate(d.write(), target_config=str(target), aux_convention="vllm")
+    assert status(after, "engine.aux-layers", SG23) == PASSED
+
+
+def test_s12_without_a_target_both_outcomes_are_named(drafter):
+    """S12: without --target-config the 0.5.23 capture depends on the target's class: a warning names both."""
+    d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(2, 4, 6)))
+    result = gate(d.write(), aux_convention="sglang")
+    assert status(result, "engine.aux-layers", SG23) == WARNED
+    said = text(result, "engine.aux-layers", SG23)
+    assert "the outputs of layers [2, 4, 6]" in said and "the outputs of layers [1, 3, 5]" in said
+    assert "--target-config" in said
+    assert status(result, "engine.aux-layers", SG06) == PASSED
+
+
+def test_s12_gpt_oss_uses_raw_ids_when_the_largest_is_the_layer_count(tmp_path):
+    """S12: SG23/models/gpt_oss.py:1337-1352: raw ids when max(ids) == N (it also captures after the last layer)."""
+    from eagle3_checks.engines.profile import Target
+
+    gpt = Target("GptOssForCausalLM", 24)
+    assert engines.profile(SG23).capture([2, 12, 24], gpt).layers == (1, 11, 23)
+    assert engines.profile(SG23).capture([2, 12, 22], gpt).layers == (2, 12, 22)
+    assert engines.profile(SG06).capture([2, 12, 22], gpt).layers == (2, 12, 22)
+
+
+def test_s13_the_last_id_sglang_can_capture(drafter, tmp_path):
+    """S13: the +1 rule captures the input of layer X+1 only while X+1 < N (SG23/models/llama.py:485-494, 941;
+    SG06/models/llama.py:337-347, 742): the last id is N-2, not N-1 (wrong for 0.5.6 too). vLLM takes ids up to N."""
+    d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(1, 3, 7)))
+    result = gate(d.write(), target_config=str(target_file(tmp_path)))
+    for spec in (SG23, SG06):
+        assert "captures nothing for ids [7]: the target has 8 layers and the last id" in text(result, "engine.aux-layers", spec)
+        assert "can capture is 6" in text(result, "engine.aux-layers", spec)
+    assert status(result, "engine.aux-layers", VLLM) != FAILED
+
+
+def test_s14_draft_vocab_size_absent(drafter):
+    """S14: SG23/models/llama_eagle3.py:306 reads config.draft_vocab_size directly: absent raises AttributeError under
+    transformers 5.19; an explicit null takes the target's lm_head (:306-308)."""
+    d = drafter("flat", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
+    del d.config["draft_vocab_size"]
+    assert "AttributeError" in " ".join(reading(d.write(), SG23).refusals)
+    assert not reading(d.root, SG06).refusals
+    d.config["draft_vocab_size"] = None
+    assert not reading(d.write(), SG23).refusals
+
+
+def test_s15_the_mla_drafter_is_not_modelled_rather_than_refused(drafter):
+    """S15: SG23/models/kimi_k25_eagle3.py:315, 523 registers Eagle3DeepseekV2ForCausalLM (registry.py:134-148);
+    eagle3-checks does not model MLA drafters: its engine checks skip, saying so. SG06 has no such class."""
+    d = drafter("flat")
+    d.config["architectures"] = ["Eagle3DeepseekV2ForCausalLM"]
+    result = gate(d.write())
+    assert status(result, "engine.loads", SG23) == SKIPPED
+    assert "not modelled" in result.result("engine.loads", SG23).reason
+    assert status(result, "engine.loads", VLLM) == SKIPPED
+    assert status(result, "engine.loads", SG06) == FAILED
+
+
+def test_s16_a_served_context_beyond_the_draft_stops_sglang(drafter):
+    """S16: SG23/configs/model_config.py:1291-1316 (SG06 :286-311) raise ValueError at startup when the target's
+    context exceeds the draft's, unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1."""
+    result = gate(drafter("flat").write(), max_model_len=8192)
+    for spec in (SG23, SG06):
+        assert "refuses to start: the target's context 8192 exceeds the draft's max_position_embeddings 4096" in \
+            text(result, "engine.serving", spec)
+    assert status(gate(drafter("flat").write(), max_model_len=4096), "engine.serving", SG23) == PASSED
+
+
+def test_s17_v5_a_flat_qwen3_config_without_head_dim(drafter):
+    """S17/V5: a flat model_type qwen3 is parsed by Qwen3Config (TF/models/qwen3/configuration_qwen3.py:68:
+    head_dim 128, max_position_embeddings 32768): SG23/models/llama.py:196-198 and VL/model_executor/models/
+    qwen3.py:100, 209 build heads of 128, which the example's q_proj (4 x 24) does not fit."""
+    d = drafter("flat")
+    d.config["model_type"] = "qwen3"
+    del d.config["head_dim"], d.config["max_position_embeddings"]
+    path = d.write()
+    for spec in (VLLM, SG23):
+        r = reading(path, spec)
+        assert (r.head_dim, r.max_position_embeddings) == (128, 32768)
+        assert any("q_proj.weight: shape (96, 128)" in x for x in r.refusals)
+
+
+def test_s18_fc_bias_is_loaded_by_sglang_and_skipped_by_vllm(drafter):
+    """S18: SG23/models/llama_eagle3.py:163-167 (SG06 :135-139) build fc with bias=config.bias and load fc.bias;
+    V2: VL/model_executor/models/utils.py:431-436 skips any unexpected *.bias silently: vLLM runs fc without it."""
+    import numpy as np
+
+    from eagle3_checks.safetensors_io import from_numpy
+
+    d = drafter("flat")
+    d.config["bias"] = True
+    d.tensors["fc.bias"] = from_numpy(np.full(EXAMPLE.hidden_size, 0.5, dtype=np.float32))
+    d.tensors["midlayer.self_attn.o_proj.bias"] = from_numpy(np.zeros(EXAMPLE.hidden_size, dtype=np.float32))
+    result = gate(d.write())
+    for spec in (SG23, SG06):
+        assert reading(d.root, spec).tensors["fc.bias"] == "fc.bias"
+        assert status(result, "engine.loads", spec) == PASSED
+    assert "drops 1 trained tensor(s): fc.bias" in text(result, "engine.loads", VLLM)
+
+
+def test_s19_the_profiles_cite_the_files_of_their_release():
+    """S19: SG23 has no speculative/eagle_worker.py (the worker is eagle_worker_v2.py) and reads aux ids in
+    model_executor/model_runner_components/spec_aux_hidden_state.py."""
+    sources = engines.profile(SG23).sources
+    assert "srt/speculative/eagle_worker_v2.py" in sources
+    assert "srt/model_executor/model_runner_components/spec_aux_hidden_state.py" in sources
+    assert "srt/speculative/eagle_worker.py" in engines.profile(SG06).sources
+
+
+# ----- vLLM 0.33.0 (table 5.2) ----------------------------------------------------------------------------------------
+
+def test_v1_a_missing_lm_head_is_the_targets(drafter):
+    """V1: VL/v1/worker/gpu/spec_decode/eagle/utils.py:107-119 shares the target's lm_head; with a draft vocabulary
+    smaller than the target's the logits processor keeps its first DV rows (layers/logits_processor.py:196-198)
+    before the d2t scatter: every drafted token is wrong. With the same vocabulary it is right."""
+    d = drafter("flat")
+    del d.tensors["lm_head.weight"]
+    result = gate(d.write())
+    assert "the target's lm_head cut to its first 128 rows" in text(result, "engine.loads", VLLM)
+    same = drafter("flat", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
+    del same.tensors["lm_head.weight"]
+    r = reading(same.write(), VLLM)
+    assert r.unfilled["lm_head.weight"].startswith("shared from the target")
+
+
+def test_v2_an_unknown_bias_is_skipped_and_an_unknown_weight_refused(drafter):
+    """V2: VL/model_executor/models/utils.py:431-436, 457-458: a name ending .bias is always ignorable; any other
+    unknown name raises "There is no module or parameter named"."""
+    import numpy as np
+
+    from eagle3_checks.safetensors_io import from_numpy
+
+    d = drafter("flat")
+    d.tensors["extra.bias"] = from_numpy(np.zeros(4, dtype=np.float32))
+    assert not reading(d.write(), VLLM).refusals
+    d.tensors["extra.weight"] = from_numpy(np.zeros(4, dtype=np.float32))
+    assert any("extra.weight" in x for x in reading(d.write(), VLLM).refusals)
+
+
+def test_v3_qwen3_o_proj_has_no_bias(drafter):
+    """V3: VL/model_executor/models/qwen3.py:114-119 builds o_proj with bias=False: an o_proj.bias is dropped."""
+    d = drafter("flat", replace(EXAMPLE, model_type="qwen3", attention_bias=True))
+    r = reading(d.write(), VLLM)
+    assert "midlayer.self_attn.o_proj.bias" in r.ignored and r.o_bias is False
+
+
+def test_v4_an_explicit_null_norm_before_residual_is_false(drafter):
+    """V4: VL/transformers_utils/configs/speculators/algos.py:33-35 config_dict.get("norm_before_residual", True)
+    keeps None, which llama_eagle3.py:101-104 reads as False; absent it is True."""
+    d = drafter("speculators")
+    d.config["norm_before_residual"] = None
+    assert reading(d.write(), VLLM).norm_before_residual is False
+    del d.config["norm_before_residual"]
+    assert reading(d.write(), VLLM).norm_before_residual is True
+
+
+def test_v6_a_qwen3_speculators_config_without_max_position_embeddings(drafter):
+    """V6: VL/model_executor/models/qwen3.py:205 reads config.max_position_embeddings without a default; a
+    speculators config is a plain PreTrainedConfig (configs/speculators/base.py:15-30)."""
+    d = drafter("speculators", replace(EXAMPLE, model_type="qwen3"))
+    del d.config["transformer_layer_config"]["max_position_embeddings"]
+    assert any("AttributeError" in x for x in reading(d.write(), VLLM).refusals)
+
+
+def test_v7_num_aux_layers_sizes_a_qwen3_drafters_fc(drafter):
+    """V7: VL/model_executor/models/qwen3_eagle3.py:201-214 reads num_aux_layers first."""
+    d = drafter("flat", replace(EXAMPLE, model_type="qwen3"))
+    d.config["num_aux_layers"] = 4
+    assert reading(d.write(), VLLM).num_aux == 4
+
+
+def test_v8_the_default_runner_never_reads_eagle_config_ids(drafter):
+    """V8: the default V2 runner reads the top-level ids (VL/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:113-150);
+    only the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0, no Triton, parallel drafting: VL/config/vllm.py:748-767,
+    3070-3077) also reads eagle_config's (VL/v1/worker/gpu_model_runner.py:5202-5224). The finding says both."""
+    d = drafter("flat")
+    del d.config["eagle_aux_hidden_state_layer_ids"]
+    r = reading(d.write(), VLLM)
+    assert r.aux_layer_ids is None and "VLLM_USE_V2_MODEL_RUNNER=0" in r.sources["aux_layer_ids"]
+    assert "finds no aux-layer ids where it reads them" in text(gate(d.root), "engine.aux-layers", VLLM)
+
+
+def test_v9_the_bias_key_gives_o_proj_a_bias(drafter):
+    """V9: VL/model_executor/models/llama.py:266-274: o_proj's bias is attention_bias or bias."""
+    d = drafter("flat")
+    d.config["bias"] = True
+    r = reading(d.write(), VLLM)
+    assert r.o_bias is True and "layers.0.self_attn.o_proj.bias" in r.unfilled
+
+
+def test_v10_d2t_is_sized_against_the_targets_vocabulary(drafter, tmp_path):
+    """V10: VL/model_executor/models/llama_eagle3.py:338-345 builds draft_id_to_target_id when draft_vocab_size
+    differs from the TARGET's vocabulary (model_config.get_vocab_size()), not the drafter's vocab_size."""
+    d = drafter("flat")
+    d.config["vocab_size"] = EXAMPLE.draft_vocab_size  # a drafter config that states the draft vocabulary twice
+    path = d.write()
+    assert any("draft_id_to_target_id" in x for x in reading(path, VLLM).refusals)
+    target = read_target_config(target_config(EXAMPLE), "target/config.json")
+    assert not any("draft_id_to_target_id" in x for x in reading(path, VLLM, target).refusals)
+
+
+def test_v11_use_aux_hidden_state_false_drops_fc(drafter):
+    """V11: VL/model_executor/models/llama_eagle3.py:179-183, 462-463: no fc and no aux capture."""
+    d = drafter("flat")
+    d.config["eagle_config"]["use_aux_hidden_state"] = False
+    result = gate(d.write())
+    assert "drops 1 trained tensor(s): fc.weight" in text(result, "engine.loads", VLLM)
+
+
+def test_v12_peagle_draft_model_under_method_eagle3(drafter):
+    """V12: VL/model_executor/models/registry.py:698 registers PEagleDraftModel, but for method eagle3
+    VL/transformers_utils/configs/eagle.py:55-64 first renames it Eagle3PEagleDraftModel, which is not registered;
+    PeagleLlamaForCausalLM ends in neither and becomes Eagle3PeagleLlamaForCausalLM likewise."""
+    d = drafter("flat")
+    d.config["architectures"] = ["LlamaForCausalLM"]
+    assert not reading(d.write(), VLLM).refusals  # -> Eagle3LlamaForCausalLM, registered
+    d.config["architectures"] = ["PEagleDraftModel"]
+    assert any("Eagle3PEagleDraftModel" in x for x in reading(d.write(), VLLM).refusals)
