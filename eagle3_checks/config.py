@@ -326,6 +326,8 @@ class TargetConfig:
     source: dict[str, str]
     architectures: list | None = None
     name_or_path: str | None = None
+    # the target's context: what both engines serve it with by default (its config's max_position_embeddings)
+    max_position_embeddings: int | None = None
 
 
 def read_target_config(raw: Any, path: str) -> TargetConfig:
@@ -348,5 +350,7 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
                          "is it a model's config.json?")
     archs = str_list(raw.get("architectures"))
     name = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None
+    context = next((node["max_position_embeddings"] for node in (text, raw)
+                    if node is not None and _pos_int(node.get("max_position_embeddings"))), None)
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
-                        values.get("vocab_size"), source, archs, name)
+                        values.get("vocab_size"), source, archs, name, context)

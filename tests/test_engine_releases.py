@@ -464,3 +464,31 @@ def test_v12_peagle_draft_model_under_method_eagle3(drafter):
     assert not reading(d.write(), VLLM).refusals  # -> Eagle3LlamaForCausalLM, registered
     d.config["architectures"] = ["PEagleDraftModel"]
     assert any("Eagle3PEagleDraftModel" in x for x in reading(d.write(), VLLM).refusals)
+
+
+# ----- what the engines' own loaders showed (tests/conformance) -----------------------------------------------------
+
+def test_a_lost_head_dim_is_a_silent_cut_not_a_refusal(drafter):
+    """Recorded with vLLM 0.33.0 and SGLang 0.5.23's own loaders (tests/conformance/recorded/*/head-dim-missing-flat):
+    the linear weight loaders narrow q/k/v (4 x 24 rows) to the 4 x 16 the config implies and o_proj's columns
+    likewise (vLLM model_executor/layers/linear.py:598, 863, 1780; SGLang srt/layers/linear.py:739): the server starts.
+    speculators loads with torch's load_state_dict, which refuses a size mismatch."""
+    d = drafter("flat")
+    del d.config["head_dim"]
+    result = gate(d.write())
+    for spec in (VLLM, SG23):
+        said = text(result, "engine.loads", spec)
+        assert "silently cuts 4 tensor(s) to the shapes it builds: midlayer.self_attn.k_proj.weight" in said
+        assert "(96, 128) cut to the (64, 128) (nh·hd, 2H)" in " ".join(reading(d.root, spec).narrowed.values())
+        assert "head_dim 16" in said and "not what was trained" in said and "refuses" not in said
+        assert not reading(d.root, spec).refusals
+    assert status(gate(drafter("flat").write()), "engine.loads", VLLM) == PASSED
+
+
+def test_a_narrowed_reading_is_not_run_by_the_forward_pass(drafter):
+    """A cut weight is not the trained one: the forward pass does not run a reading with cut tensors as if it were."""
+    d = drafter("flat")
+    del d.config["head_dim"]
+    r = reading(d.write(), VLLM)
+    assert r.narrowed and not r.servable
+    assert reading(drafter("flat").write(), VLLM).servable

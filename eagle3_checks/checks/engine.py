@@ -90,25 +90,42 @@ def loads(ctx: Context) -> Iterable[Finding]:
             "something it was never trained to",
             fix="add the missing tensors from the trained model, or fix the config field that makes the engine "
             "build them (num_hidden_layers, the norm and bias flags, draft_vocab_size)")
-    dropped = sorted(n for n, why in served.ignored.items()
-                     if ctx.ckpt.names[n].role in trained.tensors and ctx.ckpt.names[n].role != "t2d"
-                     and ctx.ckpt.names[n].role not in served.tensors
-                     and ctx.ckpt.names[n].role not in served.unfilled and not why.startswith("refused"))
+    # trained tensors the engine skips, or loads into a parameter its computation never reads
+    unused = {**{n: why for n, why in served.ignored.items()
+                 if ctx.ckpt.names[n].role in trained.tensors and ctx.ckpt.names[n].role != "t2d"
+                 and ctx.ckpt.names[n].role not in served.tensors
+                 and ctx.ckpt.names[n].role not in served.unfilled and not why.startswith("refused")},
+              **{served.tensors[role]: why for role, why in served.unused.items() if role in trained.tensors}}
+    dropped = sorted(unused)
     if dropped:
         yield error(
             f"{name} drops {len(dropped)} trained tensor(s): {_listing(dropped)}",
-            key=dropped[0], expected="every trained tensor used", found=served.ignored[dropped[0]],
-            why=f"{name} builds no parameter for them, so the drafter runs without what it was trained with",
-            fix="serve with an engine that builds these parameters, or convert the drafter so that it needs none")
+            key=dropped[0], expected="every trained tensor used", found=unused[dropped[0]],
+            why=f"{name} computes without them, so the drafter runs without what it was trained with",
+            fix="serve with an engine that computes with these tensors, or convert the drafter so that it needs none")
+    if served.narrowed:
+        cut = sorted(served.narrowed)
+        yield error(
+            f"{name} silently cuts {len(cut)} tensor(s) to the shapes it builds: {_listing(cut)}",
+            key=cut[0], expected="tensors of the shapes the config implies", found=served.narrowed[cut[0]],
+            why=f"{name}'s linear weight loaders narrow a larger checkpoint tensor to the parameter instead of "
+            f"refusing it ({engines.profile(ctx.engine).narrows_at}): the server starts, and attention runs on the "
+            "first rows of each projection with the "
+            f"head size it derived (head_dim {served.head_dim}, {served.sources.get('head_dim', '?')}), which is "
+            "not what was trained: almost no drafted token is accepted",
+            fix="state the config field that sizes these tensors (head_dim, the head counts, intermediate_size) as "
+            "the drafter was trained")
     shared = sorted(role for role, how in served.unfilled.items() if how.startswith("shared"))
     not_here = [role for role in shared if not ctx.ckpt.has(role)]
     if not_here:
         yield info(f"{name} shares {', '.join(not_here)} from the target model (not in the checkpoint)")
     for role in shared:
         if ctx.ckpt.has(role):
-            on_disk = ctx.ckpt.roles[role]
-            yield info(f"{name} uses the target model's {role}, not the checkpoint's {on_disk}"
-                       + (f": {served.ignored[on_disk]}" if on_disk in served.ignored else ""), key=on_disk)
+            yield info(f"{name} uses the target model's {role}, not the checkpoint's {ctx.ckpt.roles[role]}",
+                       key=ctx.ckpt.roles[role])
+    for on_disk, how in sorted(served.replaced.items()):
+        yield info(f"{name} uses the target model's {ctx.ckpt.names[on_disk].role}, not the checkpoint's "
+                   f"{on_disk}: {how}", key=on_disk)
 
 
 @check(

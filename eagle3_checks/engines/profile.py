@@ -79,6 +79,8 @@ class Profile:
     # cannot_compute(trained reading) -> what of a drafter this release has no parameter or flag for (convert
     # refuses those before writing a flat checkpoint for it)
     cannot_compute: Callable[[Reading], list[str]] | None = None
+    # where the release's linear weight loaders narrow a checkpoint tensor larger than the parameter (no error)
+    narrows_at: str = ""
 
     @property
     def spec(self) -> str:

@@ -76,11 +76,25 @@ class Reading:
     tensors: dict[str, str] = field(default_factory=dict)  # role -> on-disk name loaded into it
     unfilled: dict[str, str] = field(default_factory=dict)  # role -> what the engine has there instead
     ignored: dict[str, str] = field(default_factory=dict)  # on-disk name -> why the engine skips it
+    # on-disk name -> how the engine's linear weight loader cut a tensor larger than the parameter it builds
+    # (loaded without an error; each profile's ``narrows_at`` cites where)
+    narrowed: dict[str, str] = field(default_factory=dict)
+    unused: dict[str, str] = field(default_factory=dict)  # role -> why: loaded into a parameter never computed with
+    # on-disk name -> what serves in its place: loaded, then replaced after load by the serving worker (SGLang's
+    # set_embed puts the target's embedding there); not used by the computation, not ignored by the loader
+    replaced: dict[str, str] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)  # hard load errors
     layout_ok: bool = True  # False: the engine does not read this layout at all (nothing else is filled in)
     # The engine builds a drafter class eagle3-checks does not model (an MLA drafter, say): what it is, and why no
     # prediction is made. Nothing else is filled in; the engine checks skip with this reason.
     not_modelled: str | None = None
+
+    def idle_roles(self) -> set[str]:
+        """The pre-attention norm each layer >= 1 builds and never uses: both engines build input_layernorm and
+        hidden_norm in every layer (vLLM 0.33 llama_eagle3.py:98; SGLang 0.5.23 llama.py:366, llama_eagle3.py:86)
+        and use one of them (``later_norm``); a checkpoint need not fill the other."""
+        idle = "hidden_norm" if self.later_norm == "input_layernorm" else "input_layernorm"
+        return {f"layers.{i}.{idle}.weight" for i in range(1, self.num_layers)}
 
     def semantics(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in SEMANTIC_FIELDS}
@@ -92,7 +106,8 @@ class Reading:
     @property
     def servable(self) -> bool:
         """The engine loads the checkpoint and fills every parameter it computes with."""
-        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
+        return not self.refusals and not self.narrowed and \
+            not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
 
 
 assert set(SEMANTIC_FIELDS) <= {f.name for f in fields(Reading)}
@@ -332,9 +347,10 @@ def map_roles(r: Reading, ckpt: Any, accept) -> None:
             r.tensors[role] = name
 
 
-def finish(r: Reading, ckpt: Any, missing: str) -> None:
+def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
     """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
-    engine has there instead), and the loaded tensors whose shape the engine's loader rejects."""
+    engine has there instead), and the loaded tensors whose shape the engine's loader rejects, or, where the engine's
+    linear loaders narrow (``narrows``: vLLM, SGLang), cuts to fit."""
     from ..expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 
     if r.o_bias is None:
@@ -357,9 +373,26 @@ def finish(r: Reading, ckpt: Any, missing: str) -> None:
                 r.unfilled[role] = "shared from the target model" if exp.presence == OPTIONAL else missing
             continue
         entry = ckpt.tensors[r.tensors[role]]
-        if not shape_matches(exp.shape, entry.shape):
+        if shape_matches(exp.shape, entry.shape):
+            continue
+        if narrows and _narrows(role, exp.shape, entry.shape):
+            r.narrowed[entry.name] = (f"{fmt_shape(entry.shape)} cut to the {fmt_shape(exp.shape)} {exp.dims} "
+                                      f"{r.engine} builds")
+        else:
             r.refusals.append(f"{entry.name}: shape {fmt_shape(entry.shape)}, {r.engine} builds "
                               f"{fmt_shape(exp.shape)} {exp.dims} and its weight loader fails")
+
+
+# Projections both engines build as (fused) parallel linear layers, whose weight loaders narrow a larger checkpoint
+# tensor to the parameter's rows and columns instead of refusing it; every other parameter is copied with a shape
+# assertion (fc, the norms, the vocabulary layers).
+_NARROWING = tuple(f"self_attn.{p}.weight" for p in ("q_proj", "k_proj", "v_proj", "o_proj")) + \
+    tuple(f"mlp.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj"))
+
+
+def _narrows(role: str, built: tuple, found: tuple) -> bool:
+    return role.endswith(_NARROWING) and len(built) == len(found) and \
+        all(b is None or f >= b for b, f in zip(built, found))
 
 
 def known_role(role: str | None) -> bool:

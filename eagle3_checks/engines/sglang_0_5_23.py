@@ -53,6 +53,10 @@ FIRST_ID_RULE = {"DeepseekV2ForCausalLM": "models/deepseek_v2.py:3458-3473",
                  "Glm4MoeLiteForCausalLM": "models/glm4_moe_lite.py:805-820"}
 GPT_OSS = {"GptOssForCausalLM": "models/gpt_oss.py:1337-1352"}
 PLUS_ONE = "models/llama.py:929-941 (and qwen3.py:778-791, qwen3_moe.py:1128-1143)"
+# The worker replaces a drafter's embedding with the target's after load, unless the drafter states a
+# target_hidden_size other than its hidden_size (speculative/eagle_worker_v2.py:353-363, models/llama.py:910-924).
+AFTER_LOAD = "after load, the worker puts "  # what serving does to a parameter once the loader is done
+TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eagle_worker_v2.py:353-363)"
 
 
 def read(ckpt: Any, target: Any = None) -> Reading:
@@ -155,23 +159,33 @@ def read(ckpt: Any, target: Any = None) -> Reading:
         if role.endswith(".bias") or role.endswith(("q_norm.weight", "k_norm.weight")):
             return None, "dropped silently: SGLang 0.5.23 builds no such parameter"
         if role == "embed_tokens.weight" and not own_embed:
-            return None, "replaced by the target's embedding (eagle_worker_v2.py:353-363 set_embed)"
+            return None, TARGET_EMBED
         if role == "input_norm.weight" and not r.input_norm:
             return None, "dropped silently: no input_norm without norm_before_fc"
         if role.startswith("fc_norm.") and (not r.fc_norm or int(role.split(".")[1]) >= r.num_aux):
             return None, "dropped silently: no such fc_norm"
         if role == "lm_head.weight" and tied:
             return None, "dropped: with tie_word_embeddings lm_head is the embedding"
-        if n.layer and role.endswith("input_layernorm.weight"):
-            return None, ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
-                          "(llama_eagle3.py:103-105)")
         return role, ""
 
+    context = getattr(target, "max_position_embeddings", None)
+    if context and r.max_position_embeddings and context > r.max_position_embeddings:
+        r.refusals.append(f"the target's context {context} exceeds the draft's max_position_embeddings "
+                          f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
+                          "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     map_roles(r, ckpt, accept)
+    for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
+        r.replaced[name] = r.ignored.pop(name)
+    for role in [x for x in r.tensors if x.endswith("input_layernorm.weight") and not x.startswith("layers.0.")]:
+        r.unused[role] = ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
+                          "(llama_eagle3.py:103-105)")
     finish(r, ckpt, "ones or uninitialised memory (SGLang drops and leaves parameters without a word; "
-                    "layers/layernorm.py:481 starts norms at ones)")
+                    "layers/layernorm.py:481 starts norms at ones)", narrows=True)
+    if r.replaced:
+        r.unfilled.pop("embed_tokens.weight", None)
     if tied and not own_embed:
-        r.unfilled["lm_head.weight"] = "the target's embedding (tied, after set_embed)"
+        r.unfilled["lm_head.weight"] = AFTER_LOAD + "the target's embedding (tied: lm_head is the embedding set_embed " \
+            "replaces)"
     if dv is None and "draft_vocab_size" in raw and not tied:
         r.unfilled["lm_head.weight"] = "the target's lm_head (load_lm_head_from_target: draft_vocab_size null)"
     return r
@@ -243,6 +257,7 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
+    narrows_at="srt/layers/linear.py:739, 840-868 (narrow, no size check)",
     sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/models/deepseek_v2.py",
              "srt/models/gpt_oss.py", "srt/model_executor/model_runner_components/spec_aux_hidden_state.py",
              "srt/speculative/eagle_worker_v2.py", "srt/configs/model_config.py",

@@ -135,7 +135,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:
         return n.role, ""
 
     map_roles(r, ckpt, accept)
-    finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)")
+    finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)", narrows=True)
     if tied and not own_embed:
         r.unfilled["lm_head.weight"] = "the target's embedding (tied, after set_embed)"
     if not is_int(raw.get("draft_vocab_size")) and not tied:
@@ -185,6 +185,7 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
+    narrows_at="srt/layers/linear.py:528, 589-644 (narrow, no size check)",
     sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/model_executor/model_runner.py",
              "srt/speculative/eagle_worker.py", "srt/configs/model_config.py"),
     reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids only",

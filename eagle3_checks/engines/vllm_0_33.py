@@ -101,6 +101,12 @@ def read(ckpt: Any, target: Any = None) -> Reading:
             return r
     qwen3 = r.architecture in QWEN3_LAYER_ARCHS
     r.set("qk_norm", qwen3, r.sources["architecture"])
+    if speculators and not is_int(fields_.get("num_hidden_layers")):
+        # A speculators config is a plain PreTrainedConfig (configs/speculators/base.py:15-30): no class default;
+        # the drafter builds range(config.num_hidden_layers) (llama_eagle3.py) and raises AttributeError.
+        r.refusals.append("transformer_layer_config has no num_hidden_layers: vLLM's speculators config has no class "
+                          "default and the drafter raises AttributeError building its layers "
+                          "(configs/speculators/base.py:15-30)")
     if speculators and qwen3 and not is_int(fields_.get("max_position_embeddings")):
         # qwen3.py:205 reads config.max_position_embeddings with no default; a speculators config is a plain
         # PreTrainedConfig (configs/speculators/base.py:15-30) without that attribute.
@@ -240,8 +246,13 @@ def read(ckpt: Any, target: Any = None) -> Reading:
             return None, "refused: no q/k norm"
         return n.role, ""
 
+    context = getattr(target, "max_position_embeddings", None)
+    kind = (r.rope_scaling or {}).get("rope_type", "default")
+    if context and r.max_position_embeddings and context > r.max_position_embeddings and kind in CACHE_ONLY_ROPE_TYPES:
+        r.set("max_position_embeddings", context, f"raised to the target's max_model_len {context} (rope_type {kind}: "
+              "config/speculative.py:100-113, 1807-1846)")
     map_roles(r, ckpt, accept)
-    finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)")
+    finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)", narrows=True)
     if not uses_aux:
         r.unfilled.pop("fc.weight", None)
     if "lm_head.weight" in r.unfilled and not r.lm_head_from_embed:
@@ -284,6 +295,7 @@ def serving(r: Reading, want: int) -> tuple[str, str, str, str] | None:
 
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
+    narrows_at="model_executor/layers/linear.py:598, 863, 1780 (narrow, no size check)",
     sources=("model_executor/models/llama_eagle3.py", "model_executor/models/qwen3_eagle3.py",
              "model_executor/models/llama.py", "model_executor/models/utils.py",
              "transformers_utils/configs/speculators/algos.py", "transformers_utils/configs/eagle.py",

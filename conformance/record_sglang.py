@@ -1,0 +1,303 @@
+"""Record how SGLang 0.5.23 reads each conformance checkpoint, running SGLang's own config and loading code on CPU.
+
+    python conformance/record_sglang.py MANIFEST OUT_DIR      # inside a virtualenv with sglang==0.5.23
+
+For each checkpoint of MANIFEST (written by conformance/checkpoints.py), the path a server takes, up to the point
+where a GPU would be needed (paths: sglang/srt/ in the 0.5.23 wheel):
+
+1. config: ``ServerArgs(speculative_algorithm="EAGLE3", device="cpu")`` published as the scheduler's runtime
+   context (managers/scheduler.py:6327-6335), the target's ``ModelConfig``, then the draft ``ModelConfig`` the
+   draft worker builds with the target's context length (managers/tp_worker.py:465-482,
+   speculative/eagle_worker_v2.py:222-232);
+2. aux ids: ``resolve_spec_aux_hidden_state_config`` for the target runner
+   (model_executor/model_runner_components/spec_aux_hidden_state.py:53-81), whose ids go to the target class's
+   ``set_eagle3_layers_to_capture`` (attention_backend_setup.py:40-61), run here on a stand-in of that class;
+3. load: the draft runner's load config (model_runner.py:1285-1296) and ``get_model`` (model_loader/__init__.py:23-33),
+   i.e. ``DefaultModelLoader`` building the drafter class and calling its ``load_weights``; then the worker's
+   embedding / lm_head sharing (eagle_worker_v2.py:336-365) against a stand-in target embedding and lm_head.
+
+The harness observes, it does not steer: ``DefaultModelLoader.load_weights_only`` is wrapped to sentinel-fill the
+freshly built model and tap its parameters' weight loaders (see _probe.py) before calling the original. One stub
+replaces engine code:
+
+* ``sglang.srt.layers.rotary_embedding.base._is_cpu`` is set to True. It is computed at import from
+  ``SGLANG_USE_CPU_ENGINE`` (utils/common.py:221-224); when false, every rotary embedding built off CUDA imports
+  ``vllm._custom_ops`` for a fallback kernel (layers/rotary_embedding/base.py:121-141), and vLLM is not installed
+  beside SGLang. Setting the whole CPU engine on instead would also switch weight post-processing to AMX kernels
+  the CUDA wheel does not ship; only the rotary layer is told.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+import traceback
+from contextlib import ExitStack, contextmanager
+from importlib.metadata import version as package_version
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterator
+from unittest import mock
+
+STARTED = time.time()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from _probe import (LoadProbe, Refused, checkpoint_tensor_names, engine_stage, free_port, harness,  # noqa: E402
+                    run_all, scalars)
+
+import sglang.srt.layers.rotary_embedding.base as rotary_base  # noqa: E402
+from sglang.srt.configs.device_config import DeviceConfig  # noqa: E402
+from sglang.srt.configs.model_config import ModelConfig  # noqa: E402
+from sglang.srt.distributed.bootstrap import init_parallel_runtime  # noqa: E402
+from sglang.srt.layers.linear import MergedColumnParallelLinear, QKVParallelLinear  # noqa: E402
+from sglang.srt.model_executor.model_runner_components.load_model_utils import build_load_config  # noqa: E402
+from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
+    resolve_spec_aux_hidden_state_config)
+from sglang.srt.model_loader import get_model  # noqa: E402
+from sglang.srt.model_loader.loader import DefaultModelLoader  # noqa: E402
+from sglang.srt.model_loader.utils import get_model_architecture  # noqa: E402
+from sglang.srt.model_loader.weight_utils import default_weight_loader  # noqa: E402
+from sglang.srt.models.registry import ModelRegistry  # noqa: E402
+from sglang.srt.runtime_context import SpawnRanks, get_model as get_model_bag, get_parallel, publish  # noqa: E402
+from sglang.srt.server_args import ServerArgs  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+
+ENGINE = "sglang"
+VERSION = package_version("sglang")
+ROOTS = ("sglang", "transformers")  # packages whose frames locate a refusal
+NUM_SPECULATIVE_TOKENS = 3
+# Targets whose model forward also captures after the last layer (gpt_oss.py:730-737); the others capture only
+# the input of layer i for i in range(start_layer, end_layer) (llama.py:485-494, qwen2.py:455-464,
+# deepseek_v2.py:3190-3196).
+CAPTURES_STACK_OUTPUT = {"GptOssForCausalLM"}
+
+
+def fused_shards(module: nn.Module) -> list[tuple[Any, int]] | None:
+    """Rows of each shard of a fused weight (tensor parallel size 1): QKVParallelLinear's q/k/v
+    (layers/linear.py:1155-1159), MergedColumnParallelLinear's 0, 1, ... (layers/linear.py:690)."""
+    if isinstance(module, QKVParallelLinear):
+        return list(zip(("q", "k", "v"), module.output_sizes))
+    if isinstance(module, MergedColumnParallelLinear):
+        return list(enumerate(module.output_sizes))
+    return None
+
+
+def server_args(target_dir: Path, draft_dir: Path) -> ServerArgs:
+    return ServerArgs(model_path=str(target_dir), speculative_algorithm="EAGLE3",
+                      speculative_draft_model_path=str(draft_dir), speculative_num_steps=NUM_SPECULATIVE_TOKENS,
+                      speculative_eagle_topk=1, speculative_num_draft_tokens=NUM_SPECULATIVE_TOKENS + 1,
+                      device="cpu", skip_tokenizer_init=True, dtype="bfloat16")
+
+
+def _standin(cls: type, config: Any, layers: Any) -> nn.Module:
+    """An instance of a real model class with only what set_eagle3_layers_to_capture reads: config, the pipeline
+    group and a decoder holding layers_to_capture (building the real target would load a full model)."""
+    model = cls.__new__(cls)
+    nn.Module.__init__(model)
+    model.config, model.pp_group, model.model = config, get_parallel().pp_group, layers
+    return model
+
+
+def target_standin(target: ModelConfig) -> tuple[nn.Module, SimpleNamespace]:
+    """(stand-in target, the decoder stand-in whose layers_to_capture the target sets). A multimodal target
+    delegates to a language model (kimi_k25.py:693, 928-939), which is the same kind of stand-in."""
+    cls, _ = ModelRegistry.resolve_model_cls(target.hf_config.architectures)
+    layers = SimpleNamespace(layers_to_capture=[])
+    text = target.hf_text_config
+    if text is target.hf_config:
+        return _standin(cls, text, layers), layers
+    inner_cls, _ = ModelRegistry.resolve_model_cls(text.architectures)
+    model = _standin(cls, target.hf_config, SimpleNamespace())
+    model.language_model = _standin(inner_cls, text, layers)
+    return model, layers
+
+
+def captured_before_layers(cls_name: str, layers_to_capture: list[int], num_layers: int) -> list[int]:
+    """The target layers whose input is captured (num_layers: the stack's output, where the class captures it)."""
+    last = num_layers if cls_name in CAPTURES_STACK_OUTPUT else num_layers - 1
+    return sorted({i for i in layers_to_capture if 0 <= i <= last})
+
+
+def read_aux(record: dict, args: ServerArgs, target: ModelConfig) -> None:
+    with engine_stage(record, "config", ROOTS):
+        aux_config = resolve_spec_aux_hidden_state_config(
+            server_args=args, model_config=target, spec_algorithm=SpeculativeAlgorithm.EAGLE3,
+            is_draft_worker=False)
+    aux = record["aux"]
+    aux["requires_aux_hidden_states"] = aux_config.eagle_use_aux_hidden_state
+    aux["ids_in_config"] = aux_config.eagle_aux_hidden_state_layer_ids
+    if not aux_config.eagle_use_aux_hidden_state:
+        return
+    with harness("building the target stand-in"):
+        model, layers = target_standin(target)
+    with engine_stage(record, "config", ROOTS):
+        model.set_eagle3_layers_to_capture(aux_config.eagle_aux_hidden_state_layer_ids)
+    aux["ids"] = aux_config.eagle_aux_hidden_state_layer_ids  # None: the target class picks its defaults
+    aux["layers_to_capture"] = list(layers.layers_to_capture)
+    aux["capture_before_layer"] = captured_before_layers(
+        type(model).__name__, layers.layers_to_capture, target.hf_text_config.num_hidden_layers)
+
+
+def read_config(record: dict, hf: Any, model: nn.Module | None) -> None:
+    """The recorded config values, from the built model where it exists, else from SGLang's parsed config."""
+    cfg = record["config"]
+    for key in cfg:
+        cfg[key] = getattr(hf, key, None)
+    rope = getattr(hf, "rope_parameters", None) or {}
+    cfg["rope_theta"] = rope.get("rope_theta", getattr(hf, "rope_theta", None))
+    cfg["rope_scaling"] = rope or getattr(hf, "rope_scaling", None)
+    if model is None:
+        return
+    inner = model.model
+    cfg["num_hidden_layers"] = len(inner.layers)
+    layer = inner.layers[0]
+    attn = layer.self_attn
+    cfg["head_dim"] = getattr(attn, "head_dim", None) or getattr(attn, "qk_head_dim", None)
+    rotary = getattr(attn, "rotary_emb", None)
+    if rotary is not None:
+        cfg["rope_theta"] = getattr(rotary, "base", None)
+        cfg["max_position_embeddings"] = getattr(rotary, "max_position_embeddings", None)
+        cfg["rope_scaling"] = {"class": type(rotary).__name__, **scalars(rotary)}
+    # No norm_before_residual: layer 0's residual is the fc output before hidden_norm (llama_eagle3.py:97-99).
+    cfg["norm_before_residual"] = False
+    cfg["norm_before_fc"] = bool(getattr(inner, "norm_before_fc", False))
+    cfg["fc_norm"] = getattr(inner, "fc_norm", None) is not None
+    cfg["norm_output"] = bool(getattr(inner, "norm_output", False))
+    cfg["num_aux"] = getattr(inner, "num_aux_hidden_states", None)
+    cfg["target_hidden_size"] = getattr(inner, "hidden_size_in", None)
+    fc = getattr(inner, "fc", None)
+    if fc is not None:
+        cfg["fc_input_size"] = getattr(fc, "in_features", None) or getattr(fc, "input_size", None)
+    cfg["vocab_size"] = getattr(inner.embed_tokens, "org_vocab_size", cfg["vocab_size"])
+    cfg["draft_vocab_size"] = getattr(model.lm_head, "org_vocab_size", cfg["draft_vocab_size"])
+
+
+def probing_load_weights_only(record: dict, checkpoint: Path):
+    """A DefaultModelLoader.load_weights_only (model_loader/loader.py:1032-1063) that, between building the model
+    and loading it, fills the parameters with sentinels and taps their loaders, then calls the original and reads
+    the sentinels. d2t is not a parameter in SGLang: load_weights turns it into the hot_token_id attribute
+    (llama_eagle3.py:350-353), recorded as such."""
+    original = DefaultModelLoader.load_weights_only
+
+    def load_weights_only(model: nn.Module, weights: Any, target_device: torch.device) -> None:
+        probe = LoadProbe(model, fused_shards, default_weight_loader)
+        names = checkpoint_tensor_names(checkpoint)
+        try:
+            original(model, probe.tag(weights), target_device)
+        finally:
+            with harness("reading the load"):
+                probe.finish(record, names)
+                read_hot_token_id(record, model, names)
+
+    return staticmethod(load_weights_only)
+
+
+def read_hot_token_id(record: dict, model: nn.Module, names: list[str]) -> None:
+    """Record d2t's way into the hot_token_id attribute: the last tensor whose name contains "d2t" sets it
+    (llama_eagle3.py:350-353); an attribute never set is listed unwritten like a parameter."""
+    hot = getattr(model, "hot_token_id", None)
+    if hot is None:
+        record["unwritten"].append({"param": "hot_token_id", "shard": None, "role": "d2t", "attribute": True})
+        return
+    source = [n for n in names if "d2t" in n][-1]
+    record["loaded"][source] = [{"param": "hot_token_id", "shard": None, "shape": list(hot.shape),
+                                 "param_shape": list(hot.shape), "narrowed": False, "attribute": True}]
+    record["loaded"] = dict(sorted(record["loaded"].items()))
+    record["ignored"] = [n for n in record["ignored"] if n != source]
+
+
+def serve_with(model: nn.Module, target: ModelConfig) -> dict[str, str]:
+    """Run the worker's embedding / lm_head sharing (eagle_worker_v2.py:336-365) with stand-in target tensors,
+    and say which tensors the drafter then serves with."""
+    text = target.hf_text_config
+    embed = torch.empty(text.vocab_size, text.hidden_size)
+    head = torch.empty(text.vocab_size, text.hidden_size)
+    if getattr(model, "load_lm_head_from_target", False):
+        model.set_embed_and_head(embed, head)
+    else:
+        model.set_embed(embed)
+
+    def which(weight: torch.Tensor) -> str:
+        return "target.embed_tokens" if weight is embed else "target.lm_head" if weight is head else "draft"
+
+    return {"embed_tokens": which(model.model.embed_tokens.weight), "lm_head": which(model.lm_head.weight)}
+
+
+@contextmanager
+def cpu_only_refusals(record: dict) -> Iterator[None]:
+    """Mark a refusal that only the CPU device causes. The MLA drafter builds its rotary embedding through
+    get_rope_wrapper(device=the server's device) (models/deepseek_v2.py:2167-2175), which on "cpu" takes
+    get_rope_cpu, a deepseek_yarn-only factory (layers/rotary_embedding/factory.py:443-513); a GPU server takes
+    get_rope. Such a refusal is recorded, and flagged as not what a GPU server would do."""
+    try:
+        yield
+    except Refused as refused:
+        frames = traceback.extract_tb(refused.__cause__.__traceback__)
+        if any(frame.name == "get_rope_cpu" for frame in frames):
+            record["refused"]["cpu_only"] = "get_rope_cpu: the rotary factory SGLang uses only for device cpu"
+        raise
+
+
+def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
+    draft_dir = root / entry["dir"]
+    target_dir = (root / entry["target_config"]).parent
+    draft = None
+    try:
+        with engine_stage(record, "config", ROOTS):
+            args = server_args(target_dir, draft_dir)
+            # The scheduler publishes its runtime context with its placement (managers/scheduler.py:6327-6335).
+            publish(args, role="scheduler", ranks=SpawnRanks(world_rank=0, dp_rank=None, gpu_id=0))
+            target = ModelConfig.from_server_args(args)
+            draft = ModelConfig.from_server_args(args, model_path=str(draft_dir), is_draft_model=True,
+                                                 context_length=target.context_len)
+        read_aux(record, args, target)
+    finally:
+        if draft is not None:
+            read_config(record, draft.hf_config, None)
+
+    model = None
+    try:
+        with cpu_only_refusals(record), ExitStack() as stack, engine_stage(record, "load", ROOTS):
+            stack.enter_context(mock.patch.object(DefaultModelLoader, "load_weights_only",
+                                                  probing_load_weights_only(record, draft_dir)))
+            record["architecture"] = get_model_architecture(draft)[0].__name__  # what get_model builds
+            bag = get_model_bag()
+            load_config = build_load_config(
+                server_args=args, tp_rank=0, remote_instance_weight_transporter_engine=None,
+                remote_instance_weight_transporter_session_id="", draft_model_idx=None,
+                weight_cache_mode=bag.weight_cache_mode, weight_cache_socket=bag.weight_cache_socket)
+            model = get_model(model_config=draft, load_config=load_config, device_config=DeviceConfig("cpu", 0))
+            record["serves_with"] = serve_with(model, target)
+    finally:
+        if draft is not None:
+            read_config(record, draft.hf_config, model)
+
+
+def init_process_group(target_dir: Path) -> None:
+    """One-process gloo group (SGLang's CPU backend), initialised once per process as a scheduler does
+    (distributed/bootstrap.py:90-160). It reads a published context: the target alone, with parallel size 1."""
+    args = ServerArgs(model_path=str(target_dir), device="cpu", skip_tokenizer_init=True)
+    publish(args, role="scheduler", ranks=SpawnRanks(world_rank=0, dp_rank=None, gpu_id=0))
+    init_parallel_runtime(server_args=args, device="cpu", dist_port=free_port())
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    manifest = Path(argv[0])
+    first = json.loads(manifest.read_text())[0]
+    torch.manual_seed(0)
+    init_process_group((manifest.parent / first["target_config"]).parent)
+    gc.freeze()  # keep the engine's per-load gc.collect() calls cheap (see record_vllm.py)
+    with mock.patch.object(rotary_base, "_is_cpu", True):
+        return run_all(manifest, Path(argv[1]), ENGINE, VERSION, record_checkpoint, STARTED)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,274 @@
+"""Record how vLLM 0.33.0 reads each conformance checkpoint, running vLLM's own config and loading code on CPU.
+
+    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm==0.33.0
+
+For each checkpoint of MANIFEST (written by conformance/checkpoints.py), the path a server takes, up to the point
+where a GPU would be needed (paths: vllm/ in the 0.33.0 wheel):
+
+1. config: the target's ``ModelConfig``, then ``SpeculativeConfig(method="eagle3", model=DRAFT)``, which parses the
+   drafter config and wraps it (EAGLEConfig / SpeculatorsConfig), then the ``VllmConfig``;
+2. aux ids: the V2 model runner's ``set_eagle3_aux_hidden_state_layers`` (v1/worker/gpu/spec_decode/eagle/
+   eagle3_utils.py:25-43) on a stand-in of the target class, which reads the ids from the draft config or asks the
+   target class for its defaults and hands them to the target's ``set_aux_hidden_state_layers``;
+3. load: ``load_eagle_model``'s steps (v1/worker/gpu/spec_decode/eagle/utils.py:80-95: draft overrides, draft load
+   config, ``get_model``), i.e. ``DefaultModelLoader`` building the drafter class and calling its ``load_weights``.
+
+The harness observes, it does not steer: ``DefaultModelLoader.load_weights`` is wrapped to sentinel-fill the
+freshly built model and tap its parameters' weight loaders (see _probe.py) before calling the original. One stub
+replaces engine code, a kernel dispatch:
+
+* ``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm`` (layers/utils.py:532-669), called after
+  loading by every linear layer and lm_head (layers/linear.py:215-217, vocab_parallel_embedding.py:69-71). On an
+  AMX or oneDNN CPU it repacks the weight for a CPU kernel (``torch.ops._C.convert_weight_packed``,
+  ``ops.create_onednn_mm``) that the CUDA wheel does not build, and may drop the original weight. The stub takes
+  the function's own torch fallback branch (layers/utils.py:662-665) on every machine, so the loaded weights stay
+  inspectable and recordings do not depend on the CPU they were made on.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from contextlib import ExitStack
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+STARTED = time.time()
+# Select vLLM's CPU platform (vllm/platforms/__init__.py:174-177); must be set before vllm is imported.
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from _probe import (LoadProbe, checkpoint_tensor_names, engine_stage, free_port, harness, run_all,  # noqa: E402
+                    scalars)
+
+import vllm.model_executor.layers.utils as layer_utils  # noqa: E402
+from vllm.compilation.backends import set_model_tag  # noqa: E402
+from vllm.config import (DeviceConfig, LoadConfig, ModelConfig, ParallelConfig, SpeculativeConfig,  # noqa: E402
+                         VllmConfig, replace, set_current_vllm_config)
+from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
+from vllm.model_executor.layers.linear import MergedColumnParallelLinear, QKVParallelLinear  # noqa: E402
+from vllm.model_executor.model_loader import get_model  # noqa: E402
+from vllm.model_executor.model_loader.default_loader import DefaultModelLoader  # noqa: E402
+from vllm.model_executor.model_loader.utils import get_draft_load_config, get_model_cls  # noqa: E402
+from vllm.model_executor.model_loader.weight_utils import default_weight_loader  # noqa: E402
+from vllm.model_executor.models.interfaces import EagleModelMixin  # noqa: E402
+from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
+    get_eagle3_aux_layers_from_config, requires_aux_hidden_states, set_eagle3_aux_hidden_state_layers)
+from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
+from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config  # noqa: E402
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
+
+ENGINE = "vllm"
+VERSION = package_version("vllm")
+ROOTS = ("vllm", "transformers")  # packages whose frames locate a refusal
+NUM_SPECULATIVE_TOKENS = 3
+
+
+def keep_weights_gemm(layer: nn.Module, remove_weight: bool) -> None:
+    """Stub for dispatch_cpu_unquantized_gemm (see the module docstring): its torch fallback, always."""
+    layer.cpu_linear = lambda x, weight, bias: F.linear(x, weight, bias)
+
+
+def fused_shards(module: nn.Module) -> list[tuple[Any, int]] | None:
+    """Rows of each shard of a fused weight (tensor parallel size 1). QKVParallelLinear's shard ids are q/k/v
+    (layers/linear.py:1073-1077), MergedColumnParallelLinear's 0, 1, ... (layers/linear.py:727)."""
+    if isinstance(module, QKVParallelLinear):
+        return list(zip(("q", "k", "v"), module.output_sizes))
+    if isinstance(module, MergedColumnParallelLinear):
+        return list(enumerate(module.output_sizes))
+    return None
+
+
+class _TargetLayers(EagleModelMixin, nn.Module):
+    """The target's decoder stack reduced to what aux-layer selection reads: the layer list's length and the
+    pipeline range (EagleModelMixin, model_executor/models/interfaces.py:1608-1620)."""
+
+    def __init__(self, num_layers: int) -> None:
+        nn.Module.__init__(self)
+        self.layers = [None] * num_layers
+        self.start_layer, self.end_layer = 0, num_layers
+
+
+def target_standin(target: ModelConfig) -> nn.Module:
+    """An instance of the target's real model class (its eagle3 methods intact) whose decoder is _TargetLayers:
+    building the real target would load a full model. Multimodal targets delegate to a language model
+    (kimi_k25.py:470-474), which is the same kind of stand-in."""
+    num_layers = target.get_total_num_hidden_layers()
+    cls = get_model_cls(target)
+    model = cls.__new__(cls)
+    nn.Module.__init__(model)
+    model.model = _TargetLayers(num_layers)
+    text = getattr(target.hf_config, "text_config", None)
+    if text is not None and text is not target.hf_config:
+        inner_arch = (getattr(text, "architectures", None) or [])[:1]
+        inner_cls = target.registry.resolve_model_cls(inner_arch, model_config=target)[0]
+        language_model = inner_cls.__new__(inner_cls)
+        nn.Module.__init__(language_model)
+        language_model.model = model.model
+        model.language_model = language_model
+    return model
+
+
+def captured_before_layers(layers: tuple[int, ...], num_layers: int) -> list[int]:
+    """Every vLLM target captures the residual stream entering layer L for each L in its aux layers, L = N being
+    the stack's output (interfaces.py:1640-1646 with llama.py:427-441, qwen2.py:424-434, gpt_oss.py:526-532;
+    deepseek_v2.py:1561-1587 tests idx and end_layer the same way). Ids outside 0..N capture nothing."""
+    return sorted({i for i in layers if 0 <= i <= num_layers})
+
+
+def read_aux(record: dict, spec: SpeculativeConfig, target: ModelConfig) -> None:
+    """The V2 runner sets the target's aux layers only when the drafter asks for aux states
+    (v1/worker/gpu/model_runner.py:306-308, 412-416)."""
+    aux = record["aux"]
+    aux["requires_aux_hidden_states"] = requires_aux_hidden_states(spec)
+    aux["ids_in_config"] = get_eagle3_aux_layers_from_config(spec)
+    # The V1 model runner (still used without Triton or with parallel drafting) reads them differently
+    # (v1/worker/gpu_model_runner.py:5202-5224).
+    aux["ids_v1_runner"] = GPUModelRunner._get_eagle3_aux_layers_from_config(
+        type("Runner", (), {"speculative_config": spec})())
+    if not aux["requires_aux_hidden_states"]:
+        return
+    with harness("building the target stand-in"):
+        model = target_standin(target)
+    with engine_stage(record, "config", ROOTS):
+        set_eagle3_aux_hidden_state_layers(model, spec)
+    layers = model.model.aux_hidden_state_layers
+    aux["ids"] = list(layers)
+    aux["capture_before_layer"] = captured_before_layers(layers, len(model.model.layers))
+
+
+def read_config(record: dict, hf: Any, model: nn.Module | None) -> None:
+    """The recorded config values, from the built model where it exists, else from vLLM's parsed config."""
+    cfg = record["config"]
+    for key in cfg:
+        cfg[key] = getattr(hf, key, None)
+    cfg["rope_theta"] = (getattr(hf, "rope_parameters", None) or {}).get("rope_theta")
+    cfg["rope_scaling"] = getattr(hf, "rope_parameters", None)
+    if model is None:
+        return
+    inner = model.model
+    cfg["num_hidden_layers"] = len(inner.layers)
+    layer = inner.layers[0]
+    attn = layer.self_attn
+    cfg["head_dim"] = getattr(attn, "head_dim", None) or getattr(attn, "qk_head_dim", None)
+    rotary = getattr(attn, "rotary_emb", None)
+    if rotary is not None:
+        cfg["rope_theta"] = getattr(rotary, "base", None)
+        cfg["max_position_embeddings"] = getattr(rotary, "max_position_embeddings", None)
+        cfg["rope_scaling"] = {"class": type(rotary).__name__, **scalars(rotary)}
+    residual_norm = getattr(layer, "_residual_norm", None)
+    cfg["norm_before_residual"] = getattr(residual_norm, "__name__", None) == "_norm_before_residual"
+    cfg["norm_before_fc"] = bool(getattr(inner, "norm_before_fc", False))
+    cfg["fc_norm"] = getattr(inner, "fc_norm", None) is not None
+    cfg["norm_output"] = bool(getattr(inner, "norm_output", False))
+    fc = getattr(inner, "fc", None)
+    num_aux = getattr(inner, "num_aux_hidden_states", None) or getattr(inner, "num_aux_layers", None)
+    if fc is not None and num_aux:
+        cfg["num_aux"] = num_aux
+        cfg["target_hidden_size"] = fc.input_size // num_aux
+        cfg["fc_input_size"] = fc.input_size
+    cfg["vocab_size"] = getattr(inner.embed_tokens, "org_vocab_size", cfg["vocab_size"])
+    cfg["draft_vocab_size"] = getattr(model.lm_head, "org_vocab_size", cfg["draft_vocab_size"])
+
+
+def probing_load_weights(record: dict, checkpoint: Path):
+    """A DefaultModelLoader.load_weights (model_loader/default_loader.py:490-511) that, between building the model
+    and loading it, fills the parameters with sentinels and taps their loaders, then calls the original and reads
+    the sentinels."""
+    original = DefaultModelLoader.load_weights
+
+    def load_weights(loader: DefaultModelLoader, model: nn.Module, model_config: ModelConfig) -> None:
+        probe = LoadProbe(model, fused_shards, default_weight_loader)
+        model_load_weights = model.load_weights
+        # DefaultModelLoader hands the checkpoint's (name, tensor) stream to model.load_weights.
+        model.load_weights = lambda weights: model_load_weights(probe.tag(weights))
+        try:
+            original(loader, model, model_config)
+        finally:
+            del model.load_weights
+            with harness("reading the load"):
+                probe.finish(record, checkpoint_tensor_names(checkpoint))
+
+    return load_weights
+
+
+def serve_with(model: nn.Module) -> dict[str, str]:
+    """Which embedding and lm_head the drafter serves with: load_eagle_model shares the target's unless the drafter
+    loaded its own (v1/worker/gpu/spec_decode/eagle/utils.py:18-34, 45-77, 107-119). A drafter's own copy equal to
+    the target's is shared too; with no target here, the copies are taken to differ."""
+    embed = _should_share(model, "has_own_embed_tokens", model.model.embed_tokens, None)
+    head = _should_share(model, "has_own_lm_head", model.lm_head, None)
+    return {"embed_tokens": "target.embed_tokens" if embed else "draft",
+            "lm_head": "target.lm_head" if head else "draft"}
+
+
+def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
+    draft_dir = root / entry["dir"]
+    with harness("reading the target config"):
+        target = ModelConfig(model=str((root / entry["target_config"]).parent), skip_tokenizer_init=True,
+                             dtype="bfloat16", enforce_eager=True)
+    parallel = ParallelConfig()
+    spec = None
+    try:
+        with engine_stage(record, "config", ROOTS):
+            spec = SpeculativeConfig(method="eagle3", model=str(draft_dir),
+                                     num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
+                                     target_model_config=target, target_parallel_config=parallel)
+            vllm_config = VllmConfig(model_config=target, speculative_config=spec, parallel_config=parallel,
+                                     load_config=LoadConfig(), device_config=DeviceConfig(device="cpu"))
+        record["config_architectures"] = list(spec.draft_model_config.architectures)
+        read_aux(record, spec, target)
+    finally:
+        if spec is not None:
+            read_config(record, spec.draft_model_config.hf_config, None)
+
+    model = None
+    try:
+        with ExitStack() as stack, engine_stage(record, "load", ROOTS):
+            stack.enter_context(set_current_vllm_config(vllm_config))
+            stack.enter_context(mock.patch.object(DefaultModelLoader, "load_weights",
+                                                  probing_load_weights(record, draft_dir)))
+            record["architecture"] = get_model_cls(spec.draft_model_config).__name__  # what get_model builds
+            # load_eagle_model (v1/worker/gpu/spec_decode/eagle/utils.py:80-95), up to get_model.
+            draft_vllm_config = spec.apply_draft_overrides(vllm_config)
+            load_config = get_pp_safe_draft_load_config(get_draft_load_config(draft_vllm_config))
+            if load_config is not draft_vllm_config.load_config:
+                draft_vllm_config = replace(draft_vllm_config, load_config=load_config)
+            with set_model_tag("eagle_head"):
+                model = get_model(vllm_config=draft_vllm_config, model_config=spec.draft_model_config)
+    finally:
+        read_config(record, spec.draft_model_config.hf_config, model)
+    record["serves_with"] = serve_with(model)
+
+
+def init_process_group() -> None:
+    """One-process gloo group, as a single-GPU server has (tensor and pipeline parallel size 1)."""
+    with set_current_vllm_config(VllmConfig(device_config=DeviceConfig(device="cpu"))):
+        init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                     distributed_init_method=f"tcp://127.0.0.1:{free_port()}")
+        initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    init_process_group()
+    # load_model calls gc.collect() twice per checkpoint (model_loader/base_loader.py); with vLLM's imports in the
+    # heap that is ~1 s each. Freezing what exists now leaves only each checkpoint's own objects to collect.
+    gc.freeze()
+    with mock.patch.object(layer_utils, "dispatch_cpu_unquantized_gemm", keep_weights_gemm):
+        return run_all(Path(argv[0]), Path(argv[1]), ENGINE, VERSION, record_checkpoint, STARTED)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

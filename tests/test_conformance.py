@@ -1,0 +1,155 @@
+"""The gate's engine readings, held to what the engines' own loaders did.
+
+``tests/conformance/recorded/<engine>-<version>/`` holds one recording per checkpoint of ``conformance/checkpoints.py``,
+made by running vLLM's and SGLang's real config parsing and weight loading on CPU (``conformance/run.sh``; see
+``conformance/README.md``). No engine is installed here: the suite rebuilds the same checkpoints, proves they are the
+ones recorded (``source_hash``), and asserts that the profile of that engine release predicts what the engine did:
+refusal or not, every parameter left unwritten, every tensor ignored, the target layers captured, and each config
+value the gate reports. A disagreement names the checkpoint, the release and the field.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle3_checks import engines
+from eagle3_checks.checkpoint import open_checkpoint
+from eagle3_checks.engines.profile import Target
+from eagle3_checks.engines.sglang_0_5_23 import AFTER_LOAD
+from eagle3_checks.gate import load_target
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = Path(__file__).parent / "conformance" / "recorded"
+RECORDINGS = sorted((d.name, p.stem) for d in RECORDED.iterdir() if d.is_dir()
+                    for p in d.glob("*.json") if p.name != "index.json")
+
+
+def _checkpoint_set():
+    spec = importlib.util.spec_from_file_location("conformance_checkpoints", ROOT / "conformance" / "checkpoints.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conformance") / "set"
+    out.mkdir()
+    return out, {entry["name"]: entry for entry in _checkpoint_set().build(out)}
+
+
+def recording(engine_dir: str, name: str) -> dict:
+    return json.loads((RECORDED / engine_dir / f"{name}.json").read_text())
+
+
+def test_there_are_recordings_of_both_engines():
+    index = {d: json.loads((RECORDED / d / "index.json").read_text()) for d in ("vllm-0.33.0", "sglang-0.5.23")}
+    assert all(i["checkpoints"] >= 40 and i["harness_error"] == 0 for i in index.values()), index
+
+
+@pytest.mark.parametrize("engine_dir", sorted({d for d, _ in RECORDINGS}))
+def test_the_recordings_are_of_these_checkpoints(built, engine_dir):
+    """Each recording names the hash of the config and safetensors headers it was made from; rebuilding the set
+    gives the same hashes (a changed example or generator means: record again with conformance/run.sh)."""
+    _, entries = built
+    stale = [name for d, name in RECORDINGS if d == engine_dir
+             if entries.get(name, {}).get("source_hash") != recording(d, name)["source_hash"]]
+    assert not stale, f"{engine_dir}: recordings made from other checkpoints: {stale}"
+
+
+def _before_layer(layers) -> list[int]:
+    """The profile's captured layers (outputs of X) as the recording counts them (inputs of layer X+1)."""
+    return sorted(x + 1 for x in layers)
+
+
+def disagreements(rec: dict, r, target) -> list[str]:
+    """Where the gate's reading ``r`` of a checkpoint differs from what the engine recorded."""
+    out = []
+    engine_refused = rec["refused"] is not None
+    gate_refused = bool(r.refusals) or not r.layout_ok
+    if engine_refused != gate_refused:
+        said = f"{rec['refused']['type']}: {rec['refused']['message'][:160]}" if engine_refused else "loads"
+        out.append(f"refused: the engine {said!r}; the gate {r.refusals[:1] or 'predicts it loads'}")
+    if engine_refused or gate_refused:
+        return out
+    # SGLang keeps d2t as an attribute, hot_token_id, None without a d2t tensor: draft ids are target ids, which is
+    # what a drafter without a draft vocabulary means (srt/models/llama_eagle3.py:350-353), not a parameter left out.
+    unwritten = {u["role"] or u["param"] for u in rec["unwritten"]
+                 if not (u.get("attribute") and r.draft_vocab_size == r.vocab_size)}
+    # What the worker puts in place after the load (a tied lm_head is the embedding set_embed replaces) is the
+    # profile's note, not a parameter the loader leaves; the norm a later layer builds and never uses may stay empty.
+    loaded = set(r.tensors) | set(r.unused)
+    predicted = {role for role, how in r.unfilled.items() if not how.startswith(AFTER_LOAD)} | \
+        (r.idle_roles() - loaded)
+    if unwritten != predicted:
+        out.append(f"unwritten: the engine {sorted(unwritten)}, the gate {sorted(predicted)}")
+    ignored, predicted = set(rec["ignored"]), set(r.ignored)
+    if ignored != predicted:
+        out.append(f"ignored: the engine {sorted(ignored)}, the gate {sorted(predicted)}")
+    narrowed = sorted(name for name, loads in rec["loaded"].items() if any(x["narrowed"] for x in loads))
+    if narrowed != sorted(r.narrowed):
+        out.append(f"narrowed: the engine {narrowed}, the gate {sorted(r.narrowed)}")
+    profile = engines.profile(f"{r.engine}@{r.version}")
+    capture = profile.capture(r.aux_layer_ids, target) if r.aux_layer_ids else profile.default_capture(target)
+    if capture.last_id is not None and r.aux_layer_ids:  # ids past the last one capture nothing (engine.aux-layers)
+        capture = profile.capture([i for i in r.aux_layer_ids if i <= capture.last_id], target)
+    if rec["aux"]["requires_aux_hidden_states"] and capture.layers is not None:
+        engine_layers = sorted(set(rec["aux"]["capture_before_layer"]))
+        if engine_layers != _before_layer(capture.layers):
+            out.append(f"aux: the engine captures before layers {engine_layers}, the gate "
+                       f"{_before_layer(capture.layers)} ({capture.rule})")
+    cfg = rec["config"]
+    if "YaRN" in (cfg.get("rope_scaling") or {}).get("class", ""):
+        cfg = {k: v for k, v in cfg.items() if k != "max_position_embeddings"}  # the recorder read YaRN's original
+    # the rows of lm_head: a tied one is the V-row embedding (SGLang llama_eagle3.py:303-304)
+    head_rows = r.vocab_size if r.lm_head_from_embed else r.draft_vocab_size
+    for field, value in (("head_dim", r.head_dim), ("num_aux", r.num_aux), ("fc_norm", r.fc_norm),
+                         ("norm_before_fc", r.input_norm), ("norm_output", r.feedback == "normed"),
+                         ("vocab_size", r.vocab_size), ("draft_vocab_size", head_rows),
+                         ("target_hidden_size", r.target_hidden_size), ("num_hidden_layers", r.num_layers),
+                         ("rope_theta", r.rope_theta), ("max_position_embeddings", r.max_position_embeddings)):
+        if cfg.get(field) is not None and cfg[field] != value:
+            out.append(f"{field}: the engine {cfg[field]!r}, the gate {value!r}")
+    if r.engine == "vllm" and cfg.get("norm_before_residual") is not None \
+            and cfg["norm_before_residual"] != r.norm_before_residual:
+        out.append(f"norm_before_residual: the engine {cfg['norm_before_residual']!r}, the gate "
+                   f"{r.norm_before_residual!r}")
+    return out
+
+
+@pytest.mark.parametrize("engine_dir, name", RECORDINGS, ids=[f"{d}:{n}" for d, n in RECORDINGS])
+def test_the_gate_predicts_what_the_engine_did(built, engine_dir, name):
+    out, entries = built
+    rec, entry = recording(engine_dir, name), entries[name]
+    if rec["refused"] and rec["refused"].get("cpu_only"):
+        pytest.skip(f"the engine refused only because it ran on a CPU: {rec['refused']['message'][:120]}")
+    spec = f"{rec['engine']}@{rec['version']}"
+    target_config = load_target(str(out / entry["target_config"]))
+    reading = engines.read(open_checkpoint(out / entry["dir"]), spec, target_config)
+    if reading.not_modelled:
+        pytest.skip(f"{spec}: {reading.not_modelled}")
+    found = disagreements(rec, reading, Target.of(target_config))
+    assert not found, f"{name} under {spec} ({entry['why']}):\n  " + "\n  ".join(found)
+
+
+def test_a_prediction_that_differs_from_the_recording_is_named(built):
+    """The comparison can fail: a recording edited to say the engine refused, dropped a tensor or captured other
+    layers is a disagreement, field by field."""
+    out, entries = built
+    rec, entry = recording("vllm-0.33.0", "example-flat"), entries["example-flat"]
+    target_config = load_target(str(out / entry["target_config"]))
+    reading = engines.read(open_checkpoint(out / entry["dir"]), "vllm@0.33.0", target_config)
+    target = Target.of(target_config)
+    assert disagreements(rec, reading, target) == []
+    edited = {**rec, "ignored": [*rec["ignored"], "fc.weight"], "aux": {**rec["aux"], "capture_before_layer": [1, 2]},
+              "config": {**rec["config"], "head_dim": 16}}
+    found = disagreements(edited, reading, target)
+    assert [f.split(":")[0] for f in found] == ["ignored", "aux", "head_dim"], found
+    refused = {**rec, "refused": {"type": "ValueError", "message": "no"}}
+    assert disagreements(refused, reading, target)[0].startswith("refused: the engine 'ValueError: no'")
