@@ -144,15 +144,20 @@ def _allowed_global(g: _Global) -> bool:
     return g.module == "torch.storage" and g.name == "UntypedStorage"
 
 
-def _pure_data(v: Any, depth: int = 0) -> bool:
-    """Strings, integers, booleans, None and dicts of them (a state dict's ``_metadata``)."""
-    if depth > 16:
-        return False
-    if v is None or isinstance(v, (str, int)):
-        return True
-    if isinstance(v, _Dict):
-        return all(_pure_data(x, depth + 1) for x in v.items.values())
-    return False
+def _pure_data(value: Any) -> bool:
+    """Strings, integers, booleans, None and dicts of them (a state dict's ``_metadata``). Each dict is visited
+    once, so memo references shared many times over (or a dict holding itself) cost nothing more."""
+    seen: set[int] = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, _Dict):
+            if id(v) not in seen:
+                seen.add(id(v))
+                todo.extend(v.items.values())
+        elif not (v is None or isinstance(v, (str, int))):
+            return False
+    return True
 
 
 def walk_pickle(data: bytes) -> dict[str, _Tensor]:
@@ -167,8 +172,6 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:
     while True:
         try:
             op, arg, at = next(ops)
-        except StopIteration:
-            raise _Refused("data.pkl ends without a STOP opcode: truncated", len(data), _FIX_COPY) from None
         except Exception as exc:  # noqa: BLE001  (genops on arbitrary bytes: ValueError, struct.error, ...)
             raise _Refused(f"data.pkl is not a valid pickle after byte {pos}: {str(exc)[:200]}", pos,
                            _FIX_COPY) from None
