@@ -490,3 +490,151 @@ def test_the_fuzz_base_is_a_valid_bin_drafter():
     with contextlib.redirect_stdout(out):
         assert main(["check", str(bin_base()), "--level", "scan", "--reference", "none"]) == 0
     assert pickle.DEFAULT_PROTOCOL >= 2
+
+
+# ----- every refusal of the walk and the zip reader, one case each ------------------------------------------------
+
+STORAGE = b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04tQ"
+HOOKS = b"ccollections\nOrderedDict\n)R"
+TENSOR = b"ctorch._utils\n_rebuild_tensor_v2\n(" + STORAGE + b"K\x00K\x04\x85K\x01\x85\x89" + HOOKS + b"tR"
+
+
+def state(*items: bytes) -> bytes:
+    """A pickled dict of 'w', 'x', ... to the given values."""
+    body = b"".join(b"X\x01\x00\x00\x00" + bytes([ord("w") + i]) + v for i, v in enumerate(items))
+    return b"\x80\x02}(" + body + b"u."
+
+
+def test_the_walk_reads_a_hand_written_state_dict():
+    (t,) = walk_pickle(state(TENSOR)).values()
+    assert (t.dtype, t.shape, t.stride, t.offset, t.storage.key, t.storage.numel) == ("F32", (4,), (1,), 0, "0", 4)
+    param = b"ctorch._utils\n_rebuild_parameter\n(" + TENSOR + b"\x88" + HOOKS + b"tR"
+    assert walk_pickle(state(param))["w"].shape == (4,)
+    v3 = TENSOR.replace(b"_v2", b"_v3").replace(b"ctorch\nFloatStorage\n", b"ctorch.storage\nUntypedStorage\n")
+    assert walk_pickle(state(v3.replace(HOOKS + b"tR", HOOKS + b"ctorch\nfloat8_e5m2\ntR")))["w"].dtype == "F8_E5M2"
+
+
+@pytest.mark.parametrize("pkl, fragment", [
+    (state(TENSOR.replace(b"ctorch\nFloatStorage\n", b"ccollections\nOrderedDict\n")),
+     "names storage '0' of class collections.OrderedDict"),
+    (state(TENSOR.replace(b"K\x04tQ", b"tQ")), "persistent id that is not ('storage'"),
+    (state(TENSOR, TENSOR.replace(b"FloatStorage", b"HalfStorage")), "names storage '0' twice"),
+    (state(TENSOR.replace(b"\x89" + HOOKS, HOOKS)), "with 5 arguments, not the 6 torch writes"),
+    (state(TENSOR.replace(b"K\x00K\x04", b"X\x01\x00\x00\x000K\x04")), "arguments other than (storage, offset"),
+    (state(TENSOR.replace(b"_v2", b"_v3").replace(HOOKS + b"tR", HOOKS + b"ctorch\nfloat32\ntR")),
+     "on a typed storage"),
+    (state(TENSOR.replace(b"ctorch\nFloatStorage\n", b"ctorch.storage\nUntypedStorage\n")),
+     "on an UntypedStorage ('0') without a dtype"),
+    (state(TENSOR.replace(b"_v2", b"_v3").replace(HOOKS + b"tR", HOOKS + HOOKS + b"tR")),
+     "with dtype a dict, which this tool does not read"),
+    (state(b"ctorch._utils\n_rebuild_parameter\n(" + TENSOR + b"K\x01" + HOOKS + b"tR"),
+     "_rebuild_parameter with arguments other than"),
+    (state(b"ctorch._utils\n_rebuild_parameter\n(" + TENSOR + b"tR"), "_rebuild_parameter with arguments"),
+    (state(b"ctorch._utils\n_rebuild_tensor_v2\nK\x01R"), "a call of torch._utils._rebuild_tensor_v2"),
+    (state(TENSOR + b"0"), "opcode POP"),
+    (b"\x80\x02}}.", "values left on its stack"),
+    (b"\x80\x02}(X\x01\x00\x00\x00au.", "odd number of values"),
+    (b"\x80\x02)X\x01\x00\x00\x00aK\x01s.", "SETITEM on a tuple, not a dict"),
+    (b"\x80\x02}K\x01K\x01s.", "a key that is not a string (int)"),
+    (b"\x80\x02R.", "REDUCE finds an empty stack"),
+    (b"\x80\x02t.", "TUPLE without a MARK"),
+    (b"\x80\x04K\x01K\x02\x93.", "STACK_GLOBAL without two strings"),
+    (b"\x80\x02q\x00.", "BINPUT finds an empty stack"),
+])
+def test_each_refusal_of_the_walk(pkl, fragment):
+    from eagle3_checks.torch_bin_io import _Refused
+
+    with pytest.raises(_Refused) as exc:
+        walk_pickle(pkl)
+    assert fragment in exc.value.message
+
+
+def write_zip64(path: Path, entries: dict[str, bytes], extras: bool = True, locator: bool = True) -> None:
+    """A STORED zip in zip64 form throughout (as torch writes files past 4 GB): 0xFFFFFFFF sizes and offsets in
+    the central directory with zip64 extra fields, a zip64 end record and its locator."""
+    import struct
+    import zlib
+
+    out, central = bytearray(), bytearray()
+    for name, data in entries.items():
+        n, off, crc = name.encode(), len(out), zlib.crc32(data)
+        out += struct.pack("<4s5H3I2H", b"PK\x03\x04", 45, 0, 0, 0, 0, crc, len(data), len(data), len(n), 0)
+        out += n + data
+        extra = struct.pack("<2H3Q", 1, 24, len(data), len(data), off) if extras else b""
+        central += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 45, 45, 0, 0, 0, 0, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                               len(n), len(extra), 0, 0, 0, 0, 0xFFFFFFFF) + n + extra
+    cd_off = len(out)
+    out += central
+    z64 = len(out)
+    out += struct.pack("<4sQ2H2I4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, len(entries), len(entries), len(central),
+                       cd_off)
+    if locator:
+        out += struct.pack("<4sIQI", b"PK\x06\x07", 0, z64, 1)
+    out += struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    path.write_bytes(bytes(out))
+
+
+def test_zip64_archives_as_torch_writes_them_past_4_gb(tmp_path):
+    state_ = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(3, dtype=torch.bfloat16)}
+    torch.save(state_, tmp_path / "small.bin")
+    with zipfile.ZipFile(tmp_path / "small.bin") as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    write_zip64(tmp_path / "z64.bin", entries)
+    assert torch.equal(torch.load(tmp_path / "z64.bin", weights_only=True)["w"], state_["w"])  # a valid zip64
+    h = read_bin(tmp_path / "z64.bin", "z64.bin")
+    assert not h.problems and set(h.entries) == {"w", "b"}
+    np.testing.assert_array_equal(load_array(h.entries["w"]), state_["w"].numpy())
+    write_zip64(tmp_path / "noextra.bin", entries, extras=False)
+    assert "needs a zip64 extra field, which is missing" in read_bin(tmp_path / "noextra.bin", "x").problems[0].message
+    write_zip64(tmp_path / "noloc.bin", entries, locator=False)
+    assert "needs a zip64 locator, which is missing" in read_bin(tmp_path / "noloc.bin", "x").problems[0].message
+
+
+def local_header(raw: bytearray, name: bytes) -> int:
+    at = raw.index(b"PK\x03\x04")
+    while raw[at + 30:at + 30 + len(name)] != name:
+        at = raw.index(b"PK\x03\x04", at + 1)
+    return at
+
+
+@pytest.mark.parametrize("how, fragment", [
+    ("local-method", "zip entry 'w/data/0' is compressed (method 8) in its local header"),
+    ("local-name", "zip entry 'w/data/0': its local header at byte"),
+    ("encrypted", "zip entry 'w/data.pkl' is encrypted"),
+    ("tar", "tar-format torch checkpoint (torch before 0.4)"),
+    ("text", "is neither a zip archive nor a pickle, not a torch.save zip checkpoint"),
+    ("pickle-limit", "above the 10-byte limit for a state dict's pickle"),
+    ("directory-limit", "does not fit in the"),
+])
+def test_each_refusal_of_the_zip_reader(tmp_path, monkeypatch, how, fragment):
+    from eagle3_checks import torch_bin_io
+
+    f = tmp_path / "w.bin"
+    (tmp_path / "src").mkdir()
+    torch.save({"w": torch.arange(4, dtype=torch.float32)}, tmp_path / "src" / "w.bin")
+    rezip(tmp_path / "src" / "w.bin", f)
+    raw = bytearray(f.read_bytes())
+    if how == "local-method":
+        raw[local_header(raw, b"w/data/0") + 8] = 8
+    elif how == "local-name":
+        at = local_header(raw, b"w/data/0")
+        raw[at + 30:at + 38] = b"w/data/9"
+    elif how == "encrypted":
+        at = raw.index(b"PK\x01\x02")
+        raw[at + 8] |= 1
+    elif how == "tar":
+        raw = bytearray(512)
+        raw[257:262] = b"ustar"
+    elif how == "text":
+        raw = bytearray(b"hello")
+    elif how == "pickle-limit":
+        monkeypatch.setattr(torch_bin_io, "PICKLE_LIMIT", 10)
+    else:
+        monkeypatch.setattr(torch_bin_io, "DIRECTORY_LIMIT", 10)
+    f.write_bytes(bytes(raw))
+    h = torch_bin_io.read_bin(f, "w.bin")
+    assert not h.entries and any(fragment in p.message for p in h.problems), h.problems
+
+
+def test_read_bin_on_a_directory(tmp_path):
+    assert read_bin(tmp_path, "d").problems[0].message == "is a directory, not a file"
