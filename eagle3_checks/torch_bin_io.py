@@ -71,6 +71,8 @@ _FIX_CODE = ("re-save the tensors alone (a dict of name -> tensor) with safetens
 _WHY_CODE = ("a plain state dict pickles nothing but tensors; anything else runs code when unpickled (vLLM and SGLang "
              "load .bin weights with torch.load(weights_only=True), which refuses it too)")
 _FIX_COPY = "copy the file again from its source, or re-save it with safetensors.torch.save_file"
+_WHY_BIN = ("vLLM and SGLang load .bin weights with torch.load, which fails on a file like this or reads other bytes "
+            "than its index says; this tool reads tensors in place only from an archive it has checked")
 
 
 class _Refused(Exception):
@@ -472,7 +474,8 @@ def read_bin(path: Path, display: str) -> FileHeader:
     result = FileHeader(file=display, path=path)
 
     def problem(message: str, offset: int | None, fix: str | None = None, why: str | None = None) -> FileHeader:
-        result.problems.append(Problem(file=display, message=message, offset=offset, fix=fix or _FIX_COPY, why=why))
+        result.problems.append(Problem(file=display, message=message, offset=offset, fix=fix or _FIX_COPY,
+                                       why=why or _WHY_BIN))
         return result
 
     try:
@@ -535,7 +538,8 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
         e = entries.get(entry_name)
 
         def bad(message: str, offset: int = at, fix: str = _FIX_COPY) -> None:
-            result.problems.append(Problem(file=result.file, message=message, key=name, offset=offset, fix=fix))
+            result.problems.append(Problem(file=result.file, message=message, key=name, offset=offset, fix=fix,
+                                           why=_WHY_BIN))
 
         if e is None:
             bad(f"tensor {name!r} is in storage {t.storage.key!r}, but the archive has no {entry_name}")

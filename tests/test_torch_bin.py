@@ -354,6 +354,7 @@ def test_broken_archives_are_clear_files_errors(tmp_path, pair, capsys, how, fra
     assert "pytorch_model.bin (byte " in out.out, out.out
     result = gate_at(bin_path, "header")
     assert_fails(result, "files", "pytorch_model.bin", *fragments)
+    assert all("torch.load" in f.why for f in result.result("files").findings)
     assert f.read_bytes() == before
 
 
