@@ -8,7 +8,9 @@ import contextlib
 import io
 import json
 import os
-import pickle
+import subprocess
+import sys
+import textwrap
 import re
 import shutil
 import tempfile
@@ -490,7 +492,24 @@ def test_the_fuzz_base_is_a_valid_bin_drafter():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["check", str(bin_base()), "--level", "scan", "--reference", "none"]) == 0
-    assert pickle.DEFAULT_PROTOCOL >= 2
+
+
+def test_the_header_gate_of_a_bin_never_imports_torch(pair, tmp_path):
+    """A stand-in torch module that records any import attempt: the header gate of a .bin never makes one (the
+    opcodes are walked with pickletools.genops; nothing is loaded)."""
+    _, bin_path = pair()
+    fake, marker = tmp_path / "fake", tmp_path / "imported"
+    fake.mkdir()
+    (fake / "torch.py").write_text(f"open({str(marker)!r}, 'a').write('torch ')\nraise ImportError('torch')\n")
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(fake)!r})
+        from eagle3_checks.cli import main
+        sys.exit(main(["check", {str(bin_path)!r}, "--reference", "none", "--level", "header"]))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASSED" in proc.stdout and not marker.exists()
 
 
 # ----- every refusal of the walk and the zip reader, one case each ------------------------------------------------
