@@ -2,7 +2,9 @@
 
 Reads ``config.json`` and the safetensors headers (single file or a sharded
 ``model.safetensors.index.json``), never tensor data: a tensor is loaded only when a check asks
-for it (:meth:`Checkpoint.array`), once, and kept. No torch on this path.
+for it (:meth:`Checkpoint.array`), once, and kept. No torch on this path. Without any safetensors
+file, ``pytorch_model.bin`` (or a sharded ``pytorch_model.bin.index.json``) is read the same way,
+its zip directory and pickle opcodes parsed without unpickling (:mod:`eagle3_checks.torch_bin_io`).
 
 What cannot be a checkpoint at all (a missing path, a file, a folder with neither config.json
 nor safetensors) raises :class:`~eagle3_checks.errors.UsageError`; everything wrong inside a
@@ -21,10 +23,13 @@ from .config import DraftConfig, read_config
 from .errors import UsageError
 from .layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name
 from .safetensors_io import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
+from .torch_bin_io import read_bin
 
 CONFIG = "config.json"
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
+BIN = "pytorch_model.bin"
+BIN_INDEX = "pytorch_model.bin.index.json"
 
 
 class TensorReadError(Exception):
@@ -47,8 +52,6 @@ class Checkpoint:
     duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
     # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
     complete: bool = True
-    # A temporary folder the checkpoint was copied into (a pytorch_model.bin source), removed by whoever made it.
-    scratch: Path | None = None
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ----- views -------------------------------------------------------------------------------
@@ -216,9 +219,9 @@ def locate(path: str | os.PathLike) -> tuple[Path, list[str], list[str]]:
     except OSError as exc:
         raise UsageError(f"{display}: cannot list the directory: {exc.strerror or exc}") from exc
     st_files = [n for n in children if n.endswith(".safetensors")]
-    if CONFIG not in children and not st_files:
-        raise UsageError(f"{display}: holds neither {CONFIG} nor a safetensors file; is this a drafter "
-                         "checkpoint directory?")
+    if CONFIG not in children and not st_files and BIN not in children and BIN_INDEX not in children:
+        raise UsageError(f"{display}: holds neither {CONFIG} nor a safetensors file (nor {BIN}); is this a "
+                         "drafter checkpoint directory?")
     return root, children, st_files
 
 
@@ -243,6 +246,7 @@ def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
 
 
 def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> None:
+    reader, index = read_header, INDEX
     if SINGLE in children:
         shard_names = {SINGLE: None}
     elif INDEX in children:
@@ -252,9 +256,17 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
             return
     elif st_files:
         shard_names = {n: None for n in st_files}
+    elif BIN in children:  # torch.save's zip format, read without unpickling
+        reader, shard_names = read_bin, {BIN: None}
+    elif BIN_INDEX in children:
+        reader, index = read_bin, BIN_INDEX
+        shard_names = _read_index(ckpt, root, BIN_INDEX)
+        if shard_names is None:
+            ckpt.complete = False
+            return
     else:
-        _problem(ckpt, SINGLE, "is missing and there is no index or other safetensors file",
-                 expected=f"{SINGLE} or {INDEX}", found="no weights", fix="copy the weights next to config.json")
+        _problem(ckpt, SINGLE, f"is missing and there is no index, other safetensors file or {BIN}",
+                 expected=f"{SINGLE}, {INDEX} or {BIN}", found="no weights", fix="copy the weights next to config.json")
         ckpt.complete = False
         return
 
@@ -262,11 +274,12 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
         ok, why = _is_file(root / shard)
         if not ok:
             listed = f" (the index puts {len(indexed)} tensors there)" if indexed else ""
-            _problem(ckpt, shard, f"{why}{listed}", expected="a safetensors file", found=why,
+            _problem(ckpt, shard, f"{why}{listed}",
+                     expected="a safetensors file" if reader is read_header else "a torch.save file", found=why,
                      fix="copy the missing shard, or regenerate the index to match the files")
             ckpt.complete = False
             continue
-        header = read_header(root / shard, shard)
+        header = reader(root / shard, shard)
         ckpt.files.append(header)
         ckpt.problems.extend(header.problems)
         if not header.parsed:
@@ -279,7 +292,7 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
             ckpt.tensors[name] = entry
         if indexed is not None and header.parsed:
             for name in sorted(set(indexed) - set(header.entries)):
-                _problem(ckpt, INDEX, f"puts {name!r} in {shard}, whose header has no such tensor", key=name,
+                _problem(ckpt, index, f"puts {name!r} in {shard}, whose header has no such tensor", key=name,
                          fix="regenerate the index from the shards")
                 ckpt.complete = False
             for name in sorted(set(header.entries) - set(indexed)):
@@ -287,32 +300,32 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
                          fix="regenerate the index from the shards")
 
 
-def _read_index(ckpt: Checkpoint, root: Path) -> dict[str, list[str]] | None:
-    ok, why = _is_file(root / INDEX)
+def _read_index(ckpt: Checkpoint, root: Path, index: str = INDEX) -> dict[str, list[str]] | None:
+    ok, why = _is_file(root / index)
     if not ok:
-        _problem(ckpt, INDEX, why or "is not a file")
+        _problem(ckpt, index, why or "is not a file")
         return None
-    raw = _read_json(ckpt, root / INDEX, INDEX)
+    raw = _read_json(ckpt, root / index, index)
     if raw is _UNUSABLE:
         return None
     if not isinstance(raw, dict):
-        _problem(ckpt, INDEX, f"is a JSON {json_type(raw)}, not an object", expected='{"weight_map": {tensor: file}}',
+        _problem(ckpt, index, f"is a JSON {json_type(raw)}, not an object", expected='{"weight_map": {tensor: file}}',
                  found=json_type(raw))
         return None
     weight_map = raw.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        _problem(ckpt, INDEX, "has no weight_map object", key="weight_map",
+        _problem(ckpt, index, "has no weight_map object", key="weight_map",
                  expected='{"weight_map": {tensor: file}}', found=json_type(weight_map))
         return None
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
         if not isinstance(shard, str) or not shard or "\0" in shard:
-            _problem(ckpt, INDEX, f"maps {name!r} to {shard!r}, not a file name", key=f"weight_map.{name}")
+            _problem(ckpt, index, f"maps {name!r} to {shard!r}, not a file name", key=f"weight_map.{name}")
             ckpt.complete = False
             continue
         pure = PurePosixPath(shard.replace("\\", "/"))
         if pure.is_absolute() or os.path.isabs(shard) or ".." in pure.parts:
-            _problem(ckpt, INDEX, f"maps {name!r} to {shard!r}, outside the checkpoint directory",
+            _problem(ckpt, index, f"maps {name!r} to {shard!r}, outside the checkpoint directory",
                      key=f"weight_map.{name}", expected="a relative path without '..'", found=shard,
                      fix="keep every shard inside the checkpoint directory and name it relatively")
             ckpt.complete = False

@@ -7,7 +7,8 @@
   later layers stay ``layers.N.*``, which is what vLLM builds).
 * **Tensor data** is copied as byte ranges (``copy_file_range``): the header is rewritten, the data streamed in
   the kernel, so the output tensors are bit-identical and memory stays flat whatever the size. A
-  ``pytorch_model.bin`` source is read with ``torch.load(weights_only=True)`` only.
+  ``pytorch_model.bin`` source is read in place like a safetensors one: its zip directory and pickle opcodes are
+  parsed, never unpickled (:mod:`eagle3_checks.torch_bin_io`).
 * **The config** keeps every semantic field and writes the engine-sensitive ones explicitly (``head_dim``,
   ``norm_before_residual``, ``rope_theta`` and ``rope_parameters``, the aux ids in ``eagle_config`` and at the
   top level, ``draft_vocab_size``, ``vocab_size`` = the verifier's, ``target_hidden_size`` only as a number). The
@@ -106,18 +107,6 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
     return d2t.astype(np.int64), t2d.astype(bool)
 
 
-def _open_source(src: str | os.PathLike) -> Checkpoint:
-    try:
-        ckpt = open_checkpoint(src)
-    except UsageError:
-        if (Path(src) / "pytorch_model.bin").is_file():
-            return _open_bin_source(Path(src))
-        raise
-    if not ckpt.tensors and (Path(src) / "pytorch_model.bin").is_file():
-        return _open_bin_source(Path(src))
-    return ckpt
-
-
 def _require_mapping(path: Any, names: list) -> None:
     missing = [n for n in ("d2t", "t2d") if n not in names]
     if missing:
@@ -149,43 +138,6 @@ def _torch_load(path: Path) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Detected pickle protocol")
         return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def _open_bin_source(src: Path) -> Checkpoint:
-    """A ``pytorch_model.bin`` checkpoint, loaded with ``torch.load(weights_only=True)`` (never unpickling code) and
-    written to a temporary safetensors file so that the rest reads it like any other."""
-    import tempfile
-
-    try:
-        import torch
-    except ImportError as exc:
-        raise UsageError(f"{src}/pytorch_model.bin: reading it needs torch ({exc})") from exc
-    try:
-        state = _torch_load(src / "pytorch_model.bin")
-    except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"{src}/pytorch_model.bin: cannot be read: {_load_error(exc)}") from exc
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise UsageError(f"{src}/pytorch_model.bin: not a state dict of tensors")
-    from .safetensors_io import write_safetensors
-
-    work = Path(tempfile.mkdtemp(prefix="eagle3-bin-"))
-    try:
-        if (src / "config.json").is_file():
-            shutil.copy(src / "config.json", work / "config.json")
-        tensors = {}
-        for name, t in state.items():
-            t = t.detach().contiguous().cpu()
-            if t.dtype == torch.bfloat16:
-                tensors[name] = RawTensor("BF16", tuple(t.shape), t.view(torch.int16).numpy().tobytes())
-            else:
-                tensors[name] = from_numpy(t.numpy())
-        write_safetensors(work / "model.safetensors", tensors)
-        ckpt = open_checkpoint(work)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    ckpt.display, ckpt.scratch = str(src), work  # convert() removes the copy when it is done
-    return ckpt
 
 
 # ----- planning ------------------------------------------------------------------------------------------------
@@ -601,31 +553,27 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
         raise UsageError(f"--verify forward: {torch_missing()}")
     _check_paths(src_path, dst_path, force)  # before reading anything: a refusal should be quick
     with _signals_raise():
-        source = _open_source(src_path)
+        source = open_checkpoint(src_path)
+        target = load_target(target_config) if target_config else None
+        p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
+                 speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention)
+        removed = remove_stale(dst_path)
+        tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
         try:
-            target = load_target(target_config) if target_config else None
-            p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
-                     speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention)
-            removed = remove_stale(dst_path)
-            tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
-            try:
-                write(p, tmp)
-                result = verify(tmp, source, to, level, target, target_config)
-                if result.exit_code:
-                    bad = [f for f in result.findings() if f.severity is Severity.ERROR]
-                    raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); "
-                                         "nothing was written to DST", bad)
-                _move_into_place(tmp, dst_path)
-            except OSError as exc:  # a read-only folder, a name too long with the temporary's suffix, a full disk
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise UsageError(f"DST {dst_path}: cannot write the converted checkpoint: {exc.strerror or exc}"
-                                 + (f" ({exc.filename})" if exc.filename else "") + "; nothing was written") from exc
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-        finally:
-            if source.scratch is not None:  # a pytorch_model.bin source's temporary safetensors copy
-                shutil.rmtree(source.scratch, ignore_errors=True)
+            write(p, tmp)
+            result = verify(tmp, source, to, level, target, target_config)
+            if result.exit_code:
+                bad = [f for f in result.findings() if f.severity is Severity.ERROR]
+                raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); "
+                                     "nothing was written to DST", bad)
+            _move_into_place(tmp, dst_path)
+        except OSError as exc:  # a read-only folder, a name too long with the temporary's suffix, a full disk
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise UsageError(f"DST {dst_path}: cannot write the converted checkpoint: {exc.strerror or exc}"
+                             + (f" ({exc.filename})" if exc.filename else "") + "; nothing was written") from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return Result(dst_path, p, result, level, removed)
 
 

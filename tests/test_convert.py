@@ -111,8 +111,9 @@ def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
 
 
 def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path, monkeypatch):
-    """A pytorch_model.bin source is copied to a temporary safetensors file, removed after the conversion, whether
-    it succeeds or is refused (it leaked a full copy of the weights per run)."""
+    """A pytorch_model.bin source is read in place (its zip directory and pickle opcodes, never unpickled): no
+    temporary copy of the weights is made, whether the conversion succeeds or is refused (an earlier torch.load
+    path leaked a full copy per run)."""
     import tempfile
 
     torch = pytest.importorskip("torch")

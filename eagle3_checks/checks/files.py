@@ -13,8 +13,9 @@ _WHY = ("safetensors refuses a file like this, and vLLM and SGLang either fail a
 @check(
     "files",
     "Checkpoint files are complete and readable",
-    guards="Truncated or corrupt safetensors files, shards missing from a sharded index or named outside "
-    "the checkpoint, an unreadable or missing config.json.",
+    guards="Truncated or corrupt safetensors files, a pytorch_model.bin that holds more than plain tensors (code "
+    "run when unpickled) or is not torch's zip format, shards missing from a sharded index or named outside the "
+    "checkpoint, an unreadable or missing config.json.",
     evidence=("safetensors format: header length, no holes or overlaps, data within the file",),
     fix="re-export or re-copy the checkpoint; keep every shard inside its directory and the index in step with it",
 )
