@@ -69,6 +69,15 @@ def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(
     assert engines.resolve("sglang")[0] == (SG23,)
 
 
+def test_the_installed_version_is_read_from_package_metadata():
+    """Installed with the test extras, speculators is found by its dist-info folder; vLLM is not installed here."""
+    from importlib.metadata import version
+
+    assert engines.installed_version("speculators") == version("speculators")
+    assert engines.installed_version("vllm") is None
+    assert engines.resolve("speculators")[1] == (f"speculators@0.9.0: the installed speculators {version('speculators')}",)
+
+
 def test_lists_repeats_and_all(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: None)
     assert engines.resolve("vllm,sglang")[0] == (VLLM, SG23)

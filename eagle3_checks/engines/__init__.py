@@ -12,7 +12,8 @@ EAGLE/SpecForge for the flat one), with lenient names: the computation the draft
 
 from __future__ import annotations
 
-from importlib import metadata
+import os
+import sys
 from typing import Any
 
 from ..errors import UsageError
@@ -53,13 +54,19 @@ def profile(spec: str) -> Profile:
 
 
 def installed_version(name: str) -> str | None:
-    """The version of an engine installed where the gate runs, from package metadata (never imported)."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-    except Exception:  # a broken distribution counts as not installed
-        return None
+    """The version of an engine installed where the gate runs, from its ``NAME-VERSION.dist-info`` folder on
+    sys.path: what importlib.metadata reads, without its import (40 ms, an eighth of the header gate). The engine
+    itself is never imported."""
+    prefix = name.replace("-", "_").lower() + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for folder in names:
+            if folder.endswith(".dist-info") and folder.lower().startswith(prefix):
+                return folder[len(prefix):-len(".dist-info")]
+    return None
 
 
 def choices() -> str:

@@ -188,7 +188,7 @@ PROFILE = Profile(
     narrows_at="srt/layers/linear.py:528, 589-644 (narrow, no size check)",
     sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/model_executor/model_runner.py",
              "srt/speculative/eagle_worker.py", "srt/configs/model_config.py"),
-    reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids only",
+    reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids",
     serving=context_refusal("srt/configs/model_config.py:286-311"),
     cannot_compute=cannot_compute,
 )
