@@ -143,7 +143,8 @@ def layers(ctx: Context) -> Iterable[Finding]:
         yield error(f"{CONFIG}: num_hidden_layers is {v.value}{source}, the checkpoint has {len(present)} decoder "
                     f"layer(s)", file=CONFIG, key=key, expected=str(len(present)), found=str(v.value),
                     why="engines build num_hidden_layers layers: missing ones stay uninitialised in vLLM (no error), "
-                    "SGLang 0.5.6 refuses anything but 1, extra tensors are refused or dropped",
+                    "SGLang 0.5.6 refuses anything but 1, SGLang 0.5.23 leaves them at ones or uninitialised, extra "
+                    "tensors are refused or dropped",
                     fix=f"set num_hidden_layers: {len(present)}")
 
 
@@ -285,7 +286,8 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
     if implied != v.value:
         yield error(f"{CONFIG}: head_dim is not stated; engines would use {v.value} ({v.source}) but q_proj holds "
                     f"{nh} heads of {implied}", file=CONFIG, key=key, expected=str(implied), found="absent",
-                    why=f"vLLM and SGLang build attention with head_dim {v.value} and fail on the q/k/v shapes, or "
+                    why=f"vLLM and SGLang build attention with head_dim {v.value} and cut the q/k/v weights to fit "
+                    "without an error (their linear weight loaders narrow; see engine.loads), or "
                     "with a matching default compute different attention than was trained",
                     fix=f"add \"head_dim\": {implied}")
     elif implied != h // nh:

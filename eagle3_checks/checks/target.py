@@ -35,7 +35,9 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
                     "the verifier's config")
     elif n in ids:
         yield info(f"aux-layer id {n} is the target's last layer: vLLM and speculators capture the final output "
-                   f"there; under SGLang's +1 convention {n - 1} is the last id that captures anything",
+                   f"there; under SGLang's +1 rule {n - 2} is the last id that captures anything (layer i's input is "
+                   "captured for i < N only: SGLang 0.5.23 srt/models/llama.py:485-494; engine.aux-layers judges each "
+                   "release)",
                    file=CONFIG, key=config_key(cfg, "aux_layer_ids"))
 
 
