@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -53,6 +53,13 @@ class Checkpoint:
     # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
     complete: bool = True
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def with_config(self, raw: dict) -> "Checkpoint":
+        """The same tensors under another config.json: what ``fix`` gates before it writes anything."""
+        ckpt = replace(self, config_raw=raw, _arrays={})
+        ckpt.layout, ckpt.layout_source = detect_layout(raw), f"{CONFIG} structure"
+        ckpt.config = read_config(raw, ckpt.layout)
+        return ckpt
 
     # ----- views -------------------------------------------------------------------------------
     def entry(self, role: str) -> TensorEntry | None:

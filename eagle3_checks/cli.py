@@ -91,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
                    "(default: the target config's _name_or_path, else null)")
 
+    p = sub.add_parser("fix", help="write a copy with the gate's config fixes applied, and gate it")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST")
+    _gate_options(p)
+    p.add_argument("--force", action="store_true", help="replace an existing DST (atomically)")
+    p.add_argument("--format", choices=FORMATS, default="text", help="the report on DST")
+
     p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
     p.add_argument("ckpt", metavar="CKPT")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -324,6 +331,28 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fix(args: argparse.Namespace) -> int:
+    from .fix import fix
+    from .registry import parse_options
+    from .report import RENDERERS
+
+    options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
+                            strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
+                            aux_convention=args.aux_convention, max_model_len=args.max_model_len)
+    done = fix(args.src, args.dst, options, force=args.force)
+    lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"]
+    lines += [f"  {e.check}: {e.describe()}" for e in done.edits]
+    lines += [f"  not applied: {why}" for why in done.refused]
+    left = done.left
+    lines.append(f"left: {len(left)} finding(s) that no config edit fixes" if left else "left: nothing")
+    if args.format == "text":
+        _write("\n".join(lines) + "\n\n" + RENDERERS["text"]([done.result]))
+    else:
+        sys.stderr.write("\n".join(lines) + "\n")
+        _write(RENDERERS[args.format]([done.result]))
+    return done.result.exit_code
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from .registry import checks
 
@@ -397,7 +426,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
     from .engines import resolve
 
-    specs, _ = resolve(args.engine)
+    specs = resolve(args.engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
     written = run_forward_files(open_checkpoint(args.ckpt), specs[0], Path(args.inputs), Path(args.out), args.steps)
@@ -405,7 +434,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
+COMMANDS = {"check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
             "demo": cmd_demo}
 
 

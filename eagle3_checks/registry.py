@@ -10,6 +10,7 @@ has a stable id, a title, a level (``header`` reads headers and the small vocabu
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable
@@ -39,17 +40,38 @@ class Finding:
     why: str | None = None
     fix: str | None = None
     check: str = ""
+    # The fix as data, when it is an edit of config.json: JSON Patch operations (RFC 6902: add, replace, remove;
+    # "add" creates missing parent objects). None: no config edit fixes this (a missing tensor, say).
+    patch: tuple[dict, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["severity"] = self.severity.value
+        d["patch"] = list(self.patch) if self.patch else None
+        if self.severity is not Severity.INFO:
+            d["fixable_by_config"] = bool(self.patch)
         return {k: v for k, v in d.items() if v is not None}
 
 
+def add(path: str, value: Any) -> dict:
+    """A JSON Patch "add" of config.json (sets the value, creating parent objects)."""
+    return {"op": "add", "path": path, "value": value}
+
+
+def remove(path: str) -> dict:
+    return {"op": "remove", "path": path}
+
+
+def describe_op(op: dict) -> str:
+    """A JSON Patch operation of config.json for people: ``eagle_config.norm_before_fc = true``."""
+    key = op["path"].lstrip("/").replace("/", ".")
+    return f"remove {key}" if op["op"] == "remove" else f"{key} = {json.dumps(op['value'])}"
+
+
 def _finding(severity: Severity) -> Callable[..., Finding]:
-    def make(message: str, **kw: Any) -> Finding:
+    def make(message: str, patch: "list[dict] | tuple[dict, ...] | None" = None, **kw: Any) -> Finding:
         kw = {k: (None if v is None else str(v)) for k, v in kw.items()}
-        return Finding(severity, message, **kw)
+        return Finding(severity, message, patch=tuple(patch) if patch else None, **kw)
 
     return make
 
@@ -132,6 +154,9 @@ class GateOptions:
     # the engine releases per-engine checks judge ("vllm@0.33.0", ...; see engines.resolve) and why each version
     engine: tuple[str, ...] = ()
     engine_notes: tuple[str, ...] = ()
+    # releases only `--engine all` brought in: a layout such a release does not read is not applicable to it, and
+    # fails the gate only when no release in the set reads the checkpoint (or under --strict)
+    optional_engines: tuple[str, ...] = ()
     source: str | None = None  # the checkpoint the candidate was converted from
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
     max_model_len: int | None = None  # the context the drafter will be served with
@@ -162,7 +187,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             why = c.requires() if c.requires and c.level == level else None
             if why:
                 raise UsageError(f"--level {level}: {why}")
-    specs, notes = resolve_engines(engine)
+    specs, notes, optional = resolve_engines(engine)
     if aux_convention not in (None, "vllm", "sglang"):
         raise UsageError(f"--aux-convention {aux_convention!r}: choose vllm or sglang")
     if max_model_len is not None:
@@ -183,7 +208,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--skip {item!r}: no check named {check_id!r} (see `eagle3-checks list`)")
         waivers.append((check_id, reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
-                       strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes, source=source,
+                       strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes,
+                       optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len)
 
 

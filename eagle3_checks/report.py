@@ -7,10 +7,10 @@ import textwrap
 from typing import Any
 
 from . import __version__
-from .registry import FAILED, PASSED, SKIPPED, WARNED, CheckResult, Finding, GateResult, Severity
+from .registry import FAILED, PASSED, SKIPPED, WARNED, CheckResult, Finding, GateResult, Severity, describe_op
 
 SCHEMA_VERSION = 1
-_LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP"}
+_LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP", "n/a": "N/A"}
 
 
 def summary_line(result: GateResult) -> str:
@@ -25,8 +25,9 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None)
     ``previous`` finding's is not repeated."""
     out = [f"{indent}{f.severity.value.upper()}: {f.message}"]
     width = 100
+    patch = "; ".join(describe_op(op) for op in f.patch) + " (eagle3-checks fix applies it)" if f.patch else None
     for label, value in (("file", f.file), ("key", f.key), ("expected", f.expected), ("found", f.found),
-                         ("why", f.why), ("fix", f.fix)):
+                         ("why", f.why), ("fix", f.fix), ("patch", patch)):
         if value is None or (label == "key" and value in f.message) or (label == "file" and value in f.message):
             continue
         if label in ("why", "fix") and previous is not None and getattr(previous, label) == value:
@@ -96,12 +97,16 @@ def stats_lines(tensors: dict) -> list[str]:
     return out
 
 
+NOT_APPLICABLE = "n/a"  # a release --engine all brought in that does not read the checkpoint's layout
+
+
 def compatibility(result: GateResult) -> dict[str, dict[str, str]]:
-    """engine -> per-engine check id -> status, when the gate judged more than one engine."""
+    """engine -> per-engine check id -> status (or "n/a"), when the gate judged more than one engine."""
     table: dict[str, dict[str, str]] = {}
     for r in result.results:
         if r.engine:
-            table.setdefault(r.engine, {})[r.check.id] = r.status
+            na = r.status == SKIPPED and (r.reason or "").startswith("not applicable")
+            table.setdefault(r.engine, {})[r.check.id] = NOT_APPLICABLE if na else r.status
     return table if len(table) > 1 else {}
 
 
@@ -189,7 +194,9 @@ def render_markdown(results: list[GateResult]) -> str:
             out += ["", "<details><summary>Findings</summary>", ""]
             for r, f in details:
                 out.append(f"- **{f.severity.value}** `{r.label}`: {_md(f.message)}")
-                for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix)):
+                patch = "; ".join(f"`{describe_op(op)}`" for op in f.patch) if f.patch else None
+                for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix),
+                                     ("patch", patch)):
                     if value:
                         out.append(f"  - {label}: {_md(value)}")
             out += ["", "</details>"]

@@ -283,10 +283,35 @@ def test_config_vocab_sizes_draft_larger(drafter):
 
 
 def test_config_aux_ids_in_two_places_disagree(drafter):
+    """With the trainer's convention unknown, two lists that differ cannot both feed the trained layers: a warning
+    naming what each engine release captures from the field it reads."""
     d = drafter("flat")
-    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]  # eagle_config keeps [1, 3, 5]
-    assert_fails(run(d.write()), "config.aux-layers", "eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5] and "
-                 "top-level eagle_aux_hidden_state_layer_ids [2, 4, 6] differ")
+    d.config["eagle_aux_hidden_state_layer_ids"] = [3, 5, 7]  # eagle_config keeps [1, 3, 5]
+    warned(run(d.write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
+           "vllm@0.33.0 reads eagle_aux_hidden_state_layer_ids [3, 5, 7]: the outputs of layers [2, 4, 6]",
+           "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
+           "[1, 3, 5]", "eagle_config has [1, 3, 5], the top level [3, 5, 7]", "pass --aux-convention")
+
+
+def test_config_aux_ids_in_one_place_captured_differently_warn(drafter):
+    """The same ids in both places and an unknown convention: vLLM and SGLang capture layers one apart from them,
+    and at most one can be right (it used to pass both, with a note)."""
+    warned(run(drafter("flat").write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
+           "vllm@0.33.0 reads eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers [0, 2, 4]",
+           "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
+           "[1, 3, 5]")
+    assert run(drafter("flat").write(), engine="vllm").result("config.aux-layers").status == "passed"
+
+
+def test_config_aux_ids_that_differ_pass_when_each_is_right_for_its_engine(drafter, target_path):
+    """The ids of a drafter trained the SGLang way: [1, 3, 5] in eagle_config for SGLang, [2, 4, 6] at the top
+    level for vLLM (the same layers): every engine is fed the trained layers, and nothing fails."""
+    d = drafter("flat")
+    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+    result = run(d.write(), engine="vllm,sglang,sglang@0.5.6", aux_convention="sglang", target_config=str(target_path))
+    r = result.result("config.aux-layers")
+    assert r.status == "passed" and "each engine reads one" in r.findings[0].message
+    assert all(result.result("engine.aux-layers", e).status == "passed" for e in ("vllm", "sglang@0.5.23", "sglang@0.5.6"))
 
 
 def test_config_aux_ids_missing_warns(drafter):

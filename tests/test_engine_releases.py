@@ -54,8 +54,8 @@ def target_file(tmp_path, **fields):
 
 def test_a_bare_name_is_the_newest_modelled_release_and_says_so(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: None)
-    specs, notes = engines.resolve("sglang")
-    assert specs == (SG23,)
+    specs, notes, optional = engines.resolve("sglang")
+    assert specs == (SG23,) and optional == ()
     assert notes == (f"{SG23}: sglang is not installed here: the newest modelled release",)
 
 
@@ -63,7 +63,7 @@ def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.6"}.get(name))
     assert engines.resolve("sglang")[0] == (SG06,)
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.20"}.get(name))
-    specs, notes = engines.resolve("sglang")
+    specs, notes, _ = engines.resolve("sglang")
     assert specs == (SG06,) and "0.5.20 is installed and not modelled: the nearest older" in notes[0]
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.6.1"}.get(name))
     assert engines.resolve("sglang")[0] == (SG23,)
@@ -83,6 +83,7 @@ def test_lists_repeats_and_all(monkeypatch):
     assert engines.resolve("vllm,sglang")[0] == (VLLM, SG23)
     assert engines.resolve(["vllm", "sglang@0.5.6", "vllm"])[0] == (VLLM, SG06)
     assert engines.resolve("all")[0] == (VLLM, SG23, "speculators@0.9.0")
+    assert engines.resolve("all,sglang").optional == (VLLM, "speculators@0.9.0")  # sglang is required by name
 
 
 @pytest.mark.parametrize("value, says", [("sglang@0.5.7", "modelled sglang releases are sglang@0.5.23, sglang@0.5.6"),

@@ -317,19 +317,40 @@ def test_local_verifier_path_warns_for_vllm(drafter):
 # ----- the shells ----------------------------------------------------------------------------------------------
 
 def test_compatibility_matrix_and_json(drafter, capsys):
+    """Named releases are required: SGLang does not read the speculators layout, and the gate fails."""
     path = drafter("speculators").write()
-    assert main(["check", str(path), "--engine", "all", "--level", "header"]) == 1
+    assert main(["check", str(path), "--engine", "vllm,sglang", "--level", "header"]) == 1
     out = capsys.readouterr().out
     assert "compatibility (engine x check):" in out
     assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm@", "sglang@"))] == \
         [["vllm@0.33.0", "PASS"], ["sglang@0.5.23", "FAIL"]]
-    main(["check", str(path), "--engine", "all", "--level", "header", "--format", "json"])
+    main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "json"])
     data = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert data["compatibility"]["sglang@0.5.23"]["engine.loads"] == "failed"
-    main(["check", str(path), "--engine", "all", "--level", "header", "--format", "markdown"])
+    main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "markdown"])
     out = capsys.readouterr().out
     assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` |" in out
     assert "| sglang@0.5.23 | FAIL | SKIP | SKIP | SKIP |" in out and "| vllm@0.33.0 | PASS | PASS | PASS | PASS |" in out
+
+
+def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
+    """--engine all: a release that does not read the checkpoint's layout is not applicable (N/A in the matrix),
+    and fails the gate only when no release reads it, or under --strict."""
+    path = drafter("speculators").write()
+    assert main(["check", str(path), "--engine", "all", "--level", "header"]) == 0
+    out = capsys.readouterr().out
+    assert "not applicable: sglang 0.5.23 does not read the speculators layout" in out
+    assert [line.split()[:3] for line in out.splitlines() if line.strip().startswith("sglang@")] == \
+        [["sglang@0.5.23", "N/A", "N/A"]]
+    assert main(["check", str(path), "--engine", "all", "--level", "header", "--strict"]) == 1
+    capsys.readouterr()
+    d = drafter("speculators")  # read by no sglang release
+    assert main(["check", str(d.write()), "--engine", "all,vllm", "--level", "header"]) == 0
+    capsys.readouterr()
+    flat = drafter("flat").write()  # speculators reads no flat config
+    assert main(["check", str(flat), "--engine", "all", "--level", "header", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert doc["compatibility"]["speculators@0.9.0"]["engine.loads"] == "n/a"
 
 
 def test_explain(capsys):

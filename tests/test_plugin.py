@@ -174,7 +174,8 @@ def test_a_path_that_is_no_checkpoint_is_a_usage_error(pytester, tmp_path, kind,
 
 def test_engine_all_gives_one_item_per_engine(pytester, drafter):
     path = drafter("speculators").write()
-    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-engine=all", "-k", "forward", "-rf")
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-engine=vllm,sglang,speculators", "-k", "forward",
+                                "-rf")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["FAILED eagle3-checks::*::forward.equivalence[[]sglang@0.5.23[]] - *"])
 
@@ -266,7 +267,8 @@ def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, dra
 def test_last_failed_reruns_a_failed_per_engine_check(pytester, drafter):
     """pytest 9 stores node ids parsed into name and [params]; engine.loads[sglang@0.5.23] must match itself again."""
     path = drafter("speculators").write()  # SGLang reads flat configs only: engine checks fail for sglang
-    args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none", "--eagle3-engine=all", "--eagle3-level=header"]
+    args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none", "--eagle3-engine=vllm,sglang",
+            "--eagle3-level=header"]
     first = pytester.runpytest(*args, "-rf")
     failed = sorted(re.findall(r"FAILED (eagle3-checks::\S+)", first.stdout.str()))
     assert any("[sglang@0.5.23]" in f for f in failed), failed

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from .. import engines
 from ..config import DraftConfig
 from ..registry import Context, NotApplicable
 
@@ -35,3 +38,24 @@ def config_key(cfg: DraftConfig, name: str) -> str:
         return "eagle_aux_hidden_state_layer_ids" if cfg.layout == "speculators" else \
             "eagle_config.eagle_aux_hidden_state_layer_ids"
     return name
+
+
+def pointer(key: str) -> str:
+    """A dotted config key as a JSON pointer, for a fix as data: eagle_config.norm_before_fc -> /eagle_config/..."""
+    return "/" + key.replace("~", "~0").replace("/", "~1").replace(".", "/")
+
+
+NOT_APPLICABLE = "not applicable"  # the reason's start, for a release --engine all brought in that cannot read it
+
+
+def unread_layout(ctx: Context, reading: Any) -> str | None:
+    """Why a release that does not read the checkpoint's layout is not applicable here, or None when it must be
+    judged: it was named (not only brought in by ``--engine all``), ``--strict`` is on, or no release in the set
+    reads the checkpoint."""
+    options = ctx.options
+    if reading.layout_ok or options is None or options.strict or ctx.engine not in options.optional_engines:
+        return None
+    if not any(engines.read(ctx.ckpt, spec, ctx.target).layout_ok for spec in options.engines()):
+        return None
+    return (f"{NOT_APPLICABLE}: {reading.engine} {reading.version} does not read the {ctx.ckpt.layout} layout "
+            f"(--engine all judges the releases that read it; name {ctx.engine} to require it)")

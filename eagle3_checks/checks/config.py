@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+from .. import engines
 from ..config import missing_required, rope_scaling_problems
+from ..engines.profile import Target
 from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
-from ..registry import Context, Finding, NotApplicable, check, error, info, warning
+from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
 from ..safetensors_io import json_type
-from ._common import CONFIG, config_key, config_of, require_complete
+from ._common import CONFIG, config_key, config_of, pointer, require_complete
 
 
 @check(
@@ -209,17 +211,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     raw = cfg.raw
     key = config_key(cfg, "aux_layer_ids")
-    if cfg.layout == FLAT:
-        nested = raw.get("eagle_config", {}).get("eagle_aux_hidden_state_layer_ids") \
-            if isinstance(raw.get("eagle_config"), dict) else None
-        top = raw.get("eagle_aux_hidden_state_layer_ids")
-        if nested is not None and top is not None and nested != top:
-            yield error(f"{CONFIG}: eagle_config.eagle_aux_hidden_state_layer_ids {nested} and top-level "
-                        f"eagle_aux_hidden_state_layer_ids {top} differ", file=CONFIG, key=key,
-                        expected="one list, the same in both places", found=f"{nested} vs {top}",
-                        why="vLLM captures the top-level ids first, SGLang reads only eagle_config: the two engines "
-                        "feed the drafter different target layers",
-                        fix="write the ids the drafter was trained with in both places")
+    yield from _aux_captures(ctx, cfg)
     ids = cfg["aux_layer_ids"]
     if cfg.get("aux_layer_ids") is not None and ids is None:
         return  # wrong type: config.fields reports it
@@ -239,13 +231,14 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
             yield warning(f"{CONFIG}: aux-layer ids {ids} are not ascending", file=CONFIG, key=key,
                           expected=str(sorted(ids)), found=str(ids),
                           why="engines concatenate aux states in layer order, whatever the list order",
-                          fix=f"write them ascending: {sorted(ids)}")
+                          fix=f"write them ascending: {sorted(ids)}",
+                          patch=[add(pointer(k), sorted(ids)) for k in _id_keys(cfg) if _at(cfg.raw, k) == ids])
         count = cfg["num_aux_hidden_states"]
         if count is not None and count != len(ids):
             yield error(f"{CONFIG}: num_aux_hidden_states {count} but {len(ids)} aux-layer ids", file=CONFIG,
                         key="num_aux_hidden_states", expected=str(len(ids)), found=str(count),
                         why="vLLM sizes fc from num_aux_hidden_states first; the captured states then do not fit",
-                        fix="make the two agree")
+                        fix=f"set num_aux_hidden_states to {len(ids)}", patch=[add("/num_aux_hidden_states", len(ids))])
     fc = ctx.ckpt.shape("fc.weight")
     ht = cfg.target_hidden
     if fc and len(fc) == 2 and ht:
@@ -260,6 +253,57 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         "on (SGLang #32226: 8640 vs 5760; how each engine sizes fc is the forward check's business)",
                         fix="state exactly the aux-layer ids the drafter was trained with (and target_hidden_size "
                         "when the target is wider than the drafter)")
+
+
+def _id_keys(cfg) -> tuple[str, ...]:
+    return ("eagle_aux_hidden_state_layer_ids",) if cfg.layout == SPECULATORS else \
+        ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+
+
+def _at(raw: dict, key: str):
+    node = raw
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
+    """The layers each selected engine release captures from the field it reads, judged from the one model of the
+    trained layers (engines.trained_aux) that engine.aux-layers uses too: ids that differ between the top level and
+    eagle_config are right when each is right for the release that reads it."""
+    raw = cfg.raw
+    nested = raw.get("eagle_config", {}).get("eagle_aux_hidden_state_layer_ids") \
+        if isinstance(raw.get("eagle_config"), dict) else None
+    top = raw.get("eagle_aux_hidden_state_layer_ids")
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
+    target = Target.of(ctx.target)
+    captures = {}
+    for spec in (ctx.options.engines() if ctx.options else ()):
+        reading = engines.read(ctx.ckpt, spec, ctx.target)
+        if reading.layout_ok and not reading.not_modelled and reading.aux_layer_ids:
+            captures[spec] = (reading.sources["aux_layer_ids"].split(": ", 1)[-1], reading.aux_layer_ids,
+                              engines.profile(spec).capture(reading.aux_layer_ids, target).layers)
+    said = "; ".join(f"{spec} reads {field} {ids}: the outputs of layers "
+                     f"{list(layers) if layers is not None else '(depends on the target)'}"
+                     for spec, (field, ids, layers) in captures.items())
+    differ = cfg.layout == FLAT and nested is not None and top is not None and nested != top
+    distinct = {layers for _, _, layers in captures.values() if layers is not None}
+    if trained.layers is None and len(distinct) > 1:
+        yield warning(f"{CONFIG}: the engines capture different target layers from these ids ({said or 'none read'})"
+                      + (f"; eagle_config has {nested}, the top level {top}" if differ else "")
+                      + f", and how the trainer counted is {trained.how}", file=CONFIG, key=config_key(cfg, "aux_layer_ids"),
+                      expected="the trainer's convention, to know which engine is fed the trained layers",
+                      found="unknown", why="at most one of the captures is what the drafter was trained on; the "
+                      "other engine feeds it states one layer off (vLLM PR #43671: ~10% first-token acceptance "
+                      "instead of ~45%)",
+                      fix="pass --aux-convention vllm or sglang (how the trainer counted), then follow "
+                      "engine.aux-layers' fix for each engine")
+    elif differ:
+        trained_on = f"the drafter was trained on the outputs of layers {list(trained.layers)}" if trained.layers \
+            else f"how the trainer counted is {trained.how}"
+        yield info(f"{CONFIG}: eagle_config has {nested} and the top level {top}: each engine reads one ({said}); "
+                   f"{trained_on} (engine.aux-layers judges each engine)", file=CONFIG,
+                   key=config_key(cfg, "aux_layer_ids"))
 
 
 @check(
@@ -289,13 +333,13 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
                     why=f"vLLM and SGLang build attention with head_dim {v.value} and cut the q/k/v weights to fit "
                     "without an error (their linear weight loaders narrow; see engine.loads), or "
                     "with a matching default compute different attention than was trained",
-                    fix=f"add \"head_dim\": {implied}")
+                    fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)])
     elif implied != h // nh:
         yield warning(f"{CONFIG}: head_dim is not stated; {implied} matches only the {cfg['model_type']} class default, "
                       f"not hidden_size / num_attention_heads = {h // nh}", file=CONFIG, key=key,
                       expected=str(implied), found="absent",
                       why="another reader (a different model_type, a Llama config) derives a different head_dim",
-                      fix=f"add \"head_dim\": {implied}")
+                      fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)])
 
 
 @check(

@@ -14,10 +14,10 @@ from typing import Iterable
 
 from .. import engines
 from ..engines.profile import Target
-from ..engines.reading import Reading, describe_difference, differences, effect, remedy
+from ..engines.reading import Reading, describe_difference, differences, effect, patch_for, remedy
 from ..layout import SPECULATORS
-from ..registry import Context, Finding, NotApplicable, check, error, info, warning
-from ._common import CONFIG, config_of, require_complete
+from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
+from ._common import CONFIG, config_of, require_complete, unread_layout
 
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
@@ -39,6 +39,9 @@ def _readings(ctx: Context):
     served = engines.read(ctx.ckpt, ctx.engine, ctx.target)
     if served.not_modelled:
         raise NotApplicable(f"not modelled: {served.not_modelled}")
+    why = unread_layout(ctx, served)
+    if why:
+        raise NotApplicable(why)
     trained = engines.trainer(ctx.ckpt)
     if not trained.layout_ok or trained.hidden_size is None:
         raise NotApplicable(f"the trainer's reading cannot run: {'; '.join(trained.refusals)}")
@@ -151,7 +154,8 @@ def semantics(ctx: Context) -> Iterable[Finding]:
             key=field, expected=f"{getattr(trained, field)!r} ({trained.sources.get(field, '?')})",
             found=f"{getattr(served, field)!r} ({served.sources.get(field, '?')})",
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
-            fix=remedy(field, trained, served))
+            fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
+            patch=patch_for(field, trained, ctx.ckpt.config_raw or {}))
 
 
 @check(
@@ -168,32 +172,32 @@ def semantics(ctx: Context) -> Iterable[Finding]:
     fix="state the ids in the serving engine's convention, where it reads them (eagle_config and the top level)",
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
-    served, trained = _readings(ctx)
+    served, _ = _readings(ctx)
     eng = label(served)
     if not served.layout_ok:
         raise NotApplicable(f"{eng} does not read this layout (see engine.loads)")
     profile, target = engines.profile(ctx.engine), Target.of(ctx.target)
-    ids, trained_ids = served.aux_layer_ids, trained.aux_layer_ids
-    convention, how = engines.trainer_convention(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
-    trained_layers = tuple(sorted(set(engines.captured_layers(trained_ids, convention)))) \
-        if convention and trained_ids else None
-    key = "eagle_aux_hidden_state_layer_ids"
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
+    ids, layers = served.aux_layer_ids, trained.layers
+    right = profile.ids_for(layers, target) if layers else None
+    patch = [add(profile.ids_pointer, right), *trained.keep(profile.ids_pointer)] if right else None
+    key = profile.ids_pointer[1:].replace("/", ".")
     if ids is None:
         default = profile.default_capture(target)
-        if trained_layers and default.layers == trained_layers:
+        if layers and default.layers == layers:
             yield info(f"{eng} finds no aux-layer ids where it reads them ({profile.reads_ids}) and falls back to "
-                       f"{default.rule}, which captures the layers the drafter was trained on {list(trained_layers)}",
-                       file=CONFIG, key=key, fix="write the ids where the engine reads them anyway")
-            return
-        if trained_ids:
-            right = profile.ids_for(trained_layers, target) if trained_layers else None
-            yield error(f"{eng} finds no aux-layer ids where it reads them; the config has {trained_ids} "
-                        f"({trained.sources['aux_layer_ids']})", file=CONFIG, key=key,
-                        expected=f"ids in {profile.reads_ids}", found=served.sources["aux_layer_ids"],
+                       f"{default.rule}, which captures the layers the drafter was trained on {list(layers)}",
+                       file=CONFIG, key=key, fix="write the ids where the engine reads them anyway", patch=patch)
+        elif trained.ids:
+            yield error(f"{eng} finds no aux-layer ids where it reads them; the config has {trained.ids} "
+                        f"({trained.field})", file=CONFIG, key=key, expected=f"ids in {profile.reads_ids}",
+                        found=served.sources["aux_layer_ids"],
                         why=f"{eng} captures its default layers, not the ones the drafter was trained on "
                         "(vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
-                        fix=f"write {right} in {profile.reads_ids}" if right else
-                        f"write the ids the drafter was trained on, counted {eng}'s way, in {profile.reads_ids}")
+                        fix=f"write {right} in {profile.reads_ids} (the trained layers {list(layers)}, counted "
+                        f"{eng}'s way)" if right else "the ids for this engine depend on how the trainer counted "
+                        f"({trained.how}) and on the target: pass --aux-convention and --target-config",
+                        patch=patch)
         else:
             yield warning(f"{eng} finds no aux-layer ids and falls back to its default layers",
                           file=CONFIG, key=key, found="absent",
@@ -202,7 +206,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
         return
     where = served.sources["aux_layer_ids"].split(": ", 1)[-1]
     fc = ctx.ckpt.shape("fc.weight")
-    ht = trained.target_hidden_size
+    ht = served.target_hidden_size
     if fc and len(fc) == 2 and ht and fc[1] % ht == 0 and len(ids) != fc[1] // ht:
         yield error(f"{eng} captures {len(ids)} layers {ids}, fc takes {fc[1] // ht} states of {ht}",
                     file=CONFIG, key=where, expected=f"{fc[1] // ht} ids", found=str(ids),
@@ -210,30 +214,30 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                     fix="state exactly the ids the drafter was trained on")
     cap = profile.capture(ids, target)
     if cap.layers is None:
-        outcomes = "; ".join(f"on {which}: the outputs of layers {list(layers)}" for which, layers in cap.outcomes)
-        if trained_layers and any(layers != trained_layers for _, layers in cap.outcomes):
+        outcomes = "; ".join(f"on {which}: the outputs of layers {list(got)}" for which, got in cap.outcomes)
+        if layers and any(got != layers for _, got in cap.outcomes):
             yield warning(f"{eng} captures from ids {ids} layers that depend on the target: {outcomes}; the drafter "
-                          f"was trained on the outputs of layers {list(trained_layers)} ({convention} convention: "
-                          f"{how})", file=CONFIG, key=where, expected=f"layers {list(trained_layers)}",
+                          f"was trained on the outputs of layers {list(layers)} ({trained.convention} convention: "
+                          f"{trained.how})", file=CONFIG, key=where, expected=f"layers {list(layers)}",
                           found=outcomes, why=f"{cap.rule}: on some targets the drafter is fed states one layer off "
                           "(SGLang PR #25454: about 0.10 accept length on Kimi-K2.5)",
                           fix="pass --target-config (the verifier's config.json) so the gate knows which")
-        elif not trained_layers:
+        elif not layers:
             yield info(f"{eng} captures from ids {ids} layers that depend on the target: {outcomes}; how the "
-                       f"trainer counted is {how}", file=CONFIG, key=where)
-    elif trained_layers is None:
+                       f"trainer counted is {trained.how}", file=CONFIG, key=where)
+    elif layers is None:
         yield info(f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids} ({cap.rule}); how the "
-                   f"trainer counted is {how}", file=CONFIG, key=where)
-    elif cap.layers != trained_layers:
-        right = profile.ids_for(trained_layers, target)
+                   f"trainer counted is {trained.how}", file=CONFIG, key=where)
+    elif cap.layers != layers:
         yield error(
             f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids}; the drafter was trained on "
-            f"layers {list(trained_layers)} ({convention} convention: {how})",
-            file=CONFIG, key=where, expected=str(right) if right else f"layers {list(trained_layers)}", found=str(ids),
+            f"layers {list(layers)} ({trained.convention} convention: {trained.how})",
+            file=CONFIG, key=where, expected=str(right) if right else f"layers {list(layers)}", found=str(ids),
             why=f"{cap.rule}. States one layer off: vLLM PR #43671 measured ~10% first-token acceptance instead of "
             "~45%; SGLang PR #25454 about 0.10 accept length on Kimi-K2.5",
             fix=f"for {eng}, write {right} in {profile.reads_ids} (the same layers, counted its way)" if right else
-            f"no ids make {eng} capture those layers on this target: serve with another engine or release")
+            f"no ids make {eng} capture those layers on this target: serve with another engine or release",
+            patch=patch)
     if cap.last_id is not None:
         above = [i for i in ids if i > cap.last_id]
         if above:

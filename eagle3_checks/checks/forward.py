@@ -16,6 +16,7 @@ from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
 from ..forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info
+from ._common import unread_layout
 
 STEPS = 2
 TOKENS = 16
@@ -91,6 +92,9 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     served = engines.read(cand, ctx.engine, ctx.target)
     if served.not_modelled:
         raise NotApplicable(f"not modelled: {served.not_modelled}")
+    why = unread_layout(ctx, served)
+    if why:
+        raise NotApplicable(why)
     eng = f"{served.engine} {served.version}"
     trained = engines.trainer(source)
     against = "the source under its trainer's reading" if ctx.source is not None else "its trainer's reading"

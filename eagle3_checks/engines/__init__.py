@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ..errors import UsageError
 from ..layout import SPECULATORS
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
 from .profile import Capture, Profile, Target, version_key
-from .reading import Reading
+from .reading import Reading, lookup, valid_ids
 
 # Every modelled release, in the order reports list them (each engine's newest first).
 PROFILES: tuple[Profile, ...] = (vllm_0_33.PROFILE, sglang_0_5_23.PROFILE, sglang_0_5_6.PROFILE,
@@ -92,14 +93,21 @@ def _resolve_name(name: str) -> tuple[Profile, str]:
                        "one")
 
 
-def resolve(values: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``--engine`` values (each NAME, NAME@VERSION, a comma list or all; repeated options add up) ->
-    (profile specs, one line per spec saying why that version). Raises UsageError."""
+class Resolved(NamedTuple):
+    specs: tuple[str, ...]  # the releases to judge, in order
+    notes: tuple[str, ...]  # one line per release: why that version
+    optional: tuple[str, ...]  # releases only `all` brought in: a layout they do not read is not applicable
+
+
+def resolve(values: Any) -> Resolved:
+    """``--engine`` values (each NAME, NAME@VERSION, a comma list or all; repeated options add up) -> the releases.
+    Raises UsageError."""
     if values is None or values == "" or values == []:
         values = [DEFAULT_ENGINE]
     if isinstance(values, str):
         values = [values]
     specs: dict[str, str] = {}
+    named: set[str] = set()
     for value in values:
         if not isinstance(value, str):
             raise UsageError(f"--engine {value!r}: choose {choices()}")
@@ -117,12 +125,15 @@ def resolve(values: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
                     raise UsageError(f"--engine {item!r} is not modelled" + (f": modelled {name} releases are "
                                      f"{known}" if known else f"; choose {choices()}"))
                 specs.setdefault(item, "named")
+                named.add(item)
             elif item in ENGINE_NAMES:
                 p, why = _resolve_name(item)
                 specs.setdefault(p.spec, why)
+                named.add(p.spec)
             else:
                 raise UsageError(f"--engine {item!r}: choose {choices()}")
-    return tuple(specs), tuple(f"{spec}: {why}" for spec, why in specs.items())
+    return Resolved(tuple(specs), tuple(f"{spec}: {why}" for spec, why in specs.items()),
+                    tuple(spec for spec in specs if spec not in named))
 
 
 def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
@@ -155,6 +166,52 @@ def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None
     return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)"
 
 
+@dataclass(frozen=True)
+class TrainedAux:
+    """Which target layers the drafter was trained on: the one model config.aux-layers and every
+    engine.aux-layers judge from. ``layers`` counts outputs (-1: the embeddings); None when the ids or the trainer's
+    convention are unknown."""
+
+    ids: list[int] | None  # the ids as the trainer wrote them
+    field: str  # where they were read: "eagle_aux_hidden_state_layer_ids" or "eagle_config.eagle_aux_..."
+    convention: str | None
+    how: str  # why that convention
+    layers: tuple[int, ...] | None
+    home: str = ""  # the field the convention's trainer writes (a fix that rewrites ``field`` keeps ids there)
+
+    def keep(self, pointer: str) -> list[dict]:
+        """Patch operations that keep the trained ids readable when a fix rewrites the field at ``pointer``:
+        copy them to their home field, where the next reading takes them from."""
+        if self.ids is None or not self.home or pointer != "/" + self.field.replace(".", "/") \
+                or self.field == self.home:
+            return []
+        return [{"op": "add", "path": "/" + self.home.replace(".", "/"), "value": list(self.ids)}]
+
+
+TOP_IDS = ("eagle_aux_hidden_state_layer_ids",)
+NESTED_IDS = ("eagle_config", "eagle_aux_hidden_state_layer_ids")
+
+
+def trained_aux(ckpt: Any, option: str | None = None) -> TrainedAux:
+    """The trained layers, from the ids in the field the trainer writes for its own engine: a vLLM-counting trainer
+    (speculators) writes the top level, which vLLM reads; an SGLang-counting one (SpecForge) writes eagle_config,
+    which SGLang reads. A fix that writes each engine's ids where that engine reads them therefore never changes
+    what the drafter was trained on."""
+    convention, how = trainer_convention(ckpt, option)
+    raw = ckpt.config_raw or {}
+    if convention == "vllm" or (convention is None and ckpt.layout == SPECULATORS):
+        order = (TOP_IDS, NESTED_IDS)
+    else:
+        order = (NESTED_IDS, TOP_IDS)
+    home = ".".join(order[0]) if convention else ""
+    for path in order:
+        found, value, key = lookup(raw, path)
+        if found and valid_ids(value):
+            layers = tuple(sorted(set(captured_layers(value, convention)))) if convention else None
+            return TrainedAux(list(value), key, convention, how, layers, home)
+    return TrainedAux(None, "", convention, how, None, home)
+
+
 def captured_layers(ids: list[int], convention: str) -> list[int]:
     """The target layer whose output each id captures, under a trainer's convention."""
     return [i - 1 for i in ids] if convention == "vllm" else list(ids)
@@ -174,10 +231,12 @@ def trainer(ckpt: Any) -> Reading:
         provenance = (ckpt.config_raw or {}).get(PROVENANCE)
         trained_by = provenance.get("trainer") if isinstance(provenance, dict) else None
         reading = specforge.read(ckpt, speculators_meaning=trained_by == "speculators")
+        if trained_by == "speculators":  # the provenance names the trainer: the reading says so
+            reading.engine, reading.version = speculators.NAME, speculators.VERSION
     reading.engine = f"{reading.engine} (trainer)"
     return reading
 
 
 __all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "MIRRORED", "AUX_CONVENTIONS", "Capture", "Profile", "Reading",
-           "Target", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
-           "trainer_convention", "captured_layers", "ids_for"]
+           "Target", "Resolved", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
+           "trainer_convention", "trained_aux", "TrainedAux", "captured_layers", "ids_for"]

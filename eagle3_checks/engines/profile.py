@@ -73,6 +73,7 @@ class Profile:
     ids_for: Callable[[tuple[int, ...], "Target | None"], "list[int] | None"]  # layers -> ids that capture them
     sources: tuple[str, ...]  # the engine files the profile follows, with lines
     reads_ids: str  # where this release reads the aux ids, for messages
+    ids_path: tuple[str, ...]  # the same, as a key path in config.json (for a fix as data)
     # serving(reading, max_model_len) -> None or (severity, message, why, fix): what a context longer than the
     # draft's max_position_embeddings does
     serving: Callable[[Reading, int], "tuple[str, str, str, str] | None"] | None = None
@@ -81,6 +82,11 @@ class Profile:
     cannot_compute: Callable[[Reading], list[str]] | None = None
     # where the release's linear weight loaders narrow a checkpoint tensor larger than the parameter (no error)
     narrows_at: str = ""
+
+    @property
+    def ids_pointer(self) -> str:
+        """The JSON pointer of the field this release reads the aux ids from."""
+        return "/" + "/".join(self.ids_path)
 
     @property
     def spec(self) -> str:

@@ -180,9 +180,63 @@ def fix_for(name: str, trained: "Reading") -> str | None:
     return None
 
 
-def remedy(name: str, trained: "Reading", served: "Reading") -> str:
+_LAYER_KNOBS = {"head_dim", "rms_norm_eps", "rope_theta"}  # in transformer_layer_config for the speculators layout
+
+
+def patch_for(name: str, trained: "Reading", raw: dict) -> list[dict] | None:
+    """``fix_for`` as JSON Patch operations on config.json (None: no config edit computes what was trained). Each
+    value goes everywhere a reader may take it from, so that fixing one reader never leaves another disagreeing;
+    a value the config already states is no fix (the engine does not read that field)."""
+    ops = _patch_ops(name, trained, raw)
+    ops = [op for op in ops or () if _stated(raw, op) != op]
+    return ops or None
+
+
+def _stated(raw: dict, op: dict) -> dict:
+    """The operation that would leave ``raw`` as it is at ``op``'s path (equal to ``op`` when it changes nothing)."""
+    node: Any = raw
+    for key in op["path"].lstrip("/").split("/"):
+        if not isinstance(node, dict) or key not in node:
+            return {"op": "remove", "path": op["path"]}
+        node = node[key]
+    return {"op": "add", "path": op["path"], "value": node}
+
+
+def _patch_ops(name: str, trained: "Reading", raw: dict) -> list[dict] | None:
+    value = getattr(trained, name)
+    layer = "/transformer_layer_config" if trained.layout == "speculators" and name in _LAYER_KNOBS else ""
+    node = raw.get("transformer_layer_config", {}) if layer else raw
+    node = node if isinstance(node, dict) else {}
+    if name == "feedback":
+        if trained.layout != "flat":
+            return [{"op": "add", "path": "/norm_output", "value": value == "normed"}]
+        if value == "prenorm":
+            return [{"op": "remove", "path": "/norm_output"}]
+        return [{"op": "add", "path": "/norm_output", "value": True},
+                {"op": "add", "path": "/eagle3_checks_provenance/trainer", "value": "speculators"}]
+    if name == "input_norm":
+        ops = [{"op": "add", "path": "/norm_before_fc", "value": value}]
+        if trained.layout == "flat" and isinstance(raw.get("eagle_config"), dict):
+            ops.append({"op": "add", "path": "/eagle_config/norm_before_fc", "value": value})
+        return ops
+    if name == "rope_theta":
+        ops = [{"op": "add", "path": f"{layer}/rope_theta", "value": value}]
+        for holder in ("rope_parameters", "rope_scaling"):
+            if isinstance(node.get(holder), dict) and "rope_theta" in node[holder]:
+                ops.append({"op": "add", "path": f"{layer}/{holder}/rope_theta", "value": value})
+        return ops
+    if name in ("norm_before_residual", "fc_norm", "head_dim", "draft_vocab_size", "rms_norm_eps"):
+        return [{"op": "add", "path": f"{layer}/{name}", "value": value}]
+    return None
+
+
+def remedy(name: str, trained: "Reading", served: "Reading", raw: dict | None = None) -> str:
     """The fix for a semantic difference: a config change where one exists, else what can be done."""
     fix = fix_for(name, trained)
+    if fix and raw is not None and patch_for(name, trained, raw) is None and _patch_ops(name, trained, raw):
+        return (f"config.json already states it: {served.engine} {served.version} does not read "
+                f"{_KNOB.get(name, name)} ({served.sources.get(name, '?')}); serve the drafter with an engine that "
+                "computes it as trained")
     if fix:
         return fix
     if name == "final_norm":

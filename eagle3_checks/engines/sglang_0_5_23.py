@@ -263,6 +263,7 @@ PROFILE = Profile(
              "srt/speculative/eagle_worker_v2.py", "srt/configs/model_config.py",
              "srt/layers/rotary_embedding/factory.py"),
     reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids",
+    ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
     serving=context_refusal("srt/configs/model_config.py:1291-1316"),
     cannot_compute=cannot_compute,
 )

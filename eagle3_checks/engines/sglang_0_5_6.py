@@ -189,6 +189,7 @@ PROFILE = Profile(
     sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/model_executor/model_runner.py",
              "srt/speculative/eagle_worker.py", "srt/configs/model_config.py"),
     reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids",
+    ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
     serving=context_refusal("srt/configs/model_config.py:286-311"),
     cannot_compute=cannot_compute,
 )

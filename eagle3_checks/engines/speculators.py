@@ -104,5 +104,6 @@ PROFILE = Profile(
     sources=("speculators/models/eagle3/config.py", "speculators/models/eagle3/core.py",
              "speculators/models/eagle3/model_definitions.py"),
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids",
+    ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=_serving,
 )

@@ -301,5 +301,6 @@ PROFILE = Profile(
              "transformers_utils/configs/speculators/algos.py", "transformers_utils/configs/eagle.py",
              "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "v1/worker/gpu/spec_decode/eagle/utils.py"),
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids",
+    ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=serving,
 )
