@@ -161,3 +161,15 @@ def test_fix_refuses_what_convert_refuses(drafter, tmp_path, capsys):
     assert "DST" in capsys.readouterr().err
     assert main(["fix", str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+@pytest.mark.parametrize("case", json.loads((CORPUS / "cases.json").read_text())["cases"], ids=lambda c: c["name"])
+def test_the_corpus_converges(drafter, case):
+    """The fuzz corpus (broken configs and files the gate must survive): the gate's fixes converge there too."""
+    d = drafter(case.get("layout") or "flat")
+    path = d.write()
+    (path / case["replaces"]).write_bytes((CORPUS / case["file"]).read_bytes())
+    converges(path, engine=BOTH)
