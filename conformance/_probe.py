@@ -76,6 +76,25 @@ def scalars(obj: Any) -> dict[str, Any]:
             if not k.startswith("_") and k != "training" and isinstance(v, (bool, int, float, str))}
 
 
+def read_built_model(cfg: dict[str, Any], model: Any) -> None:
+    """The config values both engines' built drafters expose alike (their ``model.model``): layer count, head size,
+    the rotary embedding, the norm flags, the vocabulary sizes. Each recorder adds what is its engine's own."""
+    inner = model.model
+    cfg["num_hidden_layers"] = len(inner.layers)
+    attn = inner.layers[0].self_attn
+    cfg["head_dim"] = getattr(attn, "head_dim", None) or getattr(attn, "qk_head_dim", None)
+    rotary = getattr(attn, "rotary_emb", None)
+    if rotary is not None:
+        cfg["rope_theta"] = getattr(rotary, "base", None)
+        cfg["max_position_embeddings"] = getattr(rotary, "max_position_embeddings", None)
+        cfg["rope_scaling"] = {"class": type(rotary).__name__, **scalars(rotary)}
+    cfg["norm_before_fc"] = bool(getattr(inner, "norm_before_fc", False))
+    cfg["fc_norm"] = getattr(inner, "fc_norm", None) is not None
+    cfg["norm_output"] = bool(getattr(inner, "norm_output", False))
+    cfg["vocab_size"] = getattr(inner.embed_tokens, "org_vocab_size", cfg["vocab_size"])
+    cfg["draft_vocab_size"] = getattr(model.lm_head, "org_vocab_size", cfg["draft_vocab_size"])
+
+
 def _engine_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:
     """package/path.py:line of the innermost traceback frame in one of the installed packages ``roots``."""
     where = None

@@ -48,7 +48,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from _probe import (LoadProbe, Refused, checkpoint_tensor_names, engine_stage, free_port, harness,  # noqa: E402
-                    run_all, scalars)
+                    read_built_model, run_all)
 
 import sglang.srt.layers.rotary_embedding.base as rotary_base  # noqa: E402
 from sglang.srt.configs.device_config import DeviceConfig  # noqa: E402
@@ -153,28 +153,15 @@ def read_config(record: dict, hf: Any, model: nn.Module | None) -> None:
     cfg["rope_scaling"] = rope or getattr(hf, "rope_scaling", None)
     if model is None:
         return
+    read_built_model(cfg, model)
     inner = model.model
-    cfg["num_hidden_layers"] = len(inner.layers)
-    layer = inner.layers[0]
-    attn = layer.self_attn
-    cfg["head_dim"] = getattr(attn, "head_dim", None) or getattr(attn, "qk_head_dim", None)
-    rotary = getattr(attn, "rotary_emb", None)
-    if rotary is not None:
-        cfg["rope_theta"] = getattr(rotary, "base", None)
-        cfg["max_position_embeddings"] = getattr(rotary, "max_position_embeddings", None)
-        cfg["rope_scaling"] = {"class": type(rotary).__name__, **scalars(rotary)}
     # No norm_before_residual: layer 0's residual is the fc output before hidden_norm (llama_eagle3.py:97-99).
     cfg["norm_before_residual"] = False
-    cfg["norm_before_fc"] = bool(getattr(inner, "norm_before_fc", False))
-    cfg["fc_norm"] = getattr(inner, "fc_norm", None) is not None
-    cfg["norm_output"] = bool(getattr(inner, "norm_output", False))
     cfg["num_aux"] = getattr(inner, "num_aux_hidden_states", None)
     cfg["target_hidden_size"] = getattr(inner, "hidden_size_in", None)
     fc = getattr(inner, "fc", None)
     if fc is not None:
         cfg["fc_input_size"] = getattr(fc, "in_features", None) or getattr(fc, "input_size", None)
-    cfg["vocab_size"] = getattr(inner.embed_tokens, "org_vocab_size", cfg["vocab_size"])
-    cfg["draft_vocab_size"] = getattr(model.lm_head, "org_vocab_size", cfg["draft_vocab_size"])
 
 
 def probing_load_weights_only(record: dict, checkpoint: Path):

@@ -46,8 +46,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from _probe import (LoadProbe, checkpoint_tensor_names, engine_stage, free_port, harness, run_all,  # noqa: E402
-                    scalars)
+from _probe import (LoadProbe, checkpoint_tensor_names, engine_stage, free_port, harness,  # noqa: E402
+                    read_built_model, run_all)
 
 import vllm.model_executor.layers.utils as layer_utils  # noqa: E402
 from vllm.compilation.backends import set_model_tag  # noqa: E402
@@ -154,29 +154,16 @@ def read_config(record: dict, hf: Any, model: nn.Module | None) -> None:
     cfg["rope_scaling"] = getattr(hf, "rope_parameters", None)
     if model is None:
         return
+    read_built_model(cfg, model)
     inner = model.model
-    cfg["num_hidden_layers"] = len(inner.layers)
-    layer = inner.layers[0]
-    attn = layer.self_attn
-    cfg["head_dim"] = getattr(attn, "head_dim", None) or getattr(attn, "qk_head_dim", None)
-    rotary = getattr(attn, "rotary_emb", None)
-    if rotary is not None:
-        cfg["rope_theta"] = getattr(rotary, "base", None)
-        cfg["max_position_embeddings"] = getattr(rotary, "max_position_embeddings", None)
-        cfg["rope_scaling"] = {"class": type(rotary).__name__, **scalars(rotary)}
-    residual_norm = getattr(layer, "_residual_norm", None)
+    residual_norm = getattr(inner.layers[0], "_residual_norm", None)
     cfg["norm_before_residual"] = getattr(residual_norm, "__name__", None) == "_norm_before_residual"
-    cfg["norm_before_fc"] = bool(getattr(inner, "norm_before_fc", False))
-    cfg["fc_norm"] = getattr(inner, "fc_norm", None) is not None
-    cfg["norm_output"] = bool(getattr(inner, "norm_output", False))
     fc = getattr(inner, "fc", None)
     num_aux = getattr(inner, "num_aux_hidden_states", None) or getattr(inner, "num_aux_layers", None)
     if fc is not None and num_aux:
         cfg["num_aux"] = num_aux
         cfg["target_hidden_size"] = fc.input_size // num_aux
         cfg["fc_input_size"] = fc.input_size
-    cfg["vocab_size"] = getattr(inner.embed_tokens, "org_vocab_size", cfg["vocab_size"])
-    cfg["draft_vocab_size"] = getattr(model.lm_head, "org_vocab_size", cfg["draft_vocab_size"])
 
 
 def probing_load_weights(record: dict, checkpoint: Path):
