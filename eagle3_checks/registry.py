@@ -39,6 +39,11 @@ class Finding:
     why: str | None = None
     fix: str | None = None
     check: str = ""
+    # the root cause this finding follows from, when the check knows it: "config.json: head_dim", "tensor: d2t"
+    # (see causes.py; findings that share one are reported under it)
+    cause: str | None = None
+    code: str | None = None  # a stable short name of the kind of finding, within its check (SARIF rule ids)
+    offset: int | None = None  # the byte offset in ``file`` the finding points at
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -48,7 +53,7 @@ class Finding:
 
 def _finding(severity: Severity) -> Callable[..., Finding]:
     def make(message: str, **kw: Any) -> Finding:
-        kw = {k: (None if v is None else str(v)) for k, v in kw.items()}
+        kw = {k: (None if v is None else v if k == "offset" else str(v)) for k, v in kw.items()}
         return Finding(severity, message, **kw)
 
     return make
