@@ -32,7 +32,8 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
-                   help="waive a check, with the reason (repeatable)")
+                   help="waive a check, with the reason (repeatable); a per-engine check for one engine or release: "
+                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=...")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
                    help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--source", metavar="SRC",
@@ -366,12 +367,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     known = {c.id: c for c in checks()}
     c = known.get(args.check_id.split("[")[0])
     if c is None:
-        import difflib
+        from .registry import unknown_check
 
-        name = args.check_id.split("[")[0]
-        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6) or sorted(k for k in known if k.startswith(name))
-        raise UsageError(f"no check named {args.check_id!r}" + (f"; did you mean {', '.join(near[:3])}?" if near else "")
-                         + " (see `eagle3-checks list`)")
+        raise UsageError(unknown_check(args.check_id.split("[")[0]))
     lines = [f"{c.id}: {c.title}", "",
              f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
              "engines:  one result per --engine release" if c.per_engine else "engines:  engine-independent"]

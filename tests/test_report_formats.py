@@ -362,3 +362,50 @@ def test_files_says_why_for_each_case(drafter):
         assert any(fragment in w for w in whys), (name, whys)
         seen.update(whys)
     assert len(seen) >= len(cases)  # no shared boilerplate
+
+
+# ----- small items: --skip per engine, did-you-mean, a drafter's config as --target-config ------------------------
+
+
+def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
+    path = drafter("flat").write()
+    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json"]
+
+    def statuses(*skip):
+        code, out, err = cli(capsys, *argv, *[a for s in skip for a in ("--skip", s)])
+        assert code == 0, err
+        return {(c["id"], c.get("engine")): (c["status"], c.get("reason")) for c in
+                json.loads(out)["checkpoints"][0]["checks"] if c["id"] == "engine.aux-layers"}
+
+    got = statuses("engine.aux-layers[vllm@0.33.0]=judged by hand")
+    assert got[("engine.aux-layers", "vllm@0.33.0")] == ("skipped", "waived: judged by hand")
+    assert got[("engine.aux-layers", "sglang@0.5.23")][0] == "passed"
+    got = statuses("engine.aux-layers[sglang]=not served there")
+    assert got[("engine.aux-layers", "sglang@0.5.23")] == ("skipped", "waived: not served there")
+    assert got[("engine.aux-layers", "vllm@0.33.0")][0] == "passed"
+    got = statuses("engine.aux-layers=both")
+    assert {s for s, _ in got.values()} == {"skipped"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["check", "{good}", "--skip", "config.rop=x"], "no check named 'config.rop'; did you mean config.rope?"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vlm]=x"], "no engine named 'vlm'"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vllm@9.9]=x"], "is not modelled"),
+    (["check", "{good}", "--skip", "keys[vllm]=x"], "keys is not a per-engine check"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vllm=x"], "write engine.aux-layers[ENGINE]"),
+    (["explain", "rope"], "did you mean config.rope?"),
+    (["explain", "engine.aux-layer"], "did you mean engine.aux-layers"),
+    (["check", "{good}", "--target-config", "{good}/config.json"], "this is a drafter's config (it has"),
+    (["check", "{good}", "--target-config", "{good}"], "not the verifier's"),
+])
+def test_usage_errors_say_what_was_meant(drafter, capsys, argv, fragment):
+    good = drafter("flat").write()
+    code, out, err = cli(capsys, *[a.format(good=good) for a in argv])
+    assert code == 2 and fragment in err and "Traceback" not in out + err, err
+
+
+def test_a_drafter_config_as_target_config_in_the_plugin_and_convert(drafter, tmp_path, capsys):
+    good = drafter("speculators").write()
+    code, _, err = cli(capsys, "convert", good, tmp_path / "out", "--to", "vllm", "--target-config", good,
+                       "--verify", "header")
+    assert code == 2 and "drafter's config" in err and not (tmp_path / "out").exists()
