@@ -11,7 +11,9 @@ The grouping is data, decided here and nowhere else:
   it (shapes knows that a projection holds heads of another head_dim);
 * otherwise a finding about a config field (in config.json, or keyed by a field the config has) has that field as
   its cause, and a finding keyed by a tensor has that tensor's role, unless another finding already tied that
-  tensor to a cause (engine.loads' cut projections follow from head_dim because shapes said so).
+  tensor to a cause (engine.loads' cut projections follow from head_dim because shapes said so);
+* any other key is its own cause: findings that share it are about one thing (an engine's refusal of the layout,
+  which its load and its forward pass both report).
 
 Notes (info findings) are never grouped: they are not failures.
 """
@@ -128,11 +130,11 @@ def cause_key(f: Finding, ckpt: Any, tensor_causes: dict[str, str] | None = None
         role = _role_of(ckpt, f.key)
         if role is not None:
             return (tensor_causes or {}).get(role) or tensor_cause(role)
-    if "*" in f.key or "[" in f.key:
-        return None
     if _is_config_field(ckpt, f):
         return config_cause(f.key)
-    return None
+    # any other key names one thing (an engine's refusal of the layout, layers.*): findings that share it share a
+    # cause (SGLang refuses a speculators config: it neither loads nor computes the drafter)
+    return f.key
 
 
 def _owner_rank(check: str) -> int:

@@ -104,13 +104,27 @@ def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
     assert {f.check for f in cause.also} >= {"reference.diff"}
 
 
-def test_unrelated_findings_are_not_grouped(drafter):
+def test_unrelated_findings_stay_apart(drafter):
     d = drafter("flat")
     test_defects.wrong_architectures(d)
-    del d.config["torch_dtype"]
-    causes = group(run(d.write()))
-    assert causes.groups == [] or all(len({f.key for f in c.findings}) >= 1 for c in causes.groups)
-    assert all(c.key != "config.json: torch_dtype" or len(c.findings) > 1 for c in causes.groups)
+    test_defects.d2t_missing(d)
+    result = run(d.write(), reference="auto")
+    causes = group(result)
+    d2t = next(c for c in causes.groups if c.key == "tensor: d2t")
+    assert not any(f.check == "config.architectures" for f in d2t.findings)
+    arch = [f for f in result.findings() if f.check == "config.architectures" and f.severity.value == "error"]
+    assert arch and not any(causes.is_dependent(f) for f in arch)
+    assert causes.count() >= 2
+
+
+def test_an_engine_refusing_the_layout_is_one_cause_of_its_load_and_forward_failures(drafter):
+    pytest.importorskip("torch")
+    result = run(drafter("speculators").write(), engine="sglang@0.5.23")
+    causes = group(result)
+    (cause,) = causes.groups
+    assert cause.finding.check == "engine.loads[sglang@0.5.23]" and "reads flat configs only" in cause.key
+    assert [f.check for f in cause.also] == ["forward.equivalence[sglang@0.5.23]"]
+    assert causes.count() == 1
 
 
 # ----- GitHub workflow commands ------------------------------------------------------------------------------------
@@ -409,3 +423,23 @@ def test_a_drafter_config_as_target_config_in_the_plugin_and_convert(drafter, tm
     code, _, err = cli(capsys, "convert", good, tmp_path / "out", "--to", "vllm", "--target-config", good,
                        "--verify", "header")
     assert code == 2 and "drafter's config" in err and not (tmp_path / "out").exists()
+
+
+def test_the_readme_workflow_runs_the_gate_in_every_ci_format():
+    """The README's GitHub Actions job: its eagle3-checks commands parse, and it uploads the SARIF it writes."""
+    import shlex
+
+    from eagle3_checks.cli import build_parser
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## In CI: annotations, code scanning and the job summary", 1)[1]
+    yaml = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    commands = [line.split("run:", 1)[1].split(">", 1)[0].strip() for line in yaml.splitlines()
+                if "run: eagle3-checks" in line]
+    formats = set()
+    for command in commands:
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        formats.add(args.format)
+    assert formats == {"github", "markdown", "sarif"}
+    assert "github/codeql-action/upload-sarif" in yaml and "sarif_file: eagle3.sarif" in yaml
+    assert "> eagle3.sarif" in yaml and "security-events: write" in yaml
