@@ -20,7 +20,7 @@ from . import __version__
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, choices, describe
 from .errors import UsageError
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "github", "sarif")
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
 
@@ -32,7 +32,8 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
-                   help="waive a check, with the reason (repeatable)")
+                   help="waive a check, with the reason (repeatable); a per-engine check for one engine or release: "
+                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=...")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
                    help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--source", metavar="SRC",
@@ -40,6 +41,35 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aux-convention", choices=("vllm", "sglang"),
                    help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
+
+
+def _report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (people), json (machines), markdown (CI summaries, PR comments), github (workflow "
+                   "annotations), sarif (SARIF 2.1.0, for code scanning)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the text report: auto (default) on a terminal unless NO_COLOR is set")
+    p.add_argument("--quiet", "-q", action="store_true", help="text report: the failures and the verdict only")
+
+
+def use_color(choice: str, stream=None) -> bool:
+    """--color: ``always``/``never`` as said; ``auto`` on a terminal, unless NO_COLOR is set (no-color.org) or
+    TERM is dumb."""
+    if choice in ("always", "never"):
+        return choice == "always"
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _render(args: argparse.Namespace, results: list) -> str:
+    from .report import RENDERERS, render_text
+
+    if args.format == "text":
+        return render_text(results, color=use_color(args.color), quiet=args.quiet)
+    return RENDERERS[args.format](results)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="gate one or more checkpoints")
     p.add_argument("ckpt", nargs="+", metavar="CKPT", help="drafter checkpoint directory")
     _gate_options(p)
-    p.add_argument("--format", choices=FORMATS, default="text")
+    _report_options(p)
 
     p = sub.add_parser("forward", help="run the drafter as one engine reads it, on your inputs")
     p.add_argument("ckpt", metavar="CKPT")
@@ -127,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
                    help=f"engine releases to judge (default {DEFAULT_ENGINE}; more than one prints a compatibility "
                    f"matrix): {choices()}")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    _report_options(p)
     return parser
 
 
@@ -142,7 +172,6 @@ def _write(text: str) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     from .gate import gate
     from .registry import parse_options
-    from .report import RENDERERS
 
     from .checkpoint import locate, unique_paths
     from .report import render_json_error
@@ -160,8 +189,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     except UsageError as exc:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
             _write(render_json_error(f"{exc}"))
+        elif args.format == "sarif":  # and `> report.sarif` a SARIF log, for upload-sarif
+            from .ci_report import render_sarif_error
+
+            _write(render_sarif_error(f"{exc}"))
+        elif args.format == "github":  # an annotation: the job's summary says why nothing was gated
+            from .ci_report import github_command
+
+            _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
         raise
-    _write(RENDERERS[args.format](results))
+    _write(_render(args, results))
     return max(r.exit_code for r in results)
 
 
@@ -359,12 +396,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     known = {c.id: c for c in checks()}
     c = known.get(args.check_id.split("[")[0])
     if c is None:
-        import difflib
+        from .registry import unknown_check
 
-        name = args.check_id.split("[")[0]
-        near = difflib.get_close_matches(name, known, n=3, cutoff=0.6) or sorted(k for k in known if k.startswith(name))
-        raise UsageError(f"no check named {args.check_id!r}" + (f"; did you mean {', '.join(near[:3])}?" if near else "")
-                         + " (see `eagle3-checks list`)")
+        raise UsageError(unknown_check(args.check_id.split("[")[0]))
     lines = [f"{c.id}: {c.title}", "",
              f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
              "engines:  one result per --engine release" if c.per_engine else "engines:  engine-independent"]
@@ -386,16 +420,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .checkpoint import open_checkpoint
     from .example import EXAMPLE_DIRS, write_example
-    from .gate import gate
-    from .registry import parse_options
-    from .report import RENDERERS
+    from .gate import load_target, resolve_reference
+    from .registry import parse_options, run_gate
 
-    def run(root: Path) -> int:
+    def run(root: Path, stable: bool) -> int:
+        """``stable``: the example lives in a temporary folder deleted on exit, so the report names its folders
+        (example-flat, ...) and not paths that will not exist."""
         paths = write_example(root)
-        options = parse_options(reference="auto", target_config=str(paths["target"]), engine=args.engine)
-        results = [gate(paths[layout], options) for layout in ("speculators", "flat")]
-        _write(RENDERERS[args.format](results))
+        target = paths["target"] / "config.json"
+        options = parse_options(reference="auto", target_config=str(target), engine=args.engine)
+        shown = dataclasses.replace(options, target_config=f"{EXAMPLE_DIRS['target']}/config.json") if stable \
+            else options
+        results = []
+        for layout in ("speculators", "flat"):
+            ckpt = open_checkpoint(paths[layout])
+            if stable:
+                ckpt.display = EXAMPLE_DIRS[layout]
+            reference, note = resolve_reference(options.reference, ckpt)
+            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note,
+                                    target=load_target(str(target))))
+        _write(_render(args, results))
         return max(r.exit_code for r in results)
 
     if args.out:
@@ -406,11 +452,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if taken and not args.force:
             raise UsageError(f"--out {out}: {', '.join(taken)} already exist; pass --force to overwrite them")
         try:
-            return run(out)
+            return run(out, stable=False)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write the example: {exc.strerror or exc}") from exc
     with tempfile.TemporaryDirectory(prefix="eagle3-demo-") as tmp:
-        return run(Path(tmp))
+        code = run(Path(tmp), stable=True)
+    print(f"eagle3-checks: the example checkpoints ({', '.join(EXAMPLE_DIRS.values())}) were written to a temporary "
+          "folder, now deleted; pass --out DIR to keep them", file=sys.stderr)
+    return code
 
 
 def cmd_forward(args: argparse.Namespace) -> int:

@@ -16,6 +16,10 @@ from .registry import GateOptions, GateResult, run_gate
 from .spec import resolve_reference
 
 
+# keys only a drafter's config has: a --target-config holding one is the drafter's own config, given by mistake
+DRAFTER_KEYS = ("eagle_config", "eagle_aux_hidden_state_layer_ids", "speculators_config", "draft_vocab_size")
+
+
 def load_target(path: str | os.PathLike) -> TargetConfig:
     """The verifier's config.json (a file, or a directory holding one). Raises UsageError."""
     p = Path(path)
@@ -28,6 +32,11 @@ def load_target(path: str | os.PathLike) -> TargetConfig:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UsageError(f"--target-config {str(path)[:200]}: cannot read it as JSON: {type(exc).__name__}: "
                          f"{exc}"[:500]) from exc
+    drafter = [k for k in DRAFTER_KEYS if isinstance(raw, dict) and k in raw]
+    if drafter:
+        raise UsageError(f"--target-config {str(path)[:200]}: this is a drafter's config (it has "
+                         f"{', '.join(drafter)}), not the verifier's: give the config.json of the target model the "
+                         "drafter drafts for")
     try:
         return read_target_config(raw, str(path))
     except ValueError as exc:

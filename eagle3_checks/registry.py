@@ -43,6 +43,11 @@ class Finding:
     # The fix as data, when it is an edit of config.json: JSON Patch operations (RFC 6902: add, replace, remove;
     # "add" creates missing parent objects). None: no config edit fixes this (a missing tensor, say).
     patch: tuple[dict, ...] | None = None
+    # the root cause this finding follows from, when the check knows it: "config.json: head_dim", "tensor: d2t"
+    # (see causes.py; findings that share one are reported under it)
+    cause: str | None = None
+    code: str | None = None  # a stable short name of the kind of finding, within its check (SARIF rule ids)
+    offset: int | None = None  # the byte offset in ``file`` the finding points at
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -70,7 +75,7 @@ def describe_op(op: dict) -> str:
 
 def _finding(severity: Severity) -> Callable[..., Finding]:
     def make(message: str, patch: "list[dict] | tuple[dict, ...] | None" = None, **kw: Any) -> Finding:
-        kw = {k: (None if v is None else str(v)) for k, v in kw.items()}
+        kw = {k: (None if v is None else v if k == "offset" else str(v)) for k, v in kw.items()}
         return Finding(severity, message, patch=tuple(patch) if patch else None, **kw)
 
     return make
@@ -197,20 +202,66 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--max-model-len {max_model_len!r}: a positive number of tokens") from None
         if max_model_len <= 0:
             raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
-    known = {c.id for c in checks()}
     waivers: list[tuple[str, str]] = []
     for item in skip:
         check_id, sep, reason = item.partition("=")
         check_id, reason = check_id.strip(), reason.strip()
         if not sep or not reason:
             raise UsageError(f"--skip {item!r}: write CHECK_ID=REASON (a waiver needs a reason)")
-        if check_id not in known:
-            raise UsageError(f"--skip {item!r}: no check named {check_id!r} (see `eagle3-checks list`)")
-        waivers.append((check_id, reason))
+        waivers.append((_waiver_id(check_id, item), reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
                        strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``; did you mean config.rope?`` for a mistyped or partial check id, or ``""``."""
+    import difflib
+
+    known = list(known)
+    # a near-certain match alone (config.rop -> config.rope), else the plausible ones
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.85) or difflib.get_close_matches(name, known, n=3,
+                                                                                                 cutoff=0.6)
+    near += [k for k in known if k not in near and name and (name in k or k.startswith(name))]
+    return f"; did you mean {', '.join(near[:3])}?" if near else ""
+
+
+def unknown_check(name: str) -> str:
+    """The message for a check id no check has, with the nearest ids."""
+    return f"no check named {name!r}{did_you_mean(name, [c.id for c in checks()])} (see `eagle3-checks list`)"
+
+
+def _waiver_id(check_id: str, item: str) -> str:
+    """A --skip target: a check id, or a per-engine check's id for one engine (``engine.loads[vllm]``) or one
+    release (``engine.loads[vllm@0.33.0]``), as reports label it. Raises UsageError."""
+    from .engines import ENGINE_NAMES
+
+    base, bracket, engine = check_id.partition("[")
+    by_id = {c.id: c for c in checks()}
+    if base not in by_id:
+        raise UsageError(f"--skip {item!r}: {unknown_check(base)}")
+    if not bracket:
+        return check_id
+    if not engine.endswith("]") or not engine[:-1]:
+        raise UsageError(f"--skip {item!r}: write {base}[ENGINE] or {base}[ENGINE@VERSION]")
+    engine = engine[:-1]
+    if not by_id[base].per_engine:
+        raise UsageError(f"--skip {item!r}: {base} is not a per-engine check; waive it as {base}")
+    if "@" in engine:
+        try:
+            resolve_engines(engine)
+        except UsageError as exc:
+            raise UsageError(f"--skip {item!r}: {exc}") from None
+    elif engine not in ENGINE_NAMES:
+        raise UsageError(f"--skip {item!r}: no engine named {engine!r}; choose {', '.join(ENGINE_NAMES)}")
+    return f"{base}[{engine}]"
+
+
+def waiver(c: "Check", engine: str | None, waived: dict[str, str]) -> str | None:
+    """The reason ``c`` is waived for ``engine``: by its id, its engine name, or its engine release."""
+    keys = [f"{c.id}[{engine}]", f"{c.id}[{engine.split('@')[0]}]"] if engine else []
+    return next((waived[k] for k in (*keys, c.id) if k in waived), None)
 
 
 PASSED, FAILED, WARNED, SKIPPED = "passed", "failed", "warned", "skipped"
@@ -268,8 +319,9 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
     def result(status: str, findings: list[Finding] | None = None, reason: str | None = None) -> CheckResult:
         return CheckResult(c, status, findings or [], reason, ctx.engine)
 
-    if c.id in waived:
-        return result(SKIPPED, reason=f"waived: {waived[c.id]}")
+    reason = waiver(c, ctx.engine, waived)
+    if reason is not None:
+        return result(SKIPPED, reason=f"waived: {reason}")
     if "reference" in c.needs and ctx.reference is None:
         return result(SKIPPED, reason=ctx.reference_note or "no reference given")
     if "target" in c.needs and ctx.target is None:

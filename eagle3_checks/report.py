@@ -7,23 +7,50 @@ import textwrap
 from typing import Any
 
 from . import __version__
+from .causes import Causes, group
 from .registry import FAILED, PASSED, SKIPPED, WARNED, CheckResult, Finding, GateResult, Severity, describe_op
 
 SCHEMA_VERSION = 1
 _LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP", "n/a": "N/A"}
 
 
-def summary_line(result: GateResult) -> str:
+def summary_line(result: GateResult, causes: Causes | None = None) -> str:
+    """``FAILED: 7 error(s) from 1 root cause, 0 warning(s), 2 note(s)``: findings, and the causes they follow from."""
     c = result.counts()
+    causes = causes or group(result)
     verdict = "FAILED" if result.exit_code else "PASSED"
     strict = " (--strict: warnings fail)" if result.options.strict and c["warning"] and result.exit_code else ""
-    return f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s){strict}"
+    n = causes.count(Severity.ERROR)
+    errors = f"{c['error']} error(s)" + (f" from {n} root cause{'s' if n != 1 else ''}" if c["error"] else "")
+    return f"{verdict}: {errors}, {c['warning']} warning(s), {c['info']} note(s){strict}"
 
 
-def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None) -> list[str]:
+class Style:
+    """ANSI colour for a terminal; a no-op when off (pipes, files, CI logs, NO_COLOR)."""
+
+    CODES = {"red": "31", "green": "32", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
+
+    def __init__(self, on: bool = False) -> None:
+        self.on = on
+
+    def __call__(self, text: str, *names: str) -> str:
+        if not self.on or not names:
+            return text
+        return f"\x1b[{';'.join(self.CODES[n] for n in names)}m{text}\x1b[0m"
+
+
+PLAIN = Style(False)
+_SEVERITY_STYLE = {Severity.ERROR: ("red", "bold"), Severity.WARNING: ("yellow",), Severity.INFO: ("cyan",)}
+_STATUS_STYLE = {FAILED: ("red", "bold"), WARNED: ("yellow",), PASSED: ("green",), SKIPPED: ("dim",)}
+
+
+def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None, style: Style = PLAIN,
+                  brief: bool = False) -> list[str]:
     """A finding as indented lines: the message, then expected / found / why / fix. A why or fix equal to the
-    ``previous`` finding's is not repeated."""
-    out = [f"{indent}{f.severity.value.upper()}: {f.message}"]
+    ``previous`` finding's is not repeated; ``brief``: the message only (its cause, stated elsewhere, has the rest)."""
+    out = [f"{indent}{style(f.severity.value.upper() + ':', *_SEVERITY_STYLE[f.severity])} {f.message}"]
+    if brief:
+        return out
     width = 100
     patch = "; ".join(describe_op(op) for op in f.patch) + " (eagle3-checks fix applies it)" if f.patch else None
     for label, value in (("file", f.file), ("key", f.key), ("expected", f.expected), ("found", f.found),
@@ -37,6 +64,19 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None)
         wrapped = textwrap.wrap(value, width=max(40, width - len(head)), break_on_hyphens=False) or [""]
         out.append(head + wrapped[0])
         out.extend(" " * len(head) + w for w in wrapped[1:])
+    return out
+
+
+def cause_lines(causes: Causes, indent: str = "  ", style: Style = PLAIN) -> list[str]:
+    """The root causes, each once with its fix, then the checks its dependent findings are in."""
+    out: list[str] = []
+    for c in causes.groups:
+        out.append(f"{indent}{style('ROOT CAUSE', 'bold')} {style(c.key, 'bold')} ({len(c.findings)} findings "
+                   f"in {len({f.check for f in c.findings})} checks)")
+        out.extend(finding_lines(c.finding, indent + "      ", style=style))
+        wrapped = textwrap.wrap(f"also affects: {c.also_affects()}", width=100 - len(indent) - 8,
+                                break_on_hyphens=False, break_long_words=False)
+        out.extend(f"{indent}        {w}" if i else f"{indent}      {w}" for i, w in enumerate(wrapped))
     return out
 
 
@@ -62,22 +102,42 @@ def _header(result: GateResult) -> list[str]:
     return lines
 
 
-def render_text(results: list[GateResult]) -> str:
+def render_text(results: list[GateResult], *, color: bool = False, quiet: bool = False) -> str:
+    """The report for people. ``color``: ANSI colours (a terminal); ``quiet``: the failures and the verdict only."""
+    style = Style(color)
     out: list[str] = []
     for result in results:
-        out.extend(_header(result))
-        width = max(len(r.label) for r in result.results) if result.results else 10
-        for r in result.results:
+        causes = group(result)
+        header = _header(result)
+        out.extend(header[:1] if quiet else header)
+        if causes.groups:
+            out.extend(cause_lines(causes, "  ", style))
+        shown = [r for r in result.results if not quiet or r.status in (FAILED, WARNED)]
+        width = max(len(r.label) for r in shown) if shown else 10
+        for r in shown:
             tail = f"  ({r.reason})" if r.reason else ""
-            out.append(f"  {_LABEL[r.status]}  {r.label:<{width}}  {r.check.title}{tail}")
-            for prev, f in zip([None, *r.findings], r.findings):
-                if f.severity is Severity.INFO and r.status == PASSED:
-                    out.append(f"        note: {f.message}")
+            status = style(_LABEL[r.status], *_STATUS_STYLE[r.status])
+            out.append(f"  {status}  {r.label:<{width}}  {r.check.title}{tail}")
+            previous = None
+            for f in r.findings:
+                if f.severity is Severity.INFO and (r.status == PASSED or quiet):
+                    if not quiet:
+                        out.append(f"        note: {f.message}")
                     continue
-                out.extend(finding_lines(f, "        ", prev))
-            out.extend(stats_lines(r.data.get("tensors", {})))
-        out.extend(matrix_lines(result))
-        out.append(f"  {summary_line(result)}")
+                cause = causes.cause_of(f)
+                if cause is not None:
+                    out.extend(finding_lines(f, "        ", style=style, brief=True))
+                    where = "the root cause, above" if cause.finding is f else f"follows from {cause.key}, above"
+                    out.append(f"          {'cause:':<10}{where}")
+                    continue
+                out.extend(finding_lines(f, "        ", previous, style))
+                previous = f
+            if not quiet:
+                out.extend(stats_lines(r.data.get("tensors", {})))
+        if not quiet:
+            out.extend(matrix_lines(result))
+        verdict = summary_line(result, causes)
+        out.append("  " + style(verdict, *(("red", "bold") if result.exit_code else ("green", "bold"))))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -124,35 +184,57 @@ def matrix_lines(result: GateResult) -> list[str]:
     return out
 
 
+def _finding_json(f: Finding, causes: Causes) -> dict[str, Any]:
+    d = f.to_dict()
+    cause = causes.cause_of(f)
+    if cause is not None:
+        d["cause"] = cause.key
+    return d
+
+
+def causes_json(causes: Causes) -> list[dict[str, Any]]:
+    """Each root cause: its key, the finding that states it (with its fix), and the findings that follow from it."""
+    return [{"key": c.key, "check": c.finding.check, "severity": c.finding.severity.value,
+             "message": c.finding.message, **({"fix": c.finding.fix} if c.finding.fix else {}),
+             "also_affects": [{"check": f.check, "severity": f.severity.value, "message": f.message}
+                              for f in c.also]}
+            for c in causes.groups]
+
+
+def _checkpoint_json(r: GateResult) -> dict[str, Any]:
+    causes = group(r)
+    return {
+        "path": r.ckpt.display,
+        "layout": r.ckpt.layout,
+        "layout_source": r.ckpt.layout_source,
+        "reference": r.reference_name,
+        "reference_note": r.reference_note,
+        "target_config": r.options.target_config,
+        "strict": r.options.strict,
+        "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note.split(": ", 1)[1]}
+                    for spec, note in zip(r.options.engines(), r.options.engine_notes)],
+        "exit_code": r.exit_code,
+        "counts": {**r.counts(), "causes": causes.count(Severity.ERROR)},
+        "summary": summary_line(r, causes),
+        "causes": causes_json(causes),
+        **({"compatibility": compatibility(r)} if compatibility(r) else {}),
+        "checks": [
+            {"id": c.check.id, **({"engine": c.engine} if c.engine else {}), "title": c.check.title,
+             "level": c.check.level, "status": c.status, **({"reason": c.reason} if c.reason else {}),
+             **({"data": c.data} if c.data else {}),
+             "findings": [_finding_json(f, causes) for f in c.findings]}
+            for c in r.results
+        ],
+    }
+
+
 def to_json(results: list[GateResult]) -> dict[str, Any]:
+    """Schema version 1; later additions (causes, counts.causes, summary, a finding's cause) only add fields."""
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "eagle3-checks", "version": __version__},
         "exit_code": max((r.exit_code for r in results), default=0),
-        "checkpoints": [
-            {
-                "path": r.ckpt.display,
-                "layout": r.ckpt.layout,
-                "layout_source": r.ckpt.layout_source,
-                "reference": r.reference_name,
-                "reference_note": r.reference_note,
-                "target_config": r.options.target_config,
-                "strict": r.options.strict,
-                "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note.split(": ", 1)[1]}
-                            for spec, note in zip(r.options.engines(), r.options.engine_notes)],
-                "exit_code": r.exit_code,
-                "counts": r.counts(),
-                **({"compatibility": compatibility(r)} if compatibility(r) else {}),
-                "checks": [
-                    {"id": c.check.id, **({"engine": c.engine} if c.engine else {}), "title": c.check.title,
-                     "level": c.check.level, "status": c.status, **({"reason": c.reason} if c.reason else {}),
-                     **({"data": c.data} if c.data else {}),
-                     "findings": [f.to_dict() for f in c.findings]}
-                    for c in r.results
-                ],
-            }
-            for r in results
-        ],
+        "checkpoints": [_checkpoint_json(r) for r in results],
     }
 
 
@@ -169,14 +251,37 @@ def _md(text: str | None) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
+def _md_finding(f: Finding, causes: Causes) -> list[str]:
+    out = [f"- **{f.severity.value}** `{f.check}`: {_md(f.message)}"]
+    cause = causes.cause_of(f)
+    if cause is not None and cause.finding is not f:
+        return out + [f"  - follows from: `{_md(cause.key)}` (root cause, above)"]
+    patch = "; ".join(f"`{describe_op(op)}`" for op in f.patch) if f.patch else None
+    for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix),
+                         ("patch", patch)):
+        if value:
+            out.append(f"  - {label}: {_md(value)}")
+    return out
+
+
 def render_markdown(results: list[GateResult]) -> str:
+    """For CI summaries and PR comments: root causes and failing checks' findings in view, the rest collapsed."""
     out: list[str] = []
     for result in results:
         ck = result.ckpt
+        causes = group(result)
         out += [f"### eagle3-checks: `{ck.display}`", "",
                 f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** ({_md(result.reference_note)}) · "
-                f"**{summary_line(result)}**", ""]
+                f"**{summary_line(result, causes)}**", ""]
         out += [f"Engine {_md(note)}  " for note in result.options.engine_notes]
+        if causes.groups:
+            out += ["", "#### Root causes", ""]
+            for c in causes.groups:
+                f = c.finding
+                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.check}`): {_md(f.message)}")
+                if f.fix:
+                    out.append(f"  - fix: {_md(f.fix)}")
+                out.append(f"  - also affects: {_md(c.also_affects())}")
         out += ["", "| status | check | title | findings |", "|---|---|---|---|"]
         for r in result.results:
             n = len(r.findings)
@@ -189,16 +294,16 @@ def render_markdown(results: list[GateResult]) -> str:
                     "|---|" + "---|" * len(ids)]
             out += [f"| {engine} | " + " | ".join(_LABEL[row.get(i, SKIPPED)] for i in ids) + " |"
                     for engine, row in table.items()]
-        details = [(r, f) for r in result.results for f in r.findings]  # notes too: the table counts them
-        if details:
-            out += ["", "<details><summary>Findings</summary>", ""]
-            for r, f in details:
-                out.append(f"- **{f.severity.value}** `{r.label}`: {_md(f.message)}")
-                patch = "; ".join(f"`{describe_op(op)}`" for op in f.patch) if f.patch else None
-                for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix),
-                                     ("patch", patch)):
-                    if value:
-                        out.append(f"  - {label}: {_md(value)}")
+        failing = [f for r in result.results if r.status in (FAILED, WARNED) for f in r.findings]
+        passing = [f for r in result.results if r.status not in (FAILED, WARNED) for f in r.findings]
+        if failing:  # in view: what a reviewer must act on
+            out += ["", "#### Findings of failing checks", ""]
+            for f in failing:
+                out += _md_finding(f, causes)
+        if passing:  # notes of passing checks: collapsed (the table counts them)
+            out += ["", "<details><summary>Notes from passing checks</summary>", ""]
+            for f in passing:
+                out += _md_finding(f, causes)
             out += ["", "</details>"]
         for r in result.results:
             tensors = r.data.get("tensors")
@@ -217,4 +322,17 @@ def _num(v) -> str:
     return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)
 
 
-RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
+def render_github(results: list[GateResult]) -> str:
+    from .ci_report import render_github as render
+
+    return render(results)
+
+
+def render_sarif(results: list[GateResult]) -> str:
+    from .ci_report import render_sarif as render
+
+    return render(results)
+
+
+RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "github": render_github,
+             "sarif": render_sarif}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..causes import config_cause
 from ..expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
 from ..registry import Context, Finding, check, error
 from ._common import config_of
@@ -26,17 +27,28 @@ def shapes(ctx: Context) -> Iterable[Finding]:
         entry = ckpt.entry(role)
         if entry is None or shape_matches(exp.shape, entry.shape):
             continue
+        fix, field = _hint(role, exp.shape, entry.shape, cfg)
         yield error(
             f"{entry.name}: shape {fmt_shape(entry.shape)}, the config implies {fmt_shape(exp.shape)} {exp.dims}",
             file=entry.file, key=entry.name, expected=f"{fmt_shape(exp.shape)} {exp.dims}",
             found=fmt_shape(entry.shape),
             why="vLLM's weight loaders stop with a bare AssertionError on a size mismatch, and a drafter built "
             "from a config that disagrees with its weights computes something else than what was trained",
-            fix=_hint(role, exp.shape, entry.shape, cfg),
+            fix=fix, cause=config_cause(field) if field else None,
         )
 
 
-def _hint(role: str, want: tuple, got: tuple, cfg) -> str:
+def _hint(role: str, want: tuple, got: tuple, cfg) -> tuple[str, str | None]:
+    """The fix, and the config field it sets when one is the root cause (see causes.py): engines cut or refuse the
+    tensor because of that field, and every check that sees it is reported under it."""
+    fix = _fix(role, want, got, cfg)
+    for name in ("head_dim", "draft_vocab_size"):
+        if f"set {name}: " in fix:
+            return fix, name
+    return fix, None
+
+
+def _fix(role: str, want: tuple, got: tuple, cfg) -> str:
     if len(want) != len(got):
         return f"the tensor has {len(got)} dimension(s), the role has {len(want)}: it is not this tensor"
     if len(want) == 2 and shape_matches(want, got[::-1]):

@@ -1,0 +1,297 @@
+"""Reports for CI services: GitHub workflow commands (annotations) and SARIF 2.1.0 (code scanning).
+
+Both point each finding at a place: the line of its config key in config.json, or its byte offset in a weight
+file. A root cause (see causes.py) is one annotation, one SARIF result, naming what else it affects.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import quote
+
+from . import __version__
+from .causes import CONFIG, Causes, group
+from .registry import Check, Finding, GateResult, Severity, checks
+from .report import summary_line
+
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+
+# ----- where a finding points ----------------------------------------------------------------------------------
+
+
+def json_key_line(text: str, path: str | list[str]) -> int | None:
+    """The 1-based line of the key ``path`` (``"transformer_layer_config.head_dim"`` or a list of keys) in JSON
+    ``text``; for a key that is absent, the line of its deepest present parent; None if not even the first key is
+    there. A key path into a list (``proposal_methods[0]``) stops at the list's key."""
+    keys = path if isinstance(path, list) else [k for k in re.split(r"\.|\[\d+\]", path) if k]
+    if not keys:
+        return None
+    best: tuple[int, int] | None = None  # (matched depth, line)
+    stack: list[list] = []  # per open container: [kind, current key or None, expecting a key]
+    line, i, n = 1, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        elif ch == '"':
+            start_line, j, buf = line, i + 1, []
+            while j < n and text[j] != '"':
+                if text[j] == "\\":
+                    buf.append(text[j:j + 2])
+                    j += 2
+                    continue
+                if text[j] == "\n":
+                    line += 1
+                buf.append(text[j])
+                j += 1
+            i = j
+            if stack and stack[-1][0] == "{" and stack[-1][2]:
+                try:
+                    key = json.loads('"' + "".join(buf) + '"')
+                except ValueError:
+                    key = "".join(buf)
+                stack[-1][1], stack[-1][2] = key, False
+                trail = [frame[1] for frame in stack]
+                if all(frame[0] == "{" for frame in stack) and trail == keys[:len(trail)]:
+                    if best is None or len(trail) > best[0]:
+                        best = (len(trail), start_line)
+                    if len(trail) == len(keys):
+                        return start_line
+        elif ch in "{[":
+            stack.append([ch, None, ch == "{"])
+        elif ch in "}]":
+            if stack:
+                stack.pop()
+        elif ch == "," and stack and stack[-1][0] == "{":
+            stack[-1][2] = True
+        i += 1
+    return best[1] if best else None
+
+
+def _config_text(result: GateResult) -> str | None:
+    try:
+        return (Path(result.ckpt.path) / CONFIG).read_text(encoding="utf-8")
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+class _Locator:
+    """Where a finding points: a file of the checkpoint (as the report names it), and a line or a byte offset."""
+
+    def __init__(self, result: GateResult) -> None:
+        self.result = result
+        self.config = _config_text(result)
+
+    def file(self, f: Finding) -> str | None:
+        name = f.file or (CONFIG if f.key and _is_config_key(f, self.result) else None)
+        if not name:
+            return None
+        return posixpath.join(PurePosixPath(Path(self.result.ckpt.display)).as_posix(), name)
+
+    def line(self, f: Finding) -> int | None:
+        name = f.file or (CONFIG if f.key and _is_config_key(f, self.result) else None)
+        if name != CONFIG or self.config is None:
+            return None
+        if f.key:
+            found = json_key_line(self.config, f.key)
+            if found is None and "." in f.key:  # a nested field read at the top level, or the reverse
+                found = json_key_line(self.config, f.key.rsplit(".", 1)[1])
+            if found is not None:
+                return found
+        return 1
+
+    def offset(self, f: Finding) -> int | None:
+        try:
+            return int(f.offset) if f.offset is not None else None
+        except ValueError:
+            return None
+
+
+def _is_config_key(f: Finding, result: GateResult) -> bool:
+    from .causes import cause_key
+
+    key = cause_key(Finding(f.severity, f.message, key=f.key), result.ckpt)
+    return bool(key and key.startswith(f"{CONFIG}: "))
+
+
+def _text(f: Finding, causes: Causes) -> str:
+    """A finding as one message: what, expected/found, why is left to the rule, the fix, and what else it affects."""
+    parts = [f.message]
+    if f.expected is not None or f.found is not None:
+        parts.append(f"expected {f.expected if f.expected is not None else '-'}, found "
+                     f"{f.found if f.found is not None else '-'}")
+    if f.fix:
+        parts.append(f"fix: {f.fix}")
+    cause = causes.cause_of(f)
+    if cause is not None and cause.finding is f:
+        parts.append(f"root cause {cause.key}; also affects: {cause.also_affects()}")
+    return ". ".join(p.rstrip(".") for p in parts)
+
+
+def _reported(result: GateResult, causes: Causes, notes: bool) -> list[Finding]:
+    """The findings a CI report lists: every finding not folded into a root cause (notes only when asked)."""
+    return [f for r in result.results for f in r.findings
+            if not causes.is_dependent(f) and (notes or f.severity is not Severity.INFO)]
+
+
+# ----- GitHub workflow commands --------------------------------------------------------------------------------
+
+_GH_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_command(level: str, message: str, **props: Any) -> str:
+    """``::error file=F,line=N,title=T::message``, escaped as the runner unescapes it."""
+    shown = ",".join(f"{k}={_gh_prop(str(v))}" for k, v in props.items() if v is not None)
+    return f"::{level}{' ' + shown if shown else ''}::{_gh_data(message)}"
+
+
+def render_github(results: list[GateResult]) -> str:
+    """One annotation per error and warning (a root cause once, naming what else it affects), then each
+    checkpoint's verdict as a notice (an error when it failed)."""
+    out: list[str] = []
+    for result in results:
+        causes = group(result)
+        where = _Locator(result)
+        for f in _reported(result, causes, notes=False):
+            cause = causes.cause_of(f)
+            title = f"eagle3-checks {f.check}" + (f": {cause.key}" if cause is not None else "")
+            out.append(github_command(_GH_LEVEL[f.severity], _text(f, causes), file=where.file(f),
+                                      line=where.line(f), title=title))
+        verdict = f"{result.ckpt.display}: {summary_line(result, causes)}"
+        out.append(github_command("error" if result.exit_code else "notice", verdict, title="eagle3-checks verdict"))
+    return "\n".join(out) + "\n"
+
+
+_GH_LINE = re.compile(r"^::(?P<level>[a-z]+)(?: (?P<props>[^:]*))?::(?P<message>.*)$")
+
+
+def parse_github(text: str) -> list[dict[str, Any]]:
+    """Workflow commands back into dicts (level, message, and the properties), unescaped as the runner does: what
+    the tests hold the renderer to."""
+    def unescape(s: str) -> str:
+        return (s.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",")
+                .replace("%25", "%"))
+
+    out = []
+    for raw in text.splitlines():
+        m = _GH_LINE.match(raw)
+        if m is None:
+            raise ValueError(f"not a workflow command: {raw!r}")
+        props = {}
+        for item in filter(None, (m["props"] or "").split(",")):
+            k, _, v = item.partition("=")
+            props[k] = unescape(v)
+        out.append({"level": m["level"], "message": unescape(m["message"]), **props})
+    return out
+
+
+# ----- SARIF 2.1.0 ----------------------------------------------------------------------------------------------
+
+_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _slug(rid: str) -> str:
+    """``config.head-dim`` -> ``ConfigHeadDim``: a rule's short name."""
+    return "".join(w[:1].upper() + w[1:] for w in re.findall(r"[A-Za-z0-9]+", rid))
+
+
+def rule_id(f: Finding) -> str:
+    """One rule per finding code: ``check.id/code``, or the check id where its findings have no code yet."""
+    base = f.check.split("[")[0]
+    return f"{base}/{f.code}" if f.code else base
+
+
+def _rule(rid: str, c: Check | None) -> dict[str, Any]:
+    title = c.title if c else rid
+    rule: dict[str, Any] = {"id": rid, "name": _slug(rid), "shortDescription": {"text": title}}
+    if c is not None and c.guards:
+        rule["fullDescription"] = {"text": c.guards}
+    if c is not None and c.fix:
+        rule["help"] = {"text": f"Fix: {c.fix} (eagle3-checks explain {c.id})"}
+    rule["properties"] = {"level": c.level if c else "header", "tags": ["eagle3", "checkpoint"]}
+    return rule
+
+
+def _uri(path: str) -> str:
+    p = Path(path)
+    if p.is_absolute():
+        return p.as_uri()
+    return quote(PurePosixPath(p).as_posix())
+
+
+def to_sarif(results: list[GateResult]) -> dict[str, Any]:
+    """One run; one result per finding not folded into a root cause (notes as level note), located by the line of
+    its config key or its byte offset in a weight file."""
+    by_id = {c.id: c for c in checks()}
+    rules: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    sarif_results = []
+    for result in results:
+        causes = group(result)
+        where = _Locator(result)
+        for f in _reported(result, causes, notes=True):
+            rid = rule_id(f)
+            if rid not in index:
+                index[rid] = len(rules)
+                rules.append(_rule(rid, by_id.get(f.check.split("[")[0])))
+            item: dict[str, Any] = {"ruleId": rid, "ruleIndex": index[rid], "level": _SARIF_LEVEL[f.severity],
+                                    "message": {"text": _text(f, causes)}}
+            file = where.file(f)
+            if file:
+                region: dict[str, Any] = {}
+                line, offset = where.line(f), where.offset(f)
+                if line is not None:
+                    region["startLine"] = line
+                elif offset is not None:
+                    region["byteOffset"] = offset
+                loc: dict[str, Any] = {"artifactLocation": {"uri": _uri(file)}}
+                if region:
+                    loc["region"] = region
+                item["locations"] = [{"physicalLocation": loc}]
+            props: dict[str, Any] = {"check": f.check, "checkpoint": result.ckpt.display}
+            for k in ("key", "expected", "found", "why", "fix"):
+                if getattr(f, k) is not None:
+                    props[k] = getattr(f, k)
+            cause = causes.cause_of(f)
+            if cause is not None:
+                props["cause"] = cause.key
+                props["alsoAffects"] = [{"check": g.check, "message": g.message} for g in cause.also]
+            item["properties"] = props
+            sarif_results.append(item)
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "eagle3-checks", "version": __version__, "rules": rules}},
+            "results": sarif_results,
+            "invocations": [{"executionSuccessful": True,
+                             "exitCode": max((r.exit_code for r in results), default=0)}],
+            "properties": {"verdicts": [{"checkpoint": r.ckpt.display, "summary": summary_line(r)}
+                                        for r in results]},
+        }],
+    }
+
+
+def render_sarif(results: list[GateResult]) -> str:
+    return json.dumps(to_sarif(results), indent=2) + "\n"
+
+
+def render_sarif_error(message: str, exit_code: int = 2) -> str:
+    """The SARIF log of a run that gated nothing (a usage error): no results, and the notification saying why."""
+    log = to_sarif([])
+    log["runs"][0]["invocations"] = [{"executionSuccessful": False, "exitCode": exit_code,
+                                      "toolExecutionNotifications": [{"level": "error", "message": {"text": message}}]}]
+    return json.dumps(log, indent=2) + "\n"

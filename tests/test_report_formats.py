@@ -1,0 +1,445 @@
+"""Where CI and people read the verdict: root causes in every format, GitHub annotations, SARIF, colour, --quiet,
+markdown, and golden outputs of the new formats on the embedded example."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eagle3_checks import __version__
+from eagle3_checks.causes import group
+from eagle3_checks.ci_report import json_key_line, parse_github
+from eagle3_checks.cli import main
+
+import test_defects
+from conftest import run
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden files instead of comparing
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def sarif_schema():
+    jsonschema = pytest.importorskip("jsonschema")  # in the test extra
+    return jsonschema, json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
+
+
+def validate_sarif(log: dict) -> None:
+    jsonschema, schema = sarif_schema()
+    jsonschema.Draft4Validator.check_schema(schema)
+    jsonschema.Draft4Validator(schema).validate(log)
+
+
+@pytest.fixture
+def no_head_dim(drafter):
+    d = drafter("flat")
+    del d.config["head_dim"]
+    return d.write()
+
+
+# ----- root causes -----------------------------------------------------------------------------------------------
+
+
+def test_a_lost_head_dim_is_one_root_cause_in_the_text_report(no_head_dim, capsys):
+    code, out, _ = cli(capsys, "check", no_head_dim)
+    assert code == 1
+    header, rest = out.split("  ROOT CAUSE ", 1)
+    assert "FAIL" not in header  # the report leads with the cause, before any check line
+    first = rest.splitlines()
+    assert first[0] == "config.json: head_dim (7 findings in 4 checks)"
+    assert "ERROR: config.json: head_dim is not stated" in first[1]
+    assert 'fix:      add "head_dim": 24' in rest.split("  PASS  files")[0]
+    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], reference.diff" in out
+    # the dependent findings are listed under their checks, pointing at the cause instead of repeating its fix
+    assert out.count("follows from config.json: head_dim, above") == 6
+    assert out.count('add "head_dim": 24') == 1
+    assert "FAILED: 7 error(s) from 1 root cause, 0 warning(s)" in out
+
+
+def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
+    code, out, _ = cli(capsys, "check", no_head_dim, "--format", "json")
+    report = json.loads(out)["checkpoints"][0]
+    # everything schema version 1 had is still there
+    assert {"path", "layout", "reference", "exit_code", "counts", "checks"} <= set(report)
+    assert {"error", "warning", "info"} <= set(report["counts"]) and report["counts"]["error"] == 7
+    assert report["counts"]["causes"] == 1
+    (cause,) = report["causes"]
+    assert cause["key"] == "config.json: head_dim" and cause["check"] == "config.head-dim"
+    assert cause["fix"] == 'add "head_dim": 24'
+    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.33.0]",
+                                                                            "reference.diff"]
+    errors = [f for c in report["checks"] for f in c["findings"] if f["severity"] == "error"]
+    assert len(errors) == 7 and {f["cause"] for f in errors} == {"config.json: head_dim"}
+
+
+def test_root_causes_in_markdown(no_head_dim, capsys):
+    code, out, _ = cli(capsys, "check", no_head_dim, "--format", "markdown")
+    causes, table = out.split("| status | check |")
+    assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim`)" in causes
+    assert '  - fix: add "head_dim": 24' in causes
+    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], reference.diff" in causes
+    assert table.count("follows from: `config.json: head_dim`") == 6
+
+
+def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
+    """No check names a cause for a missing d2t: the findings keyed by the tensor are grouped under it."""
+    d = drafter("flat")
+    test_defects.d2t_missing(d)
+    result = run(d.write(), reference="auto")
+    causes = group(result)
+    (cause,) = [c for c in causes.groups if c.key == "tensor: d2t"]
+    assert cause.finding.check == "keys" and "d2t is missing" in cause.finding.message
+    assert {f.check for f in cause.also} >= {"reference.diff"}
+
+
+def test_unrelated_findings_stay_apart(drafter):
+    d = drafter("flat")
+    test_defects.wrong_architectures(d)
+    test_defects.d2t_missing(d)
+    result = run(d.write(), reference="auto")
+    causes = group(result)
+    d2t = next(c for c in causes.groups if c.key == "tensor: d2t")
+    assert not any(f.check == "config.architectures" for f in d2t.findings)
+    arch = [f for f in result.findings() if f.check == "config.architectures" and f.severity.value == "error"]
+    assert arch and not any(causes.is_dependent(f) for f in arch)
+    assert causes.count() >= 2
+
+
+def test_an_engine_refusing_the_layout_is_one_cause_of_its_load_and_forward_failures(drafter):
+    pytest.importorskip("torch")
+    result = run(drafter("speculators").write(), engine="sglang@0.5.23")
+    causes = group(result)
+    (cause,) = causes.groups
+    assert cause.finding.check == "engine.loads[sglang@0.5.23]" and "reads flat configs only" in cause.key
+    assert [f.check for f in cause.also] == ["forward.equivalence[sglang@0.5.23]"]
+    assert causes.count() == 1
+
+
+# ----- GitHub workflow commands ------------------------------------------------------------------------------------
+
+
+def test_json_key_line():
+    text = ('{\n  "a": {"x": "}{,\\"", "head_dim": 1},\n  "transformer_layer_config": {\n    "head_dim": 24,\n'
+            '    "list": [{"head_dim": 3}]\n  },\n  "head_dim": 16\n}\n')
+    assert json_key_line(text, "head_dim") == 7
+    assert json_key_line(text, "transformer_layer_config.head_dim") == 4
+    assert json_key_line(text, "a.head_dim") == 2
+    assert json_key_line(text, "transformer_layer_config.missing") == 3  # its parent
+    assert json_key_line(text, "transformer_layer_config.list[0].head_dim") == 5  # stops at the list
+    assert json_key_line(text, "nope") is None
+    assert json_key_line('{"a\\u00e9": 1}', "a\u00e9") == 1
+
+
+def test_github_annotations_parse_back(drafter, capsys):
+    d = drafter("speculators")
+    test_defects.wrong_architectures(d)
+    test_defects.head_dim_dropped(d)
+    path = d.write()
+    code, out, _ = cli(capsys, "check", path, "--format", "github")
+    assert code == 1
+    commands = parse_github(out)
+    config_text = (path / "config.json").read_text()
+    errors = [c for c in commands if c["level"] == "error" and c["title"] != "eagle3-checks verdict"]
+    by_title = {c["title"]: c for c in errors}
+    arch = by_title["eagle3-checks config.architectures"]
+    assert arch["file"] == f"{path}/config.json"
+    assert config_text.splitlines()[int(arch["line"]) - 1].strip().startswith('"architectures"')
+    head = by_title["eagle3-checks config.head-dim: config.json: head_dim"]
+    # head_dim is absent: the annotation points at the object it belongs in
+    assert config_text.splitlines()[int(head["line"]) - 1].strip().startswith('"transformer_layer_config"')
+    assert "also affects: shapes (4)" in head["message"] and 'fix: add "head_dim": 24' in head["message"]
+    assert not any("follows from" in c["message"] or c["title"].startswith("eagle3-checks shapes") for c in errors)
+    assert commands[-1]["title"] == "eagle3-checks verdict" and "FAILED" in commands[-1]["message"]
+
+
+def test_github_escapes_what_the_runner_unescapes():
+    from eagle3_checks.ci_report import github_command
+
+    line = github_command("warning", "50% of\nit, a: b", file="a,b:c.json", line=3, title="t%1")
+    assert "\n" not in line
+    assert parse_github(line) == [{"level": "warning", "message": "50% of\nit, a: b", "file": "a,b:c.json",
+                                   "line": "3", "title": "t%1"}]
+
+
+def test_github_on_a_usage_error(capsys, tmp_path):
+    code, out, err = cli(capsys, "check", tmp_path / "nope", "--format", "github")
+    assert code == 2 and "no such file or directory" in err
+    (cmd,) = parse_github(out)
+    assert cmd["level"] == "error" and "no such file or directory" in cmd["message"]
+
+
+# ----- SARIF ---------------------------------------------------------------------------------------------------------
+
+
+def test_sarif_is_valid_and_locates_findings(drafter, capsys):
+    d = drafter("speculators")
+    test_defects.wrong_architectures(d)
+    test_defects.head_dim_dropped(d)
+    path = d.write()
+    code, out, _ = cli(capsys, "check", path, "--format", "sarif")
+    log = json.loads(out)
+    validate_sarif(log)
+    (run_,) = log["runs"]
+    rules = run_["tool"]["driver"]["rules"]
+    assert len({r["id"] for r in rules}) == len(rules)
+    results = run_["results"]
+    errors = [r for r in results if r["level"] == "error"]
+    assert {r["ruleId"] for r in errors} == {"config.architectures", "config.head-dim"}
+    for r in results:
+        assert rules[r["ruleIndex"]]["id"] == r["ruleId"]
+    head = next(r for r in errors if r["ruleId"] == "config.head-dim")
+    loc = head["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"] == (path / "config.json").as_uri()
+    assert loc["region"]["startLine"] == json_key_line((path / "config.json").read_text(), "transformer_layer_config")
+    assert head["properties"]["cause"] == "config.json: head_dim" and len(head["properties"]["alsoAffects"]) == 6
+    assert run_["invocations"][0]["exitCode"] == 1
+
+
+def test_sarif_points_into_a_weight_file_by_byte_offset(drafter, capsys):
+    d = drafter("flat")
+    path = d.write()
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])  # truncated
+    code, out, _ = cli(capsys, "check", path, "--format", "sarif")
+    log = json.loads(out)
+    validate_sarif(log)
+    files = [r for r in log["runs"][0]["results"] if r["ruleId"] == "files"]
+    assert files and all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == weights.as_uri()
+                         for r in files)
+    assert any("byteOffset" in r["locations"][0]["physicalLocation"]["region"] for r in files)
+
+
+def test_sarif_on_a_usage_error_is_still_sarif(capsys, tmp_path):
+    code, out, _ = cli(capsys, "check", tmp_path / "nope", "--format", "sarif")
+    log = json.loads(out)
+    validate_sarif(log)
+    (inv,) = log["runs"][0]["invocations"]
+    assert code == 2 and inv["exitCode"] == 2 and not inv["executionSuccessful"]
+    assert "no such file" in inv["toolExecutionNotifications"][0]["message"]["text"]
+
+
+# ----- golden outputs on the embedded example --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """`demo --out` writes the example; a copy of its flat drafter loses head_dim (the failing case)."""
+    root = tmp_path_factory.mktemp("golden")
+    assert main(["demo", "--out", str(root), "--format", "json"]) == 0
+    broken = root / "example-flat-no-head-dim"
+    shutil.copytree(root / "example-flat", broken)
+    cfg = json.loads((broken / "config.json").read_text())
+    del cfg["head_dim"]
+    (broken / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["github", "sarif", "markdown"])
+@pytest.mark.parametrize("case", ["passing", "failing"])
+def test_golden(example, capsys, monkeypatch, fmt, case):
+    monkeypatch.chdir(example)  # relative paths: the report names them as a CI job would
+    ckpts = ["example-flat"] if case == "passing" else ["example-flat-no-head-dim"]
+    code, out, _ = cli(capsys, "check", *ckpts, "--target-config", "example-target/config.json",
+                       "--engine", "vllm@0.33.0,sglang@0.5.23", "--level", "scan", "--format", fmt)
+    assert code == (0 if case == "passing" else 1)
+    out = out.replace(__version__, "VERSION")
+    if fmt == "sarif":
+        validate_sarif(json.loads(out))
+    if fmt == "github":
+        parse_github(out)
+    golden = GOLDEN / f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }"
+    if UPDATE:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(out)
+    assert out == golden.read_text(), f"{golden.name} differs (EAGLE3_UPDATE_GOLDEN=1 rewrites it)"
+
+
+# ----- the terminal ------------------------------------------------------------------------------------------------
+
+
+class _Tty(io.StringIO):
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _run_on(monkeypatch, stream, *argv):
+    monkeypatch.setattr("sys.stdout", stream)
+    code = main([str(a) for a in argv])
+    return code, stream.getvalue()
+
+
+@pytest.mark.parametrize("tty, no_color, flag, coloured", [
+    (True, None, None, True),
+    (False, None, None, False),
+    (True, "1", None, False),
+    (True, None, "never", False),
+    (False, None, "always", True),
+])
+def test_colour_only_on_a_terminal_and_never_with_no_color(drafter, monkeypatch, tty, no_color, flag, coloured):
+    path = drafter("flat").write()
+    monkeypatch.delenv("TERM", raising=False)
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    argv = ["check", path, "--level", "header"] + (["--color", flag] if flag else [])
+    code, out = _run_on(monkeypatch, _Tty() if tty else io.StringIO(), *argv)
+    assert code == 0 and ("\x1b[" in out) is coloured
+    if coloured:
+        assert "\x1b[32mPASS\x1b[0m" in out
+    assert re.sub(r"\x1b\[[0-9;]*m", "", out).count("PASS  files") == 1
+
+
+def test_colour_never_reaches_machine_formats(drafter, monkeypatch):
+    path = drafter("flat").write()
+    for fmt in ("json", "markdown", "github", "sarif"):
+        code, out = _run_on(monkeypatch, _Tty(), "check", path, "--level", "header", "--format", fmt,
+                            "--color", "always")
+        assert "\x1b[" not in out, fmt
+
+
+def test_quiet_shows_the_failures_and_the_verdict(no_head_dim, drafter, capsys):
+    code, out, _ = cli(capsys, "check", no_head_dim, "--quiet", "--level", "scan")
+    assert code == 1
+    assert "PASS  " not in out and "SKIP  " not in out and "note:" not in out and "nan/inf" not in out
+    assert "FAIL  shapes" in out and "ROOT CAUSE config.json: head_dim" in out
+    assert out.rstrip().endswith("FAILED: 7 error(s) from 1 root cause, 0 warning(s), 2 note(s)")
+    code, out, _ = cli(capsys, "check", drafter("flat").write(), "-q", "--level", "header")
+    assert code == 0 and len(out.splitlines()) == 2 and "PASSED: 0 error(s)" in out
+
+
+def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsys):
+    code, out, _ = cli(capsys, "check", no_head_dim, "--format", "markdown", "--level", "header")
+    findings = out.split("#### Findings of failing checks")[1]
+    visible, collapsed = findings.split("<details><summary>Notes from passing checks</summary>")
+    assert "`config.head-dim`" in visible and "`shapes`" in visible
+    assert "`engine.aux-layers[vllm@0.33.0]`" in collapsed and "`engine.aux-layers" not in visible
+
+
+# ----- demo --------------------------------------------------------------------------------------------------------
+
+
+def test_demo_without_out_prints_no_temporary_paths(capsys):
+    import tempfile
+
+    for fmt in ("text", "json", "sarif", "github"):
+        code, out, err = cli(capsys, "demo", "--format", fmt)
+        assert code == 0, err
+        assert tempfile.gettempdir() not in out and "eagle3-demo-" not in out, fmt
+        assert "example-flat" in out and "pass --out DIR to keep them" in err
+
+
+# ----- files: a specific why per case ------------------------------------------------------------------------------
+
+
+def _files_why(result):
+    return [f.why for f in result.result("files").findings]
+
+
+def test_files_says_why_for_each_case(drafter):
+    cases = {}
+    d = drafter("flat")
+    path = d.write(shards=2)
+    (path / "model-00002-of-00002.safetensors").unlink()
+    cases["missing shard"] = (run(path), "names a shard that is not here")
+    path = drafter("flat").write()
+    w = path / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:-100])
+    cases["truncated"] = (run(path), "ends before the bytes its header promises")
+    path = drafter("flat").write()
+    (path / "config.json").unlink()
+    (path / "config.json").mkdir()
+    cases["config dir"] = (run(path), "a directory stands where config.json should be a file")
+    path = drafter("flat").write()
+    (path / "config.json").unlink()
+    cases["no config"] = (run(path), "engines build the drafter from config.json")
+    path = drafter("flat").write()
+    (path / "config.json").write_text("{not json")
+    cases["bad json"] = (run(path), "does not parse as the JSON object")
+    seen = set()
+    for name, (result, fragment) in cases.items():
+        whys = _files_why(result)
+        assert any(fragment in w for w in whys), (name, whys)
+        seen.update(whys)
+    assert len(seen) >= len(cases)  # no shared boilerplate
+
+
+# ----- small items: --skip per engine, did-you-mean, a drafter's config as --target-config ------------------------
+
+
+def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
+    path = drafter("flat").write()
+    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json"]
+
+    def statuses(*skip):
+        code, out, err = cli(capsys, *argv, *[a for s in skip for a in ("--skip", s)])
+        assert code == 0, err
+        return {(c["id"], c.get("engine")): (c["status"], c.get("reason")) for c in
+                json.loads(out)["checkpoints"][0]["checks"] if c["id"] == "engine.aux-layers"}
+
+    got = statuses("engine.aux-layers[vllm@0.33.0]=judged by hand")
+    assert got[("engine.aux-layers", "vllm@0.33.0")] == ("skipped", "waived: judged by hand")
+    assert got[("engine.aux-layers", "sglang@0.5.23")][0] == "passed"
+    got = statuses("engine.aux-layers[sglang]=not served there")
+    assert got[("engine.aux-layers", "sglang@0.5.23")] == ("skipped", "waived: not served there")
+    assert got[("engine.aux-layers", "vllm@0.33.0")][0] == "passed"
+    got = statuses("engine.aux-layers=both")
+    assert {s for s, _ in got.values()} == {"skipped"}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["check", "{good}", "--skip", "config.rop=x"], "no check named 'config.rop'; did you mean config.rope?"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vlm]=x"], "no engine named 'vlm'"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vllm@9.9]=x"], "is not modelled"),
+    (["check", "{good}", "--skip", "keys[vllm]=x"], "keys is not a per-engine check"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vllm=x"], "write engine.aux-layers[ENGINE]"),
+    (["explain", "rope"], "did you mean config.rope?"),
+    (["explain", "engine.aux-layer"], "did you mean engine.aux-layers"),
+    (["check", "{good}", "--target-config", "{good}/config.json"], "this is a drafter's config (it has"),
+    (["check", "{good}", "--target-config", "{good}"], "not the verifier's"),
+])
+def test_usage_errors_say_what_was_meant(drafter, capsys, argv, fragment):
+    good = drafter("flat").write()
+    code, out, err = cli(capsys, *[a.format(good=good) for a in argv])
+    assert code == 2 and fragment in err and "Traceback" not in out + err, err
+
+
+def test_a_drafter_config_as_target_config_in_the_plugin_and_convert(drafter, tmp_path, capsys):
+    good = drafter("speculators").write()
+    code, _, err = cli(capsys, "convert", good, tmp_path / "out", "--to", "vllm", "--target-config", good,
+                       "--verify", "header")
+    assert code == 2 and "drafter's config" in err and not (tmp_path / "out").exists()
+
+
+def test_the_readme_workflow_runs_the_gate_in_every_ci_format():
+    """The README's GitHub Actions job: its eagle3-checks commands parse, and it uploads the SARIF it writes."""
+    import shlex
+
+    from eagle3_checks.cli import build_parser
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## In CI: annotations, code scanning and the job summary", 1)[1]
+    yaml = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    commands = [line.split("run:", 1)[1].split(">", 1)[0].strip() for line in yaml.splitlines()
+                if "run: eagle3-checks" in line]
+    formats = set()
+    for command in commands:
+        args = build_parser().parse_args(shlex.split(command)[1:])
+        formats.add(args.format)
+    assert formats == {"github", "markdown", "sarif"}
+    assert "github/codeql-action/upload-sarif" in yaml and "sarif_file: eagle3.sarif" in yaml
+    assert "> eagle3.sarif" in yaml and "security-events: write" in yaml
