@@ -7,7 +7,7 @@ from typing import Iterable
 
 from ..config import missing_required, rope_scaling_problems
 from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
-from ..registry import Context, Finding, NotApplicable, check, error, info, warning
+from ..registry import Context, Finding, NotApplicable, check, error, info, modelled_only, warning
 from ..safetensors_io import json_type
 from ._common import CONFIG, config_key, config_of, require_complete
 
@@ -87,6 +87,19 @@ def architectures(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     archs = cfg["architectures"] or []
     key = "architectures"
+    family = ctx.ckpt.not_modelled
+    if family:
+        # One finding for the whole family, a warning: nothing is known to be wrong, and nothing was checked
+        # (--strict fails on it). Every check that assumes a Llama-shaped layer skips with the same reason.
+        skipped = ", ".join(modelled_only())
+        yield warning(f"not modelled: {family[0]} ({family[1]}); these checks skipped: {skipped}", file=CONFIG, key=key,
+                      expected="an EAGLE-3 drafter with Llama or Qwen3 decoder layers (what eagle3-checks models)",
+                      found=str(archs),
+                      why="the structural, engine and forward checks describe Llama-shaped layers; on this drafter "
+                      "they would report its own tensors as errors. It is not verified: it may serve well or not",
+                      fix="verify this drafter by other means (its engine's own load and an acceptance run); "
+                      "--strict fails on it")
+        return
     if cfg.layout == SPECULATORS:
         if any(a in FLAT_ARCHITECTURES for a in archs):
             yield error(f"{CONFIG}: architectures {archs} names a flat-layout class in a speculators config",
@@ -265,6 +278,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
 @check(
     "config.head-dim",
     "head_dim is stated whenever it differs from hidden_size / num_attention_heads",
+    modelled_only=True,
     guards="A config without head_dim for a drafter whose heads are not H/nh wide: Kimi-K2's 128 becomes 112 "
     "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
     evidence=("EAGLE3_FORMATS §2: head_dim 128 vs 7168/64 = 112",),
@@ -331,6 +345,7 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
 @check(
     "config.rope",
     "rope settings are stated, and stated once",
+    modelled_only=True,
     guards="rope_theta lost in conversion (engines fall back to 10000; Kimi drafters use 1e6), or a legacy "
     "rope_theta and transformers 5's rope_parameters that disagree.",
     evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),

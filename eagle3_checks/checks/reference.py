@@ -13,6 +13,7 @@ from ._common import config_of, require_complete
 @check(
     "reference.diff",
     "Tensors and semantic config match the reference spec",
+    modelled_only=True,
     needs=("reference",),
     guards="A conversion that changed a shape, a dtype or a semantic config field relative to a drafter known "
     "to serve well (for Kimi-sized drafters: the AQ-MedAI Kimi-K2 drafter).",
