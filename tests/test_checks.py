@@ -330,10 +330,50 @@ def test_config_tied_embeddings_with_own_head_warns(drafter):
     warned(run(d.write()), "config.tied-embeddings", "has its own lm_head.weight")
 
 
-def test_config_rope_missing(drafter):
-    d = drafter("speculators")
-    del d.config["transformer_layer_config"]["rope_parameters"]
-    assert_fails(run(d.write()), "config.rope", "no rope_theta", "transformer_layer_config.rope_theta")
+@pytest.mark.parametrize("layout", ["speculators", "flat"])
+def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(drafter, layout):
+    """Issue 15: a drafter that states no rope_theta is read with 10000 by its trainer (EAGLE's cnets.py, SpecForge,
+    speculators through transformers) and by every engine (vLLM get_rope, SGLang llama.py:322-334): it is served as
+    trained, so a note, not an error (it used to be one, and convert refused the drafter)."""
+    d = drafter(layout)
+    for key in ("rope_theta", "rope_parameters"):
+        d.layer_field().pop(key, None)
+    result = run(d.write(), engine="all")
+    r = result.result("config.rope")
+    assert r.status == PASSED, [f.message for f in r.findings]
+    (f,) = r.findings
+    assert f.severity.value == "info"
+    assert f.message.startswith("config.json: no rope_theta stated; the trainer and every selected engine use 10000 (")
+    assert "vllm@0.33.0: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
+    assert f.key == ("transformer_layer_config.rope_theta" if layout == "speculators" else "rope_theta")
+
+
+def test_config_rope_unstated_is_an_error_when_readers_default_differently(drafter, monkeypatch):
+    from eagle3_checks import engines
+
+    real = engines.read
+
+    def other_default(ckpt, spec, target=None):
+        reading = real(ckpt, spec, target)
+        if spec.startswith("sglang"):
+            reading.set("rope_theta", 500000.0, "a hypothetical default")
+        return reading
+
+    monkeypatch.setattr(engines, "read", other_default)
+    d = drafter("flat")
+    del d.config["rope_theta"]
+    assert_fails(run(d.write(), engine="vllm,sglang"), "config.rope", "no rope_theta stated, and its readers default "
+                 "differently", "vllm@0.33.0: 10000 (default: 10000); sglang@0.5.23: 500000 (a hypothetical default)")
+
+
+def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
+    """The tiny example was trained with 1e6: without rope_theta every reader uses 10000, which config.rope notes and
+    reference.diff (the shipped spec states 1e6) fails."""
+    d = drafter("flat")
+    del d.config["rope_theta"]
+    result = run(d.write(), reference="tiny-example")
+    assert result.result("config.rope").status == PASSED
+    assert_fails(result, "reference.diff", "config rope_theta: 10000.0, tiny-example has 1000000.0")
 
 
 @pytest.mark.parametrize("scaling, message, fatal", [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+from .. import engines
 from ..config import missing_required, rope_scaling_problems
 from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
 from ..registry import Context, Finding, NotApplicable, check, error, info, modelled_only, warning
@@ -362,11 +363,7 @@ def rope(ctx: Context) -> Iterable[Finding]:
     scaling = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else None
     nested = (params or {}).get("rope_theta", (scaling or {}).get("rope_theta"))
     if legacy is None and nested is None:
-        yield error(f"{CONFIG}: no rope_theta (nor rope_parameters.rope_theta)", file=CONFIG, key=f"{prefix}rope_theta",
-                    expected="the rope_theta the drafter was trained with", found="absent",
-                    why="engines fall back to 10000; a drafter trained with another base (Kimi-K2: 1e6) gets wrong "
-                    "positions and acceptance drops (SpecForge #265)",
-                    fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
+        yield _unstated_theta(ctx, f"{prefix}rope_theta")
     elif legacy is not None and nested is not None and legacy != nested:
         yield error(f"{CONFIG}: rope_theta {legacy} and rope_parameters.rope_theta {nested} differ", file=CONFIG,
                     key=f"{prefix}rope_parameters.rope_theta", expected="one value", found=f"{legacy} vs {nested}",
@@ -383,3 +380,32 @@ def rope(ctx: Context) -> Iterable[Finding]:
                             "the rope init accepts it without an error and computes infinite, NaN or unscaled "
                             "frequencies: positions are wrong and acceptance drops"),
                        fix="copy the rope settings from the target model's config")
+
+
+def _unstated_theta(ctx: Context, key: str) -> Finding:
+    """No rope_theta anywhere: judged by what the trainer and each selected engine release actually use. Where they
+    all default alike (EAGLE's cnets.py and SpecForge build the rotary embedding with base 10000, as transformers'
+    LlamaConfig/Qwen3Config do; vLLM 0.33 get_rope and SGLang llama.py:322-334 default to 10000) the drafter is
+    served as it was trained: a note. Whether it was trained with that base is what reference.diff (a spec
+    stating 1e6) and forward.equivalence --source (a source stating it) tell. Readers that differ: an error."""
+    trained = engines.trainer(ctx.ckpt)
+    used: dict[str, tuple[float, str]] = {}
+    if trained.layout_ok:
+        used[trained.engine] = (trained.rope_theta, trained.sources.get("rope_theta", "default"))
+    for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0]):
+        served = engines.read(ctx.ckpt, spec, ctx.target)
+        if served.layout_ok and not served.not_modelled:
+            used[spec] = (served.rope_theta, served.sources.get("rope_theta", "default"))
+    values = {theta for theta, _ in used.values()}
+    listing = "; ".join(f"{who}: {theta:g} ({src})" for who, (theta, src) in used.items())
+    if len(values) <= 1:
+        theta = f"{next(iter(values)):g}" if values else "their default"
+        return info(f"{CONFIG}: no rope_theta stated; the trainer and every selected engine use {theta} ({listing}): "
+                    f"served as trained if it was trained with {theta} (a reference spec or --source says)",
+                    file=CONFIG, key=key, expected="rope_theta stated", found="absent",
+                    fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
+    return error(f"{CONFIG}: no rope_theta stated, and its readers default differently: {listing}", file=CONFIG,
+                 key=key, expected="the rope_theta the drafter was trained with", found="absent",
+                 why="engines that use another base than the trainer rotate positions at another frequency: "
+                 "acceptance drops without an error (SpecForge #265)",
+                 fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
