@@ -446,6 +446,38 @@ def test_check_ids_are_stable_and_documented():
         assert c.title and c.guards and c.level in ("header", "scan", "forward")
 
 
+# ----- config.architectures per engine release --------------------------------------------------------------
+
+def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
+    """Issue 15: vLLM's own test drafters name LlamaForCausalLM, which vLLM 0.33 prefixes to Eagle3LlamaForCausalLM
+    for method eagle3 (transformers_utils/configs/eagle.py:55-64); `--engine vllm` used to fail the drafter in
+    config.architectures while engine.loads[vllm@0.33.0] passed it."""
+    d = drafter("flat")
+    d.config["architectures"] = ["LlamaForCausalLM"]
+    path = d.write()
+    result = run(path, engine="vllm")
+    r = result.result("config.architectures")
+    assert r.status == PASSED and result.result("engine.loads").status == PASSED
+    assert r.findings[0].message == (
+        "config.json: architectures ['LlamaForCausalLM'] is not a drafter class name, but every selected engine "
+        "release serves it: vllm@0.33.0 (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
+        "LlamaForCausalLMEagle3 (they build any other name as it is: LlamaForCausalLM is the target model's class)")
+    both = run(path, engine="vllm,sglang")
+    warned(both, "config.architectures", "is served by vllm@0.33.0 (builds Eagle3LlamaForCausalLM), refused by "
+           "sglang@0.5.23: architectures ['LlamaForCausalLM']: SGLang 0.5.23 builds LlamaForCausalLM, the target "
+           "model's own class (srt/models/llama.py:968-973)")
+    assert both.result("engine.loads", "sglang@0.5.23").status == FAILED
+    assert_fails(run(path, engine="sglang"), "config.architectures", "no selected engine serves it (sglang@0.5.23: ")
+
+
+def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
+    d = drafter("flat")
+    d.config["architectures"] = ["MistralModel"]
+    assert_fails(run(d.write(), engine="all"), "config.architectures",
+                 "architectures ['MistralModel'] is not an EAGLE-3 drafter class; no selected engine serves it "
+                 "(vllm@0.33.0: vLLM raises")
+
+
 # ----- a drafter family eagle3-checks does not model (MLA) -----------------------------------------------------
 
 MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}

@@ -125,10 +125,34 @@ def architectures(ctx: Context) -> Iterable[Finding]:
                     "name; SGLang has no such class",
                     fix='set "architectures": ["LlamaForCausalLMEagle3"]')
     elif not any(a in FLAT_ARCHITECTURES for a in archs):
-        yield error(f"{CONFIG}: architectures {archs} is not an EAGLE-3 drafter class", file=CONFIG, key=key,
-                    expected='["LlamaForCausalLMEagle3"]', found=str(archs),
-                    why="an engine either refuses the name or builds a plain model from the drafter's weights",
-                    fix='set "architectures": ["LlamaForCausalLMEagle3"]')
+        yield _per_engine_architecture(ctx, archs, key)
+
+
+def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
+    """A flat config naming no known drafter class: what each selected release that reads the flat layout builds
+    from it. vLLM prefixes any name lacking Eagle3 (transformers_utils/configs/eagle.py:55-64: LlamaForCausalLM ->
+    Eagle3LlamaForCausalLM), SGLang builds the name as it is (llama.py:968-973: the target's class). The
+    engine-independent check must not contradict engine.loads: an error only when no selected release serves it."""
+    readers = [(spec, engines.read(ctx.ckpt, spec, ctx.target))
+               for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0])]
+    readers = [(spec, r) for spec, r in readers if r.layout_ok and not r.not_modelled]
+    serving = [f"{spec} (builds {r.architecture})" for spec, r in readers if r.class_refusal is None]
+    refusing = [f"{spec}: {r.class_refusal}" for spec, r in readers if r.class_refusal is not None]
+    fix = 'set "architectures": ["LlamaForCausalLMEagle3"] (the name every engine release reads)'
+    if not serving:
+        return error(f"{CONFIG}: architectures {archs} is not an EAGLE-3 drafter class"
+                     + (f"; no selected engine serves it ({'; '.join(refusing)})" if refusing else ""),
+                     file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]', found=str(archs),
+                     why="an engine either refuses the name or builds a plain model from the drafter's weights",
+                     fix=fix)
+    if refusing:
+        return warning(f"{CONFIG}: architectures {archs} is served by {', '.join(serving)}, refused by "
+                       f"{'; '.join(refusing)}", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]',
+                       found=str(archs), why="the drafter serves on some of the selected engine releases only "
+                       "(engine.loads fails for the others)", fix=fix)
+    return info(f"{CONFIG}: architectures {archs} is not a drafter class name, but every selected engine release "
+                f"serves it: {', '.join(serving)}; SGLang's releases read only LlamaForCausalLMEagle3 (they build "
+                "any other name as it is: LlamaForCausalLM is the target model's class)", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]', found=str(archs), fix=fix)
 
 
 @check(
