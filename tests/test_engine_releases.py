@@ -160,6 +160,23 @@ def test_s2_a_config_without_num_hidden_layers(drafter):
     assert 'only supports 1 layer" (num_hidden_layers 32)' in text(result, "engine.loads", SG06)
 
 
+@pytest.mark.parametrize("layout", ["flat", "speculators"])
+def test_a_layer_count_above_the_file_leaves_layers_uninitialised_and_fails_engine_loads(drafter, layout):
+    """Issue 15 (4): num_hidden_layers 3 over a one-layer file. vLLM 0.33 builds range(num_hidden_layers) layers
+    and raises nothing for the missing tensors (llama_eagle3.py:466-470 load_weights returns None, so the strict
+    check is skipped: default_loader.py:503, 512-523); SGLang 0.5.23 builds them too (llama_eagle3.py:198-204).
+    Layers 1 and 2 serve uninitialised: engine.loads fails, naming them."""
+    d = drafter(layout)
+    d.layer_field()["num_hidden_layers"] = 3
+    result = gate(d.write())
+    assert status(result, "engine.loads", VLLM) == FAILED
+    assert "vllm 0.33.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
+        text(result, "engine.loads", VLLM)
+    if layout == "flat":
+        assert "sglang 0.5.23 builds 18 parameter(s) that no tensor fills: layers.1.hidden_norm.weight" in \
+            text(result, "engine.loads", SG23)
+
+
 def test_s4_layers0_names(drafter):
     """S4: SG23/models/llama_eagle3.py:337-348, 358-378 loads layers.N.* (midlayer is the legacy name);
     SG06 looks up model.midlayer.* only and drops layers.0.* silently."""
