@@ -80,7 +80,10 @@ def fields(ctx: Context) -> Iterable[Finding]:
     "config.architectures",
     "architectures names a drafter class of the config's layout",
     guards="A flat config still naming Eagle3DraftModel (vLLM: architecture not supported), or a speculators "
-    "config renamed to LlamaForCausalLMEagle3 without converting its structure.",
+    "config renamed to LlamaForCausalLMEagle3 without converting its structure. Another name is judged per selected "
+    "engine release (vLLM serves LlamaForCausalLM as Eagle3LlamaForCausalLM; SGLang builds the target's class): an "
+    "error only when none serves it. A drafter family eagle3-checks does not model (MLA) is one not-modelled "
+    "warning, and the checks assuming Llama-shaped layers skip.",
     evidence=("vLLM model_executor/models/registry.py", "SGLang 0.5.6 models/llama_eagle3.py EntryClass"),
     fix='name the drafter class of the layout: ["LlamaForCausalLMEagle3"] for a flat config, ["Eagle3DraftModel"] for a speculators one',
 )
@@ -371,8 +374,9 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     "config.rope",
     "rope settings are stated, and stated once",
     modelled_only=True,
-    guards="rope_theta lost in conversion (engines fall back to 10000; Kimi drafters use 1e6), or a legacy "
-    "rope_theta and transformers 5's rope_parameters that disagree.",
+    guards="A legacy rope_theta and transformers 5's rope_parameters that disagree, unusable rope scaling, or no "
+    "rope_theta where the trainer and the engines default differently (all using 10000 is a note; a theta lost in "
+    "conversion, as 1e6 on Kimi drafters, is caught by reference.diff and forward.equivalence --source).",
     evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),
     fix="state rope_theta (and rope_scaling) as the target model's config does, in rope_theta and rope_parameters alike",
 )
