@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import DraftConfig, read_config
 from .errors import UsageError
-from .layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name
+from .layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name, unmodelled_drafter
 from .safetensors_io import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
 from .torch_bin_io import read_bin
 
@@ -77,6 +77,11 @@ class Checkpoint:
     def layers(self) -> list[int]:
         """Decoder layer indices that have at least one tensor."""
         return sorted({n.layer for n in self.names.values() if n.layer is not None and n.role})
+
+    @property
+    def not_modelled(self) -> tuple[str, str] | None:
+        """(class, what it is) when eagle3-checks does not model the drafter's family (an MLA drafter), else None."""
+        return unmodelled_drafter(self.config_raw, self.layout, tuple(self.names))
 
     @property
     def weight_files(self) -> list[str]:

@@ -478,8 +478,14 @@ def cmd_forward(args: argparse.Namespace) -> int:
     specs = resolve(args.engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
-    written = run_forward_files(open_checkpoint(args.ckpt), specs[0], Path(args.inputs), Path(args.out), args.steps)
+    written, broken = run_forward_files(open_checkpoint(args.ckpt), specs[0], Path(args.inputs), Path(args.out),
+                                        args.steps)
     _write(f"wrote {args.out}: {', '.join(written)}\n")
+    if broken:  # written anyway (what was asked for, and where it breaks), but not a success
+        print(f"eagle3-checks: error: the logits are not finite (NaN or +inf; -inf only masks tokens outside the "
+              f"draft vocabulary): {'; '.join(broken)}. A weight probably holds NaN or Inf: "
+              f"`eagle3-checks check {args.ckpt} --level scan` names it", file=sys.stderr)
+        return 1
     return 0
 
 

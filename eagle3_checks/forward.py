@@ -421,12 +421,15 @@ class StepDiff:
     top1_agree: int
     rows: int
     masks_equal: bool
+    nonfinite: str = ""  # NaN or +inf logits on either side, where (-inf is the mask outside the draft vocabulary)
 
     @property
     def ok(self) -> bool:
-        return self.masks_equal and self.mismatched == 0
+        return self.masks_equal and self.mismatched == 0 and not self.nonfinite
 
     def describe(self) -> str:
+        if self.nonfinite:
+            return f"step {self.step}: {self.nonfinite}"
         if not self.masks_equal:
             return (f"step {self.step}: the two map draft tokens to different target ids (different -inf masks); "
                     f"top-1 agreement {self.top1_agree}/{self.rows}")
@@ -436,9 +439,31 @@ class StepDiff:
                 f"{self.max_rel:.3g}; top-1 agreement {self.top1_agree}/{self.rows}")
 
 
-def compare(actual, expected, step: int) -> StepDiff:
+def nonfinite(logits) -> str | None:
+    """Where a (T, V) logits tensor holds NaN or +inf, in words (None when it holds none). -inf is not counted: it
+    is the mask outside the draft vocabulary. NaN compares unequal to everything, so without this test two all-NaN
+    readings would 'agree' (no element exceeds the tolerance)."""
     import torch
 
+    nan, pos = torch.isnan(logits), torch.isposinf(logits)
+    bad = nan | pos
+    count = int(bad.sum())
+    if not count:
+        return None
+    first = int(bad.flatten().nonzero()[0])
+    kinds = " and ".join(f"{n} {what}" for n, what in ((int(nan.sum()), "NaN"), (int(pos.sum()), "+inf")) if n)
+    return (f"{kinds} of {logits.numel()} logits, the first at (token {first // logits.shape[1]}, target id "
+            f"{first % logits.shape[1]})")
+
+
+def compare(actual, expected, step: int, names: tuple[str, str] = ("the candidate", "the reference")) -> StepDiff:
+    import torch
+
+    bad = [f"{name}: {where}" for name, x in zip(names, (actual, expected)) if (where := nonfinite(x))]
+    if bad:
+        top1 = int((actual.nan_to_num().argmax(-1) == expected.nan_to_num().argmax(-1)).sum())
+        return StepDiff(step, int(actual.numel()), 0, math.nan, (0, 0), math.nan, top1, actual.shape[0], True,
+                        "non-finite logits (" + "; ".join(bad) + ")")
     a_inf, b_inf = torch.isinf(actual), torch.isinf(expected)
     top1 = int((actual.argmax(-1) == expected.argmax(-1)).sum())
     rows = actual.shape[0]

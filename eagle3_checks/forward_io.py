@@ -3,7 +3,9 @@
 IN holds ``aux_hidden_states`` (T, A*Ht), ``input_ids`` (T,), optional ``position_ids`` (T,) (default arange(T))
 and ``inputs_embeds`` (T, H) (required when the checkpoint has no embed_tokens). OUT gets ``logits`` (T, V) float32
 for step 0 over the target vocabulary, -inf outside the draft vocabulary, and ``logits_step_K`` for later steps.
-Every problem with the inputs, or a checkpoint the engine cannot read, is a UsageError (exit 2).
+Every problem with the inputs, or a checkpoint the engine cannot read, is a UsageError (exit 2). Logits holding
+NaN or +inf are still written (they are what was asked for, and show where it breaks), and the command then exits 1
+naming each step and the first place.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from . import engines
 from .checkpoint import real_path, within
 from .errors import UsageError
-from .forward import ForwardError, Inputs, Weights, run
+from .forward import ForwardError, Inputs, Weights, nonfinite, run
 from .safetensors_io import from_numpy, load_array, read_header, write_safetensors
 
 
@@ -68,7 +70,9 @@ def read_inputs(path: Path, reading: Any) -> Inputs:
     return Inputs(aux, ids, pos, None if embeds is None else embeds.float())
 
 
-def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path, steps: int) -> list[str]:
+def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
+                      steps: int) -> tuple[list[str], list[str]]:
+    """Write the logits; returns (the tensor names written, one line per step whose logits hold NaN or +inf)."""
     if ckpt.past_end:
         raise UsageError(f"{ckpt.display}: {ckpt.past_end[0]} runs past the end of its file (truncated); "
                          "eagle3-checks check names every problem")
@@ -94,4 +98,6 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
         write_safetensors(out_path, out, {"engine": reading.engine, "engine_version": reading.version})
     except OSError as exc:
         raise UsageError(f"--out {out_path}: cannot write: {exc.strerror or exc}") from exc
-    return list(out)
+    broken = [f"{'logits' if k == 0 else f'logits_step_{k}'} (step {k}): {where}" for k, x in enumerate(logits)
+              if (where := nonfinite(x))]
+    return list(out), broken

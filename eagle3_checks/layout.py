@@ -38,6 +38,13 @@ FLAT_ARCHITECTURES = frozenset(
     | QWEN3_FLAT_ARCHITECTURES
 )
 
+# Drafters outside the family eagle3-checks models (EAGLE-3 drafters with Llama or Qwen3 decoder layers): the MLA
+# drafters, whose attention has other tensors (q_a_proj, kv_a_proj_with_mqa, kv_b_proj, ...). vLLM 0.33 registers
+# both names (model_executor/models/registry.py:698-713 -> deepseek_eagle3.py), SGLang 0.5.23 the first
+# (srt/models/kimi_k25_eagle3.py:315, 523; the Kimi-K2.x drafters).
+MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+_MLA_TENSOR = re.compile(r"(^|\.)self_attn\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$")
+
 # Tensors outside the decoder layers.
 GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "fc.bias", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
 _FC_NORM = re.compile(r"^fc_norm\.(\d+)\.weight$")
@@ -123,6 +130,34 @@ def has_qk_norm(layout: str, model_type: str | None, architectures: list | None)
     if layout == SPECULATORS:
         return model_type == "qwen3"
     return any(a in QWEN3_FLAT_ARCHITECTURES for a in str_list(architectures) or [])
+
+
+def eagle3_class(name: str) -> str:
+    """The class vLLM builds for an architecture name under method eagle3: every name not starting or ending with
+    Eagle3 gets the prefix Eagle3 (vLLM 0.33 transformers_utils/configs/eagle.py:55-64)."""
+    return name if name.startswith("Eagle3") or name.endswith("Eagle3") else f"Eagle3{name}"
+
+
+def unmodelled_drafter(config: dict | None, layout: str,
+                       names: "list[str] | tuple[str, ...]" = ()) -> tuple[str, str] | None:
+    """The one place that decides whether a drafter is of a family eagle3-checks models: None when it is (its
+    checks assume Llama-shaped decoder layers), else (its class, what it is instead). A flat config naming an MLA
+    drafter class (directly, or a name vLLM prefixes into one), or MLA attention tensors in the file."""
+    if layout != FLAT or not isinstance(config, dict):
+        return None  # speculators configs build Llama or Qwen3 layers (anything else is refused: engine.loads)
+    archs = str_list(config.get("architectures")) or []
+    for arch in archs:
+        built = eagle3_class(arch)
+        if built in MLA_ARCHITECTURES:
+            via = "" if built == arch else f", which vLLM builds as {built}"
+            return arch, f"an MLA drafter{via}: multi-head latent attention, not the Llama-shaped layer these " \
+                         "checks model"
+    mla = sorted(n for n in names if _MLA_TENSOR.search(n))
+    if mla:
+        return (archs[0] if archs else "a drafter without architectures"), \
+            f"MLA attention tensors ({mla[0]}{', ...' if len(mla) > 1 else ''}), not the Llama-shaped layer these " \
+            "checks model"
+    return None
 
 
 def detect_layout(config: dict | None) -> str:

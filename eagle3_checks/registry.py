@@ -106,6 +106,9 @@ class Check:
     per_engine: bool = False  # run once per --engine, reported as ID[engine]
     requires: Callable[[], str | None] | None = None  # returns why the check cannot run here (e.g. no torch)
     fix: str = ""  # the usual remedy, for `eagle3-checks explain`
+    # assumes a drafter of the modelled family (Llama-shaped decoder layers): skipped, with the reason, for any
+    # other (Checkpoint.not_modelled, which config.architectures reports once)
+    modelled_only: bool = False
 
 
 REGISTRY: dict[str, Check] = {}
@@ -113,17 +116,22 @@ REGISTRY: dict[str, Check] = {}
 
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
-          requires: Callable[[], str | None] | None = None, fix: str = "") -> Callable:
+          requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False) -> Callable:
     """Register ``fn`` as check ``id``."""
     assert level in LEVELS, level
 
     def register(fn: Callable) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"check {id!r} registered twice")
-        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix)
+        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix, modelled_only)
         return fn
 
     return register
+
+
+def modelled_only() -> list[str]:
+    """The ids of the checks that skip a drafter of a family eagle3-checks does not model."""
+    return [c.id for c in checks() if c.modelled_only]
 
 
 def checks() -> list[Check]:
@@ -322,6 +330,12 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
     reason = waiver(c, ctx.engine, waived)
     if reason is not None:
         return result(SKIPPED, reason=f"waived: {reason}")
+    if c.modelled_only:
+        if "not_modelled" not in ctx.cache:
+            ctx.cache["not_modelled"] = getattr(ctx.ckpt, "not_modelled", None)
+        if ctx.cache["not_modelled"]:
+            return result(SKIPPED, reason=f"not modelled: {ctx.cache['not_modelled'][0]}, this check skipped (see "
+                          "config.architectures)")
     if "reference" in c.needs and ctx.reference is None:
         return result(SKIPPED, reason=ctx.reference_note or "no reference given")
     if "target" in c.needs and ctx.target is None:

@@ -202,15 +202,45 @@ def load_spec(path: Path, origin: str | None = None) -> Spec:
     return Spec.from_json(data, origin)
 
 
-def family_of(ckpt: Any) -> dict[str, int | None]:
-    """hidden_size and vocab_size of a checkpoint, from its config or, failing that, its tensors."""
+# What makes two drafters the same family, for --reference auto: what the target fixes and the layer's shape. Not
+# the trainer's own choices (draft vocabulary, intermediate size, aux ids), which the diff reports as notes.
+FAMILY = ("layers", "hidden_size", "vocab_size", "num_attention_heads", "head_dim", "num_hidden_layers")
+QWEN3_LAYERS, LLAMA_LAYERS = "Qwen3 (q/k-normed)", "Llama"
+
+
+def family_of(ckpt: Any) -> dict[str, Any]:
+    """The shape family of a checkpoint: its layer kind, hidden_size and vocab_size (from its config or, failing
+    that, its tensors), heads, head_dim and layer count."""
     cfg = ckpt.config
     h = cfg["hidden_size"] if cfg is not None else None
     v = cfg["vocab_size"] if cfg is not None else None
     fc, embed, t2d = ckpt.shape("fc.weight"), ckpt.shape("embed_tokens.weight"), ckpt.shape("t2d")
     h = h or (fc[0] if fc else None)
     v = v or (embed[0] if embed else t2d[0] if t2d else None)
-    return {"hidden_size": h, "vocab_size": v}
+    q, heads = ckpt.shape("layers.0.self_attn.q_proj.weight"), cfg["num_attention_heads"] if cfg is not None else None
+    head_dim = q[0] // heads if q and heads and q[0] % heads == 0 else (cfg["head_dim"] if cfg is not None else None)
+    return {"layers": QWEN3_LAYERS if ckpt.has("layers.0.self_attn.q_norm.weight") else LLAMA_LAYERS,
+            "hidden_size": h, "vocab_size": v, "num_attention_heads": heads, "head_dim": head_dim,
+            "num_hidden_layers": len(ckpt.layers) or (cfg["num_hidden_layers"] if cfg is not None else None)}
+
+
+def _spec_family(spec: "Spec") -> dict[str, Any]:
+    return {"layers": QWEN3_LAYERS if "layers.0.self_attn.q_norm.weight" in spec.tensors else LLAMA_LAYERS,
+            **{k: spec.config.get(k) for k in FAMILY[1:]}, **spec.family}
+
+
+def _describe_family(fam: dict[str, Any]) -> str:
+    return (f"hidden_size {fam['hidden_size']}, vocab_size {fam['vocab_size']}, {fam['num_attention_heads']} heads of "
+            f"{fam['head_dim']}, {fam['num_hidden_layers']} {fam['layers']} layer(s)")
+
+
+def _family_difference(spec: "Spec", fam: dict[str, Any]) -> str | None:
+    """None when the checkpoint is of the spec's family, else what differs."""
+    theirs = _spec_family(spec)
+    if not spec.family:
+        return "the spec states no family"
+    off = [f"{k} {fam.get(k)} vs {theirs[k]}" for k in FAMILY if theirs.get(k) is not None and fam.get(k) != theirs[k]]
+    return ", ".join(off) if off else None
 
 
 def _exists(path: Path, what: str) -> bool:
@@ -258,14 +288,21 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
         return None, "no reference (--reference none)"
     specs = shipped_specs()
     if option == "auto":
+        unmodelled = getattr(ckpt, "not_modelled", None)
+        if unmodelled:
+            return None, (f"not modelled: {unmodelled[0]}: no shipped reference spec is of its family (they are all "
+                          "Llama-layer drafters); pass --reference SPEC.json or a trusted checkpoint directory")
         fam = family_of(ckpt)
+        mine = _describe_family(fam)
+        misses = []
         for name, p in specs.items():
             spec = load_spec(p, name)
-            if spec.family and all(fam.get(k) == v for k, v in spec.family.items()):
-                return spec, f"auto: shipped spec {name} (hidden_size {fam['hidden_size']}, vocab_size {fam['vocab_size']})"
-        return None, (f"no shipped reference spec matches hidden_size {fam['hidden_size']}, vocab_size "
-                      f"{fam['vocab_size']} (shipped: {', '.join(specs) or 'none'}); pass --reference SPEC.json or a "
-                      "trusted checkpoint directory")
+            off = _family_difference(spec, fam)
+            if off is None:
+                return spec, f"auto: shipped spec {name} (same family: {mine})"
+            misses.append(f"{name}: {off}")
+        return None, (f"no shipped reference spec matches {mine} ({'; '.join(misses) or 'none shipped'}); pass "
+                      "--reference SPEC.json or a trusted checkpoint directory")
     if option in specs:
         return load_spec(specs[option], option), f"shipped spec {option}"
     raise UsageError(f"--reference {option!r}: no such file, directory or shipped spec "
@@ -289,10 +326,36 @@ def _layers(ids: list[int], convention: str) -> list[int]:
     return [i - 1 for i in ids] if convention == "vllm" else list(ids)
 
 
+# The trainer's own choices: not fixed by the target, so another value than the reference's is a note. Everything
+# else the diff compares (hidden size, vocabulary, heads, head_dim, fc's input width, rope, ...) the target or the
+# serving math fixes: an error.
+TRAINER_CHOICES = ("draft_vocab_size", "intermediate_size", "aux_layer_ids")
+_CHOICE = "the trainer's choice, not fixed by the target"
+# Which dimension of a tensor each trainer choice sizes.
+_CHOICE_DIMS = {"lm_head.weight": (("draft_vocab_size", 0),), "d2t": (("draft_vocab_size", 0),),
+                "mlp.gate_proj.weight": (("intermediate_size", 0),), "mlp.up_proj.weight": (("intermediate_size", 0),),
+                "mlp.down_proj.weight": (("intermediate_size", 1),), "mlp.gate_proj.bias": (("intermediate_size", 0),),
+                "mlp.up_proj.bias": (("intermediate_size", 0),)}
+
+
+def _chosen(role: str, c: tuple, r: tuple, c_cfg: dict, r_cfg: dict) -> list[str]:
+    """The trainer choices that explain a shape difference entirely (empty: they do not)."""
+    dims = next((d for suffix, d in _CHOICE_DIMS.items() if role == suffix or role.endswith("." + suffix)), ())
+    if len(c) != len(r):
+        return []
+    want, used = list(r), []
+    for name, dim in dims:
+        if want[dim] == r_cfg.get(name) and c_cfg.get(name) is not None and c_cfg[name] != r_cfg[name]:
+            want[dim] = c_cfg[name]
+            used.append(name)
+    return used if used and tuple(want) == tuple(c) else []
+
+
 def diff(candidate: Spec, reference: Spec) -> list[Finding]:
     """Differences between a candidate and a reference, as findings (no check id yet)."""
     out: list[Finding] = []
     ref = reference.name
+    dv_differs = not _same(candidate.config.get("draft_vocab_size"), reference.config.get("draft_vocab_size"))
     if candidate.layout and reference.layout and candidate.layout != reference.layout:
         out.append(info(f"layouts differ: {candidate.layout} vs {ref}'s {reference.layout}; compared by tensor role",
                         expected=reference.layout, found=candidate.layout))
@@ -302,7 +365,12 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
         c, r = candidate.tensors.get(role), reference.tensors.get(role)
         c_has, r_has = bool(c and c.present), bool(r and r.present)
         if c_has and r_has:
-            if c.shape != r.shape:
+            chosen = _chosen(role, c.shape, r.shape, candidate.config, reference.config) if c.shape != r.shape else []
+            if chosen:
+                out.append(info(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)} (follows "
+                                f"{', '.join(chosen)}: {_CHOICE})", key=role, expected=str(list(r.shape)),
+                                found=str(list(c.shape))))
+            elif c.shape != r.shape:
                 out.append(error(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)}", key=role,
                                  expected=str(list(r.shape)), found=str(list(c.shape)),
                                  why="a drafter of another shape family: it cannot be served where the reference is",
@@ -314,6 +382,8 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
             where = "the candidate" if c_has else ref
             if optional:
                 out.append(info(f"{role}: only {where} has it (optional)", key=role))
+            elif role in ("d2t", "t2d") and dv_differs:
+                out.append(info(f"{role}: only {where} has it (follows draft_vocab_size: {_CHOICE})", key=role))
             else:
                 out.append(error(f"{role}: only {where} has it", key=role,
                                  expected="present" if r_has else "absent", found="present" if c_has else "absent",
@@ -334,19 +404,23 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
         if name == "aux_layer_ids" and c and r and all(conventions) and conventions[0] != conventions[1]:
             c_layers, r_layers = _layers(c, conventions[0]), _layers(r, conventions[1])
             if c_layers != r_layers:
-                out.append(error(
+                out.append(info(
                     f"aux layers: the candidate's ids {c} ({conventions[0]} convention) capture the outputs of target "
                     f"layers {c_layers}, {ref}'s ids {r} ({conventions[1]} convention) capture layers {r_layers}",
                     key="aux_layer_ids", expected=f"outputs of layers {r_layers}", found=f"outputs of layers {c_layers}",
                     why=f"{conventions[0]}: {_AUX_MEANING[conventions[0]]}; {conventions[1]}: "
                     f"{_AUX_MEANING[conventions[1]]}. One layer off cost ~35 points of first-token acceptance "
-                    "(vLLM PR #43671)",
+                    f"(vLLM PR #43671). Which layers: {_CHOICE}; engine.aux-layers checks the serving side",
                     fix="confirm which layers the drafter was trained on and state them in the serving engine's "
                     "convention"))
             continue
         if not _same(c, r):
             shown = {k: "unknown (missing or invalid)" if v is None and name not in _NULLABLE else repr(v)
                      for k, v in (("c", c), ("r", r))}
+            if name in TRAINER_CHOICES and c is not None:
+                out.append(info(f"config {name}: {shown['c']}, {ref} has {shown['r']} ({_CHOICE})", key=name,
+                                expected=shown["r"], found=shown["c"]))
+                continue
             out.append(error(f"config {name}: {shown['c']}, {ref} has {shown['r']}", key=name, expected=shown["r"],
                              found=shown["c"],
                              why="a semantic field (it sizes tensors or changes the computation) differs from the "

@@ -355,10 +355,50 @@ def test_config_tied_embeddings_with_own_head_warns(drafter):
     warned(run(d.write()), "config.tied-embeddings", "has its own lm_head.weight")
 
 
-def test_config_rope_missing(drafter):
-    d = drafter("speculators")
-    del d.config["transformer_layer_config"]["rope_parameters"]
-    assert_fails(run(d.write()), "config.rope", "no rope_theta", "transformer_layer_config.rope_theta")
+@pytest.mark.parametrize("layout", ["speculators", "flat"])
+def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(drafter, layout):
+    """Issue 15: a drafter that states no rope_theta is read with 10000 by its trainer (EAGLE's cnets.py, SpecForge,
+    speculators through transformers) and by every engine (vLLM get_rope, SGLang llama.py:322-334): it is served as
+    trained, so a note, not an error (it used to be one, and convert refused the drafter)."""
+    d = drafter(layout)
+    for key in ("rope_theta", "rope_parameters"):
+        d.layer_field().pop(key, None)
+    result = run(d.write(), engine="all")
+    r = result.result("config.rope")
+    assert r.status == PASSED, [f.message for f in r.findings]
+    (f,) = r.findings
+    assert f.severity.value == "info"
+    assert f.message.startswith("config.json: no rope_theta stated; the trainer and every selected engine use 10000 (")
+    assert "vllm@0.33.0: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
+    assert f.key == ("transformer_layer_config.rope_theta" if layout == "speculators" else "rope_theta")
+
+
+def test_config_rope_unstated_is_an_error_when_readers_default_differently(drafter, monkeypatch):
+    from eagle3_checks import engines
+
+    real = engines.read
+
+    def other_default(ckpt, spec, target=None):
+        reading = real(ckpt, spec, target)
+        if spec.startswith("sglang"):
+            reading.set("rope_theta", 500000.0, "a hypothetical default")
+        return reading
+
+    monkeypatch.setattr(engines, "read", other_default)
+    d = drafter("flat")
+    del d.config["rope_theta"]
+    assert_fails(run(d.write(), engine="vllm,sglang"), "config.rope", "no rope_theta stated, and its readers default "
+                 "differently", "vllm@0.33.0: 10000 (default: 10000); sglang@0.5.23: 500000 (a hypothetical default)")
+
+
+def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
+    """The tiny example was trained with 1e6: without rope_theta every reader uses 10000, which config.rope notes and
+    reference.diff (the shipped spec states 1e6) fails."""
+    d = drafter("flat")
+    del d.config["rope_theta"]
+    result = run(d.write(), reference="tiny-example")
+    assert result.result("config.rope").status == PASSED
+    assert_fails(result, "reference.diff", "config rope_theta: 10000.0, tiny-example has 1000000.0")
 
 
 @pytest.mark.parametrize("scaling, message, fatal", [
@@ -431,10 +471,100 @@ def test_check_ids_are_stable_and_documented():
         assert c.title and c.guards and c.level in ("header", "scan", "forward")
 
 
-def test_mla_drafter_architecture_is_not_taken_for_a_llama_one(drafter):
+# ----- config.architectures per engine release --------------------------------------------------------------
+
+def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
+    """Issue 15: vLLM's own test drafters name LlamaForCausalLM, which vLLM 0.33 prefixes to Eagle3LlamaForCausalLM
+    for method eagle3 (transformers_utils/configs/eagle.py:55-64); `--engine vllm` used to fail the drafter in
+    config.architectures while engine.loads[vllm@0.33.0] passed it."""
     d = drafter("flat")
-    d.config["architectures"] = ["Eagle3DeepseekV3ForCausalLM"]
-    assert_fails(run(d.write()), "config.architectures", "is not an EAGLE-3 drafter class")
+    d.config["architectures"] = ["LlamaForCausalLM"]
+    path = d.write()
+    result = run(path, engine="vllm")
+    r = result.result("config.architectures")
+    assert r.status == PASSED and result.result("engine.loads").status == PASSED
+    assert r.findings[0].message == (
+        "config.json: architectures ['LlamaForCausalLM'] is not a drafter class name, but every selected engine "
+        "release serves it: vllm@0.33.0 (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
+        "LlamaForCausalLMEagle3 (they build any other name as it is: LlamaForCausalLM is the target model's class)")
+    both = run(path, engine="vllm,sglang")
+    warned(both, "config.architectures", "is served by vllm@0.33.0 (builds Eagle3LlamaForCausalLM), refused by "
+           "sglang@0.5.23: architectures ['LlamaForCausalLM']: SGLang 0.5.23 builds LlamaForCausalLM, the target "
+           "model's own class (srt/models/llama.py:968-973)")
+    assert both.result("engine.loads", "sglang@0.5.23").status == FAILED
+    assert_fails(run(path, engine="sglang"), "config.architectures", "no selected engine serves it (sglang@0.5.23: ")
+
+
+def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
+    d = drafter("flat")
+    d.config["architectures"] = ["MistralModel"]
+    assert_fails(run(d.write(), engine="all"), "config.architectures",
+                 "architectures ['MistralModel'] is not an EAGLE-3 drafter class; no selected engine serves it "
+                 "(vllm@0.33.0: vLLM raises")
+
+
+# ----- a drafter family eagle3-checks does not model (MLA) -----------------------------------------------------
+
+MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}
+
+
+def mla_drafter(d, architectures=("Eagle3DeepseekV2ForCausalLM",)):
+    """The example's globals with a DeepSeek-V3 (MLA) attention in its layer, as conformance/checkpoints.py builds
+    the Kimi-K2.x drafter (vLLM 0.33 deepseek_eagle3.py, SGLang 0.5.23 kimi_k25_eagle3.py)."""
+    h, heads, m = EXAMPLE.hidden_size, EXAMPLE.num_attention_heads, MLA
+    d.tensors = {n: t for n, t in d.tensors.items() if not n.startswith("midlayer.self_attn.")}
+    for name, shape in (("q_a_proj", (m["q_lora_rank"], 2 * h)), ("q_a_layernorm", (m["q_lora_rank"],)),
+                        ("q_b_proj", (heads * (m["qk_nope_head_dim"] + m["qk_rope_head_dim"]), m["q_lora_rank"])),
+                        ("kv_a_proj_with_mqa", (m["kv_lora_rank"] + m["qk_rope_head_dim"], 2 * h)),
+                        ("kv_a_layernorm", (m["kv_lora_rank"],)),
+                        ("kv_b_proj", (heads * (m["qk_nope_head_dim"] + m["v_head_dim"]), m["kv_lora_rank"])),
+                        ("o_proj", (h, heads * m["v_head_dim"]))):
+        d.tensors[f"midlayer.self_attn.{name}.weight"] = from_numpy(np.full(shape, 0.02, np.float32), "BF16")
+    d.config.update(architectures=list(architectures), model_type="kimi_k2", **MLA)
+    for key in ("head_dim", "num_key_value_heads", "attention_bias", "mlp_bias", "rope_theta"):
+        d.config.pop(key, None)
+    return d
+
+
+LLAMA_SHAPED = ["keys", "shapes", "config.head-dim", "config.rope", "engine.loads", "engine.semantics",
+                "engine.aux-layers", "engine.serving", "reference.diff", "forward.equivalence"]
+
+
+@pytest.mark.parametrize("architectures", [["Eagle3DeepseekV2ForCausalLM"], ["Eagle3DeepseekV3ForCausalLM"],
+                                           ["DeepseekV3ForCausalLM"]])
+def test_an_mla_drafter_is_one_not_modelled_warning_not_false_errors(drafter, architectures):
+    """Issue 15: a Kimi-K2.x MLA drafter got ~27 errors from checks that assume a Llama layer (keys calling
+    q_a_proj 'not a tensor of an EAGLE-3 drafter', a vLLM refusal, ...). It is one warning naming the class and the
+    checks skipped; exit 0, and 1 with --strict. (DeepseekV3ForCausalLM: vLLM prefixes it to the MLA class,
+    transformers_utils/configs/eagle.py:55-64.)"""
+    path = mla_drafter(drafter("flat"), architectures).write()
+    result = run(path, reference="auto", engine="all")
+    assert result.exit_code == 0, {r.label: [f.message for f in r.findings] for r in result.results
+                                   if r.status == FAILED}
+    assert not [f for f in result.findings() if f.severity.value == "error"]
+    warns = [f for f in result.findings() if f.severity.value == "warning"]
+    assert len(warns) == 1 and warns[0].check == "config.architectures"
+    assert warns[0].message.startswith(f"not modelled: {architectures[0]} (an MLA drafter")
+    assert "these checks skipped: " + ", ".join(LLAMA_SHAPED) in warns[0].message
+    for r in result.results:
+        if r.check.id in LLAMA_SHAPED:
+            assert r.status == SKIPPED and r.reason == (f"not modelled: {architectures[0]}, this check skipped (see "
+                                                        "config.architectures)"), (r.label, r.reason)
+    assert run(path, reference="auto", engine="all", strict=True).exit_code == 1
+
+
+def test_mla_tensors_under_a_llama_class_are_not_modelled_either(drafter):
+    path = mla_drafter(drafter("flat"), ["LlamaForCausalLMEagle3"]).write()
+    result = run(path)
+    warned(result, "config.architectures", "not modelled: LlamaForCausalLMEagle3 (MLA attention tensors "
+           "(midlayer.self_attn.kv_a_proj_with_mqa.weight, ...)")
+    assert result.result("keys").status == SKIPPED and result.exit_code == 0
+
+
+def test_llama_drafters_are_modelled(drafter):
+    for layout in ("flat", "speculators"):
+        result = run(drafter(layout).write())
+        assert result.result("keys").status == PASSED and result.result("config.architectures").status == PASSED
 
 
 def test_a_crashing_check_is_reported_not_raised(drafter, monkeypatch):

@@ -110,6 +110,17 @@ def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
                for n in open_checkpoint(tmp_path / "out").tensors)
 
 
+def test_a_flat_drafter_without_rope_theta_converts_with_the_base_every_reader_uses(drafter, tmp_path, capsys):
+    """Issue 15: EAGLE's flat drafters often state no rope_theta; their trainer (cnets.py) and every engine use
+    10000. convert used to refuse them (config.rope was an error); it writes 10000 explicitly."""
+    d = drafter("flat")
+    del d.config["rope_theta"]
+    assert main(["convert", str(d.write()), str(tmp_path / "out"), "--to", "vllm", "--verify", "header"]) == 0, \
+        capsys.readouterr().err
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert cfg["rope_theta"] == cfg["rope_parameters"]["rope_theta"] == 10000.0
+
+
 def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path, monkeypatch):
     """A pytorch_model.bin source is read in place (its zip directory and pickle opcodes, never unpickled): no
     temporary copy of the weights is made, whether the conversion succeeds or is refused (an earlier torch.load

@@ -104,7 +104,8 @@ def head_dim_dropped(d):
 
 
 def wrong_architectures(d):
-    d.config["architectures"] = ["LlamaForCausalLM"] if d.layout == "flat" else ["LlamaForCausalLMEagle3"]
+    # (flat: not LlamaForCausalLM, which vLLM serves as Eagle3LlamaForCausalLM; LlamaModel no engine serves)
+    d.config["architectures"] = ["LlamaModel"] if d.layout == "flat" else ["LlamaForCausalLMEagle3"]
 
 
 def draft_vocab_off(d):

@@ -4,6 +4,7 @@ the `eagle3-checks forward` command, and what happens without torch."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -349,6 +350,67 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
 
 def engine_of(case):
     return "sglang@0.5.6" if case == "engine-cannot-read" else "vllm"
+
+
+# ----- non-finite logits ----------------------------------------------------------------------------------------
+
+_NAN_BITS = {"BF16": ("<u2", 0x7FC0), "F16": ("<u2", 0x7E00), "F32": ("<u4", 0x7FC00000)}
+
+
+def all_nan(d: Drafter) -> None:
+    """Every floating-point weight NaN (what speculators leaves in embed_tokens/lm_head before the verifier's are
+    loaded, everywhere)."""
+    for name, t in list(d.tensors.items()):
+        if t.dtype in _NAN_BITS:
+            kind, bits = _NAN_BITS[t.dtype]
+            d.tensors[name] = RawTensor(t.dtype, t.shape, np.full(t.shape, bits, kind).tobytes())
+
+
+def test_nan_logits_fail_the_forward_check(drafter):
+    """Issue 15: NaN compares unequal to everything, so two all-NaN readings used to 'agree to float32 rounding'."""
+    d = drafter("flat")
+    all_nan(d)
+    r = forward_result(run(d.write(), engine="vllm"))
+    assert r.status == "failed", r.findings
+    f = r.findings[0]
+    assert f.message.startswith("the drafter computes non-finite logits: step 0: non-finite logits (vllm 0.33.0: ")
+    assert "NaN of" in f.message and "the first at (token 0, target id" in f.message
+    assert "specforge (trainer): 2048 NaN of 8192 logits" in f.message
+    assert "step 1:" in f.found and "--level scan" in f.fix
+
+
+def test_compare_names_nan_and_positive_inf_but_not_the_mask():
+    import torch
+
+    from eagle3_checks.forward import compare
+
+    good = torch.tensor([[1.0, -math.inf, 2.0], [0.5, -math.inf, 0.25]])
+    assert compare(good, good.clone(), 0).ok  # -inf is the draft-vocabulary mask: not a problem
+    bad = good.clone()
+    bad[1, 2] = math.inf
+    diff = compare(bad, good, 3, ("vllm 0.33.0", "trainer"))
+    assert not diff.ok
+    assert diff.describe() == ("step 3: non-finite logits (vllm 0.33.0: 1 +inf of 6 logits, the first at (token 1, "
+                               "target id 2))")
+    nan = torch.full((2, 3), math.nan)
+    assert "trainer: 6 NaN of 6 logits, the first at (token 0, target id 0)" in compare(good, nan, 0,
+                                                                                        ("a", "trainer")).describe()
+
+
+def test_forward_command_exits_1_on_nan_logits_and_still_writes_them(drafter, tmp_path, capsys):
+    d = drafter("flat")
+    all_nan(d)
+    ckpt = d.write()
+    out = tmp_path / "out.safetensors"
+    code = main(["forward", str(ckpt), "--engine", "vllm", "--inputs", str(write_inputs(tmp_path / "in.safetensors")),
+                 "--out", str(out), "--steps", "2"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    assert "wrote" in captured.out
+    assert "eagle3-checks: error: the logits are not finite" in captured.err
+    assert "logits (step 0): " in captured.err and "logits_step_1 (step 1): " in captured.err
+    assert "--level scan" in captured.err and "Traceback" not in captured.err
+    assert np.isnan(safetensors.numpy.load_file(out)["logits"]).any()
 
 
 # ----- without torch ------------------------------------------------------------------------------------------

@@ -74,13 +74,51 @@ def test_optional_and_required_tensors(drafter):
     assert "config attention_bias: True, ref has False" in msgs
 
 
+def notes(findings):
+    return [f.message for f in findings if f.severity.value == "info"]
+
+
 def test_semantic_field_and_shape_differences_fail(drafter):
+    """What the target fixes (hidden size, heads, head_dim, rope, ...) is an error; the trainer's own choices
+    (intermediate size, draft vocabulary, aux ids) are notes (issue 15: they used to be errors)."""
     ref = snapshot(open_checkpoint(drafter("flat").write()), "ref")
     d = drafter("flat", replace(EXAMPLE, intermediate_size=192, rope_theta=10000.0))
-    msgs = errors(diff(snapshot(open_checkpoint(d.write()), "c"), ref))
-    assert "layers.0.mlp.up_proj.weight: shape [192, 64], ref has [160, 64]" in msgs
-    assert "config intermediate_size: 192, ref has 160" in msgs
-    assert "config rope_theta: 10000.0, ref has 1000000.0" in msgs
+    found = diff(snapshot(open_checkpoint(d.write()), "c"), ref)
+    assert errors(found) == ["config rope_theta: 10000.0, ref has 1000000.0"]
+    assert "layers.0.mlp.up_proj.weight: shape [192, 64], ref has [160, 64] (follows intermediate_size: the " \
+           "trainer's choice, not fixed by the target)" in notes(found)
+    assert "config intermediate_size: 192, ref has 160 (the trainer's choice, not fixed by the target)" in notes(found)
+    heads = drafter("flat", replace(EXAMPLE, num_attention_heads=8, head_dim=12))
+    assert "config head_dim: 12, ref has 24" in errors(diff(snapshot(open_checkpoint(heads.write()), "h"), ref))
+
+
+def test_a_kimi_sized_drafter_with_another_draft_vocabulary_diffs_with_notes_only():
+    """Issue 15: a Kimi-sized drafter with a 64,000-token draft vocabulary got 4 reference.diff errors against the
+    AQ-MedAI spec ('fix the export'); the draft vocabulary is the trainer's choice."""
+    aq = load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"])
+    tensors = {**aq.tensors, "lm_head.weight": replace(aq.tensors["lm_head.weight"], shape=(64000, 7168)),
+               "d2t": replace(aq.tensors["d2t"], shape=(64000,))}
+    mine = replace(aq, name="mine", tensors=tensors, config={**aq.config, "draft_vocab_size": 64000})
+    found = diff(mine, aq)
+    assert not errors(found)
+    assert notes(found) == [
+        "d2t: shape [64000], aq-medai-kimi-k2-eagle3 has [32000] (follows draft_vocab_size: the trainer's choice, "
+        "not fixed by the target)",
+        "lm_head.weight: shape [64000, 7168], aq-medai-kimi-k2-eagle3 has [32000, 7168] (follows draft_vocab_size: "
+        "the trainer's choice, not fixed by the target)",
+        "config draft_vocab_size: 64000, aq-medai-kimi-k2-eagle3 has 32000 (the trainer's choice, not fixed by the "
+        "target)"]
+    wider = replace(mine, tensors={**tensors, "fc.weight": replace(aq.tensors["fc.weight"], shape=(7168, 28672))})
+    assert errors(diff(wider, aq)) == ["fc.weight: shape [7168, 28672], aq-medai-kimi-k2-eagle3 has [7168, 21504]"]
+
+
+def test_a_full_vocabulary_drafter_against_a_draft_vocabulary_reference(drafter):
+    ref = snapshot(open_checkpoint(drafter("flat").write()), "ref")
+    full = drafter("flat", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
+    found = diff(snapshot(open_checkpoint(full.write()), "c"), ref)
+    assert not errors(found), errors(found)
+    assert "d2t: only ref has it (follows draft_vocab_size: the trainer's choice, not fixed by the target)" in \
+        notes(found)
 
 
 def test_rope_spellings_compare_equal(drafter):
@@ -100,9 +138,11 @@ def _spec(ids, convention):
 
 def test_aux_ids_compared_as_layers_when_both_conventions_are_known():
     # vLLM id L captures the output of layer L-1; SGLang id X the output of layer X.
-    assert not errors(diff(_spec([3, 31, 59], "vllm"), _spec([2, 30, 58], "sglang")))
-    msgs = errors(diff(_spec([2, 30, 58], "vllm"), _spec([2, 30, 58], "sglang")))
+    assert not diff(_spec([3, 31, 59], "vllm"), _spec([2, 30, 58], "sglang"))
+    # which layers is the trainer's choice: a note (engine.aux-layers judges what the serving engine captures)
+    msgs = notes(diff(_spec([2, 30, 58], "vllm"), _spec([2, 30, 58], "sglang")))
     assert msgs and "capture the outputs of target layers [1, 29, 57]" in msgs[0]
+    assert not errors(diff(_spec([2, 30, 58], "vllm"), _spec([2, 30, 58], "sglang")))
     assert not errors(diff(_spec([2, 30, 58], None), _spec([2, 30, 58], "sglang")))  # unknown: numbers
 
 
@@ -110,12 +150,43 @@ def test_reference_auto_picks_by_family_or_skips(drafter):
     ck = open_checkpoint(drafter("flat").write())
     spec, note = resolve_reference("auto", ck)
     assert spec.name == "tiny-example" and note.startswith("auto:")
+    assert note == ("auto: shipped spec tiny-example (same family: hidden_size 64, vocab_size 512, 4 heads of 24, "
+                    "1 Llama layer(s))")
     other = open_checkpoint(drafter("flat", replace(EXAMPLE, hidden_size=32, head_dim=8)).write())
     spec, note = resolve_reference("auto", other)
     assert spec is None and "no shipped reference spec matches hidden_size 32, vocab_size 512" in note
     result = run(other.path, reference="auto")
     assert result.result("reference.diff").status == "skipped"
     assert "no shipped reference spec matches" in result.result("reference.diff").reason
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"num_layers": 2}, "tiny-example: num_hidden_layers 2 vs 1"),
+    ({"num_attention_heads": 8, "head_dim": 12}, "tiny-example: num_attention_heads 8 vs 4, head_dim 12 vs 24"),
+])
+def test_reference_auto_matches_the_whole_family(drafter, change, why):
+    """Issue 15: auto matched on hidden_size and vocab_size alone; heads, head_dim, the layer count and the kind of
+    layer must match too, else the diff is skipped with the reason."""
+    spec, note = resolve_reference("auto", open_checkpoint(drafter("flat", replace(EXAMPLE, **change)).write()))
+    assert spec is None and why in note and note.startswith("no shipped reference spec matches hidden_size 64")
+
+
+def test_reference_auto_picks_the_family_whatever_the_draft_vocabulary(drafter):
+    path = drafter("flat", replace(EXAMPLE, draft_vocab_size=256)).write()
+    result = run(path, reference="auto")
+    r = result.result("reference.diff")
+    assert result.reference_name == "tiny-example" and r.status == "passed", [f.message for f in r.findings]
+    assert any("config draft_vocab_size: 256, tiny-example has 128 (the trainer's choice" in f.message
+               for f in r.findings)
+
+
+def test_reference_auto_skips_a_drafter_it_does_not_model(drafter):
+    from test_checks import mla_drafter
+
+    path = mla_drafter(drafter("flat")).write()
+    spec, note = resolve_reference("auto", open_checkpoint(path))
+    assert spec is None and note.startswith("not modelled: Eagle3DeepseekV2ForCausalLM: no shipped reference spec")
+    assert run(path, reference="auto").result("reference.diff").status == "skipped"
 
 
 def test_reference_existing_path_wins_over_name(drafter, tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from .. import engines
 from ..config import missing_required, rope_scaling_problems
 from ..engines.profile import Target
 from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
+from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
 from ..safetensors_io import json_type
 from ._common import CONFIG, config_key, config_of, pointer, require_complete
 
@@ -81,7 +81,10 @@ def fields(ctx: Context) -> Iterable[Finding]:
     "config.architectures",
     "architectures names a drafter class of the config's layout",
     guards="A flat config still naming Eagle3DraftModel (vLLM: architecture not supported), or a speculators "
-    "config renamed to LlamaForCausalLMEagle3 without converting its structure.",
+    "config renamed to LlamaForCausalLMEagle3 without converting its structure. Another name is judged per selected "
+    "engine release (vLLM serves LlamaForCausalLM as Eagle3LlamaForCausalLM; SGLang builds the target's class): an "
+    "error only when none serves it. A drafter family eagle3-checks does not model (MLA) is one not-modelled "
+    "warning, and the checks assuming Llama-shaped layers skip.",
     evidence=("vLLM model_executor/models/registry.py", "SGLang 0.5.6 models/llama_eagle3.py EntryClass"),
     fix='name the drafter class of the layout: ["LlamaForCausalLMEagle3"] for a flat config, ["Eagle3DraftModel"] for a speculators one',
 )
@@ -89,6 +92,19 @@ def architectures(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     archs = cfg["architectures"] or []
     key = "architectures"
+    family = ctx.ckpt.not_modelled
+    if family:
+        # One finding for the whole family, a warning: nothing is known to be wrong, and nothing was checked
+        # (--strict fails on it). Every check that assumes a Llama-shaped layer skips with the same reason.
+        skipped = ", ".join(modelled_only())
+        yield warning(f"not modelled: {family[0]} ({family[1]}); these checks skipped: {skipped}", file=CONFIG, key=key,
+                      expected="an EAGLE-3 drafter with Llama or Qwen3 decoder layers (what eagle3-checks models)",
+                      found=str(archs),
+                      why="the structural, engine and forward checks describe Llama-shaped layers; on this drafter "
+                      "they would report its own tensors as errors. It is not verified: it may serve well or not",
+                      fix="verify this drafter by other means (its engine's own load and an acceptance run); "
+                      "--strict fails on it")
+        return
     if cfg.layout == SPECULATORS:
         if any(a in FLAT_ARCHITECTURES for a in archs):
             yield error(f"{CONFIG}: architectures {archs} names a flat-layout class in a speculators config",
@@ -113,10 +129,34 @@ def architectures(ctx: Context) -> Iterable[Finding]:
                     "name; SGLang has no such class",
                     fix='set "architectures": ["LlamaForCausalLMEagle3"]')
     elif not any(a in FLAT_ARCHITECTURES for a in archs):
-        yield error(f"{CONFIG}: architectures {archs} is not an EAGLE-3 drafter class", file=CONFIG, key=key,
-                    expected='["LlamaForCausalLMEagle3"]', found=str(archs),
-                    why="an engine either refuses the name or builds a plain model from the drafter's weights",
-                    fix='set "architectures": ["LlamaForCausalLMEagle3"]')
+        yield _per_engine_architecture(ctx, archs, key)
+
+
+def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
+    """A flat config naming no known drafter class: what each selected release that reads the flat layout builds
+    from it. vLLM prefixes any name lacking Eagle3 (transformers_utils/configs/eagle.py:55-64: LlamaForCausalLM ->
+    Eagle3LlamaForCausalLM), SGLang builds the name as it is (llama.py:968-973: the target's class). The
+    engine-independent check must not contradict engine.loads: an error only when no selected release serves it."""
+    readers = [(spec, engines.read(ctx.ckpt, spec, ctx.target))
+               for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0])]
+    readers = [(spec, r) for spec, r in readers if r.layout_ok and not r.not_modelled]
+    serving = [f"{spec} (builds {r.architecture})" for spec, r in readers if r.class_refusal is None]
+    refusing = [f"{spec}: {r.class_refusal}" for spec, r in readers if r.class_refusal is not None]
+    fix = 'set "architectures": ["LlamaForCausalLMEagle3"] (the name every engine release reads)'
+    if not serving:
+        return error(f"{CONFIG}: architectures {archs} is not an EAGLE-3 drafter class"
+                     + (f"; no selected engine serves it ({'; '.join(refusing)})" if refusing else ""),
+                     file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]', found=str(archs),
+                     why="an engine either refuses the name or builds a plain model from the drafter's weights",
+                     fix=fix)
+    if refusing:
+        return warning(f"{CONFIG}: architectures {archs} is served by {', '.join(serving)}, refused by "
+                       f"{'; '.join(refusing)}", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]',
+                       found=str(archs), why="the drafter serves on some of the selected engine releases only "
+                       "(engine.loads fails for the others)", fix=fix)
+    return info(f"{CONFIG}: architectures {archs} is not a drafter class name, but every selected engine release "
+                f"serves it: {', '.join(serving)}; SGLang's releases read only LlamaForCausalLMEagle3 (they build "
+                "any other name as it is: LlamaForCausalLM is the target model's class)", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]', found=str(archs), fix=fix)
 
 
 @check(
@@ -309,6 +349,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
 @check(
     "config.head-dim",
     "head_dim is stated whenever it differs from hidden_size / num_attention_heads",
+    modelled_only=True,
     guards="A config without head_dim for a drafter whose heads are not H/nh wide: Kimi-K2's 128 becomes 112 "
     "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
     evidence=("EAGLE3_FORMATS §2: head_dim 128 vs 7168/64 = 112",),
@@ -375,8 +416,10 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
 @check(
     "config.rope",
     "rope settings are stated, and stated once",
-    guards="rope_theta lost in conversion (engines fall back to 10000; Kimi drafters use 1e6), or a legacy "
-    "rope_theta and transformers 5's rope_parameters that disagree.",
+    modelled_only=True,
+    guards="A legacy rope_theta and transformers 5's rope_parameters that disagree, unusable rope scaling, or no "
+    "rope_theta where the trainer and the engines default differently (all using 10000 is a note; a theta lost in "
+    "conversion, as 1e6 on Kimi drafters, is caught by reference.diff and forward.equivalence --source).",
     evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),
     fix="state rope_theta (and rope_scaling) as the target model's config does, in rope_theta and rope_parameters alike",
 )
@@ -391,11 +434,7 @@ def rope(ctx: Context) -> Iterable[Finding]:
     scaling = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else None
     nested = (params or {}).get("rope_theta", (scaling or {}).get("rope_theta"))
     if legacy is None and nested is None:
-        yield error(f"{CONFIG}: no rope_theta (nor rope_parameters.rope_theta)", file=CONFIG, key=f"{prefix}rope_theta",
-                    expected="the rope_theta the drafter was trained with", found="absent",
-                    why="engines fall back to 10000; a drafter trained with another base (Kimi-K2: 1e6) gets wrong "
-                    "positions and acceptance drops (SpecForge #265)",
-                    fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
+        yield _unstated_theta(ctx, f"{prefix}rope_theta")
     elif legacy is not None and nested is not None and legacy != nested:
         yield error(f"{CONFIG}: rope_theta {legacy} and rope_parameters.rope_theta {nested} differ", file=CONFIG,
                     key=f"{prefix}rope_parameters.rope_theta", expected="one value", found=f"{legacy} vs {nested}",
@@ -412,3 +451,32 @@ def rope(ctx: Context) -> Iterable[Finding]:
                             "the rope init accepts it without an error and computes infinite, NaN or unscaled "
                             "frequencies: positions are wrong and acceptance drops"),
                        fix="copy the rope settings from the target model's config")
+
+
+def _unstated_theta(ctx: Context, key: str) -> Finding:
+    """No rope_theta anywhere: judged by what the trainer and each selected engine release actually use. Where they
+    all default alike (EAGLE's cnets.py and SpecForge build the rotary embedding with base 10000, as transformers'
+    LlamaConfig/Qwen3Config do; vLLM 0.33 get_rope and SGLang llama.py:322-334 default to 10000) the drafter is
+    served as it was trained: a note. Whether it was trained with that base is what reference.diff (a spec
+    stating 1e6) and forward.equivalence --source (a source stating it) tell. Readers that differ: an error."""
+    trained = engines.trainer(ctx.ckpt)
+    used: dict[str, tuple[float, str]] = {}
+    if trained.layout_ok:
+        used[trained.engine] = (trained.rope_theta, trained.sources.get("rope_theta", "default"))
+    for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0]):
+        served = engines.read(ctx.ckpt, spec, ctx.target)
+        if served.layout_ok and not served.not_modelled:
+            used[spec] = (served.rope_theta, served.sources.get("rope_theta", "default"))
+    values = {theta for theta, _ in used.values()}
+    listing = "; ".join(f"{who}: {theta:g} ({src})" for who, (theta, src) in used.items())
+    if len(values) <= 1:
+        theta = f"{next(iter(values)):g}" if values else "their default"
+        return info(f"{CONFIG}: no rope_theta stated; the trainer and every selected engine use {theta} ({listing}): "
+                    f"served as trained if it was trained with {theta} (a reference spec or --source says)",
+                    file=CONFIG, key=key, expected="rope_theta stated", found="absent",
+                    fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
+    return error(f"{CONFIG}: no rope_theta stated, and its readers default differently: {listing}", file=CONFIG,
+                 key=key, expected="the rope_theta the drafter was trained with", found="absent",
+                 why="engines that use another base than the trainer rotate positions at another frequency: "
+                 "acceptance drops without an error (SpecForge #265)",
+                 fix="state rope_theta (and rope_scaling, if any) as in the target model's config")

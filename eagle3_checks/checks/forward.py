@@ -72,6 +72,7 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
 @check(
     "forward.equivalence",
     "The engine's reading computes what was trained (logits of K draft steps)",
+    modelled_only=True,
     level="forward",
     per_engine=True,
     requires=torch_missing,
@@ -128,8 +129,20 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         want = _logits(ctx, source, trained, inputs)
     except ForwardError as exc:
         raise NotApplicable(f"the forward pass cannot run: {exc}") from exc
-    steps = [compare(a, b, k) for k, (a, b) in enumerate(zip(got, want))]
+    steps = [compare(a, b, k, (eng, trained.engine)) for k, (a, b) in enumerate(zip(got, want))]
     bad = [s for s in steps if not s.ok]
+    broken = [s for s in steps if s.nonfinite]
+    if broken:
+        yield error(
+            f"the drafter computes non-finite logits: {broken[0].describe()}",
+            expected="finite logits (-inf only outside the draft vocabulary)",
+            found=" | ".join(s.describe() for s in broken),
+            why="NaN or +inf logits compare equal to nothing, so the two readings cannot be said to agree; an engine "
+            "samples garbage from them (or no token at all). Usually a weight holds NaN or Inf (speculators "
+            "initialises embed_tokens and lm_head to NaN until the verifier's are loaded) or overflows in float32",
+            fix="gate the checkpoint with --level scan (scan.values names the tensors holding NaN/Inf) and re-export "
+            "the trained weights")
+        return
     if not bad:
         yield info(f"{eng}'s reading matches {against} ({trained.engine}): {STEPS} draft steps over {TOKENS} "
                    "random tokens agree to float32 rounding"

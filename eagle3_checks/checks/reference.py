@@ -13,9 +13,11 @@ from ._common import config_of, require_complete
 @check(
     "reference.diff",
     "Tensors and semantic config match the reference spec",
+    modelled_only=True,
     needs=("reference",),
-    guards="A conversion that changed a shape, a dtype or a semantic config field relative to a drafter known "
-    "to serve well (for Kimi-sized drafters: the AQ-MedAI Kimi-K2 drafter).",
+    guards="A conversion that changed a shape, a dtype or a semantic config field the target fixes, relative to a "
+    "drafter known to serve well (for Kimi-sized drafters: the AQ-MedAI Kimi-K2 drafter); the trainer's own "
+    "choices (draft vocabulary, intermediate size, aux ids) are notes.",
     fix="restore the reference's shapes, dtypes and semantic fields, or diff against the right reference",
 )
 def reference_diff(ctx: Context) -> Iterable[Finding]:

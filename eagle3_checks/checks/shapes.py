@@ -13,6 +13,7 @@ from ._common import config_of
 @check(
     "shapes",
     "Tensor shapes agree with the config",
+    modelled_only=True,
     guards="A lost head_dim (112 instead of 128 on Kimi-K2), transposed projections, fc sized for the wrong "
     "number of aux layers, lm_head over the full vocabulary, GQA heads miscounted.",
     evidence=("transformers LlamaConfig: head_dim defaults to hidden_size / num_attention_heads",

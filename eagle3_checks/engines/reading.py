@@ -84,6 +84,9 @@ class Reading:
     # set_embed puts the target's embedding there); not used by the computation, not ignored by the loader
     replaced: dict[str, str] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)  # hard load errors
+    # the refusal due to the architecture name alone (the release builds no EAGLE-3 drafter class from it), also in
+    # refusals: config.architectures asks each release this, so the engine-independent check never contradicts one
+    class_refusal: str | None = None
     layout_ok: bool = True  # False: the engine does not read this layout at all (nothing else is filled in)
     # The engine builds a drafter class eagle3-checks does not model (an MLA drafter, say): what it is, and why no
     # prediction is made. Nothing else is filled in; the engine checks skip with this reason.

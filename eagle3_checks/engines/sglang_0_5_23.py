@@ -43,6 +43,10 @@ VERSION = "0.5.23"
 NAME = "sglang"
 MLA_ARCHS = {"Eagle3DeepseekV2ForCausalLM"}
 NEXTN_ARCHS = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"}
+# Target-model classes SGLang registers under the same names (srt/models/*.py EntryClass): a drafter naming one is
+# built as that plain model, not as a drafter.
+TARGET_CLASSES = {"LlamaForCausalLM": "srt/models/llama.py:968-973", "Qwen2ForCausalLM": "srt/models/qwen2.py:797",
+                  "Qwen3ForCausalLM": "srt/models/qwen3.py:808"}
 # Legacy tensor names renamed by substring before the lookup (llama_eagle3.py:337-348).
 LEGACY_NAMES = {"aux_norm_low": "fc_norm.0", "aux_norm_mid": "fc_norm.1", "aux_norm_high": "fc_norm.2"}
 # Target classes whose set_eagle3_layers_to_capture adds 1 only when the first id is 1 (otherwise ids are used raw).
@@ -75,11 +79,17 @@ def read(ckpt: Any, target: Any = None) -> Reading:
         return r
     if "LlamaForCausalLMEagle3" not in archs:
         nextn = [a for a in archs if a in NEXTN_ARCHS]
-        r.refusals.append(
+        target_cls = [a for a in archs if a in TARGET_CLASSES]
+        r.class_refusal = (
             f"architectures {archs}: SGLang 0.5.23 rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
             "head, not an EAGLE-3 drafter (configs/model_config.py:1032-1036)" if nextn else
+            f"architectures {archs}: SGLang 0.5.23 builds {target_cls[0]}, the target model's own class "
+            f"({TARGET_CLASSES[target_cls[0]]}), from the drafter's weights: no fc, no aux-state input; the "
+            "drafter's tensors find no parameter (\"Parameter ... not found in params_dict\", llama.py:772-779) and "
+            "the drafter fails to serve (its EAGLE-3 class is LlamaForCausalLMEagle3)" if target_cls else
             f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
             "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
+        r.refusals.append(r.class_refusal)
     model_type = model_type_of(r, raw, "llama")
     hd, max_pos, cls = CLASS_DEFAULTS.get(model_type, LLAMA_DEFAULTS)
     read_sizes(r, raw, "", (hd, cls))

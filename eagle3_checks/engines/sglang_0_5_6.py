@@ -51,8 +51,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:
     archs = str_list(raw.get("architectures")) or []
     r.set("architecture", archs[0] if archs else None, "config.json: architectures")
     if "LlamaForCausalLMEagle3" not in archs:
-        r.refusals.append(f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
-                          "builds another model (or none) from the drafter's weights")
+        r.class_refusal = (f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
+                           "builds another model (or none) from the drafter's weights")
+        r.refusals.append(r.class_refusal)
     model_type = model_type_of(r, raw, "llama")
     hd, max_pos, cls = CLASS_DEFAULTS.get(model_type, LLAMA_DEFAULTS)
     read_sizes(r, raw, "", (hd, cls))

@@ -93,8 +93,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:
         arch, how = eagle3_architecture(raw.get("architectures"))
         r.set("architecture", arch, how)
         if arch is None:
-            r.refusals.append(f"vLLM raises \"Model architectures ... are not supported\": {how} names no EAGLE-3 "
-                              "drafter class it registers (model_executor/models/registry.py:698-713)")
+            r.class_refusal = (f"vLLM raises \"Model architectures ... are not supported\": {how} names no EAGLE-3 "
+                               "drafter class it registers (model_executor/models/registry.py:698-713)")
+            r.refusals.append(r.class_refusal)
         elif arch in MLA_ARCHS:
             r.not_modelled = (f"{arch} is vLLM 0.33's MLA drafter (model_executor/models/deepseek_eagle3.py), with "
                               "other tensors than a Llama-layer drafter: eagle3-checks does not model it")
