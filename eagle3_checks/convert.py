@@ -348,6 +348,10 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
     config = _config(src, trained, to, ids, convention, speculative_tokens, verifier, target)
     if target is not None and target.vocab_size not in (None, v):
         raise ConvertRefused(f"vocab_size {v} is not the verifier's {target.vocab_size} (--target-config)")
+    if layout == SPECULATORS and config["speculators_config"]["verifier"]["name_or_path"] is None:
+        notes.append("the verifier is unnamed (speculators_config.verifier.name_or_path null): `vllm serve DRAFTER` "
+                     "cannot find it and `eagle3-checks check --strict` fails it (engine.serving); pass --verifier "
+                     "ORG/NAME, or a --target-config with its _name_or_path")
     return Plan(src, to, layout, config, names, replaced, notes)
 
 

@@ -439,3 +439,15 @@ def test_speculators_saved_drafters_convert(speculators_drafters, tmp_path):
         assert result.exit_code == 0, [f.message for f in result.findings() if f.severity.value == "error"]
         assert result.result("forward.equivalence", "vllm").status == "passed"
         assert role_bytes(dst) == {r: b for r, b in role_bytes(src).items()}
+
+
+def test_convert_suggests_verifier_when_it_must_write_a_null_one(drafter, tmp_path, capsys):
+    """Going to speculators without --verifier (nor a target config naming one), the verifier is null: convert's
+    own verification only warns, `check --strict` then fails; convert says how to name it."""
+    src = drafter("flat").write()
+    assert main(["convert", str(src), str(tmp_path / "a"), "--to", "speculators", "--verify", "header"]) == 0
+    out = capsys.readouterr().out
+    assert "the verifier is unnamed" in out and "pass --verifier ORG/NAME" in out
+    assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--verify", "header",
+                 "--verifier", "org/target"]) == 0
+    assert "the verifier is unnamed" not in capsys.readouterr().out

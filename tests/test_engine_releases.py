@@ -320,17 +320,20 @@ def test_s14_draft_vocab_size_absent(drafter):
 
 
 def test_s15_the_mla_drafter_is_not_modelled_rather_than_refused(drafter):
-    """S15: SG23/models/kimi_k25_eagle3.py:315, 523 registers Eagle3DeepseekV2ForCausalLM (registry.py:134-148);
-    eagle3-checks does not model MLA drafters: its engine checks skip, saying so, for every release (issue 15: the
-    family is decided once, before any release's reading; SG06, which has no such class, used to fail here with
-    the Llama-layer comparison's errors besides its refusal)."""
+    """S15: SG23/models/kimi_k25_eagle3.py:315, 523 registers Eagle3DeepseekV2ForCausalLM (registry.py:134-148), as
+    vLLM 0.33 does (deepseek_eagle3.py); eagle3-checks does not model MLA drafters: those releases' engine checks
+    skip, saying so. SG06 has no such class: its refusal is the one finding (not the Llama-layer comparison)."""
     d = drafter("flat")
     d.config["architectures"] = ["Eagle3DeepseekV2ForCausalLM"]
     result = gate(d.write())
     assert status(result, "engine.loads", SG23) == SKIPPED
     assert "not modelled: Eagle3DeepseekV2ForCausalLM" in result.result("engine.loads", SG23).reason
     assert status(result, "engine.loads", VLLM) == SKIPPED
-    assert status(result, "engine.loads", SG06) == SKIPPED
+    assert status(result, "engine.loads", SG06) == FAILED
+    assert [f.message for f in result.result("engine.loads", SG06).findings] == [
+        "sglang 0.5.6 refuses the drafter: SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; "
+        "architectures ['Eagle3DeepseekV2ForCausalLM'] builds another model (or none) from the drafter's weights"]
+    assert status(result, "engine.semantics", SG06) == SKIPPED
     assert engines.read(open_checkpoint(d.write()), SG23).not_modelled  # the profile still knows the class
 
 

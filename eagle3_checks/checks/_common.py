@@ -53,9 +53,15 @@ def unread_layout(ctx: Context, reading: Any) -> str | None:
     judged: it was named (not only brought in by ``--engine all``), ``--strict`` is on, or no release in the set
     reads the checkpoint."""
     options = ctx.options
-    if reading.layout_ok or options is None or options.strict or ctx.engine not in options.optional_engines:
+    if builds_drafter(reading) or options is None or options.strict or ctx.engine not in options.optional_engines:
         return None
-    if not any(engines.read(ctx.ckpt, spec, ctx.target).layout_ok for spec in options.engines()):
+    if not any(builds_drafter(engines.read(ctx.ckpt, spec, ctx.target)) for spec in options.engines()):
         return None
-    return (f"{NOT_APPLICABLE}: {reading.engine} {reading.version} does not read the {ctx.ckpt.layout} layout "
+    what = f"the {ctx.ckpt.layout} layout" if not reading.layout_ok else f"architectures {reading.architecture!r}"
+    return (f"{NOT_APPLICABLE}: {reading.engine} {reading.version} does not read {what} "
             f"(--engine all judges the releases that read it; name {ctx.engine} to require it)")
+
+
+def builds_drafter(reading: Any) -> bool:
+    """The release reads the layout and builds an EAGLE-3 drafter class from the architectures."""
+    return reading.layout_ok and not reading.class_refusal

@@ -33,6 +33,14 @@ def label(r: Reading) -> str:
     return f"{r.engine} {r.version}"
 
 
+def _builds_drafter(served: Reading) -> None:
+    """Skip a check of what the engine would compute when it builds no drafter from this checkpoint."""
+    if not served.layout_ok:
+        raise NotApplicable(f"{label(served)} does not read this layout (see engine.loads)")
+    if served.class_refusal:
+        raise NotApplicable(f"{label(served)} builds no EAGLE-3 drafter from these architectures (see engine.loads)")
+
+
 def _readings(ctx: Context):
     config_of(ctx)
     require_complete(ctx)
@@ -51,7 +59,6 @@ def _readings(ctx: Context):
 @check(
     "engine.loads",
     "The engine loads every trained tensor: nothing refused, dropped or left uninitialised",
-    modelled_only=True,
     per_engine=True,
     guards="Parameters an engine leaves at their initial values without an error (vLLM 0.33: missing tensors, a "
     "config with more layers than the file; SGLang 0.5.23: a hidden_norm of a later layer, which speculators-style "
@@ -66,6 +73,12 @@ def _readings(ctx: Context):
 def loads(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
     name = label(served)
+    if served.class_refusal:  # another model (or none) is built: what it would do with the tensors is moot
+        yield error(f"{name} refuses the drafter: {served.class_refusal}", key="architectures",
+                    expected=f"an architecture {name} builds an EAGLE-3 drafter for", found=served.architecture,
+                    why="the server fails to start, or serves a model that is not the drafter",
+                    fix="name the drafter class this engine registers in architectures")
+        return
     for refusal in served.refusals:
         yield error(f"{name} refuses the drafter: {refusal}", key=refusal.split(":")[0],
                     expected=f"a drafter {name} loads", found=refusal,
@@ -135,7 +148,6 @@ def loads(ctx: Context) -> Iterable[Finding]:
 @check(
     "engine.semantics",
     "The engine reads every config value as the drafter was trained",
-    modelled_only=True,
     per_engine=True,
     guards="An engine default that changes the math: vLLM's norm_before_residual True for a speculators config "
     "without the field, SGLang 0.5.6 reading rope_theta 10000 when the theta is only in rope_parameters, head_dim "
@@ -147,8 +159,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
 )
 def semantics(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
-    if not served.layout_ok:
-        raise NotApplicable(f"{label(served)} does not read this layout (see engine.loads)")
+    _builds_drafter(served)
     for field in differences(served, trained):
         yield error(
             f"{label(served)} reads {field} as {getattr(served, field)!r}, the drafter was trained "
@@ -163,7 +174,6 @@ def semantics(ctx: Context) -> Iterable[Finding]:
 @check(
     "engine.aux-layers",
     "The engine captures the target layers the drafter was trained on",
-    modelled_only=True,
     per_engine=True,
     guards="Aux ids where the engine does not read them (SGLang reads eagle_config only, vLLM 0.33's V2 runner the "
     "top level only), no ids at all (engine defaults), a count that does not fit fc, trainer and server counting "
@@ -177,8 +187,7 @@ def semantics(ctx: Context) -> Iterable[Finding]:
 def aux_layers(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
-    if not served.layout_ok:
-        raise NotApplicable(f"{eng} does not read this layout (see engine.loads)")
+    _builds_drafter(served)
     profile, target = engines.profile(ctx.engine), Target.of(ctx.target)
     trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
     ids, layers = served.aux_layer_ids, trained.layers
@@ -255,7 +264,6 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
 @check(
     "engine.serving",
     "Serving limits: context length, verifier path",
-    modelled_only=True,
     per_engine=True,
     guards="A drafter max_position_embeddings below the context the engine serves (SGLang refuses to start unless "
     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; vLLM 0.33 raises it for plain RoPE but caps max_model_len for "
@@ -269,8 +277,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
 def serving(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
-    if not served.layout_ok:
-        raise NotApplicable(f"{eng} does not read this layout (see engine.loads)")
+    _builds_drafter(served)
     want = ctx.options.max_model_len if ctx.options else None
     limit = engines.profile(ctx.engine).serving
     said = limit(served, want) if want and limit else None
