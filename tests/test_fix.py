@@ -21,7 +21,7 @@ from eagle3_checks.convert import convert
 from eagle3_checks.example import EXAMPLE, target_config
 from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
 from eagle3_checks.gate import gate_checkpoint
-from eagle3_checks.registry import Severity, parse_options
+from eagle3_checks.registry import parse_options
 from eagle3_checks.strategies import drafters
 
 from conftest import run

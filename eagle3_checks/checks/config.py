@@ -249,7 +249,6 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
-    raw = cfg.raw
     key = config_key(cfg, "aux_layer_ids")
     yield from _aux_captures(ctx, cfg)
     ids = cfg["aux_layer_ids"]

@@ -33,11 +33,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, input_of, output_of
 from .reading import (Reading, finish, is_int, lookup, map_roles, model_type_of, read_aux_ids, read_max_position,
                       read_rope, read_sizes)
-from .sglang_0_5_6 import CLASS_DEFAULTS, LLAMA_DEFAULTS, context_refusal
+from .sglang_0_5_6 import CLASS_DEFAULTS, LLAMA_DEFAULTS, context_refusal, flat_reading
 
 VERSION = "0.5.23"
 NAME = "sglang"
@@ -65,14 +64,10 @@ TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eag
 
 def read(ckpt: Any, target: Any = None) -> Reading:
     raw = ckpt.config_raw or {}
-    r = Reading(NAME, VERSION, ckpt.layout)
-    if ckpt.layout == SPECULATORS:
-        r.refusals.append("SGLang 0.5.23 reads flat configs only (speculators_config and transformer_layer_config "
-                          "appear nowhere in srt/); a speculators config is not loadable")
-        r.layout_ok = False
+    r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.23 reads flat configs only (speculators_config and "
+                            "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable")
+    if not r.layout_ok:
         return r
-    archs = str_list(raw.get("architectures")) or []
-    r.set("architecture", archs[0] if archs else None, "config.json: architectures")
     if any(a in MLA_ARCHS for a in archs):
         r.not_modelled = ("Eagle3DeepseekV2ForCausalLM is SGLang 0.5.23's MLA drafter (srt/models/kimi_k25_eagle3.py), "
                           "with other tensors than a Llama-layer drafter: eagle3-checks does not model it")

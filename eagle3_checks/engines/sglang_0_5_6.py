@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..layout import FLAT, SPECULATORS, str_list
+from ..layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, output_of
 from .reading import (Reading, finish, is_int, map_roles, model_type_of, read_aux_ids, read_max_position, read_rope,
                       read_sizes)
@@ -40,16 +40,26 @@ CLASS_DEFAULTS = {"kimi_k2": (64, 4096, "DeepseekV3Config"), "deepseek_v3": (64,
 LLAMA_DEFAULTS = (None, 2048, "transformers LlamaConfig")
 
 
+def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Reading, list[str]]:
+    """The start every SGLang release's reading shares: SGLang reads flat configs only (``speculators_config`` and
+    ``transformer_layer_config`` appear nowhere in ``srt/``), and builds the class ``architectures`` names. Returns
+    the reading (``layout_ok`` False for a speculators config) and the architectures."""
+    r = Reading(NAME, version, ckpt.layout)
+    if ckpt.layout == SPECULATORS:
+        r.refusals.append(why_not_speculators)
+        r.layout_ok = False
+        return r, []
+    archs = str_list((ckpt.config_raw or {}).get("architectures")) or []
+    r.set("architecture", archs[0] if archs else None, "config.json: architectures")
+    return r, archs
+
+
 def read(ckpt: Any, target: Any = None) -> Reading:
     raw = ckpt.config_raw or {}
-    r = Reading(NAME, VERSION, ckpt.layout)
-    if ckpt.layout == SPECULATORS:
-        r.refusals.append("SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a speculators config "
-                          "(Eagle3DraftModel, nested transformer_layer_config) is not loadable")
-        r.layout_ok = False
+    r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a "
+                            "speculators config (Eagle3DraftModel, nested transformer_layer_config) is not loadable")
+    if not r.layout_ok:
         return r
-    archs = str_list(raw.get("architectures")) or []
-    r.set("architecture", archs[0] if archs else None, "config.json: architectures")
     if "LlamaForCausalLMEagle3" not in archs:
         r.class_refusal = (f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
                            "builds another model (or none) from the drafter's weights")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT, SPECULATORS, str_list
+from ..layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, input_of
 from .reading import (Reading, finish, is_int, layer_fields, lookup, map_roles, model_type_of, read_aux_ids,
                       read_max_position, read_rope, read_sizes)
