@@ -4,7 +4,8 @@
 #   conformance/run.sh [ENGINE...]        ENGINE: vllm, sglang (default: both)
 #
 # Each engine gets its own virtualenv under $CONFORMANCE_VENVS (default: .conformance-venvs in the repository),
-# built from conformance/requirements-ENGINE.txt when missing. The checkpoint set is generated into a temporary
+# built from conformance/requirements-ENGINE.txt when missing, every dependency pinned by constraints-ENGINE.txt
+# (the environment the committed recordings were made in: pip freeze of it). The checkpoint set is generated into a temporary
 # directory with $PYTHON (default: python3; it needs eagle3_checks importable), and each engine's recordings
 # replace tests/conformance/recorded/ENGINE-VERSION/.
 set -euo pipefail
@@ -28,7 +29,7 @@ for engine in "${engines[@]}"; do
     if [ ! -x "$venv/bin/python" ]; then
         echo "building $venv (several GB, minutes)"
         python3 -m venv "$venv"
-        "$venv/bin/pip" install -q -r "$here/requirements-$engine.txt"
+        "$venv/bin/pip" install -q -r "$here/requirements-$engine.txt" -c "$here/constraints-$engine.txt"
     fi
     version="$("$venv/bin/python" -c "from importlib.metadata import version; print(version('$engine'))")"
     out="$repo/tests/conformance/recorded/$engine-$version"
