@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -10,8 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-import os
 
 from eagle3_checks.example import KIMI_K2, drafter_files, target_config, write_checkpoint, write_random_checkpoint
 

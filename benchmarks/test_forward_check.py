@@ -4,8 +4,9 @@ measured side by side in this run.
 
 Targets: peak RSS at most 1.3x the checkpoint's bytes; wall time at most 3x the sequential read. The check's time
 is measured inside a fresh process, from opening the checkpoint to the result (interpreter start-up and the one-off
-`import torch` are reported apart); peak RSS is that process's VmHWM. Also reported: the worst case, where the engine's reading differs from the
-trainer's and both run (a config with norm_output, which vLLM and SpecForge read differently).
+`import torch` are reported apart); peak RSS is that process's VmHWM. Also reported: the worst case, where the
+engine's reading differs from the trainer's and both run (a config with norm_output, which vLLM and SpecForge
+read differently).
 """
 
 from __future__ import annotations

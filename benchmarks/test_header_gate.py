@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from eagle3_checks.safetensors_io import read_header
-
 from conftest import PYTHON, median_of, run_process
+from eagle3_checks.safetensors_io import read_header
 
 ROUNDS = 7
 LISTING = ("import sys\nfrom safetensors import safe_open\n"
@@ -26,7 +25,8 @@ IO_PROBE = ("import sys\nfrom eagle3_checks.cli import main\ncode = main(sys.arg
 def test_header_gate_vs_safetensors_listing(benchmark, kimi_sparse):
     weights = kimi_sparse / "model.safetensors"
     target = kimi_sparse.parent / "target.json"
-    gate = [PYTHON, "-m", "eagle3_checks", "check", str(kimi_sparse), "--target-config", str(target), "--level", "header"]
+    gate = [PYTHON, "-m", "eagle3_checks", "check", str(kimi_sparse), "--target-config", str(target),
+            "--level", "header"]
     listing = [PYTHON, "-c", LISTING, str(weights)]
 
     # The gate passes, against the AQ-MedAI spec chosen by auto.
@@ -55,7 +55,8 @@ def test_header_gate_vs_safetensors_listing(benchmark, kimi_sparse):
         "baseline_safe_open_listing_s": round(baseline, 4), "gate_s": round(gate_median, 4), "ratio": round(ratio, 3),
     })
     print(f"\nheader gate {gate_median:.3f}s vs safe_open listing {baseline:.3f}s: ratio {ratio:.2f}; "
-          f"process read {rchar / 1e6:.1f} MB of which d2t+t2d {vocab_bytes / 1e6:.2f} MB; file {file_size / 1e9:.2f} GB")
+          f"process read {rchar / 1e6:.1f} MB of which d2t+t2d {vocab_bytes / 1e6:.2f} MB; "
+          f"file {file_size / 1e9:.2f} GB")
     assert ratio <= 2.0
     # Everything the process read, interpreter and libraries included, is a sliver of the smallest weight matrix.
     smallest_matrix = min(e.nbytes for e in header.entries.values() if len(e.shape) == 2)

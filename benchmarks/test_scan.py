@@ -14,10 +14,9 @@ import subprocess
 
 import pytest
 
+from conftest import PYTHON, sequential_read_s
 from eagle3_checks.example import DrafterShape, drafter_files, write_random_checkpoint
 from eagle3_checks.safetensors_io import read_header
-
-from conftest import PYTHON, sequential_read_s
 
 RSS_LIMIT = 300 * 1024 * 1024
 # ~1.1 GB in bf16: fc 4096x12288, q/k/v/o (GQA 32/8 heads of 128), MLP 14336, lm_head 64000x4096, no embed_tokens.

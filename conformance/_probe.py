@@ -19,9 +19,10 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
@@ -176,7 +177,7 @@ class LoadProbe:
             self.param_names = {id(p): n for n, p in self.params.items()}
             self.layout: dict[str, list | None] = {}
             for module_name, module in model.named_modules():
-                for pname, param in module.named_parameters(recurse=False):
+                for pname, _param in module.named_parameters(recurse=False):
                     full = f"{module_name}.{pname}" if module_name else pname
                     self.layout[full] = self.shards(module) if pname == "weight" else None
             for param in self.params.values():
@@ -212,7 +213,7 @@ class LoadProbe:
             if shard is not None and layout:
                 dest[0] = dict(layout).get(shard, dest[0])
             shape = list(loaded_weight.shape)
-            narrowed = len(shape) == len(dest) and any(s > d for s, d in zip(shape, dest))
+            narrowed = len(shape) == len(dest) and any(s > d for s, d in zip(shape, dest, strict=True))
             note = {"param": pname, "shard": shard, "shape": shape, "param_shape": list(param.shape),
                     "narrowed": narrowed}
             name = self.names.get(id(loaded_weight), "(not a checkpoint tensor)")

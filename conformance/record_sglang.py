@@ -34,16 +34,19 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from importlib.metadata import version as package_version
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 from unittest import mock
 
 STARTED = time.time()
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The engines' imports stay in the order the recordings were made with (torch, the probe, then the engine).
+# isort: off
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -66,6 +69,7 @@ from sglang.srt.models.registry import ModelRegistry  # noqa: E402
 from sglang.srt.runtime_context import SpawnRanks, get_model as get_model_bag, get_parallel, publish  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+# isort: on
 
 ENGINE = "sglang"
 VERSION = package_version("sglang")
@@ -81,7 +85,7 @@ def fused_shards(module: nn.Module) -> list[tuple[Any, int]] | None:
     """Rows of each shard of a fused weight (tensor parallel size 1): QKVParallelLinear's q/k/v
     (layers/linear.py:1155-1159), MergedColumnParallelLinear's 0, 1, ... (layers/linear.py:690)."""
     if isinstance(module, QKVParallelLinear):
-        return list(zip(("q", "k", "v"), module.output_sizes))
+        return list(zip(("q", "k", "v"), module.output_sizes, strict=True))
     if isinstance(module, MergedColumnParallelLinear):
         return list(enumerate(module.output_sizes))
     return None

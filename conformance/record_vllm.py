@@ -42,6 +42,8 @@ STARTED = time.time()
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# The engines' imports stay in the order the recordings were made with (torch, the probe, then the engine).
+# isort: off
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
@@ -65,6 +67,7 @@ from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config  # noqa: E402
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
+# isort: on
 
 ENGINE = "vllm"
 VERSION = package_version("vllm")
@@ -81,7 +84,7 @@ def fused_shards(module: nn.Module) -> list[tuple[Any, int]] | None:
     """Rows of each shard of a fused weight (tensor parallel size 1). QKVParallelLinear's shard ids are q/k/v
     (layers/linear.py:1073-1077), MergedColumnParallelLinear's 0, 1, ... (layers/linear.py:727)."""
     if isinstance(module, QKVParallelLinear):
-        return list(zip(("q", "k", "v"), module.output_sizes))
+        return list(zip(("q", "k", "v"), module.output_sizes, strict=True))
     if isinstance(module, MergedColumnParallelLinear):
         return list(enumerate(module.output_sizes))
     return None

@@ -150,7 +150,7 @@ def _states(f: Finding, key: str, ckpt: Any) -> bool:
     if f.cause and f.cause != key:
         return False
     if key.startswith(f"{CONFIG}: "):
-        return f.file == CONFIG and bool(f.key) and config_cause(f.key) == key
+        return f.file == CONFIG and f.key is not None and f.key != "" and config_cause(f.key) == key
     if key.startswith("tensor: ") and f.key:
         return _role_of(ckpt, f.key) == key[len("tensor: "):]
     return False

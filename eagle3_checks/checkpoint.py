@@ -54,7 +54,7 @@ class Checkpoint:
     complete: bool = True
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def with_config(self, raw: dict) -> "Checkpoint":
+    def with_config(self, raw: dict) -> Checkpoint:
         """The same tensors under another config.json: what ``fix`` gates before it writes anything."""
         ckpt = replace(self, config_raw=raw, _arrays={})
         ckpt.layout, ckpt.layout_source = detect_layout(raw), f"{CONFIG} structure"
@@ -259,6 +259,7 @@ def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
 
 def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> None:
     reader, index = read_header, INDEX
+    shard_names: dict[str, Any] | None  # file -> the tensors the index puts there (None: not indexed)
     if SINGLE in children:
         shard_names = {SINGLE: None}
     elif INDEX in children:

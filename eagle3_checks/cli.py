@@ -13,8 +13,9 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 from . import __version__
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, choices, describe
@@ -170,10 +171,9 @@ def _write(text: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from .checkpoint import locate, unique_paths
     from .gate import gate
     from .registry import parse_options
-
-    from .checkpoint import locate, unique_paths
     from .report import render_json_error
 
     try:
@@ -213,7 +213,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
                          aux_convention=args.aux_convention)
     except ConvertRefused as exc:
         lines = [f"eagle3-checks convert: not converted: {exc}"]
-        for prev, f in zip([None, *exc.findings], exc.findings):
+        for prev, f in zip([None, *exc.findings], exc.findings, strict=False):
             lines += finding_lines(f, "  ", prev)
         _write("\n".join(lines) + "\n")
         return 1
@@ -240,8 +240,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     ck = open_checkpoint(args.ckpt)
     cfg = ck.config
     fields = {} if cfg is None else {k: {"value": v.value, "source": v.source} for k, v in cfg.fields.items()}
-    tensors = [{"name": n, "role": ck.names[n].role, "dtype": e.dtype, "shape": list(e.shape), "file": e.file}
-               for n, e in sorted(ck.tensors.items())]
+    tensors: list[dict[str, Any]] = [
+        {"name": n, "role": ck.names[n].role, "dtype": e.dtype, "shape": list(e.shape), "file": e.file}
+        for n, e in sorted(ck.tensors.items())]
     problems = [{"file": p.file, "message": p.message, **({"offset": p.offset} if p.offset is not None else {})}
                 for p in ck.problems]
     if args.format == "json":
@@ -250,7 +251,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
                            "tensors": tensors, "problems": problems}, indent=2, default=str) + "\n")
         return 1 if problems else 0
     lines = [f"{ck.display}", f"  layout: {ck.layout} ({ck.layout_source})",
-             f"  weights: {', '.join(ck.weight_files) or 'none readable'}", "", "config (value, and where it came from):"]
+             f"  weights: {', '.join(ck.weight_files) or 'none readable'}", "",
+             "config (value, and where it came from):"]
     width = max((len(k) for k in fields), default=10)
     for k, v in fields.items():
         lines.append(f"  {k:<{width}}  {json.dumps(v['value'], default=str):<24} {v['source']}")
@@ -377,6 +379,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
                             strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
                             aux_convention=args.aux_convention, max_model_len=args.max_model_len)
     done = fix(args.src, args.dst, options, force=args.force)
+    assert done.result is not None  # fix() gates the fixed checkpoint
     lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"]
     lines += [f"  {e.check}: {e.describe()}" for e in done.edits]
     lines += [f"  not applied: {why}" for why in done.refused]
@@ -489,8 +492,8 @@ def cmd_forward(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert, "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list,
-            "demo": cmd_demo}
+COMMANDS = {"check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert,
+            "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list, "demo": cmd_demo}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,8 +14,9 @@ never as a default: a check then says nothing it cannot back.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, TypeGuard
 
 from .layout import SPECULATORS, str_list
 from .safetensors_io import CONFIG_DTYPES, Problem
@@ -54,7 +55,7 @@ def _nonneg_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _SIZE_LIMIT
 
 
-def positive_number(v: Any) -> bool:
+def positive_number(v: Any) -> TypeGuard[int | float]:
     """A finite positive int or float (not a bool): what rope_theta, eps and factors must be."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
@@ -157,7 +158,8 @@ FIELDS: dict[str, tuple[str, tuple, tuple]] = {
         ((TLC, "rope_theta"), (TLC, "rope_parameters", "rope_theta")),
         (("rope_theta",), ("rope_parameters", "rope_theta")),
     ),
-    "rope_scaling": ("dict", ((TLC, "rope_scaling"), (TLC, "rope_parameters")), (("rope_scaling",), ("rope_parameters",))),
+    "rope_scaling": ("dict", ((TLC, "rope_scaling"), (TLC, "rope_parameters")),
+                     (("rope_scaling",), ("rope_parameters",))),
     "max_position_embeddings": ("pos_int", _L("max_position_embeddings"), _T("max_position_embeddings")),
     "hidden_act": ("str", _L("hidden_act"), _T("hidden_act")),
     "attention_bias": ("bool", _L("attention_bias"), _T("attention_bias")),
@@ -304,9 +306,9 @@ def _apply_defaults(cfg: DraftConfig) -> None:
         _default(cfg, "target_hidden_size", h, "hidden_size")
     ids = cfg["aux_layer_ids"]
     if ids:
-        cfg.fields["num_aux"] = Value(len(ids), f"{cfg.get('aux_layer_ids').source} (count)", True)
+        cfg.fields["num_aux"] = Value(len(ids), f"{cfg.fields['aux_layer_ids'].source} (count)", True)
     elif cfg["num_aux_hidden_states"] is not None:
-        cfg.fields["num_aux"] = Value(cfg["num_aux_hidden_states"], cfg.get("num_aux_hidden_states").source, True)
+        cfg.fields["num_aux"] = Value(cfg["num_aux_hidden_states"], cfg.fields["num_aux_hidden_states"].source, True)
     else:
         cfg.fields["num_aux"] = Value(3, "default: 3 aux layers (no ids stated)", False)
 
@@ -349,8 +351,8 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
         raise ValueError(f"{path}: has none of num_hidden_layers, hidden_size, vocab_size; "
                          "is it a model's config.json?")
     archs = str_list(raw.get("architectures"))
-    name = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None
+    name_or_path = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None
     context = next((node["max_position_embeddings"] for node in (text, raw)
                     if node is not None and _pos_int(node.get("max_position_embeddings"))), None)
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
-                        values.get("vocab_size"), source, archs, name, context)
+                        values.get("vocab_size"), source, archs, name_or_path, context)

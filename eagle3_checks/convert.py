@@ -32,10 +32,11 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import engines
 from .checkpoint import Checkpoint, open_checkpoint, real_path
@@ -178,6 +179,7 @@ def _layer_base(src: Checkpoint) -> dict:
 def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention: str | None,
             speculative_tokens: int, verifier: str | None, target: Any) -> dict:
     cfg = src.config
+    assert cfg is not None  # plan() gated the source: its config.json is read
     dtype = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(cfg.dtype or "", None)
     layer = {
         **_layer_base(src),
@@ -289,10 +291,47 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
     release = engines.profile(engines.resolve(to)[0][0])
     unsupported = release.cannot_compute(trained) if release.cannot_compute else []
     if unsupported:
-        raise ConvertRefused(f"{release.name} {release.version} cannot compute this drafter ({', '.join(unsupported)}): "
+        raise ConvertRefused(f"{release.name} {release.version} cannot compute this drafter "
+                             f"({', '.join(unsupported)}): "
                              "it would drop or ignore what the drafter was trained with; convert --to vllm instead")
 
-    # aux ids and their convention
+    ids, convention = _plan_aux_ids(src, trained, to, shift_aux_ids, aux_convention, notes)
+    names = _plan_names(src, trained, layout, notes)
+
+    replaced: dict[str, RawTensor] = {}
+    v, dv = trained.vocab_size, trained.draft_vocab_size
+    if vocab_mapping:
+        d2t, t2d = load_vocab_mapping(vocab_mapping)
+        if d2t.shape != (dv,) or t2d.shape != (v,):
+            raise ConvertRefused(f"--vocab-mapping {vocab_mapping}: d2t has {d2t.shape[0]} entries and t2d "
+                                 f"{t2d.shape[0]}; the drafter needs {dv} and {v}")
+        import numpy as np
+
+        for role, values in (("d2t", d2t), ("t2d", t2d)):
+            if role in src.roles:
+                if not np.array_equal(src.array(role).astype(values.dtype), values):
+                    raise ConvertRefused(f"--vocab-mapping {vocab_mapping}: its {role} differs from the one in "
+                                         f"{src.display}; a drafter's lm_head rows belong to one mapping")
+                continue
+            replaced[role] = from_numpy(values)
+            notes.append(f"{role} embedded from {vocab_mapping}")
+    if (layout == SPECULATORS and "t2d" not in src.roles and "t2d" not in replaced and dv is not None
+            and v is not None and dv < v):
+        notes.append("t2d absent: speculators saves t2d with d2t; embed it with --vocab-mapping to keep the pair")
+
+    config = _config(src, trained, to, ids, convention, speculative_tokens, verifier, target)
+    if target is not None and target.vocab_size not in (None, v):
+        raise ConvertRefused(f"vocab_size {v} is not the verifier's {target.vocab_size} (--target-config)")
+    if layout == SPECULATORS and config["speculators_config"]["verifier"]["name_or_path"] is None:
+        notes.append("the verifier is unnamed (speculators_config.verifier.name_or_path null): `vllm serve DRAFTER` "
+                     "cannot find it and `eagle3-checks check --strict` fails it (engine.serving); pass --verifier "
+                     "ORG/NAME, or a --target-config with its _name_or_path")
+    return Plan(src, to, layout, config, names, replaced, notes)
+
+
+def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, shift_aux_ids: bool, aux_convention: str | None,
+                  notes: list[str]) -> tuple[Any, str | None]:
+    """The aux ids to write and their convention (shifted for ``to`` with --shift-aux-ids); says so in ``notes``."""
     ids = trained.aux_layer_ids
     convention, how = engines.trainer_convention(src, aux_convention)
     engine_convention = "sglang" if to == "sglang" else "vllm"
@@ -312,8 +351,11 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
         notes.append(f"aux-layer ids {ids} copied as they are; their convention is {how}")
     elif ids:
         notes.append(f"aux-layer ids {ids} copied ({convention} convention, as {to} counts)")
+    return ids, convention
 
-    # names, in a stable order: the source's own
+
+def _plan_names(src: Checkpoint, trained: Any, layout: str, notes: list[str]) -> dict[str, str]:
+    """Source tensor name -> written name, in a stable order: the source's own. What is not copied goes in notes."""
     names: dict[str, str] = {}
     for name in src.tensors:
         role = src.names[name].role
@@ -324,35 +366,7 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
         if layout == FLAT and role.startswith("layers.0."):
             out = "midlayer." + role[len("layers.0."):]
         names[name] = out
-
-    replaced: dict[str, RawTensor] = {}
-    v, dv = trained.vocab_size, trained.draft_vocab_size
-    if vocab_mapping:
-        d2t, t2d = load_vocab_mapping(vocab_mapping)
-        if d2t.shape != (dv,) or t2d.shape != (v,):
-            raise ConvertRefused(f"--vocab-mapping {vocab_mapping}: d2t has {d2t.shape[0]} entries and t2d {t2d.shape[0]}"
-                                 f"; the drafter needs {dv} and {v}")
-        import numpy as np
-
-        for role, values in (("d2t", d2t), ("t2d", t2d)):
-            if role in src.roles:
-                if not np.array_equal(src.array(role).astype(values.dtype), values):
-                    raise ConvertRefused(f"--vocab-mapping {vocab_mapping}: its {role} differs from the one in "
-                                         f"{src.display}; a drafter's lm_head rows belong to one mapping")
-                continue
-            replaced[role] = from_numpy(values)
-            notes.append(f"{role} embedded from {vocab_mapping}")
-    if layout == SPECULATORS and "t2d" not in src.roles and "t2d" not in replaced and dv is not None and dv < v:
-        notes.append("t2d absent: speculators saves t2d with d2t; embed it with --vocab-mapping to keep the pair")
-
-    config = _config(src, trained, to, ids, convention, speculative_tokens, verifier, target)
-    if target is not None and target.vocab_size not in (None, v):
-        raise ConvertRefused(f"vocab_size {v} is not the verifier's {target.vocab_size} (--target-config)")
-    if layout == SPECULATORS and config["speculators_config"]["verifier"]["name_or_path"] is None:
-        notes.append("the verifier is unnamed (speculators_config.verifier.name_or_path null): `vllm serve DRAFTER` "
-                     "cannot find it and `eagle3-checks check --strict` fails it (engine.serving); pass --verifier "
-                     "ORG/NAME, or a --target-config with its _name_or_path")
-    return Plan(src, to, layout, config, names, replaced, notes)
+    return names
 
 
 # ----- writing ---------------------------------------------------------------------------------------------------
@@ -392,10 +406,11 @@ def write(p: Plan, out_dir: Path) -> None:
     with open(out_dir / "model.safetensors", "wb") as fh:
         fh.write(encode_header(layout, {"format": "pt", "converted_by": "eagle3-checks"}))
         fh.flush()
-        for name, out in p.names.items():
+        for name in p.names:
             e = p.src.tensors[name]
             _copy_range(e.path, e.offset, e.nbytes, fh)
         for t in p.replaced.values():
+            assert t.data is not None  # replaced tensors come from from_numpy, with their bytes
             fh.write(t.data)
 
 

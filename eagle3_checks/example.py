@@ -93,7 +93,8 @@ def role_tensors(shape: DrafterShape = EXAMPLE, seed: int = 0, sparse: bool = Fa
             continue
         if role == "embed_tokens.weight" and not shape.embed_tokens:
             continue
-        dims = tuple(int(d) for d in exp.shape)
+        assert None not in exp.shape  # the example's config determines every dimension
+        dims = tuple(int(d) for d in exp.shape if d is not None)
         if sparse:
             out[role] = RawTensor(shape.dtype, dims)
             continue
@@ -237,7 +238,9 @@ def write_random_checkpoint(path: Path, tensors: dict[str, RawTensor], config_js
                 values = rng.standard_normal(n, dtype=np.float32) * np.float32(scale)
                 if len(t.shape) == 1:
                     values += np.float32(1.0)
-                fh.write(from_numpy(values, t.dtype).data)
+                data = from_numpy(values, t.dtype).data
+                assert data is not None  # from_numpy always carries the bytes
+                fh.write(data)
                 left -= n
     return path
 
@@ -265,5 +268,6 @@ def write_example(root: Path) -> dict[str, Path]:
     return out
 
 
-__all__ = ["DrafterShape", "EXAMPLE", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors", "config", "target_config", "vocab_mapping",
-           "write_checkpoint", "write_drafter", "write_example", "write_random_checkpoint"]
+__all__ = ["DrafterShape", "EXAMPLE", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors", "config",
+           "target_config", "vocab_mapping", "write_checkpoint", "write_drafter", "write_example",
+           "write_random_checkpoint"]

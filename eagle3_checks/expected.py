@@ -60,25 +60,25 @@ class Dims:
     fc_bias: bool = False
 
     @classmethod
-    def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> "Dims":
+    def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> Dims:
         qk = has_qk_norm(cfg.layout, cfg["model_type"], cfg["architectures"])
         return cls(cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"],
                    cfg["intermediate_size"], cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden,
                    cfg.num_aux, n_layers or cfg["num_hidden_layers"] or 1, bool(cfg["norm_before_fc"]),
                    bool(cfg["fc_norm"]), bool(cfg["attention_bias"]), bool(cfg["mlp_bias"]), qk,
                    bool(cfg["tie_word_embeddings"]),
-                   (f"model_type qwen3 ({cfg.get('model_type').source})" if cfg.layout == "speculators"
+                   (f"model_type qwen3 ({cfg.fields['model_type'].source})" if cfg.layout == "speculators"
                     else "architecture Eagle3Qwen3ForCausalLM") if qk else "", fc_bias=bool(cfg["bias"]))
 
     @classmethod
-    def of_reading(cls, r) -> "Dims":
+    def of_reading(cls, r) -> Dims:
         return cls(r.hidden_size, r.num_heads, r.num_kv_heads, r.head_dim, r.intermediate_size, r.vocab_size,
                    r.draft_vocab_size, r.target_hidden_size, r.num_aux, r.num_layers, r.input_norm, r.fc_norm,
                    r.attention_bias, r.mlp_bias, r.qk_norm, r.lm_head_from_embed, "qwen3 layers" if r.qk_norm else "",
                    r.o_bias, r.later_norm, r.fc_bias)
 
 
-def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) -> dict[str, Expected]:
+def expected_tensors(source: DraftConfig | Dims, n_layers: int | None = None) -> dict[str, Expected]:
     """Every tensor role a config (or an engine's reading, as Dims) implies, keyed by role. ``n_layers`` overrides
     the config's layer count (the key and shape checks judge the layers present; the layer count is
     config.layers' business)."""
@@ -125,7 +125,7 @@ def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) 
         add(p + "self_attn.o_proj.weight", (h, _mul(nh, hd)), "(H, nh·hd)")
         o_bias = d.attention_bias if d.o_bias is None else d.o_bias
         for proj, rows, sym in zip(ATTN_PROJ, (_mul(nh, hd), _mul(nkv, hd), _mul(nkv, hd), h),
-                                   ("nh·hd", "nkv·hd", "nkv·hd", "H")):
+                                   ("nh·hd", "nkv·hd", "nkv·hd", "H"), strict=True):
             if (o_bias if proj == "o_proj" else d.attention_bias):
                 add(p + f"self_attn.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "attention_bias is true")
         if d.qk_norm:
@@ -136,7 +136,7 @@ def expected_tensors(source: "DraftConfig | Dims", n_layers: int | None = None) 
         add(p + "mlp.up_proj.weight", (inter, h), "(I, H)")
         add(p + "mlp.down_proj.weight", (h, inter), "(H, I)")
         if d.mlp_bias:
-            for proj, rows, sym in zip(MLP_PROJ, (inter, inter, h), ("I", "I", "H")):
+            for proj, rows, sym in zip(MLP_PROJ, (inter, inter, h), ("I", "I", "H"), strict=True):
                 add(p + f"mlp.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "mlp_bias is true")
     return out
 
@@ -148,7 +148,7 @@ def layers_to_judge(ckpt) -> int | None:
 
 
 def shape_matches(expected: tuple[int | None, ...], found: tuple[int, ...]) -> bool:
-    return len(expected) == len(found) and all(e is None or e == f for e, f in zip(expected, found))
+    return len(expected) == len(found) and all(e is None or e == f for e, f in zip(expected, found, strict=True))
 
 
 def fmt_shape(shape: tuple | None) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .convert import Plan, TMP_TAG, _check_paths, _move_into_place, _signals_raise, remove_stale, write
+from .convert import TMP_TAG, Plan, _check_paths, _move_into_place, _signals_raise, remove_stale, write
 from .errors import UsageError
 from .gate import gate_checkpoint
 from .registry import Finding, GateOptions, GateResult, Severity, describe_op
@@ -109,7 +109,7 @@ def _choose(edits: list[Edit], applied: dict[str, Any]) -> tuple[list[Edit], lis
     return chosen, refused
 
 
-def plan_fixes(src: Checkpoint, options: GateOptions) -> tuple[dict, FixResult]:
+def plan_fixes(src: Checkpoint, options: GateOptions) -> tuple[dict | None, FixResult]:
     """The fixed config of ``src`` (nothing written) and what was done: rounds of gate, patch, gate again."""
     options = dataclasses.replace(options, level="header")  # fixes are config edits: the header level finds them
     config, outcome = copy.deepcopy(src.config_raw), FixResult(None)
@@ -121,6 +121,7 @@ def plan_fixes(src: Checkpoint, options: GateOptions) -> tuple[dict, FixResult]:
         if not chosen:
             break
         outcome.rounds += 1
+        assert config is not None  # config edits are found only in a config.json that was read
         config = apply_patch(config, [e.op for e in chosen])
         for e in chosen:
             applied[e.op["path"]] = e.op.get("value")
@@ -140,6 +141,7 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
             raise UsageError(f"{src_path}: its files or config.json cannot be read as a checkpoint (run "
                              "`eagle3-checks check` on it): fix edits config.json only")
         config, outcome = plan_fixes(source, options)
+        assert config is not None  # source.config_raw was read (above)
         names = {name: name for name in source.tensors}
         remove_stale(dst_path)
         tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"

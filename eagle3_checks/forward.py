@@ -81,7 +81,7 @@ class Weights:
     def __init__(self, ckpt: Any, device: str | None = None) -> None:
         self.ckpt, self.device = ckpt, device or default_device()
         self._maps: dict[str, np.ndarray] = {}
-        self._buf = None  # float32 workspace for blockwise upcasts
+        self._buf: Any = None  # float32 workspace for blockwise upcasts (a torch tensor)
 
     def raw(self, name: str):
         import torch
@@ -213,6 +213,7 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
                            f"(implemented: {', '.join(ROPE_TYPES)})")
     if kind == "default":
         return base.float(), 1.0
+    assert scaling is not None  # any other rope_type was read from it
     factor = float(scaling.get("factor", 1.0))
     if kind == "linear":
         return (base / factor).float(), 1.0
@@ -269,7 +270,8 @@ def _rope(x, positions, freqs, scale: float):
 
 class _Cache:
     def __init__(self) -> None:
-        self.k_ctx = self.v_ctx = None
+        self.k_ctx: Any = None  # torch tensors once the context is cached
+        self.v_ctx: Any = None
         self.k_own: list = []
         self.v_own: list = []
 
@@ -459,7 +461,7 @@ def nonfinite(logits) -> str | None:
 def compare(actual, expected, step: int, names: tuple[str, str] = ("the candidate", "the reference")) -> StepDiff:
     import torch
 
-    bad = [f"{name}: {where}" for name, x in zip(names, (actual, expected)) if (where := nonfinite(x))]
+    bad = [f"{name}: {where}" for name, x in zip(names, (actual, expected), strict=True) if (where := nonfinite(x))]
     if bad:
         top1 = int((actual.nan_to_num().argmax(-1) == expected.nan_to_num().argmax(-1)).sum())
         return StepDiff(step, int(actual.numel()), 0, math.nan, (0, 0), math.nan, top1, actual.shape[0], True,

@@ -87,7 +87,8 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
     if not reading.servable:
         problems = reading.refusals + [f"{role}: {how}" for role, how in reading.unfilled.items()
                                        if not how.startswith("shared")]
-        raise UsageError(f"{reading.engine} {reading.version} cannot read {ckpt.display} as a drafter: " + "; ".join(problems))
+        raise UsageError(f"{reading.engine} {reading.version} cannot read {ckpt.display} as a drafter: "
+                         + "; ".join(problems))
     inputs = read_inputs(inputs_path, reading)
     try:
         logits = run(reading, Weights(ckpt), inputs, steps)

@@ -15,7 +15,6 @@ from .errors import UsageError
 from .registry import GateOptions, GateResult, run_gate
 from .spec import resolve_reference
 
-
 # keys only a drafter's config has: a --target-config holding one is the drafter's own config, given by mistake
 DRAFTER_KEYS = ("eagle_config", "eagle_aux_hidden_state_layer_ids", "speculators_config", "draft_vocab_size")
 

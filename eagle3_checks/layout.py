@@ -46,7 +46,8 @@ MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3F
 _MLA_TENSOR = re.compile(r"(^|\.)self_attn\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$")
 
 # Tensors outside the decoder layers.
-GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "fc.bias", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t", "t2d")
+GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "fc.bias", "input_norm.weight", "norm.weight", "lm_head.weight",
+                "d2t", "t2d")
 _FC_NORM = re.compile(r"^fc_norm\.(\d+)\.weight$")
 
 # Tensors inside decoder layer N (suffix after "layers.N.").
@@ -101,7 +102,9 @@ def parse_name(name: str) -> Name:
 
 def is_norm(role: str | None) -> bool:
     """An RMSNorm scale: the layer norms, q/k norms, the final norm, fc_norm.N."""
-    return bool(role) and (role.endswith("norm.weight") or bool(_FC_NORM.match(role)))
+    if not role:
+        return False
+    return role.endswith("norm.weight") or bool(_FC_NORM.match(role))
 
 
 def role_layer(role: str) -> int | None:
@@ -139,7 +142,7 @@ def eagle3_class(name: str) -> str:
 
 
 def unmodelled_drafter(config: dict | None, layout: str,
-                       names: "list[str] | tuple[str, ...]" = ()) -> tuple[str, str] | None:
+                       names: list[str] | tuple[str, ...] = ()) -> tuple[str, str] | None:
     """The one place that decides whether a drafter is of a family eagle3-checks models: None when it is (its
     checks assume Llama-shaped decoder layers), else (its class, what it is instead). A flat config naming an MLA
     drafter class (directly, or a name vLLM prefixes into one), or MLA attention tensors in the file."""

@@ -16,17 +16,18 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import pytest
+
+from .engines import DEFAULT_ENGINE, choices
 
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
 GATE_NODEID = "eagle3-checks"
 
-from .engines import DEFAULT_ENGINE, choices
-
 # name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
-OPTIONS: dict[str, tuple[str, Any, str]] = {
+IniType = Literal["string", "linelist", "bool"]
+OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "ckpt": ("linelist", [], "drafter checkpoint directory to gate (repeatable)"),
     "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR or none"),
     "target-config": ("string", None, "the verifier's config.json (or its directory)"),
@@ -213,7 +214,7 @@ class GateFile(pytest.File):
 
     def collect(self):
         state = self.config.stash[_STATE]
-        for path, label in zip(state.ckpts, state.labels):
+        for path, label in zip(state.ckpts, state.labels, strict=True):
             yield CheckpointCollector.from_parent(self, name=label, ckpt_path=path)
 
 
@@ -252,20 +253,26 @@ class CheckItem(pytest.Item):
         super().__init__(**kw)
         self.label = label  # the check id, with [engine] for a per-engine check
 
+    @property
+    def collector(self) -> CheckpointCollector:
+        """The checkpoint this item checks (its parent)."""
+        assert isinstance(self.parent, CheckpointCollector)
+        return self.parent
+
     def runtest(self) -> None:
         from .errors import UsageError
         from .registry import FAILED, SKIPPED, WARNED
         from .report import check_text
 
         state = self.config.stash[_STATE]
-        state.ran.setdefault(self.parent.ckpt_path, set()).add(self.label)
+        state.ran.setdefault(self.collector.ckpt_path, set()).add(self.label)
         try:
-            gate_result = state.result(self.parent.ckpt_path)
+            gate_result = state.result(self.collector.ckpt_path)
         except UsageError as exc:
-            raise CheckFailed(f"{self.label}: cannot gate {self.parent.ckpt_path}: {exc}") from None
+            raise CheckFailed(f"{self.label}: cannot gate {self.collector.ckpt_path}: {exc}") from None
         except Exception as exc:  # noqa: BLE001  (an internal error: one line, not a traceback into the package)
-            raise CheckFailed(f"{self.label}: eagle3-checks failed on {self.parent.ckpt_path} ({type(exc).__name__}: "
-                              f"{exc}); this is a bug, please report it") from None
+            raise CheckFailed(f"{self.label}: eagle3-checks failed on {self.collector.ckpt_path} "
+                              f"({type(exc).__name__}: {exc}); this is a bug, please report it") from None
         r = gate_result.by_label(self.label)
         self.user_properties.append(("eagle3_status", r.status))
         if r.findings:
@@ -279,11 +286,11 @@ class CheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
-            return _failure_repr(self.nodeid, f"{self.parent.ckpt_path}\n{excinfo.value.text}", self.user_properties)
+            return _failure_repr(self.nodeid, f"{self.collector.ckpt_path}\n{excinfo.value.text}", self.user_properties)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"eagle3 {self.parent.name}::{self.label}"
+        return self.path, None, f"eagle3 {self.collector.name}::{self.label}"
 
 
 def _failure_repr(nodeid: str, text: str, user_properties: list[tuple[str, Any]]) -> Any:
@@ -373,7 +380,7 @@ class _ReportTally:
                                               {"failed": 0, "checks": 0, "error": 0, "warning": 0, "info": 0})
         tally["checks"] += 1
         tally["failed"] += int(report.failed)
-        for f in json.loads(dict(report.user_properties).get("eagle3_findings", "[]")):
+        for f in json.loads(cast(str, dict(report.user_properties).get("eagle3_findings", "[]"))):
             if f.get("severity") in tally:
                 tally[f["severity"]] += 1
 
@@ -386,7 +393,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
     terminalreporter.section("eagle3-checks")
     if not state.results:  # xdist: the workers gated; what they reported, per checkpoint
-        for path, label in zip(state.ckpts, state.labels):
+        for path, label in zip(state.ckpts, state.labels, strict=True):
             t = state.tallies.get(label)
             if t:
                 terminalreporter.write_line(

@@ -2,18 +2,19 @@
 
 A check is a small function ``fn(ctx) -> Iterable[Finding]`` registered with :func:`check`. It
 has a stable id, a title, a level (``header`` reads headers and the small vocabulary tensors;
-``scan`` streams every tensor's bytes once; ``forward`` runs the drafter, with torch), and what it needs beyond the checkpoint (``reference``,
-``target``). The CLI, the pytest plugin and the converter's self-verification all call
-:func:`run_gate`; none of them knows any check by name.
+``scan`` streams every tensor's bytes once; ``forward`` runs the drafter, with torch), and what it needs
+beyond the checkpoint (``reference``, ``target``). The CLI, the pytest plugin and the converter's self-verification
+all call :func:`run_gate`; none of them knows any check by name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .engines import resolve as resolve_engines
 from .errors import UsageError
@@ -74,7 +75,7 @@ def describe_op(op: dict) -> str:
 
 
 def _finding(severity: Severity) -> Callable[..., Finding]:
-    def make(message: str, patch: "list[dict] | tuple[dict, ...] | None" = None, **kw: Any) -> Finding:
+    def make(message: str, patch: list[dict] | tuple[dict, ...] | None = None, **kw: Any) -> Finding:
         kw = {k: (None if v is None else v if k == "offset" else str(v)) for k, v in kw.items()}
         return Finding(severity, message, patch=tuple(patch) if patch else None, **kw)
 
@@ -100,7 +101,7 @@ class Check:
     title: str
     level: str
     needs: tuple[str, ...]
-    func: Callable[["Context"], Iterable[Finding]]
+    func: Callable[[Context], Iterable[Finding | Data]]  # Data: records for the report, not findings
     guards: str  # the failure it prevents, in a sentence
     evidence: tuple[str, ...] = ()  # where that failure was seen (issues, PRs, sources)
     per_engine: bool = False  # run once per --engine, reported as ID[engine]
@@ -149,7 +150,7 @@ class Context:
     reference: Any = None  # Spec
     reference_note: str = ""
     target: Any = None  # TargetConfig
-    options: "GateOptions | None" = None
+    options: GateOptions | None = None
     source: Any = None  # Checkpoint the candidate was converted from (--source)
     engine: str | None = None  # the engine a per-engine check judges
     cache: dict = field(default_factory=dict)  # shared by every check of one gate run (mapped files, logits)
@@ -189,7 +190,7 @@ class GateOptions:
 
 
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
-                  strict: bool = False, skip: Iterable[str] = (), engine: "str | Iterable[str] | None" = None,
+                  strict: bool = False, skip: Iterable[str] = (), engine: str | Iterable[str] | None = None,
                   source: str | None = None, aux_convention: str | None = None,
                   max_model_len: int | str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
@@ -266,7 +267,7 @@ def _waiver_id(check_id: str, item: str) -> str:
     return f"{base}[{engine}]"
 
 
-def waiver(c: "Check", engine: str | None, waived: dict[str, str]) -> str | None:
+def waiver(c: Check, engine: str | None, waived: dict[str, str]) -> str | None:
     """The reason ``c`` is waived for ``engine``: by its id, its engine name, or its engine release."""
     keys = [f"{c.id}[{engine}]", f"{c.id}[{engine.split('@')[0]}]"] if engine else []
     return next((waived[k] for k in (*keys, c.id) if k in waived), None)

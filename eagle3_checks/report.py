@@ -85,7 +85,7 @@ def check_text(r: CheckResult) -> str:
     lines = [f"{r.label}: {r.check.title}"]
     if r.reason:
         lines.append(f"  skipped: {r.reason}")
-    for prev, f in zip([None, *r.findings], r.findings):
+    for prev, f in zip([None, *r.findings], r.findings, strict=False):
         lines.extend(finding_lines(f, "  ", prev))
     return "\n".join(lines)
 
@@ -149,12 +149,15 @@ def stats_lines(tensors: dict) -> list[str]:
     width = max(len(n) for n in tensors)
     out = [f"        {'tensor':<{width}}  dtype  {'mean':>10}  {'std':>10}  {'max |x|':>10}  nan/inf"]
     for name, st in tensors.items():
-        def num(key: str) -> str:
-            v = st.get(key, 0)
-            return f"{v:>10.3g}" if isinstance(v, (int, float)) else f"{v!s:>10}"
-        out.append(f"        {name:<{width}}  {st.get('dtype', '?'):<5}  {num('mean')}  {num('std')}  {num('max_abs')}  "
-                   f"{st.get('nan', 0)}/{st.get('inf', 0)}")
+        out.append(f"        {name:<{width}}  {st.get('dtype', '?'):<5}  {_stat(st, 'mean')}  {_stat(st, 'std')}  "
+                   f"{_stat(st, 'max_abs')}  {st.get('nan', 0)}/{st.get('inf', 0)}")
     return out
+
+
+def _stat(st: dict, key: str) -> str:
+    """One statistic of a tensor, right-aligned in 10 columns."""
+    v = st.get(key, 0)
+    return f"{v:>10.3g}" if isinstance(v, (int, float)) else f"{v!s:>10}"
 
 
 NOT_APPLICABLE = "n/a"  # a release --engine all brought in that does not read the checkpoint's layout
@@ -211,8 +214,9 @@ def _checkpoint_json(r: GateResult) -> dict[str, Any]:
         "reference_note": r.reference_note,
         "target_config": r.options.target_config,
         "strict": r.options.strict,
+        # GateOptions built without parse_options has no engine notes: then no engine is listed
         "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note.split(": ", 1)[1]}
-                    for spec, note in zip(r.options.engines(), r.options.engine_notes)],
+                    for spec, note in zip(r.options.engines(), r.options.engine_notes, strict=False)],
         "exit_code": r.exit_code,
         "counts": {**r.counts(), "causes": causes.count(Severity.ERROR)},
         "summary": summary_line(r, causes),
@@ -271,7 +275,8 @@ def render_markdown(results: list[GateResult]) -> str:
         ck = result.ckpt
         causes = group(result)
         out += [f"### eagle3-checks: `{ck.display}`", "",
-                f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** ({_md(result.reference_note)}) · "
+                f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** "
+                f"({_md(result.reference_note)}) · "
                 f"**{summary_line(result, causes)}**", ""]
         out += [f"Engine {_md(note)}  " for note in result.options.engine_notes]
         if causes.groups:

@@ -16,9 +16,10 @@ import json
 import math
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # safetensors refuses headers above this size (MAX_HEADER_SIZE in safetensors/src/tensor.rs).
 HEADER_LIMIT = 100_000_000
@@ -139,7 +140,9 @@ def _disguise(head: bytes) -> str | None:
     return None
 
 
-def read_header(path: Path, display: str) -> FileHeader:
+# The header's validation, one rule after another in the file's byte order (length, JSON, entries, spans): each
+# branch is one refusal with its own message; splitting it would only scatter the order the rules apply in.
+def read_header(path: Path, display: str) -> FileHeader:  # noqa: C901
     """Parse the header of ``path``; ``display`` is the name findings use for the file."""
     result = FileHeader(file=display, path=path)
     head = b""
@@ -225,6 +228,10 @@ def read_header(path: Path, display: str) -> FileHeader:
                 return 8 + pos
         return 8
 
+    def located(name: str) -> Any:
+        """``problem`` at the offset of ``name``'s entry in the header (whatever offset the caller gives)."""
+        return lambda message, offset=0, **kw: problem(message, at(name), **kw)
+
     data_len = size - result.data_start
     spans: list[tuple[int, int, str]] = []
     for name, info in header.items():
@@ -236,8 +243,7 @@ def read_header(path: Path, display: str) -> FileHeader:
             else:
                 result.metadata = info
             continue
-        entry = _entry(name, info, display, path, result.data_start,
-                       lambda message, offset=0, **kw: problem(message, at(name), **kw))
+        entry = _entry(name, info, display, path, result.data_start, located(name))
         if entry is None:
             continue
         begin = entry.offset - result.data_start

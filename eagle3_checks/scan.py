@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable
+from io import BufferedIOBase
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +112,7 @@ def sample_step(numel: int, shape: tuple[int, ...]) -> int:
     return step
 
 
-def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callable[[Any], BinaryIO],
+def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callable[[Any], BufferedIOBase],
                 tick: Callable[[int], None] | None = None) -> TensorStats:
     """Scan one tensor, reading through ``opener(path)`` (an open file); ``tick(nbytes)`` after each chunk."""
     raw_type, mag_mask, exp_mask, man_mask, has_inf = _BITS[e.dtype]
@@ -175,15 +177,16 @@ def scan(entries: list[TensorEntry], progress: Callable[[int, int], None] | None
     mag = np.empty(CHUNK // 8 + 8, dtype=np.uint64)  # reused magnitude buffer, viewed as each dtype's width
     done = 0
 
-    def tick(n: int) -> None:
+    def tick(n: int) -> None:  # passed to scan_tensor only with a progress callback
         nonlocal done
         done += n
-        progress(done, total)
+        if progress is not None:
+            progress(done, total)
 
     with contextlib.ExitStack() as stack:
-        handles: dict[Any, BinaryIO] = {}
+        handles: dict[Any, BufferedIOBase] = {}
 
-        def opener(path: Any) -> BinaryIO:  # each file opened once (a header may list thousands of tensors)
+        def opener(path: Any) -> BufferedIOBase:  # each file opened once (a header may list thousands of tensors)
             if path not in handles:
                 handles[path] = stack.enter_context(open(path, "rb"))
             return handles[path]

@@ -25,11 +25,13 @@ Example, a test a user can copy::
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
-from hypothesis import HealthCheck, given, settings as Settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
 
 from .example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
 from .layout import FLAT, SPECULATORS

@@ -33,7 +33,7 @@ import pickletools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from .safetensors_io import DTYPES, FileHeader, Problem, TensorEntry
 
@@ -162,7 +162,9 @@ def _pure_data(value: Any) -> bool:
     return True
 
 
-def walk_pickle(data: bytes) -> dict[str, _Tensor]:
+# An opcode dispatch: one branch per pickle opcode a torch state dict uses, each with its refusal. A table of
+# handlers would share the stack, marks and memo all the same; the complexity is the opcode count.
+def walk_pickle(data: bytes) -> dict[str, _Tensor]:  # noqa: C901
     """The tensors of a torch state-dict pickle, by name, found by walking its opcodes (never executing them).
     Raises :class:`_Refused` (with the opcode's position in ``data``) for anything else."""
     stack: list[Any] = []
@@ -170,7 +172,21 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:
     memo: dict[int, Any] = {}
     storages: dict[str, _Storage] = {}
     ops = pickletools.genops(data)
-    pos = 0
+    pos, name = 0, ""  # the opcode being walked: its position and name, for pop's and pop_mark's messages
+
+    def pop() -> Any:
+        if not stack or (marks and len(stack) <= marks[-1]):
+            raise _Refused(f"data.pkl: {name} finds an empty stack: not a valid pickle", pos, _FIX_COPY)
+        return stack.pop()
+
+    def pop_mark() -> list[Any]:
+        if not marks:
+            raise _Refused(f"data.pkl: {name} without a MARK: not a valid pickle", pos, _FIX_COPY)
+        start = marks.pop()
+        items = stack[start:]
+        del stack[start:]
+        return items
+
     while True:
         try:
             op, arg, at = next(ops)
@@ -179,19 +195,6 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:
                            _FIX_COPY) from None
         pos = at or 0
         name = op.name
-
-        def pop() -> Any:
-            if not stack or (marks and len(stack) <= marks[-1]):
-                raise _Refused(f"data.pkl: {name} finds an empty stack: not a valid pickle", pos, _FIX_COPY)
-            return stack.pop()
-
-        def pop_mark() -> list[Any]:
-            if not marks:
-                raise _Refused(f"data.pkl: {name} without a MARK: not a valid pickle", pos, _FIX_COPY)
-            start = marks.pop()
-            items = stack[start:]
-            del stack[start:]
-            return items
 
         if name in ("PROTO", "FRAME"):
             continue
@@ -230,12 +233,13 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:
         elif name in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
             if not stack or (marks and len(stack) <= marks[-1]):
                 raise _Refused(f"data.pkl: {name} finds an empty stack: not a valid pickle", pos, _FIX_COPY)
-            memo[len(memo) if name == "MEMOIZE" else int(arg)] = stack[-1]
+            memo[len(memo) if name == "MEMOIZE" else int(cast(int, arg))] = stack[-1]  # PUT's argument is an int
         elif name in ("BINGET", "LONG_BINGET", "GET"):
-            if int(arg) not in memo:
+            slot = int(cast(int, arg))  # pickletools gives the GET opcodes an int argument
+            if slot not in memo:
                 raise _Refused(f"data.pkl: {name} {arg} reads a memo slot never written: not a valid pickle", pos,
                                _FIX_COPY)
-            stack.append(memo[int(arg)])
+            stack.append(memo[slot])
         elif name in ("GLOBAL", "STACK_GLOBAL"):
             if name == "GLOBAL":
                 module, _, attr = str(arg).partition(" ")
@@ -260,7 +264,7 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:
             target = stack[-1] if stack and not (marks and len(stack) <= marks[-1]) else None
             if not isinstance(target, _Dict):
                 raise _Refused(f"data.pkl: {name} on {_describe(target)}, not a dict", pos, _FIX_CODE, _WHY_CODE)
-            for k, v in zip(pairs[::2], pairs[1::2]):
+            for k, v in zip(pairs[::2], pairs[1::2], strict=True):
                 if not isinstance(k, str):
                     raise _Refused(f"holds a key that is not a string ({_describe(k)})", pos,
                                    "re-save a dict of name -> tensor with safetensors")
@@ -268,8 +272,8 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:
         elif name == "BUILD":
             state = pop()
             obj = stack[-1] if stack and not (marks and len(stack) <= marks[-1]) else None
-            metadata_only = (len(stack) == 1 and not marks and isinstance(obj, _Dict) and isinstance(state, _Dict) and set(state.items) == {"_metadata"}
-                             and _pure_data(state.items["_metadata"]))
+            metadata_only = (len(stack) == 1 and not marks and isinstance(obj, _Dict) and isinstance(state, _Dict)
+                             and set(state.items) == {"_metadata"} and _pure_data(state.items["_metadata"]))
             if not metadata_only:
                 raise _Refused(f"holds more than plain tensors: BUILD sets the state of {_describe(obj)}", pos,
                                _FIX_CODE, _WHY_CODE)
@@ -537,8 +541,8 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
         entry_name = f"{prefix}data/{t.storage.key}"
         e = entries.get(entry_name)
 
-        def bad(message: str, offset: int = at, fix: str = _FIX_COPY) -> None:
-            result.problems.append(Problem(file=result.file, message=message, key=name, offset=offset, fix=fix,
+        def bad(message: str, offset: int = at, fix: str = _FIX_COPY, key: str = name) -> None:
+            result.problems.append(Problem(file=result.file, message=message, key=key, offset=offset, fix=fix,
                                            why=_WHY_BIN))
 
         if e is None:
@@ -569,7 +573,7 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
             expected.append(acc)
             acc *= d
         expected.reverse()
-        if numel and any(d > 1 and s != x for d, s, x in zip(t.shape, t.stride, expected)):
+        if numel and any(d > 1 and s != x for d, s, x in zip(t.shape, t.stride, expected, strict=True)):
             bad(f"tensor {name!r} has stride {list(t.stride)} for size {list(t.shape)}: not contiguous row-major "
                 f"(expected {expected}), which this tool does not read",
                 fix="save contiguous tensors ({k: v.contiguous() for k, v in state.items()}), with safetensors")

@@ -8,11 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from conftest import assert_fails, run
 from eagle3_checks.example import EXAMPLE
 from eagle3_checks.registry import FAILED, PASSED, SKIPPED, WARNED, checks, modelled_only
 from eagle3_checks.safetensors_io import RawTensor, from_numpy
-
-from conftest import assert_fails, run
 
 
 def findings(result, check_id, severity=None):
@@ -123,7 +122,8 @@ def test_shapes_mlp_and_norm(drafter):
     d.tensors["layers.0.mlp.down_proj.weight"] = RawTensor(t.dtype, (64, 128), b"\0" * 64 * 128 * 2)
     d.tensors["norm.weight"] = from_numpy(np.ones(32, np.float32), "BF16")
     result = run(d.write())
-    assert_fails(result, "shapes", "layers.0.mlp.down_proj.weight: shape (64, 128), the config implies (64, 160) (H, I)")
+    assert_fails(result, "shapes",
+                 "layers.0.mlp.down_proj.weight: shape (64, 128), the config implies (64, 160) (H, I)")
     assert_fails(result, "shapes", "norm.weight: shape (32,), the config implies (64,) (H,)")
 
 
@@ -311,7 +311,8 @@ def test_config_aux_ids_that_differ_pass_when_each_is_right_for_its_engine(draft
     result = run(d.write(), engine="vllm,sglang,sglang@0.5.6", aux_convention="sglang", target_config=str(target_path))
     r = result.result("config.aux-layers")
     assert r.status == "passed" and "each engine reads one" in r.findings[0].message
-    assert all(result.result("engine.aux-layers", e).status == "passed" for e in ("vllm", "sglang@0.5.23", "sglang@0.5.6"))
+    assert all(result.result("engine.aux-layers", e).status == "passed"
+               for e in ("vllm", "sglang@0.5.23", "sglang@0.5.6"))
 
 
 def test_config_aux_ids_missing_warns(drafter):
@@ -322,9 +323,11 @@ def test_config_aux_ids_missing_warns(drafter):
 
 def test_config_aux_ids_duplicated_and_unsorted(drafter):
     d = drafter("flat")
-    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = d.config["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
+    d.config["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
     assert_fails(run(d.write()), "config.aux-layers", "aux-layer ids [1, 1, 5] repeat a layer")
-    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = d.config["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
+    d.config["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
     warned(run(d.write(), level="header"), "config.aux-layers", "aux-layer ids [5, 1, 3] are not ascending")
 
 

@@ -8,11 +8,10 @@ import sys
 
 import pytest
 
+import test_defects
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.registry import checks
-
-import test_defects
 
 
 def cli(capsys, *argv):
@@ -56,7 +55,8 @@ def test_check_json_and_markdown(drafter, capsys):
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
     # a passing check's note is in the findings list too (the table counts it)
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
-    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.33.0]` |" in out and "- **info** `engine.aux-layers[vllm@0.33.0]`" in out
+    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.33.0]` |" in out
+    assert "- **info** `engine.aux-layers[vllm@0.33.0]`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -134,7 +134,8 @@ def test_inspect_shows_provenance_and_tensors(drafter, capsys):
     assert "layout: flat (config.json structure)" in out
     assert "head_dim" in out and "config.json: head_dim" in out
     assert "default: num_attention_heads (no GQA)" in out
-    assert "midlayer.self_attn.q_proj.weight" in out and "(96, 128)" in out and "layers.0.self_attn.q_proj.weight" in out
+    assert "midlayer.self_attn.q_proj.weight" in out and "(96, 128)" in out
+    assert "layers.0.self_attn.q_proj.weight" in out
     code, out, _ = cli(capsys, "inspect", d.root, "--format", "json")
     data = json.loads(out)
     assert data["config"]["head_dim"] == {"value": 24, "source": "config.json: head_dim"}

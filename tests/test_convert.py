@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from conftest import run
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
 from eagle3_checks.convert import ConvertRefused, convert
@@ -23,8 +24,6 @@ from eagle3_checks.example import EXAMPLE, vocab_mapping
 from eagle3_checks.safetensors_io import read_bytes
 from eagle3_checks.spec import semantic_config
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
-
-from conftest import run
 
 SLOW = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -427,6 +426,7 @@ def test_interrupted_conversion_leaves_nothing_and_the_next_run_cleans_up(tmp_pa
 
 # ----- against the real speculators package -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_speculators_saved_drafters_convert(speculators_drafters, tmp_path):
     """Drafters saved by speculators 0.9.0 convert for vLLM; the result passes the gate against its source."""
     from peers.variants import SPECULATORS

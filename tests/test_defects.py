@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import LAYOUTS, Drafter, assert_clean, assert_fails, run
 from eagle3_checks.example import EXAMPLE
 from eagle3_checks.safetensors_io import RawTensor, from_numpy
-
-from conftest import LAYOUTS, Drafter, assert_clean, assert_fails, run
 
 
 def ints(t: RawTensor) -> np.ndarray:
@@ -157,7 +156,8 @@ DEFECTS = [
     ("d2t absolute, no t2d", d2t_absolute_no_t2d, None, 1, {}, "vocab.d2t", ("outside the target vocabulary",
                                                                                "looks like absolute target ids")),
     ("d2t arange", d2t_arange, None, 1, {}, "vocab.d2t", ("equals arange(128)", "2i")),
-    ("d2t out of range", d2t_out_of_range, None, 1, {}, "vocab.d2t", ("1 of 128 draft ids map outside", "draft id 127")),
+    ("d2t out of range", d2t_out_of_range, None, 1, {}, "vocab.d2t",
+     ("1 of 128 draft ids map outside", "draft id 127")),
     ("d2t unsorted", d2t_unsorted, None, 1, {}, "vocab.d2t", ("not increasing", "draft id 11")),
     ("d2t duplicated", d2t_duplicated, None, 1, {}, "vocab.d2t", ("draft ids 20 and 21",)),
     ("d2t float", d2t_float, None, 1, {}, "dtypes", ("d2t: dtype F32, expected I64",)),
@@ -165,8 +165,8 @@ DEFECTS = [
     ("t2d inconsistent", t2d_inconsistent, None, 1, {}, "vocab.t2d", ("disagree on",)),
     ("fp32 vs bf16 reference", fp32_weights, None, 1, {"reference": "tiny-example"}, "reference.diff",
      ("14 tensor(s) are F32, tiny-example has BF16",)),
-    ("head_dim dropped", head_dim_dropped, None, 1, {}, "config.head-dim", ("head_dim is not stated", "engines would use 16",
-                                                                            "4 heads of 24")),
+    ("head_dim dropped", head_dim_dropped, None, 1, {}, "config.head-dim",
+     ("head_dim is not stated", "engines would use 16", "4 heads of 24")),
     ("head_dim dropped (shape)", head_dim_dropped, None, 1, {}, "shapes", ("set head_dim: 24",)),
     ("wrong architectures", wrong_architectures, None, 1, {}, "config.architectures", ("architectures ['",
                                                                                          "class")),

@@ -12,14 +12,13 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import run
 from eagle3_checks import engines
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
 from eagle3_checks.config import read_target_config
 from eagle3_checks.errors import UsageError
 from eagle3_checks.example import EXAMPLE, target_config
-
-from conftest import run
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
 SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
@@ -36,7 +35,8 @@ def status(result, check, spec):
 
 
 def text(result, check, spec):
-    return " | ".join(f"{f.message} {f.expected} {f.found} {f.why} {f.fix}" for f in result.result(check, spec).findings)
+    return " | ".join(f"{f.message} {f.expected} {f.found} {f.why} {f.fix}"
+                      for f in result.result(check, spec).findings)
 
 
 def reading(path, spec, target=None):
@@ -75,7 +75,8 @@ def test_the_installed_version_is_read_from_package_metadata():
 
     assert engines.installed_version("speculators") == version("speculators")
     assert engines.installed_version("vllm") is None
-    assert engines.resolve("speculators")[1] == (f"speculators@0.9.0: the installed speculators {version('speculators')}",)
+    assert engines.resolve("speculators")[1] == (
+        f"speculators@0.9.0: the installed speculators {version('speculators')}",)
 
 
 def test_lists_repeats_and_all(monkeypatch):
@@ -148,7 +149,8 @@ def test_s1_a_second_layer_normed_by_hidden_norm_loads_on_sglang_0_5_23(drafter)
     d = drafter("flat", replace(EXAMPLE, num_layers=2))
     d.tensors["layers.1.hidden_norm.weight"] = d.tensors.pop("layers.1.input_layernorm.weight")
     r = reading(d.write(), SG23)
-    assert not r.refusals and "layers.1.hidden_norm.weight" in r.tensors and not r.unfilled.get("layers.1.hidden_norm.weight")
+    assert not r.refusals and "layers.1.hidden_norm.weight" in r.tensors
+    assert not r.unfilled.get("layers.1.hidden_norm.weight")
     assert r.later_norm == "hidden_norm"
 
 
@@ -303,7 +305,8 @@ def test_s13_the_last_id_sglang_can_capture(drafter, tmp_path):
     d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(1, 3, 7)))
     result = gate(d.write(), target_config=str(target_file(tmp_path)))
     for spec in (SG23, SG06):
-        assert "captures nothing for ids [7]: the target has 8 layers and the last id" in text(result, "engine.aux-layers", spec)
+        assert "captures nothing for ids [7]: the target has 8 layers and the last id" in text(
+            result, "engine.aux-layers", spec)
         assert "can capture is 6" in text(result, "engine.aux-layers", spec)
     assert status(result, "engine.aux-layers", VLLM) != FAILED
 

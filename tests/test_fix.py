@@ -13,8 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from conftest import run
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
 from eagle3_checks.convert import convert
@@ -23,8 +25,6 @@ from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
 from eagle3_checks.gate import gate_checkpoint
 from eagle3_checks.registry import parse_options
 from eagle3_checks.strategies import drafters
-
-from conftest import run
 
 BOTH = "vllm,sglang"
 
@@ -87,12 +87,14 @@ def test_the_specforge_export_served_by_both_engines(drafter, target_path, tmp_p
     assert main(["fix", str(src), str(tmp_path / "fixed"), *args]) == 0
     out = capsys.readouterr().out
     assert "1 config edit(s) in 1 round(s)" in out
-    assert "engine.aux-layers[vllm@0.33.0]: eagle_aux_hidden_state_layer_ids = [2, 4, 6]" in out and "left: nothing" in out
+    assert "engine.aux-layers[vllm@0.33.0]: eagle_aux_hidden_state_layer_ids = [2, 4, 6]" in out
+    assert "left: nothing" in out
     fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
     assert fixed["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
     assert fixed["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
     assert json.loads((src / "config.json").read_text()) == d.config  # SRC untouched
-    assert (tmp_path / "fixed" / "model.safetensors").read_bytes()[-4096:] == (src / "model.safetensors").read_bytes()[-4096:]
+    tail = (src / "model.safetensors").read_bytes()[-4096:]
+    assert (tmp_path / "fixed" / "model.safetensors").read_bytes()[-4096:] == tail
     assert main(["check", str(tmp_path / "fixed"), *args]) == 0
     capsys.readouterr()
     assert main(["fix", str(tmp_path / "fixed"), str(tmp_path / "again"), *args]) == 0

@@ -14,13 +14,12 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+from conftest import Drafter, run
 from eagle3_checks import engines
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
 from eagle3_checks.example import EXAMPLE, vocab_mapping
 from eagle3_checks.safetensors_io import RawTensor, from_numpy, write_safetensors
-
-from conftest import Drafter, run
 
 FORWARD = "forward.equivalence"
 
@@ -107,7 +106,8 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
 
 
 @pytest.mark.parametrize("layout", ["speculators", "flat"])
-@pytest.mark.parametrize("case", [c for c in __import__("test_defects").CLEAN if c[0] != "fc_norm, 4 aux layers, wider target"],
+@pytest.mark.parametrize("case", [c for c in __import__("test_defects").CLEAN
+                                  if c[0] != "fc_norm, 4 aux layers, wider target"],
                          ids=lambda c: c[0])
 def test_clean_drafters_pass_the_forward_check(drafter, layout, case):
     _, shape, shards = case
@@ -182,7 +182,8 @@ def test_vllm_reading_of_speculators_and_flat_defaults(drafter):
     t = engines.trainer(open_checkpoint(d.root))
     assert t.norm_before_residual is False and t.sources["norm_before_residual"] == "speculators default: False"
     flat = engines.read(open_checkpoint(drafter("flat").write()), "vllm")
-    assert flat.norm_before_residual is False and flat.tensors["layers.0.hidden_norm.weight"] == "midlayer.hidden_norm.weight"
+    assert flat.norm_before_residual is False
+    assert flat.tensors["layers.0.hidden_norm.weight"] == "midlayer.hidden_norm.weight"
     assert flat.ignored == {"t2d": "vLLM skips t2d"}
 
 
@@ -207,7 +208,8 @@ def test_engine_refusals(drafter):
     assert spec.refusals == ["speculators reads speculators configs only (speculators_model_type, "
                              "transformer_layer_config); this is a flat config"]
     two = drafter("flat", replace(EXAMPLE, num_layers=2))
-    assert any("only supports 1 layer" in x for x in engines.read(open_checkpoint(two.write()), "sglang@0.5.6").refusals)
+    refusals = engines.read(open_checkpoint(two.write()), "sglang@0.5.6").refusals
+    assert any("only supports 1 layer" in x for x in refusals)
 
 
 @pytest.mark.parametrize("scaling", [

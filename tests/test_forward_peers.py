@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+from conftest import run
 from eagle3_checks.cli import main
 from peers.variants import SPECFORGE, SPECULATORS
-
-from conftest import run
 from test_speculators_peer import VLLM_REFUSES
+
+pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package
 
 TOLERANCE = 1e-4
 SPEC_LOGITS = [v["name"] for v in SPECULATORS if v.get("dtype", "float32") == "float32"]

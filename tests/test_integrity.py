@@ -9,9 +9,8 @@ import struct
 
 import pytest
 
-from eagle3_checks.cli import main
-
 from conftest import run
+from eagle3_checks.cli import main
 
 F32 = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
 
@@ -157,7 +156,8 @@ def _config_not_json(path):
 
 
 def _config_not_json_after_unicode(path):
-    (path / "config.json").write_text('{"name": "\u00e9\u00e9\u00e9",', encoding="utf-8")  # the error is at char 15, byte 18
+    # the error is at char 15, byte 18
+    (path / "config.json").write_text('{"name": "\u00e9\u00e9\u00e9",', encoding="utf-8")
 
 
 def _config_list(path):

@@ -8,10 +8,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import Drafter, run
 from eagle3_checks.example import EXAMPLE
 from eagle3_checks.safetensors_io import from_numpy
-
-from conftest import Drafter, run
 
 
 @st.composite

@@ -12,12 +12,10 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+from conftest import assert_fails, run
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.errors import UsageError
 from eagle3_checks.safetensors_io import from_numpy, load_array, read_header, write_safetensors
-
-from conftest import assert_fails, run
-
 
 # ----- safetensors, both ways against the reference implementation ---------------------------------------
 
@@ -136,7 +134,8 @@ def test_header_path_never_imports_torch(drafter, tmp_path):
     path = drafter("speculators").write()
     fake, marker = tmp_path / "fake_torch", tmp_path / "torch-was-imported"
     fake.mkdir()
-    (fake / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('torch on the header path')\n")
+    (fake / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\n"
+                                   "raise ImportError('torch on the header path')\n")
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(fake)!r})

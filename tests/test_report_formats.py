@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import test_defects
+from conftest import run
 from eagle3_checks import __version__
 from eagle3_checks.causes import group
 from eagle3_checks.ci_report import json_key_line, parse_github
 from eagle3_checks.cli import main
-
-import test_defects
-from conftest import run
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"

@@ -9,14 +9,14 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
+from conftest import run
 from eagle3_checks import scan as scanner
 from eagle3_checks.checks import scan as scan_check
 from eagle3_checks.cli import main
 from eagle3_checks.safetensors_io import RawTensor, from_numpy, read_header
-
-from conftest import run
 
 SCAN = "scan.values"
 FC = "fc.weight"
@@ -126,8 +126,9 @@ def test_norm_left_at_one_or_far_from_scale(drafter):
 
 
 def untrained_shape():
-    from eagle3_checks.example import EXAMPLE
     from dataclasses import replace
+
+    from eagle3_checks.example import EXAMPLE
 
     return replace(EXAMPLE, hidden_size=128, intermediate_size=256)  # enough elements for the moments
 

@@ -7,12 +7,13 @@ import shutil
 
 import pytest
 
+from conftest import assert_clean, run
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.safetensors_io import RawTensor, read_bytes, read_header, write_safetensors
 from eagle3_checks.spec import diff, load_spec, shipped_specs, snapshot
-
-from conftest import assert_clean, run
 from peers.variants import SPECULATORS, SPECULATORS_UNLOADED
+
+pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package
 
 # vLLM 0.33 sizes fc from eagle_config ids or num_aux_hidden_states, never from a speculators config's top-level
 # ids: a 4-aux speculators drafter fails to load there (see test_forward_peers).

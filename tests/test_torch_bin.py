@@ -8,19 +8,21 @@ import contextlib
 import io
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import textwrap
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
+from conftest import assert_fails
 from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
 from eagle3_checks.example import EXAMPLE, drafter_files, write_checkpoint
@@ -28,8 +30,6 @@ from eagle3_checks.gate import gate
 from eagle3_checks.registry import parse_options
 from eagle3_checks.safetensors_io import DTYPES, RawTensor, load_array, read_bytes
 from eagle3_checks.torch_bin_io import read_bin, walk_pickle
-
-from conftest import assert_fails
 from test_fuzz import FUZZ, gate_everything
 
 torch = pytest.importorskip("torch")

@@ -65,3 +65,9 @@ def unread_layout(ctx: Context, reading: Any) -> str | None:
 def builds_drafter(reading: Any) -> bool:
     """The release reads the layout and builds an EAGLE-3 drafter class from the architectures."""
     return reading.layout_ok and not reading.class_refusal
+
+
+def release(ctx: Context) -> str:
+    """The engine release a per-engine check judges (``ctx.engine``, which the gate sets for each of them)."""
+    assert ctx.engine is not None, "a per-engine check ran without an engine release"
+    return ctx.engine

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .. import engines
 from ..config import missing_required, rope_scaling_problems
@@ -20,7 +21,8 @@ from ._common import CONFIG, config_key, config_of, pointer, require_complete
     guards="Hand-edited or half-converted configs: a missing hidden_size or vocab_size, a string where a number "
     "belongs, a speculators config without the structure vLLM validates.",
     evidence=("vLLM transformers_utils/configs/speculators/base.py validate_speculators_config",),
-    fix="write every required field (hidden_size, num_attention_heads, intermediate_size, vocab_size) with its JSON type; keep a speculators config's structure as save_pretrained writes it",
+    fix="write every required field (hidden_size, num_attention_heads, intermediate_size, vocab_size) with its JSON "
+    "type; keep a speculators config's structure as save_pretrained writes it",
 )
 def fields(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -86,7 +88,8 @@ def fields(ctx: Context) -> Iterable[Finding]:
     "error only when none serves it. A drafter family eagle3-checks does not model (MLA) is one not-modelled "
     "warning, and the checks assuming Llama-shaped layers skip.",
     evidence=("vLLM model_executor/models/registry.py", "SGLang 0.5.6 models/llama_eagle3.py EntryClass"),
-    fix='name the drafter class of the layout: ["LlamaForCausalLMEagle3"] for a flat config, ["Eagle3DraftModel"] for a speculators one',
+    fix='name the drafter class of the layout: ["LlamaForCausalLMEagle3"] for a flat config, ["Eagle3DraftModel"] '
+    'for a speculators one',
 )
 def architectures(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -156,7 +159,8 @@ def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
                        "(engine.loads fails for the others)", fix=fix)
     return info(f"{CONFIG}: architectures {archs} is not a drafter class name, but every selected engine release "
                 f"serves it: {', '.join(serving)}; SGLang's releases read only LlamaForCausalLMEagle3 (they build "
-                "any other name as it is: LlamaForCausalLM is the target model's class)", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]', found=str(archs), fix=fix)
+                "any other name as it is: LlamaForCausalLM is the target model's class)", file=CONFIG, key=key,
+                expected='["LlamaForCausalLMEagle3"]', found=str(archs), fix=fix)
 
 
 @check(
@@ -300,7 +304,7 @@ def _id_keys(cfg) -> tuple[str, ...]:
 
 
 def _at(raw: dict, key: str):
-    node = raw
+    node: Any = raw
     for part in key.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node
@@ -330,7 +334,8 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     if trained.layers is None and len(distinct) > 1:
         yield warning(f"{CONFIG}: the engines capture different target layers from these ids ({said or 'none read'})"
                       + (f"; eagle_config has {nested}, the top level {top}" if differ else "")
-                      + f", and how the trainer counted is {trained.how}", file=CONFIG, key=config_key(cfg, "aux_layer_ids"),
+                      + f", and how the trainer counted is {trained.how}", file=CONFIG,
+                      key=config_key(cfg, "aux_layer_ids"),
                       expected="the trainer's convention, to know which engine is fed the trained layers",
                       found="unknown", why="at most one of the captures is what the drafter was trained on; the "
                       "other engine feeds it states one layer off (vLLM PR #43671: ~10% first-token acceptance "
@@ -364,6 +369,7 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
         raise NotApplicable(f"q_proj has {q[0]} rows, not a multiple of {nh} heads (see shapes)")
     implied = q[0] // nh
     v = cfg.get("head_dim")
+    assert v is not None  # read_config gives head_dim a value, stated or derived
     if v.explicit:
         return  # agreement with the tensors is the shapes check's
     key = config_key(cfg, "head_dim")
@@ -375,7 +381,8 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
                     "with a matching default compute different attention than was trained",
                     fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)])
     elif implied != h // nh:
-        yield warning(f"{CONFIG}: head_dim is not stated; {implied} matches only the {cfg['model_type']} class default, "
+        yield warning(f"{CONFIG}: head_dim is not stated; {implied} matches only the {cfg['model_type']} class "
+                      "default, "
                       f"not hidden_size / num_attention_heads = {h // nh}", file=CONFIG, key=key,
                       expected=str(implied), found="absent",
                       why="another reader (a different model_type, a Llama config) derives a different head_dim",
@@ -420,7 +427,8 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     "rope_theta where the trainer and the engines default differently (all using 10000 is a note; a theta lost in "
     "conversion, as 1e6 on Kimi drafters, is caught by reference.diff and forward.equivalence --source).",
     evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),
-    fix="state rope_theta (and rope_scaling) as the target model's config does, in rope_theta and rope_parameters alike",
+    fix="state rope_theta (and rope_scaling) as the target model's config does, in rope_theta and rope_parameters "
+    "alike",
 )
 def rope(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)

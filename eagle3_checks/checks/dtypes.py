@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..registry import Context, Finding, check, error, warning
 
@@ -70,7 +70,8 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
     raw = (cfg.raw if cfg is not None else None) or {}
     for where, node in (("", raw), ("transformer_layer_config.", raw.get("transformer_layer_config"))):
         if isinstance(node, dict) and "dtype" in node and "torch_dtype" in node \
-                and node["dtype"] is not None and node["torch_dtype"] is not None and node["dtype"] != node["torch_dtype"]:
+                and node["dtype"] is not None and node["torch_dtype"] is not None \
+                and node["dtype"] != node["torch_dtype"]:
             yield warning(
                 f"config.json states {where}dtype {node['dtype']!r} and {where}torch_dtype {node['torch_dtype']!r}",
                 file="config.json", key=f"{where}torch_dtype", expected="one dtype, or the two equal",

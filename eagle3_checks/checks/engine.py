@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from .. import engines
 from ..engines.profile import Target
 from ..engines.reading import Reading, describe_difference, differences, effect, patch_for, remedy
 from ..layout import SPECULATORS
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
-from ._common import CONFIG, config_of, require_complete, unread_layout
-
+from ._common import CONFIG, config_of, release, require_complete, unread_layout
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
 _HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
@@ -44,7 +43,7 @@ def _builds_drafter(served: Reading) -> None:
 def _readings(ctx: Context):
     config_of(ctx)
     require_complete(ctx)
-    served = engines.read(ctx.ckpt, ctx.engine, ctx.target)
+    served = engines.read(ctx.ckpt, release(ctx), ctx.target)
     if served.not_modelled:
         raise NotApplicable(f"not modelled: {served.not_modelled}")
     why = unread_layout(ctx, served)
@@ -126,7 +125,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
             f"{name} silently cuts {len(cut)} tensor(s) to the shapes it builds: {_listing(cut)}",
             key=cut[0], expected="tensors of the shapes the config implies", found=served.narrowed[cut[0]],
             why=f"{name}'s linear weight loaders narrow a larger checkpoint tensor to the parameter instead of "
-            f"refusing it ({engines.profile(ctx.engine).narrows_at}): the server starts, and attention runs on the "
+            f"refusing it ({engines.profile(release(ctx)).narrows_at}): the server starts, and attention runs on the "
             "first rows of each projection with the "
             f"head size it derived (head_dim {served.head_dim}, {served.sources.get('head_dim', '?')}), which is "
             "not what was trained: almost no drafted token is accepted",
@@ -188,7 +187,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
     _builds_drafter(served)
-    profile, target = engines.profile(ctx.engine), Target.of(ctx.target)
+    profile, target = engines.profile(release(ctx)), Target.of(ctx.target)
     trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
     ids, layers = served.aux_layer_ids, trained.layers
     right = profile.ids_for(layers, target) if layers else None
@@ -206,7 +205,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         found=served.sources["aux_layer_ids"],
                         why=f"{eng} captures its default layers, not the ones the drafter was trained on "
                         "(vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
-                        fix=f"write {right} in {profile.reads_ids} (the trained layers {list(layers)}, counted "
+                        fix=f"write {right} in {profile.reads_ids} (the trained layers {list(layers or ())}, counted "
                         f"{eng}'s way)" if right else "the ids for this engine depend on how the trainer counted "
                         f"({trained.how}) and on the target: pass --aux-convention and --target-config",
                         patch=patch)
@@ -279,7 +278,7 @@ def serving(ctx: Context) -> Iterable[Finding]:
     eng = label(served)
     _builds_drafter(served)
     want = ctx.options.max_model_len if ctx.options else None
-    limit = engines.profile(ctx.engine).serving
+    limit = engines.profile(release(ctx)).serving
     said = limit(served, want) if want and limit else None
     if said:
         severity, message, why, fix = said

@@ -10,13 +10,13 @@ Both sides run the same float32 forward pass (:mod:`eagle3_checks.forward`) on t
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
 from ..forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info
-from ._common import unread_layout
+from ._common import release, unread_layout
 
 STEPS = 2
 TOKENS = 16
@@ -45,7 +45,8 @@ def _equal(a, b, block: int = 1 << 22) -> bool:
 
     if a.shape != b.shape:
         return False
-    a2, b2 = a.reshape(a.shape[0], -1) if a.dim() else a.reshape(1), b.reshape(b.shape[0], -1) if b.dim() else b.reshape(1)
+    a2 = a.reshape(a.shape[0], -1) if a.dim() else a.reshape(1)
+    b2 = b.reshape(b.shape[0], -1) if b.dim() else b.reshape(1)
     rows = max(1, block // max(1, a2[0].numel()))
     for start in range(0, a2.shape[0], rows):
         x, y = a2[start:start + rows], b2[start:start + rows]
@@ -89,7 +90,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     source = ctx.source or cand
     if source.past_end:
         raise NotApplicable(f"the source's files are truncated: {source.past_end[0]} runs past the end of its file")
-    served = engines.read(cand, ctx.engine, ctx.target)
+    served = engines.read(cand, release(ctx), ctx.target)
     if served.not_modelled:
         raise NotApplicable(f"not modelled: {served.not_modelled}")
     why = unread_layout(ctx, served)
@@ -113,6 +114,9 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
             "and config fields listed",
         )
         return
+    # servable readings state their sizes
+    assert trained.target_hidden_size is not None and served.target_hidden_size is not None
+    assert trained.hidden_size is not None and trained.vocab_size is not None
     width = trained.num_aux * trained.target_hidden_size
     if served.num_aux * served.target_hidden_size != width:
         yield error(
@@ -128,7 +132,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         want = _logits(ctx, source, trained, inputs)
     except ForwardError as exc:
         raise NotApplicable(f"the forward pass cannot run: {exc}") from exc
-    steps = [compare(a, b, k, (eng, trained.engine)) for k, (a, b) in enumerate(zip(got, want))]
+    steps = [compare(a, b, k, (eng, trained.engine)) for k, (a, b) in enumerate(zip(got, want, strict=True))]
     bad = [s for s in steps if not s.ok]
     broken = [s for s in steps if s.nonfinite]
     if broken:

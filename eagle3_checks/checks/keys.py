@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
 from ..layout import FLAT, SPECULATORS, on_disk_name

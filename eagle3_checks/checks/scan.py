@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..engines.reading import layer_fields
 from ..layout import SPECULATORS, is_norm
@@ -34,7 +34,8 @@ def _index(flat: int, shape: tuple[int, ...]) -> str:
 def _progress(done: int, total: int) -> None:
     width = 30
     filled = int(width * done / max(total, 1))
-    sys.stderr.write(f"\r  scanning weights [{'#' * filled}{'.' * (width - filled)}] {done / 1e9:.1f}/{total / 1e9:.1f} GB")
+    sys.stderr.write(f"\r  scanning weights [{'#' * filled}{'.' * (width - filled)}] "
+                     f"{done / 1e9:.1f}/{total / 1e9:.1f} GB")
     sys.stderr.flush()
 
 
@@ -86,7 +87,7 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
     evidence=("speculators model.py: embed_tokens and lm_head initialised to NaN", "TorchSpec #38"),
     fix="re-export the tensors named from the trained model, after the verifier's weights were loaded",
 )
-def values(ctx: Context) -> Iterable[Finding]:
+def values(ctx: Context) -> Iterable[Finding | Data]:
     ckpt = ctx.ckpt
     # bytes past the end of a file are the files check's finding (truncated): scan what is there
     if not ckpt.tensors:
@@ -124,7 +125,7 @@ def values(ctx: Context) -> Iterable[Finding]:
         if st.nan or st.inf:
             parts = [f"{n} {kind}" for n, kind in ((st.nan, "NaN"), (st.inf, "Inf")) if n]
             yield error(f"{name}: {' and '.join(parts)} of {st.numel} values, the first at index "
-                        f"{_index(st.first_nonfinite, e.shape)}", **where, expected="finite values",
+                        f"{_index(st.first_nonfinite or 0, e.shape)}", **where, expected="finite values",
                         found=", ".join(parts), why=_NONFINITE_WHY,
                         fix="re-export from the trained model; for speculators, after load_verifier_weights()")
             continue

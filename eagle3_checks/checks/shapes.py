@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..causes import config_cause
 from ..expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
@@ -60,7 +60,8 @@ def _fix(role: str, want: tuple, got: tuple, cfg) -> str:
         width = got[1] if role.endswith("o_proj.weight") else got[0]
         if heads and width % heads == 0 and width // heads != hd:
             stated = "" if cfg.explicit("head_dim") else " (not stated: the config's head_dim is a default)"
-            return f"the tensor holds {heads} heads of {width // heads}: set head_dim: {width // heads} in config.json{stated}"
+            return (f"the tensor holds {heads} heads of {width // heads}: set head_dim: {width // heads} in "
+                    f"config.json{stated}")
     if role == "fc.weight" and len(got) == 2 and cfg.target_hidden and got[1] % cfg.target_hidden == 0:
         k = got[1] // cfg.target_hidden
         if k != cfg.num_aux:
@@ -70,7 +71,8 @@ def _fix(role: str, want: tuple, got: tuple, cfg) -> str:
         return ("lm_head covers the full target vocabulary: export the draft-vocabulary rows (or set "
                 "draft_vocab_size to vocab_size if the drafter has no draft vocabulary)")
     if role in ("lm_head.weight", "d2t") and got:
-        return f"the tensor has {got[0]} draft-vocabulary rows: set draft_vocab_size: {got[0]} if that is the draft vocabulary"
+        return (f"the tensor has {got[0]} draft-vocabulary rows: set draft_vocab_size: {got[0]} if that is the "
+                "draft vocabulary")
     if role in ("embed_tokens.weight", "t2d") and got:
         return f"the tensor covers {got[0]} tokens: vocab_size must be the target (verifier) vocabulary"
     return "re-export the tensor from the trained model, or correct the config field that sizes it"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..registry import Context, Finding, NotApplicable, check, error, info
 from ._common import CONFIG, config_key, config_of
@@ -69,7 +69,8 @@ def vocab_matches(ctx: Context) -> Iterable[Finding]:
     needs=("target",),
     guards="A drafter trained on another target (fc input width differs) or a config without target_hidden_size "
     "when the target is wider than the drafter.",
-    fix='serve the drafter with the target it was trained for; state target_hidden_size when it differs from hidden_size',
+    fix='serve the drafter with the target it was trained for; state target_hidden_size when it differs from '
+    'hidden_size',
 )
 def hidden_matches(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target

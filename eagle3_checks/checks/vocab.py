@@ -8,7 +8,7 @@ increasing and inside [0, V); ``t2d`` marks exactly those ids.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..checkpoint import TensorReadError
 from ..registry import Context, Finding, NotApplicable, check, error, warning

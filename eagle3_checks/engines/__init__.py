@@ -199,6 +199,7 @@ def trained_aux(ckpt: Any, option: str | None = None) -> TrainedAux:
     what the drafter was trained on."""
     convention, how = trainer_convention(ckpt, option)
     raw = ckpt.config_raw or {}
+    order: tuple[tuple[str, ...], ...]
     if convention == "vllm" or (convention is None and ckpt.layout == SPECULATORS):
         order = (TOP_IDS, NESTED_IDS)
     else:

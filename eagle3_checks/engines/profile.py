@@ -11,8 +11,9 @@ layer L-1; one that writes "id X = the output of layer X" (SGLang's ``+1`` rule)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .reading import Reading
 
@@ -25,7 +26,7 @@ class Target:
     num_layers: int | None = None
 
     @classmethod
-    def of(cls, target_config: Any) -> "Target | None":
+    def of(cls, target_config: Any) -> Target | None:
         """From a :class:`~eagle3_checks.config.TargetConfig` (or None: no --target-config)."""
         if target_config is None:
             return None
@@ -69,14 +70,14 @@ class Profile:
     name: str  # "vllm", "sglang", "speculators"
     version: str  # "0.33.0"
     read: Callable[..., Reading]  # read(ckpt, target_config=None) -> Reading
-    capture: Callable[[list[int], "Target | None"], Capture]  # explicit ids -> the layers captured
-    ids_for: Callable[[tuple[int, ...], "Target | None"], "list[int] | None"]  # layers -> ids that capture them
+    capture: Callable[[list[int], Target | None], Capture]  # explicit ids -> the layers captured
+    ids_for: Callable[[tuple[int, ...], Target | None], list[int] | None]  # layers -> ids that capture them
     sources: tuple[str, ...]  # the engine files the profile follows, with lines
     reads_ids: str  # where this release reads the aux ids, for messages
     ids_path: tuple[str, ...]  # the same, as a key path in config.json (for a fix as data)
     # serving(reading, max_model_len) -> None or (severity, message, why, fix): what a context longer than the
     # draft's max_position_embeddings does
-    serving: Callable[[Reading, int], "tuple[str, str, str, str] | None"] | None = None
+    serving: Callable[[Reading, int], tuple[str, str, str, str] | None] | None = None
     # cannot_compute(trained reading) -> what of a drafter this release has no parameter or flag for (convert
     # refuses those before writing a flat checkpoint for it)
     cannot_compute: Callable[[Reading], list[str]] | None = None
@@ -96,7 +97,7 @@ class Profile:
     def key(self) -> tuple[int, ...]:
         return version_key(self.version)
 
-    def default_capture(self, target: "Target | None") -> Capture:
+    def default_capture(self, target: Target | None) -> Capture:
         """What the engine captures when it finds no ids: its default layers, used raw."""
         if target is None or not target.num_layers:
             return Capture(None, "the engine's default (2, N/2, N-3) of the target's N layers, N unknown")

@@ -145,12 +145,12 @@ _EFFECT = {
 }
 
 
-def differences(served: "Reading", trained: "Reading") -> list[str]:
+def differences(served: Reading, trained: Reading) -> list[str]:
     """The semantic fields two readings disagree on."""
     return [name for name, value in served.semantics().items() if value != getattr(trained, name)]
 
 
-def describe_difference(name: str, served: "Reading", trained: "Reading") -> str:
+def describe_difference(name: str, served: Reading, trained: Reading) -> str:
     return (f"{name}: {served.engine} uses {getattr(served, name)!r} ({served.sources.get(name, '?')}), "
             f"{trained.engine} {getattr(trained, name)!r} ({trained.sources.get(name, '?')})")
 
@@ -159,7 +159,7 @@ def effect(name: str) -> str:
     return _EFFECT.get(name, "the computation differs")
 
 
-def fix_for(name: str, trained: "Reading") -> str | None:
+def fix_for(name: str, trained: Reading) -> str | None:
     """How to make config.json say what the trainer computed, for one knob (None: no config fix)."""
     import json
 
@@ -186,7 +186,7 @@ def fix_for(name: str, trained: "Reading") -> str | None:
 _LAYER_KNOBS = {"head_dim", "rms_norm_eps", "rope_theta"}  # in transformer_layer_config for the speculators layout
 
 
-def patch_for(name: str, trained: "Reading", raw: dict) -> list[dict] | None:
+def patch_for(name: str, trained: Reading, raw: dict) -> list[dict] | None:
     """``fix_for`` as JSON Patch operations on config.json (None: no config edit computes what was trained). Each
     value goes everywhere a reader may take it from, so that fixing one reader never leaves another disagreeing;
     a value the config already states is no fix (the engine does not read that field)."""
@@ -205,7 +205,7 @@ def _stated(raw: dict, op: dict) -> dict:
     return {"op": "add", "path": op["path"], "value": node}
 
 
-def _patch_ops(name: str, trained: "Reading", raw: dict) -> list[dict] | None:
+def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
     value = getattr(trained, name)
     layer = "/transformer_layer_config" if trained.layout == "speculators" and name in _LAYER_KNOBS else ""
     node = raw.get("transformer_layer_config", {}) if layer else raw
@@ -233,7 +233,7 @@ def _patch_ops(name: str, trained: "Reading", raw: dict) -> list[dict] | None:
     return None
 
 
-def remedy(name: str, trained: "Reading", served: "Reading", raw: dict | None = None) -> str:
+def remedy(name: str, trained: Reading, served: Reading, raw: dict | None = None) -> str:
     """The fix for a semantic difference: a config change where one exists, else what can be done."""
     fix = fix_for(name, trained)
     if fix and raw is not None and patch_for(name, trained, raw) is None and _patch_ops(name, trained, raw):
@@ -304,7 +304,8 @@ def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[in
     elif head_dim_default[0] is not None:
         r.set("head_dim", head_dim_default[0], f"default: {head_dim_default[1]}")
     elif r.hidden_size and r.num_heads:
-        r.set("head_dim", r.hidden_size // r.num_heads, f"default: hidden_size / num_attention_heads ({head_dim_default[1]})")
+        r.set("head_dim", r.hidden_size // r.num_heads,
+              f"default: hidden_size / num_attention_heads ({head_dim_default[1]})")
     layers = fields_.get("num_hidden_layers")
     if is_int(layers):
         r.set("num_layers", layers, f"config.json: {where}num_hidden_layers")
@@ -449,7 +450,7 @@ _NARROWING = tuple(f"self_attn.{p}.weight" for p in ("q_proj", "k_proj", "v_proj
 
 def _narrows(role: str, built: tuple, found: tuple) -> bool:
     return role.endswith(_NARROWING) and len(built) == len(found) and \
-        all(b is None or f >= b for b, f in zip(built, found))
+        all(b is None or f >= b for b, f in zip(built, found, strict=True))
 
 
 def known_role(role: str | None) -> bool:

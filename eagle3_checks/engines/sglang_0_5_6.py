@@ -28,8 +28,17 @@ from typing import Any
 
 from ..layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, output_of
-from .reading import (Reading, finish, is_int, map_roles, model_type_of, read_aux_ids, read_max_position, read_rope,
-                      read_sizes)
+from .reading import (
+    Reading,
+    finish,
+    is_int,
+    map_roles,
+    model_type_of,
+    read_aux_ids,
+    read_max_position,
+    read_rope,
+    read_sizes,
+)
 
 VERSION = "0.5.6"
 NAME = "sglang"
@@ -54,7 +63,9 @@ def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Rea
     return r, archs
 
 
-def read(ckpt: Any, target: Any = None) -> Reading:
+# One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
+# that it can be held to the engine's source line by line: not split for the complexity count.
+def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     raw = ckpt.config_raw or {}
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a "
                             "speculators config (Eagle3DraftModel, nested transformer_layer_config) is not loadable")
@@ -103,7 +114,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:
     read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
                  "SGLang default layers (no ids in eagle_config; a top-level list is not read)")
     r.set("aux_convention", "sglang", "SGLang: an explicit id X is the output of layer X (it adds 1 internally)")
-    
+
     if "target_hidden_size" in raw:
         ht = raw["target_hidden_size"]
         if not is_int(ht):

@@ -17,8 +17,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..layout import FLAT, has_qk_norm, str_list
-from .reading import (Reading, finish, is_int, lookup, map_roles, model_type_of, read_aux_ids, read_max_position,
-                      read_rope, read_sizes)
+from .reading import (
+    Reading,
+    finish,
+    is_int,
+    lookup,
+    map_roles,
+    model_type_of,
+    read_aux_ids,
+    read_max_position,
+    read_rope,
+    read_sizes,
+)
 
 VERSION = "0.2.0"
 NAME = "specforge"
@@ -66,7 +76,8 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
           "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
     read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
                  "no ids in the config")
-    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",))
+    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"),
+                          ("eagle_aux_hidden_state_layer_ids",))
     r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
           "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")
 

@@ -20,8 +20,20 @@ from typing import Any
 from ..layout import SPECULATORS
 from . import vllm_0_33
 from .profile import Profile
-from .reading import (TLC, Reading, finish, is_int, layer_fields, lookup, map_roles, model_type_of, read_aux_ids,
-                      read_max_position, read_rope, read_sizes)
+from .reading import (
+    TLC,
+    Reading,
+    finish,
+    is_int,
+    layer_fields,
+    lookup,
+    map_roles,
+    model_type_of,
+    read_aux_ids,
+    read_max_position,
+    read_rope,
+    read_sizes,
+)
 
 VERSION = "0.9.0"
 NAME = "speculators"

@@ -3,9 +3,9 @@ step-0 logits on random inputs, and export each with SpecForge's SGLang exporter
 ``python build_specforge.py OUT_DIR`` (variants: variants.py).
 
 SpecForge's package __init__ modules import its training stack, so they are replaced by empty package objects
-(EAGLE3_FORMATS.md section 9); the model module itself is imported unchanged. The sizes are the embedded example's (GQA 4/2 heads of 24, hidden 64, draft
-vocabulary 128 of 512). OUT_DIR/NAME gets SpecForge's export (config.json, model.safetensors without
-embed_tokens), inputs.safetensors (with inputs_embeds) and peer_logits.safetensors.
+(EAGLE3_FORMATS.md section 9); the model module itself is imported unchanged. The sizes are the embedded example's
+(GQA 4/2 heads of 24, hidden 64, draft vocabulary 128 of 512). OUT_DIR/NAME gets SpecForge's export (config.json,
+model.safetensors without embed_tokens), inputs.safetensors (with inputs_embeds) and peer_logits.safetensors.
 """
 
 import importlib.util
@@ -23,11 +23,10 @@ for _name in ("specforge", "specforge.modeling", "specforge.modeling.draft", "sp
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-from transformers import LlamaConfig  # noqa: E402
-
 from specforge.export.checkpoint_io import apply_legacy_rope_scaling  # noqa: E402
 from specforge.export.to_sglang import _serving_state  # noqa: E402
 from specforge.modeling.draft.llama3_eagle import LlamaForCausalLMEagle3  # noqa: E402
+from transformers import LlamaConfig  # noqa: E402
 
 TOKENS = 12
 H, V, DV = 64, 512, 128

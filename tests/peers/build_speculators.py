@@ -15,12 +15,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-from transformers import LlamaConfig, Qwen3Config  # noqa: E402
-
 from speculators.config import SpeculatorsConfig, VerifierConfig  # noqa: E402
 from speculators.models.eagle3 import Eagle3SpeculatorConfig  # noqa: E402
 from speculators.models.eagle3.core import Eagle3DraftModel  # noqa: E402
 from speculators.proposals.greedy import GreedyTokenProposalConfig  # noqa: E402
+from transformers import LlamaConfig, Qwen3Config  # noqa: E402
 
 TOKENS = 12
 
