@@ -43,6 +43,14 @@ _CLASS_NAME = {"llama": "LlamaConfig", "qwen3": "Qwen3Config", "deepseek_v3": "D
                "kimi_k2": "DeepseekV3Config"}
 
 
+def class_defaults(model_type: str) -> tuple[int | None, int, str]:
+    """(head_dim or None for hidden_size / heads, max_position_embeddings, class name) of the transformers config
+    class a flat config of ``model_type`` parses as: what an engine reading the config object gets by default."""
+    mt = model_type if model_type in _MODEL_TYPE_DEFAULTS else "llama"
+    table = _MODEL_TYPE_DEFAULTS[mt]
+    return table.get("head_dim"), table["max_position_embeddings"], f"transformers {_CLASS_NAME[mt]}"
+
+
 # Sizes beyond this are not a drafter's (and would overflow float arithmetic in the checks).
 _SIZE_LIMIT = 2**40
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import class_defaults
 from .profile import Capture, Profile, Target, input_of, output_of
 from .reading import (
     Reading,
@@ -46,7 +47,7 @@ from .reading import (
     read_rope,
     read_sizes,
 )
-from .sglang_0_5_6 import CLASS_DEFAULTS, LLAMA_DEFAULTS, context_refusal, flat_reading
+from .sglang_0_5_6 import context_refusal, flat_reading
 
 VERSION = "0.5.23"
 NAME = "sglang"
@@ -98,7 +99,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
             "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
         r.refusals.append(r.class_refusal)
     model_type = model_type_of(r, raw, "llama")
-    hd, max_pos, cls = CLASS_DEFAULTS.get(model_type, LLAMA_DEFAULTS)
+    hd, max_pos, cls = class_defaults(model_type)  # the config class's defaults (llama.py:196-198, 336)
     read_sizes(r, raw, "", (hd, cls))
     read_max_position(r, raw, "", max_pos)
     read_rope(r, raw, "")  # transformers 5.19 standardizes rope_parameters; llama.py:322-334 reads them first

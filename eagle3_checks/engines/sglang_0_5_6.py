@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..config import class_defaults
 from ..layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, output_of
 from .reading import (
@@ -42,11 +43,6 @@ from .reading import (
 
 VERSION = "0.5.6"
 NAME = "sglang"
-# model_type -> (head_dim, max_position_embeddings, config class): the transformers class a flat config parses as
-# (None: hidden_size / heads). srt/models/llama.py takes head_dim and max_position_embeddings from the config object.
-CLASS_DEFAULTS = {"kimi_k2": (64, 4096, "DeepseekV3Config"), "deepseek_v3": (64, 4096, "DeepseekV3Config"),
-                  "qwen3": (128, 32768, "Qwen3Config")}
-LLAMA_DEFAULTS = (None, 2048, "transformers LlamaConfig")
 
 
 def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Reading, list[str]]:
@@ -76,7 +72,8 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
                            "builds another model (or none) from the drafter's weights")
         r.refusals.append(r.class_refusal)
     model_type = model_type_of(r, raw, "llama")
-    hd, max_pos, cls = CLASS_DEFAULTS.get(model_type, LLAMA_DEFAULTS)
+    # srt/models/llama.py takes head_dim and max_position_embeddings from the config object: its class's defaults
+    hd, max_pos, cls = class_defaults(model_type)
     read_sizes(r, raw, "", (hd, cls))
     read_max_position(r, raw, "", max_pos)
     read_rope(r, raw, "", legacy_only=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import class_defaults
 from ..layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, input_of
 from .reading import (
@@ -52,10 +53,6 @@ from .reading import (
 
 VERSION = "0.33.0"
 NAME = "vllm"
-# model_type -> (head_dim, max_position_embeddings) defaults of the transformers class vLLM parses a flat config
-# with (None: hidden_size / heads); a speculators config is a plain PreTrainedConfig with no class defaults.
-_CLASS_DEFAULTS = {"kimi_k2": (64, 4096, "DeepseekV3Config"), "deepseek_v3": (64, 4096, "DeepseekV3Config"),
-                   "qwen3": (128, 32768, "Qwen3Config")}
 # model_executor/models/registry.py:698-713: EAGLE-3 drafter classes with Llama layers (llama_eagle3.py) and Qwen3
 # layers (qwen3_eagle3.py). Eagle3DeepseekV2/V3ForCausalLM are MLA drafters, which eagle3-checks does not model.
 # (PEagleDraftModel and Peagle*ForCausalLM are registered too, but for method eagle3 transformers_utils/configs/
@@ -94,8 +91,8 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
         r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\" "
                           "(configs/speculators/algos.py:41-44)")
     hd, max_pos, cls = (None, 8192, "vLLM: a speculators config has no class default") if speculators else \
-        _CLASS_DEFAULTS.get(model_type, (None, 2048, "transformers LlamaConfig"))
-    read_sizes(r, fields_, where, (hd, f"transformers {cls}" if not speculators and hd else cls))
+        class_defaults(model_type)
+    read_sizes(r, fields_, where, (hd, cls))
     # llama.py: getattr(config, "max_position_embeddings", 8192); a flat config's class has its own default.
     read_max_position(r, fields_, where, max_pos)
     read_rope(r, fields_, where)
