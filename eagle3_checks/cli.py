@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .engines import DEFAULT_ENGINE, ENGINE_NAMES, choices, describe
+from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
@@ -39,7 +39,7 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--source", metavar="SRC",
                    help="the checkpoint this one was converted from: the forward level compares the two")
-    p.add_argument("--aux-convention", choices=("vllm", "sglang"),
+    p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
 
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="verification before DST is written (default forward when torch is installed, else header)")
     p.add_argument("--shift-aux-ids", action="store_true",
                    help="rewrite the aux-layer ids into the target engine's convention (same layers)")
-    p.add_argument("--aux-convention", choices=("vllm", "sglang"),
+    p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the source's trainer counted aux-layer ids, when its config does not say (a flat one)")
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
@@ -406,8 +406,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
              f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
              "engines:  one result per --engine release" if c.per_engine else "engines:  engine-independent"]
     if c.per_engine:
-        from .engines import PROFILES
-
         lines += ["", "modelled releases (each judged by its own profile; files cited are the engine's own):"]
         lines += [f"  - {p.spec}: reads aux ids from {p.reads_ids}; follows {', '.join(p.sources)}"
                   for p in PROFILES]
@@ -476,8 +474,6 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
-    from .engines import resolve
-
     specs = resolve(args.engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .engines import AUX_CONVENTIONS, ENGINE_NAMES
 from .engines import resolve as resolve_engines
 from .errors import UsageError
 
@@ -202,8 +203,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             if why:
                 raise UsageError(f"--level {level}: {why}")
     specs, notes, optional = resolve_engines(engine)
-    if aux_convention not in (None, "vllm", "sglang"):
-        raise UsageError(f"--aux-convention {aux_convention!r}: choose vllm or sglang")
+    if aux_convention not in (None, *AUX_CONVENTIONS):
+        raise UsageError(f"--aux-convention {aux_convention!r}: choose {' or '.join(AUX_CONVENTIONS)}")
     if max_model_len is not None:
         try:
             max_model_len = int(max_model_len)
@@ -244,8 +245,6 @@ def unknown_check(name: str) -> str:
 def _waiver_id(check_id: str, item: str) -> str:
     """A --skip target: a check id, or a per-engine check's id for one engine (``engine.loads[vllm]``) or one
     release (``engine.loads[vllm@0.33.0]``), as reports label it. Raises UsageError."""
-    from .engines import ENGINE_NAMES
-
     base, bracket, engine = check_id.partition("[")
     by_id = {c.id: c for c in checks()}
     if base not in by_id:

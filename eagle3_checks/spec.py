@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engines import AUX_CONVENTIONS
 from .errors import UsageError
 from .layout import FLAT, SPECULATORS
 from .registry import Finding, error, info
@@ -31,7 +32,6 @@ SEMANTIC_FIELDS = (
 )
 # Tensors engines can do without: the target's embedding is shared; t2d is never read by an engine.
 OPTIONAL_ROLES = ("embed_tokens.weight", "t2d")
-AUX_CONVENTIONS = ("vllm", "sglang")
 _NULLABLE = {"rope_scaling"}  # fields where None is a value (no scaling), not "unknown"
 _AUX_MEANING = {
     "vllm": "id L = the residual stream entering layer L (output of layer L-1)",
