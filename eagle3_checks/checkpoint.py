@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -52,6 +53,9 @@ class Checkpoint:
     duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
     # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
     complete: bool = True
+    # why the weights' bytes are not readable here (a Hub checkpoint opened from its headers): the scan and forward
+    # levels skip with this note
+    weights_elsewhere: str | None = None
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def with_config(self, raw: dict) -> Checkpoint:
@@ -107,10 +111,22 @@ class Checkpoint:
                 raise TensorReadError(f"{e.file}: {e.name} ends at byte {e.offset + e.nbytes}, past the end of the "
                                       f"file ({size} bytes)")
             try:
-                self._arrays[role] = load_array(e)
+                self._arrays[role] = load_array(e, self.load_bytes(e))
             except (OSError, EOFError, ValueError, OverflowError, MemoryError) as exc:
                 raise TensorReadError(f"{e.file}: cannot read {e.name}: {exc}") from exc
         return self._arrays[role]
+
+    # ----- where the bytes are (a Hub checkpoint overrides these: eagle3_checks.hub.HubCheckpoint) --------------
+    def load_bytes(self, e: TensorEntry) -> bytes | None:
+        """The bytes of one tensor, or None to read them from ``e.path`` on this disk."""
+        return None
+
+    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None]:
+        """Whether a weight file is there, and if not why."""
+        return _is_file(root / shard)
+
+    def read_shard(self, reader: Any, root: Path, shard: str) -> FileHeader:
+        return reader(root / shard, shard)
 
 
 def _problem(ckpt: Checkpoint, file: str, message: str, **kw: Any) -> None:
@@ -175,7 +191,12 @@ def _is_file(path: Path) -> tuple[bool, str | None]:
 def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Open a drafter directory. Raises UsageError when ``path`` cannot be a checkpoint."""
     root, children, st_files = locate(path)
-    ckpt = Checkpoint(path=root, display=str(path))
+    return build(Checkpoint(path=root, display=str(path)), root, children, st_files)
+
+
+def build(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> Checkpoint:
+    """Fill ``ckpt`` from the files ``children`` names in ``root`` (a directory, or a Hub snapshot whose weight
+    files ``ckpt`` reads by range)."""
     _read_config(ckpt, root, children)
     _read_weights(ckpt, root, children, st_files)
     _classify(ckpt)
@@ -258,7 +279,8 @@ def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
 
 
 def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> None:
-    reader, index = read_header, INDEX
+    reader: Callable[[Path, str], FileHeader] = read_header
+    index = INDEX
     shard_names: dict[str, Any] | None  # file -> the tensors the index puts there (None: not indexed)
     if SINGLE in children:
         shard_names = {SINGLE: None}
@@ -284,7 +306,7 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
         return
 
     for shard, indexed in shard_names.items():
-        ok, why = _is_file(root / shard)
+        ok, why = ckpt.shard_status(root, shard)
         if not ok:
             listed = f" (the index puts {len(indexed)} tensors there)" if indexed else ""
             _problem(ckpt, shard, f"{why}{listed}",
@@ -292,7 +314,7 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
                      fix="copy the missing shard, or regenerate the index to match the files")
             ckpt.complete = False
             continue
-        header = reader(root / shard, shard)
+        header = ckpt.read_shard(reader, root, shard)
         ckpt.files.append(header)
         ckpt.problems.extend(header.problems)
         if not header.parsed:

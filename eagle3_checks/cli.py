@@ -22,13 +22,29 @@ from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, ch
 from .errors import UsageError
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
+DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
 
+def _hub_options(p: argparse.ArgumentParser, download: bool = True) -> None:
+    p.add_argument("--revision", metavar="REV",
+                   help="the branch, tag or commit of a Hugging Face cache folder (models--ORG--NAME) or of an "
+                   "hf://ORG/NAME without @REV (default main)")
+    if download:
+        p.add_argument("--download", action="store_true",
+                       help="download an hf:// checkpoint's weights into the Hugging Face cache (the scan and forward "
+                       "levels need them; without it they are skipped)")
+
+
 def _gate_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reference", default="auto", metavar="auto|NAME|SPEC.json|CKPT_DIR|none",
+    p.add_argument("--reference", default="auto", metavar="auto|NAME|SPEC.json|CKPT_DIR|hf://ORG/NAME|none",
                    help="reference to diff against (default auto: the shipped spec of the same shape family)")
-    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory)")
+    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory, or "
+                   "hf://ORG/NAME)")
+    p.add_argument("--target", metavar="DIR|hf://ORG/NAME",
+                   help="the verifier's checkpoint: its config.json (unless --target-config), and its embed_tokens, "
+                   "read lazily, for the later draft steps of a drafter that ships none (as engines do)")
+    _hub_options(p)
     p.add_argument("--level", choices=("header", "scan", "forward"),
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
@@ -84,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("check", help="gate one or more checkpoints")
-    p.add_argument("ckpt", nargs="+", metavar="CKPT", help="drafter checkpoint directory")
+    p.add_argument("ckpt", nargs="+", metavar="CKPT",
+                   help="drafter checkpoint: a directory, a Hugging Face cache folder (models--ORG--NAME) or "
+                   "hf://ORG/NAME[@REVISION]")
     _gate_options(p)
     _report_options(p)
 
@@ -97,7 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "and inputs_embeds (T, H) float32 (required without embed_tokens)")
     p.add_argument("--out", required=True, metavar="OUT.safetensors",
                    help="gets logits (T, V) of step 0 over the target vocabulary, and logits_step_K for later steps")
-    p.add_argument("--steps", type=int, default=2, help=f"draft steps, 1 to {MAX_STEPS} (default 2)")
+    p.add_argument("--steps", type=int, help=f"draft steps, 1 to {MAX_STEPS} (default {DEFAULT_STEPS}; 1 for a "
+                   "drafter without embed_tokens, unless --target gives the target's)")
+    p.add_argument("--target", metavar="DIR|hf://ORG/NAME",
+                   help="the verifier's checkpoint: later steps embed the drafted tokens with its embed_tokens when "
+                   "the drafter ships none, as engines do (only that tensor's rows are read)")
+    _hub_options(p)
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
@@ -121,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
                    "(default: the target config's _name_or_path, else null)")
+    _hub_options(p)
 
     p = sub.add_parser("fix", help="write a copy with the gate's config fixes applied, and gate it")
     p.add_argument("src", metavar="SRC")
@@ -132,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
     p.add_argument("ckpt", metavar="CKPT")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    _hub_options(p, download=False)
 
     p = sub.add_parser("spec", help="snapshot a trusted checkpoint into a reference spec")
     p.add_argument("ckpt", metavar="CKPT")
@@ -139,12 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="spec name (default: the directory name)")
     p.add_argument("--description", default="")
     p.add_argument("--force", action="store_true", help="overwrite FILE")
+    _hub_options(p, download=False)
 
     p = sub.add_parser("diff", help="diff a candidate against a reference (checkpoint, spec file or shipped spec)")
     p.add_argument("candidate", metavar="A")
     p.add_argument("reference", metavar="B")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    _hub_options(p, download=False)
 
     p = sub.add_parser("explain", help="what a check guards against, the field evidence and the fix")
     p.add_argument("check_id", metavar="CHECK_ID")
@@ -171,20 +198,18 @@ def _write(text: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .checkpoint import locate, unique_paths
+    from .checkpoint import unique_paths
     from .gate import gate
-    from .registry import parse_options
+    from .hub import locate_any
     from .report import render_json_error
 
     try:
-        options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                                strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
-                                aux_convention=args.aux_convention, max_model_len=args.max_model_len)
+        options = _parse_gate_options(args)
         # a progress bar only where a person watches: text output on a terminal (quiet in CI, in JSON and markdown)
         options = dataclasses.replace(options, progress=args.format == "text" and sys.stderr.isatty())
         paths = unique_paths(args.ckpt)
-        for path in paths:  # every path usable before any is gated
-            locate(path)
+        for path in paths:  # every path usable before any is gated (an hf:// name is only parsed)
+            locate_any(path, args.revision)
         results = [gate(path, options) for path in paths]
     except UsageError as exc:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
@@ -202,12 +227,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     return max(r.exit_code for r in results)
 
 
+def _parse_gate_options(args: argparse.Namespace):
+    from .registry import parse_options
+
+    return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
+                         strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
+                         aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
+                         revision=args.revision, download=args.download)
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from .convert import ConvertRefused, convert
+    from .hub import local_dir
     from .report import finding_lines
 
+    src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
+                    needs="convert copies the weights")
     try:
-        result = convert(args.src, args.dst, args.to, force=args.force, target_config=args.target_config,
+        result = convert(src, args.dst, args.to, force=args.force, target_config=args.target_config,
                          vocab_mapping=args.vocab_mapping, verify_level=args.verify, shift_aux_ids=args.shift_aux_ids,
                          speculative_tokens=args.speculative_tokens, verifier=args.verifier,
                          aux_convention=args.aux_convention)
@@ -234,10 +271,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
     from .expected import fmt_shape
+    from .hub import open_any
 
-    ck = open_checkpoint(args.ckpt)
+    ck = open_any(args.ckpt, revision=args.revision)
     cfg = ck.config
     fields = {} if cfg is None else {k: {"value": v.value, "source": v.source} for k, v in cfg.fields.items()}
     tensors: list[dict[str, Any]] = [
@@ -271,11 +308,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint, within
+    from .checkpoint import within
+    from .hub import is_hub, open_any
     from .spec import snapshot
 
     out = Path(args.output)
-    if within(out, args.ckpt, "-o"):
+    if not is_hub(args.ckpt) and within(out, args.ckpt, "-o"):
         raise UsageError(f"-o {out} is inside the checkpoint {args.ckpt}, which is never modified; write the spec "
                          "elsewhere")
     try:
@@ -284,7 +322,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output[:200]}: not a usable path ({type(exc).__name__})") from exc
     if exists and not args.force:
         raise UsageError(f"{out} exists; pass --force to overwrite it")
-    ck = open_checkpoint(args.ckpt)
+    ck = open_any(args.ckpt, revision=args.revision)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:
         from .config import missing_required
@@ -298,7 +336,8 @@ def cmd_spec(args: argparse.Namespace) -> int:
         print("eagle3-checks: not written: a reference must come from a readable checkpoint with a valid config",
               file=sys.stderr)
         return 1
-    name = args.name or Path(os.path.abspath(args.ckpt)).name
+    name = args.name or (args.ckpt.rstrip("/").rsplit("/", 1)[-1] if is_hub(args.ckpt)
+                         else Path(os.path.abspath(args.ckpt)).name)
     spec = snapshot(ck, name, args.description)
     spec.source = f"eagle3-checks spec of {name}"
     try:
@@ -309,18 +348,22 @@ def cmd_spec(args: argparse.Namespace) -> int:
     return 0
 
 
-def _as_spec(arg: str, role: str):
-    """A diff operand: an existing checkpoint directory or spec file wins over a shipped spec name."""
-    from .checkpoint import open_checkpoint
+def _as_spec(arg: str, role: str, revision: str | None = None):
+    """A diff operand: an existing checkpoint directory (or hf://ORG/NAME) or spec file wins over a shipped spec
+    name."""
+    from .hub import is_hub, open_any
     from .spec import load_spec, shipped_specs, snapshot
 
+    if is_hub(arg):
+        ck = open_any(arg, revision=revision, what=role)
+        return snapshot(ck, arg), ck.problems
     path = Path(arg)
     try:
         is_dir, exists = path.is_dir(), path.exists()
     except (OSError, ValueError) as exc:
         raise UsageError(f"{role} {arg[:200]}: not a usable path ({type(exc).__name__})") from exc
     if is_dir:
-        ck = open_checkpoint(path)
+        ck = open_any(path, revision=revision)
         return snapshot(ck, arg), ck.problems
     if exists:
         return load_spec(path), []
@@ -336,8 +379,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .report import finding_lines
     from .spec import diff
 
-    cand, cand_problems = _as_spec(args.candidate, "A")
-    ref, ref_problems = _as_spec(args.reference, "B")
+    cand, cand_problems = _as_spec(args.candidate, "A", args.revision)
+    ref, ref_problems = _as_spec(args.reference, "B", args.revision)
     findings = [error(f"{side}: {p.file}: {p.message}", file=p.file)
                 for side, problems in (("A", cand_problems), ("B", ref_problems)) for p in problems]
     findings += diff(cand, ref)
@@ -372,13 +415,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_fix(args: argparse.Namespace) -> int:
     from .fix import fix
-    from .registry import parse_options
+    from .hub import local_dir
     from .report import RENDERERS
 
-    options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                            strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
-                            aux_convention=args.aux_convention, max_model_len=args.max_model_len)
-    done = fix(args.src, args.dst, options, force=args.force)
+    options = _parse_gate_options(args)
+    src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
+                    needs="fix copies the weights")
+    done = fix(src, args.dst, options, force=args.force)
     assert done.result is not None  # fix() gates the fixed checkpoint
     lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"]
     lines += [f"  {e.check}: {e.describe()}" for e in done.edits]
@@ -464,21 +507,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
     from .forward import torch_missing
 
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
     from .forward_io import run_forward_files
+    from .gate import load_target_checkpoint
+    from .hub import local_dir, open_any
 
-    if not 1 <= args.steps <= MAX_STEPS:
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
     specs = resolve(args.engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
-    written, broken = run_forward_files(open_checkpoint(args.ckpt), specs[0], Path(args.inputs), Path(args.out),
-                                        args.steps)
+    ckpt = open_any(local_dir(args.ckpt, revision=args.revision, download=args.download,
+                              needs="forward runs the weights"))
+    ckpt.display = args.ckpt
+    embedding = load_target_checkpoint(args.target)[1] if args.target else None
+    written, broken, note = run_forward_files(ckpt, specs[0], Path(args.inputs), Path(args.out), args.steps,
+                                              embedding, DEFAULT_STEPS)
+    if note:
+        print(f"eagle3-checks: note: {note}", file=sys.stderr)
     _write(f"wrote {args.out}: {', '.join(written)}\n")
     if broken:  # written anyway (what was asked for, and where it breaks), but not a success
         print(f"eagle3-checks: error: the logits are not finite (NaN or +inf; -inf only masks tokens outside the "

@@ -154,6 +154,9 @@ class Inputs:
     inputs_embeds: Any = None  # (T, H) float32, when the checkpoint has no embed_tokens
     stand_in_seed: int | None = None  # embed later-step tokens with a seeded stand-in table (a side lacks embed_tokens)
     later_tokens: list | None = None  # token ids (T,) for steps 1.. (teacher forcing); default: each step's argmax
+    # the target's embed_tokens (eagle3_checks.target_embed.TargetEmbedding: rows(ids) -> float32 rows), for a
+    # checkpoint without its own: engines embed the drafted tokens (and the prompt) with the target's
+    target_embedding: Any = None
 
 
 def random_inputs(width: int, hidden: int, vocab: int, tokens: int = 8, seed: int = 0,
@@ -334,6 +337,22 @@ def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, ca
     return h + _linear(act(gate) * up, reading, weights, p + "mlp.down_proj.weight")
 
 
+def _target_rows(embedding: Any, ids, reading):
+    """The target's embedding rows of ``ids`` as float32 torch rows; its width must be the drafter's hidden size."""
+    import torch
+
+    from .target_embed import EmbeddingError
+
+    try:
+        vocab, hidden = embedding.shape
+        if hidden != reading.hidden_size:
+            raise ForwardError(f"the target's embed_tokens is {hidden} wide, the drafter's hidden size is "
+                               f"{reading.hidden_size}: is --target the drafter's target?")
+        return torch.from_numpy(embedding.rows([int(i) for i in ids.tolist()]))
+    except EmbeddingError as exc:
+        raise ForwardError(str(exc)) from exc
+
+
 def torch_cat(parts):
     import torch
 
@@ -366,6 +385,8 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
             e = inputs.inputs_embeds.to(dev, torch.float32)
         elif has_embed:
             e = weights.rows(reading.tensors["embed_tokens.weight"], inputs.input_ids)
+        elif inputs.target_embedding is not None:
+            e = _target_rows(inputs.target_embedding, inputs.input_ids, reading).to(dev)
         else:
             raise ForwardError("the checkpoint has no embed_tokens: inputs_embeds are required")
         dv, v = reading.draft_vocab_size, reading.vocab_size
@@ -394,9 +415,12 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
                     e = _stand_in_rows(tokens.tolist(), reading.hidden_size, inputs.stand_in_seed).to(dev)
                 elif has_embed:
                     e = weights.rows(reading.tensors["embed_tokens.weight"], tokens)
+                elif inputs.target_embedding is not None:
+                    e = _target_rows(inputs.target_embedding, tokens, reading).to(dev)
                 else:
                     raise ForwardError("later draft steps embed the drafted tokens with embed_tokens, which this "
-                                       "checkpoint does not carry (engines use the target's): use one step")
+                                       "checkpoint does not carry (engines use the target's): give the target "
+                                       "checkpoint (--target), or use one step")
                 h = normed if reading.feedback == "normed" else x
     return out
 

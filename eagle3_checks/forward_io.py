@@ -20,7 +20,7 @@ from .forward import ForwardError, Inputs, Weights, nonfinite, run
 from .safetensors_io import from_numpy, load_array, read_header, write_safetensors
 
 
-def read_inputs(path: Path, reading: Any) -> Inputs:
+def read_inputs(path: Path, reading: Any, target_embedding: Any = None) -> Inputs:
     import torch
 
     if not path.is_file():
@@ -63,16 +63,19 @@ def read_inputs(path: Path, reading: Any) -> Inputs:
     if embeds is not None and tuple(embeds.shape) != (t, reading.hidden_size):
         raise UsageError(f"--inputs {path}: inputs_embeds has shape {list(embeds.shape)}, expected "
                          f"[{t}, {reading.hidden_size}]")
-    if embeds is None and "embed_tokens.weight" not in reading.tensors:
-        raise UsageError(f"--inputs {path}: the checkpoint has no embed_tokens, so inputs_embeds (T, H) is required")
+    if embeds is None and "embed_tokens.weight" not in reading.tensors and target_embedding is None:
+        raise UsageError(f"--inputs {path}: the checkpoint has no embed_tokens, so inputs_embeds (T, H) is required "
+                         "(or --target, the target checkpoint whose embed_tokens engines use)")
     if int(ids.min()) < 0 or int(ids.max()) >= (reading.vocab_size or 0):
         raise UsageError(f"--inputs {path}: input_ids must lie in [0, {reading.vocab_size})")
-    return Inputs(aux, ids, pos, None if embeds is None else embeds.float())
+    return Inputs(aux, ids, pos, None if embeds is None else embeds.float(), target_embedding=target_embedding)
 
 
-def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
-                      steps: int) -> tuple[list[str], list[str]]:
-    """Write the logits; returns (the tensor names written, one line per step whose logits hold NaN or +inf)."""
+def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path, steps: int | None,
+                      target_embedding: Any = None, default_steps: int = 2) -> tuple[list[str], list[str], str | None]:
+    """Write the logits; returns (the tensor names written, one line per step whose logits hold NaN or +inf, a note
+    when ``steps`` (None: ``default_steps``) was cut to what the checkpoint allows). ``target_embedding``: the
+    target's embed_tokens, for a checkpoint without its own."""
     if ckpt.past_end:
         raise UsageError(f"{ckpt.display}: {ckpt.past_end[0]} runs past the end of its file (truncated); "
                          "eagle3-checks check names every problem")
@@ -89,7 +92,18 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
                                        if not how.startswith("shared")]
         raise UsageError(f"{reading.engine} {reading.version} cannot read {ckpt.display} as a drafter: "
                          + "; ".join(problems))
-    inputs = read_inputs(inputs_path, reading)
+    inputs = read_inputs(inputs_path, reading, target_embedding)
+    note = None
+    embeds = "embed_tokens.weight" in reading.tensors or target_embedding is not None
+    if steps is None:
+        steps = default_steps if embeds else 1
+        if not embeds:
+            note = (f"ran 1 draft step: {ckpt.display} has no embed_tokens, and later steps embed the drafted tokens "
+                    "with the target's (as engines do): pass --target with the target checkpoint for more")
+    elif steps > 1 and not embeds:
+        raise UsageError(f"--steps {steps}: {ckpt.display} has no embed_tokens, and later steps embed the drafted "
+                         "tokens with the target's, as engines do: pass --target with the target checkpoint (only "
+                         "its embed_tokens rows are read), or --steps 1")
     try:
         logits = run(reading, Weights(ckpt), inputs, steps)
     except ForwardError as exc:
@@ -101,4 +115,4 @@ def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path,
         raise UsageError(f"--out {out_path}: cannot write: {exc.strerror or exc}") from exc
     broken = [f"{'logits' if k == 0 else f'logits_step_{k}'} (step {k}): {where}" for k, x in enumerate(logits)
               if (where := nonfinite(x))]
-    return list(out), broken
+    return list(out), broken, note

@@ -155,6 +155,7 @@ class Context:
     source: Any = None  # Checkpoint the candidate was converted from (--source)
     engine: str | None = None  # the engine a per-engine check judges
     cache: dict = field(default_factory=dict)  # shared by every check of one gate run (mapped files, logits)
+    target_embedding: Any = None  # the target's embed_tokens (--target), read lazily: later draft steps embed with it
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,9 @@ class GateOptions:
 
     reference: str = "auto"
     target_config: str | None = None
+    target: str | None = None  # the target checkpoint (a folder or hf://): its config.json and embed_tokens
+    revision: str | None = None  # for Hugging Face cache folders and hf:// names without @REVISION
+    download: bool = False  # fetch a Hub checkpoint's weights into the Hugging Face cache (scan, forward levels)
     level: str | None = None  # None: every level the project has
     strict: bool = False
     skip: tuple[tuple[str, str], ...] = ()  # (check id, reason)
@@ -193,7 +197,8 @@ class GateOptions:
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
                   strict: bool = False, skip: Iterable[str] = (), engine: str | Iterable[str] | None = None,
                   source: str | None = None, aux_convention: str | None = None,
-                  max_model_len: int | str | None = None) -> GateOptions:
+                  max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
+                  download: bool = False) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level is not None:
         if level not in LEVELS:
@@ -222,7 +227,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
                        strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
-                       aux_convention=aux_convention, max_model_len=max_model_len)
+                       aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
+                       revision=revision or None, download=bool(download))
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -343,6 +349,10 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
     why = c.requires() if c.requires else None
     if why:
         return result(SKIPPED, reason=why)
+    if c.level != "header":  # a Hub checkpoint opened from its headers: no weight bytes here
+        elsewhere = [getattr(x, "weights_elsewhere", None) for x in (ctx.ckpt, ctx.source)]
+        if any(elsewhere):
+            return result(SKIPPED, reason=next(w for w in elsewhere if w))
     label = f"{c.id}[{ctx.engine}]" if ctx.engine else c.id
     data: dict = {}
     try:
@@ -369,11 +379,11 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
 
 
 def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = None, reference_note: str = "",
-             target: Any = None, source: Any = None) -> GateResult:
+             target: Any = None, source: Any = None, target_embedding: Any = None) -> GateResult:
     """Run every registered check of the selected levels on an opened checkpoint (per-engine checks once per
     engine). ``reference``, ``target`` and ``source`` are already resolved (see :mod:`eagle3_checks.gate`)."""
     options = options or GateOptions()
-    ctx = Context(ckpt, reference, reference_note, target, options, source)
+    ctx = Context(ckpt, reference, reference_note, target, options, source, target_embedding=target_embedding)
     levels = options.levels()
     waived = options.skipped
     results = []

@@ -16,7 +16,8 @@ import json
 import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,23 @@ class _DuplicateKey(ValueError):
     pass
 
 
+Source = tuple[int, Callable[[int, int], bytes]]  # (file size, read(offset, n) -> bytes)
+
+
+@contextmanager
+def _opened(path: Path, source: Source | None) -> Iterator[Source]:
+    """The file's size and a reader of its bytes: ``source`` when given, else the file on disk."""
+    if source is not None:
+        yield source
+        return
+    with open(path, "rb") as fh:
+        def read(offset: int, n: int) -> bytes:
+            fh.seek(offset)
+            return fh.read(n)
+
+        yield os.fstat(fh.fileno()).st_size, read
+
+
 def json_type(value: Any) -> str:
     """A parsed value's JSON type name: object, array, string, number, boolean or null."""
     return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
@@ -142,8 +160,9 @@ def _disguise(head: bytes) -> str | None:
 
 # The header's validation, one rule after another in the file's byte order (length, JSON, entries, spans): each
 # branch is one refusal with its own message; splitting it would only scatter the order the rules apply in.
-def read_header(path: Path, display: str) -> FileHeader:  # noqa: C901
-    """Parse the header of ``path``; ``display`` is the name findings use for the file."""
+def read_header(path: Path, display: str, source: Source | None = None) -> FileHeader:  # noqa: C901
+    """Parse the header of ``path``; ``display`` is the name findings use for the file. ``source``: the file's size
+    and a ``read(offset, n)`` of its bytes, for a file that is not on this disk (a Hub checkpoint's, by range)."""
     result = FileHeader(file=display, path=path)
     head = b""
 
@@ -161,10 +180,9 @@ def read_header(path: Path, display: str) -> FileHeader:  # noqa: C901
         return problem(message, offset, **kw)
 
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
+        with _opened(path, source) as (size, read):
             result.size = size
-            head = fh.read(8)
+            head = read(0, 8)
             if len(head) < 8:
                 return unparsable(
                     f"is {size} bytes, too short for the 8-byte header length: truncated",
@@ -187,7 +205,7 @@ def read_header(path: Path, display: str) -> FileHeader:  # noqa: C901
                     found=f"{size} bytes",
                     fix="copy the file again from its source",
                 )
-            raw = fh.read(n)
+            raw = read(8, n)
     except IsADirectoryError:
         return problem("is a directory, not a file", offset=None)
     except OSError as exc:
@@ -341,11 +359,13 @@ def read_bytes(entry: TensorEntry) -> bytes:
     return data
 
 
-def load_array(entry: TensorEntry):  # -> numpy.ndarray
-    """One tensor as a numpy array (BF16 widened to float32). Raises ValueError for fp8."""
+def load_array(entry: TensorEntry, data: bytes | None = None):  # -> numpy.ndarray
+    """One tensor as a numpy array (BF16 widened to float32), from ``data`` (its bytes) or read from its file.
+    Raises ValueError for fp8."""
     import numpy as np
 
-    data = read_bytes(entry)
+    if data is None:
+        data = read_bytes(entry)
     np_dtype = DTYPES[entry.dtype][2]
     if entry.dtype == "BF16":
         wide = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16

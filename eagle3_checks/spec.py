@@ -256,7 +256,12 @@ def check_reference_option(option: str | None) -> None:
     option = option or "auto"
     if option in ("auto", "none"):
         return
-    path = Path(option)
+    from .hub import cache_snapshot, is_hub, parse
+
+    if is_hub(option):  # opened (fetched) when the gate runs
+        parse(option, what="--reference")
+        return
+    path = cache_snapshot(option) or Path(option)
     if _exists(path, "--reference"):
         if path.is_dir():
             from .checkpoint import open_checkpoint
@@ -273,16 +278,19 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
     """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
     spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
     option = option or "auto"
-    path = Path(option)
-    if _exists(path, "--reference"):  # an existing path wins over a name
-        if path.is_dir():
-            from .checkpoint import open_checkpoint
+    from .hub import is_hub
 
-            ref = open_checkpoint(path)
+    path = Path(option)
+    if is_hub(option) or _exists(path, "--reference"):  # an existing path wins over a name
+        if is_hub(option) or path.is_dir():  # a folder, a Hugging Face cache folder, hf://ORG/NAME
+            from .hub import open_any
+
+            ref = open_any(option, what="--reference")
             if ref.problems:
                 raise UsageError(f"--reference {option}: the reference checkpoint has integrity problems "
                                  f"({ref.problems[0].file}: {ref.problems[0].message})")
-            return snapshot(ref, path.name or option), f"checkpoint {option}"
+            return snapshot(ref, option.rstrip("/").rsplit("/", 1)[-1] if is_hub(option) else path.name or option), \
+                f"checkpoint {option}"
         return load_spec(path), f"spec file {option}"
     if option == "none":
         return None, "no reference (--reference none)"
