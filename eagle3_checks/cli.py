@@ -82,7 +82,7 @@ def use_color(choice: str, stream=None) -> bool:
 
 
 def _render(args: argparse.Namespace, results: list) -> str:
-    from .report import RENDERERS, render_text
+    from .reports.text import RENDERERS, render_text
 
     if args.format == "text":
         return render_text(results, color=use_color(args.color), quiet=args.quiet)
@@ -198,10 +198,10 @@ def _write(text: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .checkpoint import unique_paths
     from .gate import gate
-    from .hub import locate_any
-    from .report import render_json_error
+    from .reports.text import render_json_error
+    from .storage.checkpoint import unique_paths
+    from .storage.hub import locate_any
 
     try:
         options = _parse_gate_options(args)
@@ -215,11 +215,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
             _write(render_json_error(f"{exc}"))
         elif args.format == "sarif":  # and `> report.sarif` a SARIF log, for upload-sarif
-            from .ci_report import render_sarif_error
+            from .reports.ci import render_sarif_error
 
             _write(render_sarif_error(f"{exc}"))
         elif args.format == "github":  # an annotation: the job's summary says why nothing was gated
-            from .ci_report import github_command
+            from .reports.ci import github_command
 
             _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
         raise
@@ -228,7 +228,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _parse_gate_options(args: argparse.Namespace):
-    from .registry import parse_options
+    from .gate import parse_options
 
     return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                          strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
@@ -238,8 +238,8 @@ def _parse_gate_options(args: argparse.Namespace):
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from .convert import ConvertRefused, convert
-    from .hub import local_dir
-    from .report import finding_lines
+    from .reports.text import finding_lines
+    from .storage.hub import local_dir
 
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="convert copies the weights")
@@ -271,8 +271,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .expected import fmt_shape
-    from .hub import open_any
+    from .drafter.expected import fmt_shape
+    from .storage.hub import open_any
 
     ck = open_any(args.ckpt, revision=args.revision)
     cfg = ck.config
@@ -308,9 +308,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from .checkpoint import within
-    from .hub import is_hub, open_any
-    from .spec import snapshot
+    from .drafter.spec import snapshot
+    from .storage.checkpoint import within
+    from .storage.hub import is_hub, open_any
 
     out = Path(args.output)
     if not is_hub(args.ckpt) and within(out, args.ckpt, "-o"):
@@ -325,7 +325,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
     ck = open_any(args.ckpt, revision=args.revision)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:
-        from .config import missing_required
+        from .drafter.config import missing_required
 
         problems += [f"config.json: {p.message}" for p in ck.config.problems]
         problems += [f"config.json: {name} is missing" for name in missing_required(ck.config)
@@ -351,8 +351,8 @@ def cmd_spec(args: argparse.Namespace) -> int:
 def _as_spec(arg: str, role: str, revision: str | None = None):
     """A diff operand: an existing checkpoint directory (or hf://ORG/NAME) or spec file wins over a shipped spec
     name."""
-    from .hub import is_hub, open_any
-    from .spec import load_spec, shipped_specs, snapshot
+    from .drafter.spec import load_spec, shipped_specs, snapshot
+    from .storage.hub import is_hub, open_any
 
     if is_hub(arg):
         ck = open_any(arg, revision=revision, what=role)
@@ -375,9 +375,9 @@ def _as_spec(arg: str, role: str, revision: str | None = None):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from .drafter.spec import diff
     from .registry import Severity, error
-    from .report import finding_lines
-    from .spec import diff
+    from .reports.text import finding_lines
 
     cand, cand_problems = _as_spec(args.candidate, "A", args.revision)
     ref, ref_problems = _as_spec(args.reference, "B", args.revision)
@@ -399,15 +399,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .registry import checks
+    from .gate import all_checks
 
-    all_checks = checks()
+    registered = all_checks()
     if args.format == "json":
         _write(json.dumps([{"id": c.id, "level": c.level, "title": c.title, "needs": list(c.needs),
-                            "guards": c.guards, "evidence": list(c.evidence)} for c in all_checks], indent=2) + "\n")
+                            "guards": c.guards, "evidence": list(c.evidence)} for c in registered], indent=2) + "\n")
         return 0
-    width = max(len(c.id) for c in all_checks)
-    for c in all_checks:
+    width = max(len(c.id) for c in registered)
+    for c in registered:
         needs = f"  [needs {', '.join(c.needs)}]" if c.needs else ""
         _write(f"{c.id:<{width}}  {c.level:<7} {c.title}{needs}\n")
     return 0
@@ -415,8 +415,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_fix(args: argparse.Namespace) -> int:
     from .fix import fix
-    from .hub import local_dir
-    from .report import RENDERERS
+    from .reports.text import RENDERERS
+    from .storage.hub import local_dir
 
     options = _parse_gate_options(args)
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
@@ -437,12 +437,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .registry import checks
+    from .gate import all_checks
 
-    known = {c.id: c for c in checks()}
+    known = {c.id: c for c in all_checks()}
     c = known.get(args.check_id.split("[")[0])
     if c is None:
-        from .registry import unknown_check
+        from .gate import unknown_check
 
         raise UsageError(unknown_check(args.check_id.split("[")[0]))
     lines = [f"{c.id}: {c.title}", "",
@@ -464,10 +464,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
-    from .example import EXAMPLE_DIRS, write_example
-    from .gate import load_target, resolve_reference
-    from .registry import parse_options, run_gate
+    from .drafter.example import EXAMPLE_DIRS, write_example
+    from .gate import load_target, parse_options, resolve_reference, run_gate
+    from .storage.checkpoint import open_checkpoint
 
     def run(root: Path, stable: bool) -> int:
         """``stable``: the example lives in a temporary folder deleted on exit, so the report names its folders
@@ -507,14 +506,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
-    from .forward import torch_missing
+    from .numerics.forward import torch_missing
 
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
-    from .forward_io import run_forward_files
+    from .forward_command import run_forward_files
     from .gate import load_target_checkpoint
-    from .hub import local_dir, open_any
+    from .storage.hub import local_dir, open_any
 
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")

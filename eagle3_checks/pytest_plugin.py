@@ -28,9 +28,14 @@ GATE_NODEID = "eagle3-checks"
 # name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
 IniType = Literal["string", "linelist", "bool"]
 OPTIONS: dict[str, tuple[IniType, Any, str]] = {
-    "ckpt": ("linelist", [], "drafter checkpoint directory to gate (repeatable)"),
-    "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR or none"),
-    "target-config": ("string", None, "the verifier's config.json (or its directory)"),
+    "ckpt": ("linelist", [], "drafter checkpoint to gate (repeatable): a directory, a Hugging Face cache folder "
+             "(models--ORG--NAME) or hf://ORG/NAME[@REVISION]"),
+    "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR, hf://ORG/NAME or none"),
+    "target-config": ("string", None, "the verifier's config.json (or its directory, or hf://ORG/NAME)"),
+    "target": ("string", None, "the verifier's checkpoint (a directory or hf://ORG/NAME): its config.json, and its "
+               "embed_tokens for the later draft steps of a drafter without one"),
+    "revision": ("string", None, "the revision of Hugging Face cache folders and hf:// names without @REVISION"),
+    "download": ("bool", False, "download hf:// checkpoints' weights into the Hugging Face cache (scan, forward)"),
     "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
     "strict": ("bool", False, "warnings fail too"),
     "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
@@ -94,7 +99,8 @@ def _value(config: pytest.Config, name: str) -> Any:
 def _ini_relative(config: pytest.Config, name: str) -> str | None:
     """An option's value; a relative path from the ini file is relative to that file."""
     value = _value(config, name)
-    if value and config.getoption(_dest(name)) is None and config.inipath and not os.path.isabs(value):
+    if value and config.getoption(_dest(name)) is None and config.inipath and not os.path.isabs(value) \
+            and not value.startswith("hf://"):
         return str(config.inipath.parent / value)
     return value
 
@@ -112,37 +118,45 @@ def _labels(paths: list[str]) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     from .errors import UsageError
-    from .registry import parse_options
+    from .gate import parse_options
 
     config.addinivalue_line("markers", "eagle3: an eagle3-checks gate item")
     ckpts = _value(config, "ckpt") or []
     from_ini = config.getoption(_dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
-    ckpts = [str(base / p) if from_ini and not os.path.isabs(p) else p for p in ckpts]
-    target, source = (_ini_relative(config, name) for name in ("target-config", "source"))
+    from .storage.hub import is_hub, locate_any
+
+    ckpts = [str(base / p) if from_ini and not os.path.isabs(p) and not is_hub(p) else p for p in ckpts]
+    target, source, target_ckpt = (_ini_relative(config, name) for name in ("target-config", "source", "target"))
     try:
         options = parse_options(reference=_value(config, "reference"), target_config=target,
                                 level=_value(config, "level"), strict=bool(_value(config, "strict")),
                                 skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
                                 aux_convention=_value(config, "aux-convention"),
-                                max_model_len=_value(config, "max-model-len"))
-        from .checkpoint import locate, unique_paths
+                                max_model_len=_value(config, "max-model-len"), target=target_ckpt,
+                                revision=_value(config, "revision"), download=bool(_value(config, "download")))
+        from .storage.checkpoint import unique_paths
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:
             try:
-                locate(p)
+                locate_any(p, options.revision)
             except UsageError as exc:
                 raise UsageError(f"--eagle3-ckpt {exc}") from None
+        if options.target:  # read when the gate runs; its name is checked now
+            if is_hub(options.target):
+                locate_any(options.target, what="--target")
+            elif not os.path.isdir(options.target):
+                raise UsageError(f"--target {options.target}: not a directory (the target checkpoint's folder)")
         if options.target_config:
             from .gate import load_target
 
             load_target(options.target_config)
-        if options.source:
+        if options.source and not is_hub(options.source):  # an hf:// source is fetched when the gate runs
             from .gate import load_source
 
             load_source(options.source)
-        from .spec import check_reference_option
+        from .drafter.spec import check_reference_option
 
         check_reference_option(options.reference)
     except UsageError as exc:
@@ -224,11 +238,11 @@ class CheckpointCollector(pytest.Collector):
         self.ckpt_path = ckpt_path
 
     def collect(self):
-        from .registry import checks
+        from .gate import all_checks
 
         options = self.config.stash[_STATE].options
         levels = options.levels()
-        for c in checks():
+        for c in all_checks():
             if c.level not in levels:
                 continue
             for engine in options.engines() if c.per_engine else (None,):
@@ -261,8 +275,8 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         from .errors import UsageError
-        from .registry import FAILED, SKIPPED, WARNED
-        from .report import check_text
+        from .gate import FAILED, SKIPPED, WARNED
+        from .reports.text import check_text
 
         state = self.config.stash[_STATE]
         state.ran.setdefault(self.collector.ckpt_path, set()).add(self.label)
@@ -356,7 +370,7 @@ def eagle3_gate_result(request: pytest.FixtureRequest, eagle3_ckpt_path: str | N
 
 @pytest.fixture(scope="session")
 def eagle3_checkpoint(eagle3_gate_result: Any) -> Any:
-    """The normalized view of the checkpoint (eagle3_checks.checkpoint.Checkpoint)."""
+    """The normalized view of the checkpoint (eagle3_checks.storage.checkpoint.Checkpoint)."""
     return eagle3_gate_result.ckpt
 
 
@@ -389,7 +403,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(_STATE, None)
     if state is None or not (state.results or state.tallies):
         return
-    from .report import summary_line
+    from .reports.text import summary_line
 
     terminalreporter.section("eagle3-checks")
     if not state.results:  # xdist: the workers gated; what they reported, per checkpoint

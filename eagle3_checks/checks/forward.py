@@ -5,7 +5,7 @@ reading (speculators for the speculators layout, EAGLE/SpecForge for the flat on
 that changes the math, such as vLLM's ``norm_before_residual`` default. With ``--source SRC``: the candidate under
 the engine's reading against the source under its trainer's reading: this catches a conversion that changed what
 the drafter computes (k and v swapped, norms swapped, aux blocks reordered, rope_theta lost, another vocabulary).
-Both sides run the same float32 forward pass (:mod:`eagle3_checks.forward`) on the same random inputs.
+Both sides run the same float32 forward pass (:mod:`eagle3_checks.numerics.forward`) on the same random inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
-from ..forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
+from ..numerics.forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info
 from ._common import release, unread_layout
 
@@ -33,7 +33,7 @@ def _logits(ctx: Context, ckpt, reading, inputs) -> list:
     """Run a reading once per gate: readings that agree on everything share the result."""
     used = sorted((role, name) for role, name in reading.tensors.items() if role != "t2d")  # t2d takes no part
     key = ("logits", id(ckpt), repr(sorted(reading.semantics().items())), repr(used),
-           inputs.inputs_embeds is not None, inputs.stand_in_seed)
+           inputs.inputs_embeds is not None, inputs.stand_in_seed, inputs.target_embedding is not None)
     if key not in ctx.cache:
         ctx.cache[key] = run(reading, _weights(ctx, ckpt), inputs, STEPS)
     return ctx.cache[key]
@@ -126,7 +126,12 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
             why="the captured target states do not fit fc", fix="state the aux-layer ids where the engine reads them")
         return
     no_embed = "embed_tokens.weight" not in served.tensors or "embed_tokens.weight" not in trained.tensors
-    inputs = random_inputs(width, trained.hidden_size, trained.vocab_size, TOKENS, SEED, with_embeds=no_embed)
+    # engines embed with the target's embed_tokens what the drafter has none for: with --target, so do both sides
+    target_embed = no_embed and ctx.target_embedding is not None
+    inputs = random_inputs(width, trained.hidden_size, trained.vocab_size, TOKENS, SEED,
+                           with_embeds=no_embed and not target_embed)
+    if target_embed:
+        inputs.target_embedding = ctx.target_embedding
     try:
         got = _logits(ctx, cand, served, inputs)
         want = _logits(ctx, source, trained, inputs)
@@ -149,8 +154,9 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     if not bad:
         yield info(f"{eng}'s reading matches {against} ({trained.engine}): {STEPS} draft steps over {TOKENS} "
                    "random tokens agree to float32 rounding"
-                   + ("" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
-                      "embed_tokens in the checkpoint)"))
+                   + ("; tokens are embedded with the target's embed_tokens (--target), as engines do" if target_embed
+                      else "" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
+                      "embed_tokens in the checkpoint; --target embeds with the target's, as engines do)"))
         return
     causes = [describe_difference(name, served, trained) for name in differences(served, trained)]
     if ctx.source is not None:

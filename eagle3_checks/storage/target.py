@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import INDEX, SINGLE
-from .safetensors_io import TensorEntry, load_array, read_header
+from .safetensors import TensorEntry, load_array, read_header
 
 # where checkpoints keep the input embedding of the language model, most specific first
 EMBED_NAMES = ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight",
@@ -43,7 +43,7 @@ class TargetEmbedding:
 
     display: str
     root: Path | None = None  # a target folder on this disk
-    hub: Any = None  # or a Hub repository (eagle3_checks.hub.HubRepo) at a resolved revision
+    hub: Any = None  # or a Hub repository (eagle3_checks.storage.hub.HubRepo) at a resolved revision
     _entry: TensorEntry | None = None
 
     def _index_shard(self) -> tuple[str | None, list[str]]:

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..errors import UsageError
 from .checkpoint import BIN, BIN_INDEX, CONFIG, INDEX, SINGLE, Checkpoint, build, locate, open_checkpoint
-from .errors import UsageError
-from .safetensors_io import FileHeader, TensorEntry, read_header
+from .safetensors import FileHeader, TensorEntry, read_header
 
 PREFIX = "hf://"
 LIBRARY = "eagle3-checks"
@@ -138,6 +138,11 @@ def open_any(spec: str | os.PathLike, *, revision: str | None = None, download: 
         return open_checkpoint(spec)
     ckpt = open_checkpoint(snap)
     ckpt.display = str(spec)
+    if not ckpt.files:  # what a header-level run of hf://ORG/NAME leaves in the cache: config.json and the index
+        repo_id = Path(spec).name[len("models--"):].replace("--", "/")
+        raise UsageError(f"{spec}: snapshot {snap.name} holds no weight file (a header-level check of hf://{repo_id} "
+                         f"keeps only config.json and the index here): gate hf://{repo_id}@{snap.name} instead, with "
+                         "--download for the scan and forward levels")
     return ckpt
 
 
@@ -229,6 +234,33 @@ class HubRepo:
         except (httpx2.TransportError, ConnectionError, TimeoutError) as exc:
             raise UsageError(f"{where}: cannot reach {self.endpoint} ({_short(exc)})") from None
 
+    def resolve(self) -> None:
+        """Pin the revision to its commit: one HEAD request of config.json (its X-Repo-Commit), which, unlike the
+        client's download, does not retry for half a minute when the network is down. Offline, or with the network
+        down, the commit the cache last resolved the revision to (refs/), as huggingface_hub does."""
+        from huggingface_hub import errors as e
+        from huggingface_hub import get_hf_file_metadata
+
+        if self.commit is not None:
+            return
+        import httpx2
+
+        with self._errors(CONFIG):
+            try:
+                commit = get_hf_file_metadata(self._url(CONFIG)).commit_hash
+            except e.RemoteEntryNotFoundError as exc:  # no config.json: the answer still names the commit
+                commit = exc.response.headers.get("X-Repo-Commit") if exc.response is not None else None
+            except (httpx2.TransportError, e.OfflineModeIsEnabled):
+                commit = self._cached_ref()
+                if commit is None:
+                    raise
+        if not commit or not _COMMIT.fullmatch(commit):
+            raise UsageError(f"{self.ref}: {self.endpoint} named no commit for revision {self.revision} (no "
+                             "X-Repo-Commit header): is HF_ENDPOINT a Hugging Face Hub?")
+        if self.ref.revision != commit:  # what the client records: offline runs find the revision's commit here
+            _write_atomic(self.folder / "refs" / (self.ref.revision or "main"), commit.encode())
+        self.commit = commit
+
     # small files, through the Hugging Face cache
     def file(self, filename: str) -> Path | None:
         """A small file (config.json, an index) from the Hugging Face cache, fetched when missing; None when the
@@ -237,6 +269,8 @@ class HubRepo:
         from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
         name = self.name(filename)
+        if not self.offline:
+            self.resolve()
         if self.commit:
             cached = try_to_load_from_cache(self.ref.repo_id, name, cache_dir=self.cache_dir, revision=self.commit)
             if isinstance(cached, str):
@@ -272,95 +306,88 @@ class HubRepo:
 
         return hf_hub_url(self.ref.repo_id, self.name(filename), revision=self.revision, endpoint=self.endpoint)
 
-    def _metadata(self, filename: str) -> dict | None:
-        """Size and location of a large file: one HEAD request, remembered per commit; None for a 404."""
+    def _range(self, filename: str, begin: int, nbytes: int) -> tuple[bytes, int] | None:
+        """Bytes ``begin .. begin + nbytes`` of a file and the file's size (from ``Content-Range``): one range
+        request (redirects followed, to the CDN as the client's downloads are; the token is not sent off the Hub),
+        read no further than asked even from a server that ignores the range. None for a 404."""
         from huggingface_hub import errors as e
-        from huggingface_hub import get_hf_file_metadata
-
-        store = self._assets("files") / (quote(self.name(filename), safe="") + ".json")
-        try:
-            return json.loads(store.read_text(encoding="utf-8")).get("file")
-        except (OSError, ValueError, AttributeError):
-            pass
-        if self.offline:
-            raise UsageError(f"{self.ref}: {self.name(filename)}: HF_HUB_OFFLINE is set and its header is not in the "
-                             f"cache ({store.parent}); run once online first")
-        with self._errors(filename):
-            try:
-                meta = get_hf_file_metadata(self._url(filename))
-            except e.RemoteEntryNotFoundError:
-                found = None
-            else:
-                found = {"size": meta.size, "etag": meta.etag, "location": meta.location}
-        _write_atomic(store, json.dumps({"file": found}).encode())
-        return found
-
-    def _range(self, filename: str, location: str, begin: int, nbytes: int) -> bytes:
-        """Bytes ``begin .. begin + nbytes`` of a file: one range request, read no further than asked even when a
-        server ignores the range."""
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-        if nbytes <= 0:
-            return b""
-        headers = build_hf_headers()
-        if not _same_origin(location, self.endpoint):
-            headers.pop("authorization", None)  # a CDN: the token stays on the Hub, as huggingface_hub does
-        headers["Range"] = f"bytes={begin}-{begin + nbytes - 1}"
+        if self.offline:
+            raise UsageError(f"{self.ref}: {self.name(filename)}: HF_HUB_OFFLINE is set and bytes {begin}.."
+                             f"{begin + nbytes} of it are not in the cache; run once online first")
+        headers = {**build_hf_headers(), "Range": f"bytes={begin}-{begin + max(nbytes, 1) - 1}"}
         with self._errors(filename):
-            with get_session().stream("GET", location, headers=headers, timeout=TIMEOUT,
-                                      follow_redirects=True) as r:
-                if r.status_code >= 400:
-                    r.read()
-                    hf_raise_for_status(r)
-                skip = begin if r.status_code == 200 else 0  # the range was ignored: the file from its start
-                out = bytearray()
-                for chunk in r.iter_bytes():
-                    out += chunk
-                    if len(out) >= skip + nbytes:
-                        break
-        return bytes(out[skip:skip + nbytes])
+            try:
+                with get_session().stream("GET", self._url(filename), headers=headers, timeout=TIMEOUT,
+                                          follow_redirects=True) as r:
+                    if r.status_code >= 400:
+                        r.read()
+                        hf_raise_for_status(r)
+                    total = r.headers.get("Content-Range", "").rpartition("/")[2]
+                    size = int(total) if total.isdigit() else int(r.headers.get("Content-Length") or 0)
+                    skip = begin if r.status_code == 200 else 0  # the range was ignored: the file from its start
+                    out = bytearray()
+                    for chunk in r.iter_bytes():
+                        out += chunk
+                        if len(out) >= skip + nbytes:
+                            break
+            except e.RemoteEntryNotFoundError:
+                return None
+        return bytes(out[skip:skip + nbytes]), size
 
     def header(self, filename: str) -> FileHeader | None:
-        """The parsed header of a safetensors file: its length, then the header, by range (or from the cache);
-        None when the repository has no such file."""
-        if self.commit is None:
-            raise RuntimeError("resolve the revision (HubRepo.file) before reading headers")
+        """The parsed header of a safetensors file, by two range reads (its length, then the header) or from the
+        cache; None when the repository has no such file."""
+        if not self.offline:
+            self.resolve()
         path = self.snapshot / filename
         store = self._assets("safetensors-headers") / (quote(self.name(filename), safe="") + ".bin")
         try:
             cached = store.read_bytes()
         except OSError:
-            cached = None
-        if cached is not None and len(cached) >= 8:
+            cached = b""
+        if cached == b"absent":
+            return None
+        if len(cached) >= 8:
             (size,) = struct.unpack("<Q", cached[:8])
-            prefix = cached[8:]
+            fetched = [cached[8:]]
         else:
-            meta = self._metadata(filename)
-            if meta is None:
+            first = self._range(filename, 0, 8)
+            if first is None:
+                _write_atomic(store, b"absent")
                 return None
-            size, prefix = int(meta["size"] or 0), b""
-        fetched: list[bytes] = [prefix]
+            fetched = [first[0]]
+            size = first[1]
+        prefix = fetched[0]
 
         def read(offset: int, n: int) -> bytes:
             have = b"".join(fetched)
             if offset + n <= len(have):
                 return have[offset:offset + n]
-            if offset != len(have):
-                raise OSError(f"unexpected read at {offset}")
-            if self.offline:
-                raise UsageError(f"{self.ref}: {self.name(filename)}: HF_HUB_OFFLINE is set and its header is not "
-                                 f"in the cache; run once online first")
-            meta = self._metadata(filename) or {}
-            more = self._range(filename, meta.get("location") or self._url(filename), offset, n)
-            fetched.append(more)
-            return more
+            got = self._range(filename, len(have), offset + n - len(have))
+            if got is None:
+                raise OSError("the file went away while its header was read (404)")
+            fetched.append(got[0])
+            return b"".join(fetched)[offset:offset + n]
 
         result = read_header(path, filename, source=(size, read))
-        got = b"".join(fetched)
-        if got != prefix:
-            _write_atomic(store, struct.pack("<Q", size) + got)
-        self._headers[filename] = (size, got)
+        data = b"".join(fetched)
+        if data != prefix:
+            _write_atomic(store, struct.pack("<Q", size) + data)
         return result
+
+    def header_exists(self, filename: str) -> bool:
+        """Whether the repository has the file (its first byte read, or the cache's answer)."""
+        store = self._assets("safetensors-headers") / (quote(self.name(filename), safe="") + ".bin")
+        try:
+            return store.read_bytes() != b"absent"
+        except OSError:
+            pass
+        found = self._range(filename, 0, 1) is not None
+        if not found:
+            _write_atomic(store, b"absent")
+        return found
 
     def read_range(self, filename: str, begin: int, nbytes: int) -> bytes:
         """Bytes of a file by range (a tensor a header-level check reads, embedding rows), cached per commit."""
@@ -371,25 +398,21 @@ class HubRepo:
                 return data
         except OSError:
             pass
-        if self.offline:
-            raise UsageError(f"{self.ref}: {self.name(filename)}: HF_HUB_OFFLINE is set and bytes {begin}.."
-                             f"{begin + nbytes} are not in the cache; run once online first")
-        meta = self._metadata(filename)
-        if meta is None:
+        got = self._range(filename, begin, nbytes)
+        if got is None:
             raise UsageError(f"{self.ref}: {self.name(filename)}: no such file at revision {self.revision} (404)")
-        data = self._range(filename, meta.get("location") or self._url(filename), begin, nbytes)
-        if len(data) != nbytes:
-            raise OSError(f"{filename}: asked for {nbytes} bytes at {begin}, got {len(data)}")
-        _write_atomic(store, data)
-        return data
+        if len(got[0]) != nbytes:
+            raise OSError(f"{filename}: asked for {nbytes} bytes at {begin}, got {len(got[0])}")
+        _write_atomic(store, got[0])
+        return got[0]
 
     # the weights, downloaded
     def download(self) -> Path:
-        """config.json, the index and every weight file into the Hugging Face cache (progress bars on a terminal,
-        huggingface_hub's); the snapshot folder."""
+        """config.json, the index and every weight file into the Hugging Face cache (huggingface_hub's progress
+        bars); the snapshot folder."""
         from huggingface_hub import hf_hub_download
 
-        self.file(CONFIG)
+        config = self.file(CONFIG)
         names: list[str] = []
         for index in (INDEX, BIN_INDEX):
             path = self.file(index)
@@ -402,13 +425,11 @@ class HubRepo:
             names = sorted({v for v in weight_map.values() if isinstance(v, str) and _safe_name(v)})
             break
         else:
-            for single in (SINGLE, BIN):
-                if self._metadata(single) is not None:
-                    names = [single]
-                    break
-        if not names and not (self.snapshot / CONFIG).exists():
-            raise UsageError(f"{self.ref}: holds neither {CONFIG} nor {SINGLE}, {INDEX} or {BIN} at revision "
-                             f"{self.revision}; is this a drafter checkpoint repository?")
+            single = next((n for n in (SINGLE, BIN) if self.file(n) is not None), None)
+            if single is None and config is None:
+                raise UsageError(f"{self.ref}: holds neither {CONFIG} nor {SINGLE}, {INDEX} or {BIN} at revision "
+                                 f"{self.revision}; is this a drafter checkpoint repository?")
+            return self.snapshot  # the single file came with self.file
         for name in names:
             with self._errors(name):
                 hf_hub_download(self.ref.repo_id, self.name(name), revision=self.revision, cache_dir=self.cache_dir)
@@ -418,13 +439,6 @@ class HubRepo:
 def _safe_name(name: str) -> bool:
     parts = name.replace("\\", "/").split("/")
     return bool(name) and not name.startswith("/") and ".." not in parts and "\0" not in name
-
-
-def _same_origin(a: str, b: str) -> bool:
-    from urllib.parse import urlparse
-
-    pa, pb = urlparse(a), urlparse(b)
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
 
 
 def _short(exc: BaseException) -> str:
@@ -480,10 +494,9 @@ def open_hub(spec: str, *, revision: str | None = None, download: bool = False, 
         return ckpt
     config = repo.file(CONFIG)
     index = repo.file(INDEX)
-    single = None if index is not None else repo.header(SINGLE) if repo.commit else None
+    single = None if index is not None else repo.header(SINGLE)
     if index is None and single is None:
-        has_bin = any(repo._metadata(n) is not None for n in (BIN_INDEX, BIN)) if repo.commit else False
-        if has_bin:
+        if repo.file(BIN_INDEX) is not None or repo.header_exists(BIN):
             raise UsageError(f"{ref}: holds {BIN} (torch.save), whose layout is not read by range: pass --download "
                              "to fetch it into the Hugging Face cache")
         if config is None:

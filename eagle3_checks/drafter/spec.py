@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engines import AUX_CONVENTIONS
-from .errors import UsageError
+from ..engines import AUX_CONVENTIONS
+from ..errors import UsageError
+from ..registry import Finding, error, info
 from .layout import FLAT, SPECULATORS
-from .registry import Finding, error, info
 
 SCHEMA = "eagle3-checks/reference-spec"
 SCHEMA_VERSION = 1
@@ -183,9 +183,9 @@ def snapshot(ckpt: Any, name: str, description: str = "") -> Spec:
 def _spec_dir() -> Path:
     """reference_specs/ inside an installed package (the wheel puts it there), else at the top of a source
     checkout (an editable install)."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "reference_specs"
-    return packaged if packaged.is_dir() else here.parent / "reference_specs"
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "reference_specs"
+    return packaged if packaged.is_dir() else package.parent / "reference_specs"
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -256,7 +256,7 @@ def check_reference_option(option: str | None) -> None:
     option = option or "auto"
     if option in ("auto", "none"):
         return
-    from .hub import cache_snapshot, is_hub, parse
+    from ..storage.hub import cache_snapshot, is_hub, parse
 
     if is_hub(option):  # opened (fetched) when the gate runs
         parse(option, what="--reference")
@@ -264,7 +264,7 @@ def check_reference_option(option: str | None) -> None:
     path = cache_snapshot(option) or Path(option)
     if _exists(path, "--reference"):
         if path.is_dir():
-            from .checkpoint import open_checkpoint
+            from ..storage.checkpoint import open_checkpoint
 
             open_checkpoint(path)
         else:
@@ -278,12 +278,12 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
     """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
     spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
     option = option or "auto"
-    from .hub import is_hub
+    from ..storage.hub import is_hub
 
     path = Path(option)
     if is_hub(option) or _exists(path, "--reference"):  # an existing path wins over a name
         if is_hub(option) or path.is_dir():  # a folder, a Hugging Face cache folder, hf://ORG/NAME
-            from .hub import open_any
+            from ..storage.hub import open_any
 
             ref = open_any(option, what="--reference")
             if ref.problems:

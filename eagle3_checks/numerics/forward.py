@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .safetensors_io import DTYPES
+from ..storage.safetensors import DTYPES
 
 INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
                 "wheel is enough; in this repository pip install -c constraints.txt torch), then rerun; --level "
@@ -154,7 +154,7 @@ class Inputs:
     inputs_embeds: Any = None  # (T, H) float32, when the checkpoint has no embed_tokens
     stand_in_seed: int | None = None  # embed later-step tokens with a seeded stand-in table (a side lacks embed_tokens)
     later_tokens: list | None = None  # token ids (T,) for steps 1.. (teacher forcing); default: each step's argmax
-    # the target's embed_tokens (eagle3_checks.target_embed.TargetEmbedding: rows(ids) -> float32 rows), for a
+    # the target's embed_tokens (eagle3_checks.storage.target.TargetEmbedding: rows(ids) -> float32 rows), for a
     # checkpoint without its own: engines embed the drafted tokens (and the prompt) with the target's
     target_embedding: Any = None
 
@@ -204,7 +204,7 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
     import torch
 
-    from .config import rope_scaling_problems
+    from ..drafter.config import rope_scaling_problems
 
     problems = rope_scaling_problems(scaling)
     if problems:
@@ -341,7 +341,7 @@ def _target_rows(embedding: Any, ids, reading):
     """The target's embedding rows of ``ids`` as float32 torch rows; its width must be the drafter's hidden size."""
     import torch
 
-    from .target_embed import EmbeddingError
+    from ..storage.target import EmbeddingError
 
     try:
         vocab, hidden = embedding.shape
