@@ -355,13 +355,13 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
         return result(SKIPPED, reason=ctx.reference_note or "no reference given")
     if "target" in c.needs and ctx.target is None:
         return result(SKIPPED, reason="needs --target-config (the verifier's config.json)")
-    why = c.requires() if c.requires else None
-    if why:
-        return result(SKIPPED, reason=why)
-    if c.level != "header":  # a Hub checkpoint opened from its headers: no weight bytes here
+    if c.level != "header":  # a Hub checkpoint opened from its headers: no weight bytes here (nor torch needed)
         elsewhere = [getattr(x, "weights_elsewhere", None) for x in (ctx.ckpt, ctx.source)]
         if any(elsewhere):
             return result(SKIPPED, reason=next(w for w in elsewhere if w))
+    why = c.requires() if c.requires else None
+    if why:
+        return result(SKIPPED, reason=why)
     label = f"{c.id}[{ctx.engine}]" if ctx.engine else c.id
     data: dict = {}
     try:

@@ -17,7 +17,7 @@ import safetensors.numpy
 from conftest import Drafter, run
 from eagle3_checks import engines
 from eagle3_checks.cli import main
-from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
+from eagle3_checks.drafter.example import EXAMPLE, target_config, vocab_mapping
 from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
 
@@ -163,6 +163,88 @@ def test_forward_check_without_embed_tokens(drafter, source):
     result = run(d.write(), source=str(source))
     r = forward_result(result)
     assert r.status == "passed" and "stand-in table" in r.findings[0].message
+
+
+def write_target(path, embed: RawTensor, hidden: int = 64):
+    """A target checkpoint: config.json, and two shards behind an index, embed_tokens in the second (a real target
+    holds much more; only the index, that shard's header and the rows drafted are read)."""
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(target_config(EXAMPLE)))
+    write_safetensors(path / "model-00001-of-00002.safetensors",
+                      {"model.norm.weight": from_numpy(np.ones(hidden, np.float32))})
+    write_safetensors(path / "model-00002-of-00002.safetensors",
+                      {"lm_head.weight": from_numpy(np.zeros((4, hidden), np.float32)),
+                       "model.embed_tokens.weight": embed})
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "model.norm.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors",
+        "model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}))
+    return path
+
+
+def test_forward_check_with_the_targets_embedding(drafter, tmp_path):
+    """--target: a drafter without embed_tokens is run as engines run it, every step embedded with the target's."""
+    d = drafter("flat")
+    target = write_target(tmp_path / "target", d.tensors.pop("embed_tokens.weight"))
+    result = run(d.write(), target=str(target), engine="vllm,sglang")
+    for engine in ("vllm", "sglang"):
+        r = forward_result(result, engine)
+        assert r.status == "passed" and "embedded with the target's embed_tokens (--target)" in r.findings[0].message
+    assert result.result("target.vocab").status == "passed"  # the target's config.json came along
+
+
+def test_forward_command_steps_with_the_targets_embedding(drafter, tmp_path, capsys):
+    """A SpecForge-style drafter (no embed_tokens) drafts 3 steps with --target T exactly as the same drafter
+    carrying T's embedding does: the engines' reading with the target's embedding."""
+    own = drafter("flat")
+    table = own.tensors["embed_tokens.weight"]
+    target = write_target(tmp_path / "target", table)
+    bare = drafter("flat")
+    del bare.tensors["embed_tokens.weight"]
+    inputs = write_inputs(tmp_path / "in.safetensors")
+    outs = {}
+    for name, d, extra in (("own", own, []), ("target", bare, ["--target", str(target)])):
+        outs[name] = tmp_path / f"{name}.safetensors"
+        assert main(["forward", str(d.write()), "--engine", "vllm", "--inputs", str(inputs), "--out", str(outs[name]),
+                     "--steps", "3", *extra]) == 0, capsys.readouterr().err
+    got, want = (safetensors.numpy.load_file(outs[k]) for k in ("target", "own"))
+    assert sorted(got) == sorted(want) == ["logits", "logits_step_1", "logits_step_2"]
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+
+    # without a target: what the checkpoint allows (one step), with a note; asking for more says how
+    capsys.readouterr()
+    inputs = write_inputs(tmp_path / "in-embeds.safetensors", embeds=True)
+    assert main(["forward", str(bare.root), "--engine", "vllm", "--inputs", str(inputs), "--out",
+                 str(tmp_path / "one.safetensors")]) == 0
+    assert "ran 1 draft step" in capsys.readouterr().err
+    assert sorted(safetensors.numpy.load_file(tmp_path / "one.safetensors")) == ["logits"]
+    assert main(["forward", str(bare.root), "--engine", "vllm", "--inputs", str(inputs), "--out",
+                 str(tmp_path / "three.safetensors"), "--steps", "3"]) == 2
+    assert "pass --target with the target checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("narrow", "the target's embed_tokens is 32 wide, the drafter's hidden size is 64"),
+    ("no-embedding", "no embed_tokens tensor"),
+    ("not-a-folder", "--target"),
+])
+def test_forward_command_target_errors(drafter, tmp_path, capsys, case, fragment):
+    bare = drafter("flat")
+    del bare.tensors["embed_tokens.weight"]
+    if case == "narrow":
+        target = write_target(tmp_path / "t", from_numpy(np.zeros((512, 32), np.float32)), hidden=32)
+    elif case == "no-embedding":
+        target = write_target(tmp_path / "t", from_numpy(np.zeros((512, 64), np.float32)))
+        index = json.loads((target / "model.safetensors.index.json").read_text())
+        index["weight_map"]["model.embed.weight"] = index["weight_map"].pop("model.embed_tokens.weight")
+        (target / "model.safetensors.index.json").write_text(json.dumps(index))
+    else:
+        target = tmp_path / "nope"
+    code = main(["forward", str(bare.write()), "--engine", "vllm", "--inputs",
+                 str(write_inputs(tmp_path / "in.safetensors")), "--out", str(tmp_path / "o.safetensors"),
+                 "--steps", "2", "--target", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err, err
 
 
 def test_source_must_be_a_checkpoint(drafter, tmp_path):

@@ -1,0 +1,267 @@
+"""Checkpoints on the Hugging Face Hub (hf://ORG/NAME) and in its cache (models--ORG--NAME), against a stand-in Hub
+on 127.0.0.1 (tests/hub_server.py) that counts every request and byte: no test touches the network.
+
+The commands run as subprocesses, as a user runs them: huggingface_hub reads HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE
+when it is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle3_checks.cli import main
+from eagle3_checks.storage.safetensors import read_header
+from hub_server import HubServer, running
+
+REPO = "org/drafter"
+
+
+@pytest.fixture
+def hub():
+    server = HubServer()
+    with running(server):
+        yield server
+
+
+@pytest.fixture
+def env(tmp_path, hub) -> dict[str, str]:
+    """A Hugging Face cache of its own, the stand-in Hub as the endpoint, online (tox sets HF_HUB_OFFLINE=1)."""
+    out = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGINGFACE_")) and k != "TRANSFORMERS_OFFLINE"}
+    out.update({"HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0",
+                "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+    return out
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eagle3_checks", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def resolves(hub: HubServer) -> list:
+    """The requests for repository files (huggingface_hub may also ask the endpoint about AI agent harnesses)."""
+    return [r for r in hub.requests if "/resolve/" in r.path]
+
+
+def statuses(proc: subprocess.CompletedProcess) -> dict[str, tuple[str, str]]:
+    report = json.loads(proc.stdout)["checkpoints"][0]
+    return {c["id"] + (f"[{c['engine']}]" if c.get("engine") else ""): (c["status"], c.get("reason", ""))
+            for c in report["checks"]}
+
+
+def allowed_spans(root: Path) -> dict[str, list[tuple[int, int]]]:
+    """What the header level may read of each weight file: its header, and the d2t and t2d tensors."""
+    spans = {}
+    for f in root.glob("*.safetensors"):
+        h = read_header(f, f.name)
+        spans[f.name] = [(0, h.data_start)] + [(e.offset, e.offset + e.nbytes) for e in h.entries.values()
+                                               if e.name in ("d2t", "t2d")]
+    return spans
+
+
+def weight_bytes_read(hub: HubServer, root: Path) -> tuple[int, int]:
+    """(bytes of weight files read outside their headers and d2t/t2d, all bytes of weight files read)."""
+    spans = allowed_spans(root)
+    outside = total = 0
+    for r in resolves(hub):
+        name = r.path.rsplit("/", 1)[1]
+        if name not in spans or r.method != "GET":
+            continue
+        assert r.range, f"a whole weight file was asked for: {r}"
+        first, last = (int(x) for x in r.range.removeprefix("bytes=").split("-"))
+        total += r.sent
+        if not any(a <= first and last < b for a, b in spans[name]):
+            outside += r.sent
+    return outside, total
+
+
+def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env):
+    root = drafter("flat").write(shards=2)
+    repo = hub.add(REPO, root)
+    proc = cli(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    local = cli(env, "check", str(root), "--level", "header", "--format", "json")
+    assert statuses(proc) == statuses(local)  # the same checks, the same outcomes as on the folder itself
+    outside, total = weight_bytes_read(hub, root)
+    size = sum(f.stat().st_size for f in root.glob("*.safetensors"))
+    assert outside == 0 and 0 < total < size / 10
+    assert {r.range for r in resolves(hub) if r.path.endswith("00001-of-00002.safetensors")} == \
+        {"bytes=0-7", f"bytes=8-{read_header(root / 'model-00001-of-00002.safetensors', '').data_start - 1}"}
+
+    hub.clear()  # a second run: one HEAD resolves the branch to its commit; no byte is fetched
+    again = cli(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
+    assert again.returncode == 0 and statuses(again) == statuses(proc)
+    assert [(r.method, r.path) for r in resolves(hub)] == [("HEAD", f"/{REPO}/resolve/main/config.json")]
+    assert hub.body_bytes == sum(r.sent for r in hub.requests if "/resolve/" not in r.path)
+
+    hub.clear()  # naming the commit: not a single request
+    pinned = cli(env, "check", f"hf://{REPO}@{repo.commit}", "--level", "header", "-q")
+    assert pinned.returncode == 0 and resolves(hub) == []
+
+    # what it left is the client's own cache layout: refs, snapshots, blobs
+    folder = Path(env["HF_HOME"]) / "hub" / "models--org--drafter"
+    assert (folder / "refs" / "main").read_text() == repo.commit
+    assert (folder / "snapshots" / repo.commit / "config.json").resolve().parent == folder / "blobs"
+
+
+def test_scan_and_forward_need_the_weights(drafter, hub, env):
+    root = drafter("flat").write()
+    hub.add(REPO, root)
+    proc = cli(env, "check", f"hf://{REPO}", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    got = statuses(proc)
+    assert got["scan.values"][0] == "skipped" and "pass --download" in got["scan.values"][1]
+    assert got["forward.equivalence[vllm@0.33.0]"] == got["scan.values"]
+    assert weight_bytes_read(hub, root)[0] == 0
+
+    proc = cli(env, "check", f"hf://{REPO}", "--level", "scan", "--download", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert statuses(proc)["scan.values"][0] == "passed"
+    assert json.loads(proc.stdout)["checkpoints"][0]["path"] == f"hf://{REPO}"
+    # now the cache folder is a complete checkpoint, gated like any folder, without the Hub
+    folder = Path(env["HF_HOME"]) / "hub" / "models--org--drafter"
+    offline = {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+    assert cli(offline, "check", str(folder), "--level", "scan", "-q").returncode == 0
+
+
+def test_cache_folder_as_the_client_lays_it_out(drafter, tmp_path, capsys):
+    root = drafter("flat").write()
+    folder = tmp_path / "hub" / "models--org--drafter"
+    commits = ["1" * 40, "2" * 40]
+    for commit, names in zip(commits, (["config.json", "model.safetensors"], ["config.json"]), strict=True):
+        snap = folder / "snapshots" / commit
+        snap.mkdir(parents=True)
+        for name in names:
+            data = (root / name).read_bytes()
+            blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.parent.mkdir(exist_ok=True)
+            blob.write_bytes(data)
+            (snap / name).symlink_to(os.path.relpath(blob, snap))
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commits[0])
+    (folder / "refs" / "pr-config-only").write_text(commits[1])
+
+    assert main(["check", str(folder), "--level", "scan", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert report["path"] == str(folder)
+    assert main(["check", str(folder), "--revision", commits[0], "-q"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(folder), "--revision", "v2"]) == 2
+    assert "no refs/v2 (refs: main, pr-config-only" in capsys.readouterr().err
+    assert main(["check", str(folder), "--revision", "pr-config-only"]) == 2  # what a header-level run leaves
+    assert "holds no weight file" in capsys.readouterr().err
+    assert main(["inspect", str(folder)]) == 0
+    assert "model.safetensors" in capsys.readouterr().out
+
+
+def test_offline_uses_the_cache_and_says_what_is_missing(drafter, hub, env):
+    hub.add(REPO, drafter("flat").write())
+    assert cli(env, "check", f"hf://{REPO}", "--level", "header", "-q").returncode == 0
+    hub.clear()
+    offline = {**env, "HF_HUB_OFFLINE": "1"}
+    assert cli(offline, "check", f"hf://{REPO}", "--level", "header", "-q").returncode == 0
+    assert resolves(hub) == []
+    proc = cli(offline, "check", "hf://org/never-fetched", "--level", "header")
+    assert proc.returncode == 2 and "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache" in proc.stderr
+    assert resolves(hub) == []
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("case, args, fragment", [
+    ("gated", ["check", "hf://org/gated"], "hf://org/gated: a gated repository (401): request access"),
+    ("no repo", ["check", "hf://org/nope"], "hf://org/nope: no such repository on http://127.0.0.1:"),
+    ("no revision", ["check", "hf://org/drafter@v9"], "no revision 'v9' in org/drafter (404)"),
+    ("no files", ["check", "hf://org/empty"], "holds neither config.json nor model.safetensors"),
+    ("no target config", ["check", "hf://org/drafter", "--target", "hf://org/empty"],
+     "--target hf://org/empty: no config.json in the repository at revision main (404)"),
+    ("bad name", ["check", "hf://org"], "hf://org: "),
+    ("no network", ["check", "hf://org/drafter"], "cannot reach http://127.0.0.1:"),
+])
+def test_hub_errors_are_one_line_and_exit_2(drafter, hub, env, tmp_path, case, args, fragment):
+    root = drafter("flat").write()
+    hub.add(REPO, root)
+    hub.add("org/gated", root, gated_token="hf_secret")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README.md").write_text("nothing here\n")
+    hub.add("org/empty", tmp_path / "empty")
+    if case == "no network":
+        env = {**env, "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    proc = cli(env, *args, "--level", "header")
+    assert proc.returncode == 2, proc.stderr
+    assert fragment in proc.stderr and "Traceback" not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("eagle3-checks:")] == \
+        [proc.stderr.strip().splitlines()[-1]]
+    if case == "gated":  # with a token of an account that has access
+        assert cli({**env, "HF_TOKEN": "hf_secret"}, *args, "--level", "header", "-q").returncode == 0
+
+
+def test_other_commands_take_hub_names(drafter, hub, env, tmp_path):
+    root = drafter("flat").write()
+    repo = hub.add(REPO, root)
+    proc = cli(env, "inspect", f"hf://{REPO}", "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["layout"] == "flat"
+    assert cli(env, "diff", f"hf://{REPO}", str(root)).returncode == 0
+    assert cli(env, "check", str(root), "--reference", f"hf://{REPO}@{repo.commit}", "--level", "header",
+               "-q").returncode == 0
+    proc = cli(env, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators")
+    assert proc.returncode == 2 and "convert copies the weights, which are on the Hub: pass --download" in proc.stderr
+    assert weight_bytes_read(hub, root)[0] == 0
+    proc = cli(env, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators", "--download",
+               "--verify", "header")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_plugin_gates_a_hub_checkpoint(pytester, drafter, hub, env, monkeypatch):
+    hub.add(REPO, drafter("flat").write())
+    for k in [k for k in os.environ if k.startswith(("HF_", "HUGGINGFACE_"))]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        if k.startswith("HF_"):
+            monkeypatch.setenv(k, v)
+    result = pytester.runpytest_subprocess(f"--eagle3-ckpt=hf://{REPO}", "--eagle3-level=header")
+    result.assert_outcomes(passed=19, skipped=3)  # the target checks need --eagle3-target-config
+    assert result.ret == 0
+
+
+def test_forward_with_a_target_on_the_hub(drafter, hub, env, tmp_path):
+    """A drafter without embed_tokens, its target on the Hub: only the embedding rows the steps need are read."""
+    pytest.importorskip("torch")
+    from test_forward import write_inputs, write_target
+
+    with_embed = drafter("flat")
+    table = with_embed.tensors["embed_tokens.weight"]
+    target = write_target(tmp_path / "target", table)
+    hub.add("org/target", target)
+    no_embed = drafter("flat")
+    del no_embed.tensors["embed_tokens.weight"]
+    inputs = write_inputs(tmp_path / "in.safetensors")
+    out = tmp_path / "hub.safetensors"
+    proc = cli(env, "forward", str(no_embed.write()), "--engine", "vllm", "--inputs", str(inputs), "--out", str(out),
+               "--steps", "3", "--target", "hf://org/target")
+    assert proc.returncode == 0, proc.stderr
+    assert main(["forward", str(with_embed.write()), "--engine", "vllm", "--inputs", str(inputs), "--out",
+                 str(tmp_path / "own.safetensors"), "--steps", "3"]) == 0
+    import safetensors.numpy
+
+    got, want = (safetensors.numpy.load_file(p) for p in (out, tmp_path / "own.safetensors"))
+    assert sorted(got) == ["logits", "logits_step_1", "logits_step_2"]
+    for k in want:
+        assert (got[k] == want[k]).all(), k
+    embed_bytes = table.nbytes
+    read = sum(r.sent for r in resolves(hub) if r.path.endswith(".safetensors"))
+    assert 0 < read < embed_bytes / 4  # the header and 18 rows of 512
+    shutil.rmtree(tmp_path / "hf-home", ignore_errors=True)
