@@ -177,7 +177,6 @@ class HubRepo:
         self.commit: str | None = ref.revision if ref.revision and _COMMIT.fullmatch(ref.revision) else None
         if self.offline and self.commit is None:  # offline: the revision the cache last resolved
             self.commit = self._cached_ref()
-        self._headers: dict[str, tuple[int, bytes]] = {}  # name -> (file size, the bytes read from its start)
 
     # names and places
     def name(self, filename: str) -> str:
