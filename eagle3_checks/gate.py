@@ -26,6 +26,8 @@ from .engines import resolve as resolve_engines
 from .errors import UsageError
 from .registry import LEVELS, Check, Context, Data, Finding, NotApplicable, Severity, registered
 from .storage.checkpoint import Checkpoint
+from .storage.hub import HubRepo, cache_snapshot, is_hub, open_any, parse
+from .storage.target import TargetEmbedding
 
 ENTRY_POINT_GROUP = "eagle3_checks.checks"
 _plugins: list[str] | None = None  # the plugin modules loaded, once per process
@@ -80,8 +82,6 @@ def load_target(path: str | os.PathLike, option: str = "--target-config", revisi
                 repo: Any = None) -> TargetConfig:
     """The verifier's config.json (a file, or a directory holding one: a checkpoint folder, a Hugging Face cache
     folder, hf://ORG/NAME). Raises UsageError."""
-    from .storage.hub import HubRepo, cache_snapshot, is_hub, parse
-
     if is_hub(path):
         repo = repo or HubRepo(parse(str(path), revision, option))
         ref = repo.ref
@@ -116,9 +116,6 @@ def load_target(path: str | os.PathLike, option: str = "--target-config", revisi
 def load_target_checkpoint(path: str | os.PathLike, revision: str | None = None) -> tuple[TargetConfig, Any]:
     """``--target``: the target checkpoint's config.json, and its embed_tokens to be read lazily (a
     :class:`~eagle3_checks.storage.target.TargetEmbedding`). Raises UsageError."""
-    from .storage.hub import HubRepo, cache_snapshot, is_hub, parse
-    from .storage.target import TargetEmbedding
-
     if is_hub(path):
         ref = parse(str(path), revision, "--target")
         repo = HubRepo(ref)
@@ -134,8 +131,6 @@ def load_target_checkpoint(path: str | os.PathLike, revision: str | None = None)
 
 def load_source(path: str | os.PathLike, revision: str | None = None, download: bool = False) -> Checkpoint:
     """The checkpoint a candidate was converted from (--source). Raises UsageError."""
-    from .storage.hub import open_any
-
     try:
         source = open_any(path, revision=revision, download=download)
     except UsageError as exc:
@@ -161,8 +156,6 @@ def gate_checkpoint(ckpt: Checkpoint, options: GateOptions) -> GateResult:
 def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateResult:
     """Gate the checkpoint at ``path`` (a folder, a Hugging Face cache folder, or hf://ORG/NAME[@REVISION]).
     Raises UsageError (exit 2) for unusable paths or options."""
-    from .storage.hub import open_any
-
     options = options or GateOptions()
     return gate_checkpoint(open_any(path, revision=options.revision, download=options.download), options)
 

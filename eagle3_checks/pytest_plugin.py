@@ -20,7 +20,13 @@ from typing import Any, Literal, cast
 
 import pytest
 
+from .drafter.spec import check_reference_option
 from .engines import DEFAULT_ENGINE, choices
+from .errors import UsageError
+from .gate import FAILED, SKIPPED, WARNED, all_checks, gate, load_source, load_target, parse_options
+from .reports.text import check_text, summary_line
+from .storage.checkpoint import unique_paths
+from .storage.hub import is_hub, locate_any
 
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
 GATE_NODEID = "eagle3-checks"
@@ -76,7 +82,6 @@ class _Eagle3State:
     def result(self, path: str) -> Any:
         """The gate result, computed once; a gate that could not run raises the same error for every item."""
         if path not in self.results:
-            from .gate import gate
 
             try:
                 self.results[path] = gate(path, self.options)
@@ -117,15 +122,11 @@ def _labels(paths: list[str]) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from .errors import UsageError
-    from .gate import parse_options
 
     config.addinivalue_line("markers", "eagle3: an eagle3-checks gate item")
     ckpts = _value(config, "ckpt") or []
     from_ini = config.getoption(_dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
-    from .storage.hub import is_hub, locate_any
-
     ckpts = [str(base / p) if from_ini and not os.path.isabs(p) and not is_hub(p) else p for p in ckpts]
     target, source, target_ckpt = (_ini_relative(config, name) for name in ("target-config", "source", "target"))
     try:
@@ -135,7 +136,6 @@ def pytest_configure(config: pytest.Config) -> None:
                                 aux_convention=_value(config, "aux-convention"),
                                 max_model_len=_value(config, "max-model-len"), target=target_ckpt,
                                 revision=_value(config, "revision"), download=bool(_value(config, "download")))
-        from .storage.checkpoint import unique_paths
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:
@@ -149,14 +149,11 @@ def pytest_configure(config: pytest.Config) -> None:
             elif not os.path.isdir(options.target):
                 raise UsageError(f"--target {options.target}: not a directory (the target checkpoint's folder)")
         if options.target_config:
-            from .gate import load_target
 
             load_target(options.target_config)
         if options.source and not is_hub(options.source):  # an hf:// source is fetched when the gate runs
-            from .gate import load_source
 
             load_source(options.source)
-        from .drafter.spec import check_reference_option
 
         check_reference_option(options.reference)
     except UsageError as exc:
@@ -238,7 +235,6 @@ class CheckpointCollector(pytest.Collector):
         self.ckpt_path = ckpt_path
 
     def collect(self):
-        from .gate import all_checks
 
         options = self.config.stash[_STATE].options
         levels = options.levels()
@@ -274,9 +270,6 @@ class CheckItem(pytest.Item):
         return self.parent
 
     def runtest(self) -> None:
-        from .errors import UsageError
-        from .gate import FAILED, SKIPPED, WARNED
-        from .reports.text import check_text
 
         state = self.config.stash[_STATE]
         state.ran.setdefault(self.collector.ckpt_path, set()).add(self.label)
@@ -403,7 +396,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(_STATE, None)
     if state is None or not (state.results or state.tallies):
         return
-    from .reports.text import summary_line
 
     terminalreporter.section("eagle3-checks")
     if not state.results:  # xdist: the workers gated; what they reported, per checkpoint

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from conftest import Drafter, run
+import helpers
 from eagle3_checks import engines
 from eagle3_checks.cli import main
-from eagle3_checks.drafter.example import EXAMPLE, target_config, vocab_mapping
+from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.storage.checkpoint import open_checkpoint
-from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
+from eagle3_checks.storage.safetensors import RawTensor, from_numpy
+from helpers import Drafter, run, write_inputs, write_target
 
 FORWARD = "forward.equivalence"
 
@@ -106,7 +107,7 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
 
 
 @pytest.mark.parametrize("layout", ["speculators", "flat"])
-@pytest.mark.parametrize("case", [c for c in __import__("test_defects").CLEAN
+@pytest.mark.parametrize("case", [c for c in helpers.CLEAN
                                   if c[0] != "fc_norm, 4 aux layers, wider target"],
                          ids=lambda c: c[0])
 def test_clean_drafters_pass_the_forward_check(drafter, layout, case):
@@ -163,22 +164,6 @@ def test_forward_check_without_embed_tokens(drafter, source):
     result = run(d.write(), source=str(source))
     r = forward_result(result)
     assert r.status == "passed" and "stand-in table" in r.findings[0].message
-
-
-def write_target(path, embed: RawTensor, hidden: int = 64):
-    """A target checkpoint: config.json, and two shards behind an index, embed_tokens in the second (a real target
-    holds much more; only the index, that shard's header and the rows drafted are read)."""
-    path.mkdir()
-    (path / "config.json").write_text(json.dumps(target_config(EXAMPLE)))
-    write_safetensors(path / "model-00001-of-00002.safetensors",
-                      {"model.norm.weight": from_numpy(np.ones(hidden, np.float32))})
-    write_safetensors(path / "model-00002-of-00002.safetensors",
-                      {"lm_head.weight": from_numpy(np.zeros((4, hidden), np.float32)),
-                       "model.embed_tokens.weight": embed})
-    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "model.norm.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors",
-        "model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}))
-    return path
 
 
 def test_forward_check_with_the_targets_embedding(drafter, tmp_path):
@@ -322,17 +307,6 @@ def test_rope_scaling_matches_transformers(scaling):
 
 
 # ----- the forward command --------------------------------------------------------------------------------------
-
-def write_inputs(path, tokens=6, width=192, embeds=False, **override):
-    rng = np.random.default_rng(0)
-    arrays = {"aux_hidden_states": rng.standard_normal((tokens, width)).astype(np.float32),
-              "input_ids": rng.integers(0, 512, tokens).astype(np.int64)}
-    if embeds:
-        arrays["inputs_embeds"] = rng.standard_normal((tokens, 64)).astype(np.float32)
-    arrays.update(override)
-    write_safetensors(path, {k: from_numpy(v) for k, v in arrays.items() if v is not None})
-    return path
-
 
 def test_forward_command_writes_logits(drafter, tmp_path, capsys):
     ckpt = drafter("flat").write()

@@ -20,6 +20,7 @@ import pytest
 
 from eagle3_checks.cli import main
 from eagle3_checks.storage.safetensors import read_header
+from helpers import write_inputs, write_target
 from hub_server import HubServer, running
 
 REPO = "org/drafter"
@@ -240,8 +241,6 @@ def test_plugin_gates_a_hub_checkpoint(pytester, drafter, hub, env, monkeypatch)
 def test_forward_with_a_target_on_the_hub(drafter, hub, env, tmp_path):
     """A drafter without embed_tokens, its target on the Hub: only the embedding rows the steps need are read."""
     pytest.importorskip("torch")
-    from test_forward import write_inputs, write_target
-
     with_embed = drafter("flat")
     table = with_embed.tensors["embed_tokens.weight"]
     target = write_target(tmp_path / "target", table)

@@ -18,6 +18,8 @@ from typing import Any
 from ..engines import AUX_CONVENTIONS
 from ..errors import UsageError
 from ..registry import Finding, error, info
+from ..storage.checkpoint import open_checkpoint
+from ..storage.hub import cache_snapshot, is_hub, open_any, parse
 from .layout import FLAT, SPECULATORS
 
 SCHEMA = "eagle3-checks/reference-spec"
@@ -256,16 +258,12 @@ def check_reference_option(option: str | None) -> None:
     option = option or "auto"
     if option in ("auto", "none"):
         return
-    from ..storage.hub import cache_snapshot, is_hub, parse
-
     if is_hub(option):  # opened (fetched) when the gate runs
         parse(option, what="--reference")
         return
     path = cache_snapshot(option) or Path(option)
     if _exists(path, "--reference"):
         if path.is_dir():
-            from ..storage.checkpoint import open_checkpoint
-
             open_checkpoint(path)
         else:
             load_spec(path)
@@ -278,13 +276,9 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
     """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
     spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
     option = option or "auto"
-    from ..storage.hub import is_hub
-
     path = Path(option)
     if is_hub(option) or _exists(path, "--reference"):  # an existing path wins over a name
         if is_hub(option) or path.is_dir():  # a folder, a Hugging Face cache folder, hf://ORG/NAME
-            from ..storage.hub import open_any
-
             ref = open_any(option, what="--reference")
             if ref.problems:
                 raise UsageError(f"--reference {option}: the reference checkpoint has integrity problems "

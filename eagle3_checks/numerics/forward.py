@@ -31,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..drafter.config import rope_scaling_problems
 from ..storage.safetensors import DTYPES
+from ..storage.target import EmbeddingError
 
 INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
                 "wheel is enough; in this repository pip install -c constraints.txt torch), then rerun; --level "
@@ -204,7 +206,6 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
     import torch
 
-    from ..drafter.config import rope_scaling_problems
 
     problems = rope_scaling_problems(scaling)
     if problems:
@@ -340,8 +341,6 @@ def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, ca
 def _target_rows(embedding: Any, ids, reading):
     """The target's embedding rows of ``ids`` as float32 torch rows; its width must be the drafter's hidden size."""
     import torch
-
-    from ..storage.target import EmbeddingError
 
     try:
         vocab, hidden = embedding.shape
