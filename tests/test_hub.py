@@ -264,3 +264,10 @@ def test_forward_with_a_target_on_the_hub(drafter, hub, env, tmp_path):
     read = sum(r.sent for r in resolves(hub) if r.path.endswith(".safetensors"))
     assert 0 < read < embed_bytes / 4  # the header and 18 rows of 512
     shutil.rmtree(tmp_path / "hf-home", ignore_errors=True)
+
+
+def test_without_huggingface_hub_the_install_hint(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails, as where the hub extra is missing
+    assert main(["check", f"hf://{REPO}", "--level", "header"]) == 2
+    assert "hf:// checkpoints need huggingface_hub, which is not installed: pip install 'eagle3-checks[hub]'" in \
+        capsys.readouterr().err
