@@ -270,3 +270,22 @@ def test_rope_and_softmax_scale_match_the_engines_own_code(path):
             err = (got - vec[key + "_rotated"]).abs().max().item()
             assert err <= 2e-6, f"{engine} {name} {key}: max abs error {err:.3g}"
         assert mla.yarn_softmax_scale(shape) == pytest.approx(case["softmax_scale"], rel=1e-12), (engine, name)
+
+
+def test_causal_rows_ignore_later_tokens_and_shift_with_positions():
+    shape, weights, hidden, positions = _tiny(Q_RANK, 2 * H)
+    out = mla.mla_attention(hidden, weights, shape, positions)
+    changed = hidden.clone()
+    changed[2:] += 1.0
+    again = mla.mla_attention(changed, weights, shape, positions)
+    assert torch.allclose(out[:2], again[:2], atol=1e-6, rtol=0) and not torch.allclose(out[2], again[2])
+    # RoPE sees only relative positions: the same tokens 1000 positions later attend the same way
+    shifted = mla.mla_attention(hidden, weights, dataclasses_replace(shape, rope_scaling=None), positions + 1000)
+    plain = mla.mla_attention(hidden, weights, dataclasses_replace(shape, rope_scaling=None), positions)
+    assert (shifted - plain).abs().max() < 1e-4 * plain.abs().max()
+
+
+def dataclasses_replace(shape, **changes):
+    import dataclasses
+
+    return dataclasses.replace(shape, **changes)

@@ -211,6 +211,10 @@ class MlaShape:
         ``default`` means plain RoPE; a ``yarn`` dict without ``original_max_position_embeddings`` gets
         ``max_position_embeddings``, as transformers' ``standardize_rope_params`` does for every reader.
         Raises :class:`ValueError` for a value the reader cannot use (the message says which and why).
+
+        Only the attention's numbers are read here: which configs an engine refuses outright (SGLang 0.5.23's EAGLE-3
+        MLA layer raises on a null ``q_lora_rank``, ``SG23/models/kimi_k25_eagle3.py:113-117``) is the config
+        checks' business, so ``reading="sglang"`` still builds a ``q_proj`` shape.
         """
         if reading not in READINGS:
             raise ValueError(f"unknown MLA reading {reading!r} (known: {', '.join(READINGS)})")
@@ -374,7 +378,7 @@ def rope_tables(shape: MlaShape, positions):
     times :func:`rope_cos_sin_factor`."""
     import torch
 
-    angles = positions.to(torch.float32)[:, None] * rope_inv_freq(shape)[None, :]
+    angles = positions.to(torch.float32)[:, None] * rope_inv_freq(shape).to(positions.device)[None, :]
     factor = rope_cos_sin_factor(shape)
     return angles.cos() * factor, angles.sin() * factor
 
