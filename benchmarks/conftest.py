@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from eagle3_checks.example import KIMI_K2, drafter_files, target_config, write_checkpoint, write_random_checkpoint
+from eagle3_checks.drafter.example import (
+    KIMI_K2,
+    drafter_files,
+    target_config,
+    write_checkpoint,
+    write_random_checkpoint,
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,7 +22,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import torch  # noqa: F401
 from eagle3_checks.gate import gate
-from eagle3_checks.registry import parse_options
+from eagle3_checks.gate import parse_options
 t1 = time.perf_counter()
 result = gate(sys.argv[1], parse_options(level="forward", reference="none", engine="vllm",
                                          skip=["scan.values=measured on its own in test_scan.py"]))

@@ -11,7 +11,7 @@ import json
 import subprocess
 
 from conftest import PYTHON, median_of, run_process
-from eagle3_checks.safetensors_io import read_header
+from eagle3_checks.storage.safetensors import read_header
 
 ROUNDS = 7
 LISTING = ("import sys\nfrom safetensors import safe_open\n"

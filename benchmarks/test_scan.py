@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 from conftest import PYTHON, sequential_read_s
-from eagle3_checks.example import DrafterShape, drafter_files, write_random_checkpoint
-from eagle3_checks.safetensors_io import read_header
+from eagle3_checks.drafter.example import DrafterShape, drafter_files, write_random_checkpoint
+from eagle3_checks.storage.safetensors import read_header
 
 RSS_LIMIT = 300 * 1024 * 1024
 # ~1.1 GB in bf16: fc 4096x12288, q/k/v/o (GQA 32/8 heads of 128), MLP 14336, lm_head 64000x4096, no embed_tokens.
@@ -28,7 +28,7 @@ CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from eagle3_checks.gate import gate
-from eagle3_checks.registry import parse_options
+from eagle3_checks.gate import parse_options
 t1 = time.perf_counter()
 result = gate(sys.argv[1], parse_options(level="scan", reference="none"))
 t2 = time.perf_counter()

@@ -1,6 +1,6 @@
 """The conformance checkpoint set: tiny EAGLE-3 drafters that the engines' own loaders are run on.
 
-Each checkpoint is the embedded example (``eagle3_checks.example``) with one thing changed: a row of the engine
+Each checkpoint is the embedded example (``eagle3_checks.drafter.example``) with one thing changed: a row of the engine
 audit's tables (ENGINES.md 5.1 S1-S19, 5.2 V1-V12), an aux-id capture rule of one target architecture, or one
 defect class of the test suite. Every checkpoint comes with the config.json of a target it is served beside.
 
@@ -26,9 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from eagle3_checks.example import EXAMPLE, DrafterShape, drafter_files, target_config, vocab_mapping, write_checkpoint
-from eagle3_checks.layout import FLAT, SPECULATORS
-from eagle3_checks.safetensors_io import RawTensor, from_numpy
+from eagle3_checks.drafter.example import (
+    EXAMPLE,
+    DrafterShape,
+    drafter_files,
+    target_config,
+    vocab_mapping,
+    write_checkpoint,
+)
+from eagle3_checks.drafter.layout import FLAT, SPECULATORS
+from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 
 SEED = 0
 REMOVE = object()  # a config value that deletes the key

@@ -66,7 +66,7 @@ def use_color(choice: str, stream=None) -> bool:
 
 
 def _render(args: argparse.Namespace, results: list) -> str:
-    from .report import RENDERERS, render_text
+    from .reports.text import RENDERERS, render_text
 
     if args.format == "text":
         return render_text(results, color=use_color(args.color), quiet=args.quiet)
@@ -171,10 +171,9 @@ def _write(text: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .checkpoint import locate, unique_paths
-    from .gate import gate
-    from .registry import parse_options
-    from .report import render_json_error
+    from .gate import gate, parse_options
+    from .reports.text import render_json_error
+    from .storage.checkpoint import locate, unique_paths
 
     try:
         options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
@@ -190,11 +189,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
             _write(render_json_error(f"{exc}"))
         elif args.format == "sarif":  # and `> report.sarif` a SARIF log, for upload-sarif
-            from .ci_report import render_sarif_error
+            from .reports.ci import render_sarif_error
 
             _write(render_sarif_error(f"{exc}"))
         elif args.format == "github":  # an annotation: the job's summary says why nothing was gated
-            from .ci_report import github_command
+            from .reports.ci import github_command
 
             _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
         raise
@@ -204,7 +203,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from .convert import ConvertRefused, convert
-    from .report import finding_lines
+    from .reports.text import finding_lines
 
     try:
         result = convert(args.src, args.dst, args.to, force=args.force, target_config=args.target_config,
@@ -234,8 +233,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
-    from .expected import fmt_shape
+    from .drafter.expected import fmt_shape
+    from .storage.checkpoint import open_checkpoint
 
     ck = open_checkpoint(args.ckpt)
     cfg = ck.config
@@ -271,8 +270,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint, within
-    from .spec import snapshot
+    from .drafter.spec import snapshot
+    from .storage.checkpoint import open_checkpoint, within
 
     out = Path(args.output)
     if within(out, args.ckpt, "-o"):
@@ -287,7 +286,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
     ck = open_checkpoint(args.ckpt)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:
-        from .config import missing_required
+        from .drafter.config import missing_required
 
         problems += [f"config.json: {p.message}" for p in ck.config.problems]
         problems += [f"config.json: {name} is missing" for name in missing_required(ck.config)
@@ -311,8 +310,8 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 def _as_spec(arg: str, role: str):
     """A diff operand: an existing checkpoint directory or spec file wins over a shipped spec name."""
-    from .checkpoint import open_checkpoint
-    from .spec import load_spec, shipped_specs, snapshot
+    from .drafter.spec import load_spec, shipped_specs, snapshot
+    from .storage.checkpoint import open_checkpoint
 
     path = Path(arg)
     try:
@@ -332,9 +331,9 @@ def _as_spec(arg: str, role: str):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from .drafter.spec import diff
     from .registry import Severity, error
-    from .report import finding_lines
-    from .spec import diff
+    from .reports.text import finding_lines
 
     cand, cand_problems = _as_spec(args.candidate, "A")
     ref, ref_problems = _as_spec(args.reference, "B")
@@ -356,15 +355,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .registry import checks
+    from .gate import all_checks
 
-    all_checks = checks()
+    registered = all_checks()
     if args.format == "json":
         _write(json.dumps([{"id": c.id, "level": c.level, "title": c.title, "needs": list(c.needs),
-                            "guards": c.guards, "evidence": list(c.evidence)} for c in all_checks], indent=2) + "\n")
+                            "guards": c.guards, "evidence": list(c.evidence)} for c in registered], indent=2) + "\n")
         return 0
-    width = max(len(c.id) for c in all_checks)
-    for c in all_checks:
+    width = max(len(c.id) for c in registered)
+    for c in registered:
         needs = f"  [needs {', '.join(c.needs)}]" if c.needs else ""
         _write(f"{c.id:<{width}}  {c.level:<7} {c.title}{needs}\n")
     return 0
@@ -372,8 +371,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_fix(args: argparse.Namespace) -> int:
     from .fix import fix
-    from .registry import parse_options
-    from .report import RENDERERS
+    from .gate import parse_options
+    from .reports.text import RENDERERS
 
     options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                             strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
@@ -394,12 +393,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .registry import checks
+    from .gate import all_checks
 
-    known = {c.id: c for c in checks()}
+    known = {c.id: c for c in all_checks()}
     c = known.get(args.check_id.split("[")[0])
     if c is None:
-        from .registry import unknown_check
+        from .gate import unknown_check
 
         raise UsageError(unknown_check(args.check_id.split("[")[0]))
     lines = [f"{c.id}: {c.title}", "",
@@ -421,10 +420,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
-    from .example import EXAMPLE_DIRS, write_example
-    from .gate import load_target, resolve_reference
-    from .registry import parse_options, run_gate
+    from .drafter.example import EXAMPLE_DIRS, write_example
+    from .gate import load_target, parse_options, resolve_reference, run_gate
+    from .storage.checkpoint import open_checkpoint
 
     def run(root: Path, stable: bool) -> int:
         """``stable``: the example lives in a temporary folder deleted on exit, so the report names its folders
@@ -464,13 +462,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
-    from .checkpoint import open_checkpoint
-    from .forward import torch_missing
+    from .numerics.forward import torch_missing
+    from .storage.checkpoint import open_checkpoint
 
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
-    from .forward_io import run_forward_files
+    from .forward_command import run_forward_files
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")

@@ -8,7 +8,7 @@
 * **Tensor data** is copied as byte ranges (``copy_file_range``): the header is rewritten, the data streamed in
   the kernel, so the output tensors are bit-identical and memory stays flat whatever the size. A
   ``pytorch_model.bin`` source is read in place like a safetensors one: its zip directory and pickle opcodes are
-  parsed, never unpickled (:mod:`eagle3_checks.torch_bin_io`).
+  parsed, never unpickled (:mod:`eagle3_checks.storage.torch_bin`).
 * **The config** keeps every semantic field and writes the engine-sensitive ones explicitly (``head_dim``,
   ``norm_before_residual``, ``rope_theta`` and ``rope_parameters``, the aux ids in ``eagle_config`` and at the
   top level, ``draft_vocab_size``, ``vocab_size`` = the verifier's, ``target_hidden_size`` only as a number). The
@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
-from .checkpoint import Checkpoint, open_checkpoint, real_path
+from .drafter.layout import FLAT, SPECULATORS
 from .errors import UsageError
-from .layout import FLAT, SPECULATORS
-from .registry import Finding, GateOptions, GateResult, Severity
-from .safetensors_io import RawTensor, encode_header, from_numpy
+from .gate import GateOptions, GateResult
+from .registry import Finding, Severity
+from .storage.checkpoint import Checkpoint, open_checkpoint, real_path
+from .storage.safetensors import RawTensor, encode_header, from_numpy
 
 # The layout each engine reads (speculators its own; vLLM and SGLang the flat one), for every modelled engine.
 TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES}
@@ -420,7 +421,7 @@ def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = No
            target_config: str | None = None) -> GateResult:
     """The gate, for the target engine, on the written checkpoint: with the target's config when given (the
     target.* checks: aux ids in range, vocabulary, hidden size); at the forward level, against SRC too."""
-    from .registry import run_gate
+    from .gate import run_gate
 
     # the converter copies tensor bytes exactly (and the forward level proves it): scanning the values is the
     # source's gate's job, not a second multi-gigabyte read here
@@ -558,8 +559,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
             aux_convention: str | None = None) -> Result:
     """Convert SRC to DST for engine ``to``. Raises UsageError (exit 2) or ConvertRefused (exit 1); DST is then
     untouched."""
-    from .forward import torch_missing
     from .gate import load_target
+    from .numerics.forward import torch_missing
 
     src_path, dst_path = Path(src), Path(dst)
     if verify_level not in (None, "header", "forward"):

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import Checkpoint, open_checkpoint
 from .convert import TMP_TAG, Plan, _check_paths, _move_into_place, _signals_raise, remove_stale, write
 from .errors import UsageError
-from .gate import gate_checkpoint
-from .registry import Finding, GateOptions, GateResult, Severity, describe_op
+from .gate import GateOptions, GateResult, gate_checkpoint
+from .registry import Finding, Severity, describe_op
+from .storage.checkpoint import Checkpoint, open_checkpoint
 
 MAX_ROUNDS = 3
 

@@ -112,7 +112,7 @@ def _labels(paths: list[str]) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     from .errors import UsageError
-    from .registry import parse_options
+    from .gate import parse_options
 
     config.addinivalue_line("markers", "eagle3: an eagle3-checks gate item")
     ckpts = _value(config, "ckpt") or []
@@ -126,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                 skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
                                 aux_convention=_value(config, "aux-convention"),
                                 max_model_len=_value(config, "max-model-len"))
-        from .checkpoint import locate, unique_paths
+        from .storage.checkpoint import locate, unique_paths
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:
@@ -142,7 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
             from .gate import load_source
 
             load_source(options.source)
-        from .spec import check_reference_option
+        from .drafter.spec import check_reference_option
 
         check_reference_option(options.reference)
     except UsageError as exc:
@@ -224,11 +224,11 @@ class CheckpointCollector(pytest.Collector):
         self.ckpt_path = ckpt_path
 
     def collect(self):
-        from .registry import checks
+        from .gate import all_checks
 
         options = self.config.stash[_STATE].options
         levels = options.levels()
-        for c in checks():
+        for c in all_checks():
             if c.level not in levels:
                 continue
             for engine in options.engines() if c.per_engine else (None,):
@@ -261,8 +261,8 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         from .errors import UsageError
-        from .registry import FAILED, SKIPPED, WARNED
-        from .report import check_text
+        from .gate import FAILED, SKIPPED, WARNED
+        from .reports.text import check_text
 
         state = self.config.stash[_STATE]
         state.ran.setdefault(self.collector.ckpt_path, set()).add(self.label)
@@ -356,7 +356,7 @@ def eagle3_gate_result(request: pytest.FixtureRequest, eagle3_ckpt_path: str | N
 
 @pytest.fixture(scope="session")
 def eagle3_checkpoint(eagle3_gate_result: Any) -> Any:
-    """The normalized view of the checkpoint (eagle3_checks.checkpoint.Checkpoint)."""
+    """The normalized view of the checkpoint (eagle3_checks.storage.checkpoint.Checkpoint)."""
     return eagle3_gate_result.ckpt
 
 
@@ -389,7 +389,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(_STATE, None)
     if state is None or not (state.results or state.tallies):
         return
-    from .report import summary_line
+    from .reports.text import summary_line
 
     terminalreporter.section("eagle3-checks")
     if not state.results:  # xdist: the workers gated; what they reported, per checkpoint

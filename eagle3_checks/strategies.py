@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 
-from .example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
-from .layout import FLAT, SPECULATORS
+from .drafter.example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
+from .drafter.layout import FLAT, SPECULATORS
 
 
 @st.composite
@@ -92,9 +92,8 @@ def fuzz_converter(convert: Callable[[Path, Path], object], *, engine: str = "vl
     """Run ``convert(src_dir, dst_dir)`` on drawn drafters; each result must pass the gate for ``engine`` (header
     level, and forward equivalence against the source when torch is installed, or ``forward=True``). Raises
     AssertionError with the findings and hypothesis' shrunk, falsifying drafter."""
-    from .forward import torch_missing
-    from .gate import gate
-    from .registry import parse_options
+    from .gate import gate, parse_options
+    from .numerics.forward import torch_missing
 
     level = "forward" if (forward if forward is not None else torch_missing() is None) else "header"
 

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from eagle3_checks.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
-from eagle3_checks.gate import gate
-from eagle3_checks.registry import FAILED, GateResult, parse_options
+from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
+from eagle3_checks.gate import FAILED, GateResult, gate, parse_options
 
 LAYOUTS = ("speculators", "flat")
 

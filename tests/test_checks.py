@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import assert_fails, run
-from eagle3_checks.example import EXAMPLE
-from eagle3_checks.registry import FAILED, PASSED, SKIPPED, WARNED, checks, modelled_only
-from eagle3_checks.safetensors_io import RawTensor, from_numpy
+from eagle3_checks.drafter.example import EXAMPLE
+from eagle3_checks.gate import FAILED, PASSED, SKIPPED, WARNED, all_checks
+from eagle3_checks.registry import modelled_only
+from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 
 
 def findings(result, check_id, severity=None):
@@ -211,7 +212,7 @@ def test_vocab_checks_skip_when_absent(drafter):
 
 def test_vocab_reads_only_the_mapping_tensors(drafter, monkeypatch):
     """Header checks touch tensor data only for d2t and t2d: every other byte stays unread."""
-    import eagle3_checks.safetensors_io as st
+    import eagle3_checks.storage.safetensors as st
 
     read: list[str] = []
     real = st.read_bytes
@@ -465,12 +466,12 @@ def test_target_last_layer_id_is_a_note(drafter, tmp_path):
 
 def test_check_ids_are_stable_and_documented():
     """Ids are an interface (--skip, -k, JUnit, dashboards): renaming one is a breaking change."""
-    assert [c.id for c in checks()] == [
+    assert [c.id for c in all_checks()] == [
         "files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.architectures",
         "config.layers", "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings",
         "config.rope", "target.aux-layers", "target.vocab", "target.hidden-size", "engine.loads", "engine.semantics",
         "engine.aux-layers", "engine.serving", "reference.diff", "scan.values", "forward.equivalence"]
-    for c in checks():
+    for c in all_checks():
         assert c.title and c.guards and c.level in ("header", "scan", "forward")
 
 

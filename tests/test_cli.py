@@ -11,7 +11,7 @@ import pytest
 import test_defects
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
-from eagle3_checks.registry import checks
+from eagle3_checks.gate import all_checks
 
 
 def cli(capsys, *argv):
@@ -47,7 +47,7 @@ def test_check_json_and_markdown(drafter, capsys):
     report = data["checkpoints"][0]
     assert report["layout"] == "speculators" and report["reference"] == "tiny-example"
     by_id = {c["id"]: c for c in report["checks"]}
-    assert set(by_id) == {c.id for c in checks()}
+    assert set(by_id) == {c.id for c in all_checks()}
     f = by_id["config.head-dim"]["findings"][0]
     assert f["severity"] == "error" and f["expected"] == "24" and f["key"] == "transformer_layer_config.head_dim"
     assert f["check"] == "config.head-dim" and f["why"] and f["fix"] == 'add "head_dim": 24'
@@ -177,7 +177,7 @@ def test_diff(drafter, capsys):
 def test_list_and_version(capsys):
     code, out, _ = cli(capsys, "list")
     assert code == 0
-    for c in checks():
+    for c in all_checks():
         assert c.id in out
     assert "reference.diff" in out and "[needs reference]" in out
     with pytest.raises(SystemExit) as exc:

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from conftest import run
-from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
 from eagle3_checks.convert import ConvertRefused, convert
+from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
+from eagle3_checks.drafter.spec import semantic_config
 from eagle3_checks.errors import UsageError
-from eagle3_checks.example import EXAMPLE, vocab_mapping
-from eagle3_checks.safetensors_io import read_bytes
-from eagle3_checks.spec import semantic_config
+from eagle3_checks.storage.checkpoint import open_checkpoint
+from eagle3_checks.storage.safetensors import read_bytes
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
 
 SLOW = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -137,7 +137,7 @@ def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path, monkeypatch):
     binsrc.mkdir()
     (binsrc / "config.json").write_text((src / "config.json").read_text())
     ck = open_checkpoint(src)
-    from eagle3_checks.forward import Weights
+    from eagle3_checks.numerics.forward import Weights
 
     w = Weights(ck, "cpu")
     torch.save({name: w.raw(name).clone() for name in ck.tensors}, binsrc / "pytorch_model.bin")
@@ -273,13 +273,13 @@ def test_a_destination_that_cannot_be_written_is_a_usage_error(drafter, tmp_path
 def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, breakage, fragment):
     d = drafter("flat")
     if breakage == "inconsistent":
-        from eagle3_checks.safetensors_io import RawTensor
+        from eagle3_checks.storage.safetensors import RawTensor
 
         d.tensors["fc.weight"] = RawTensor("BF16", (64, 96), b"\0" * 64 * 96 * 2)
     elif breakage == "bad-d2t":
         v = np.frombuffer(d.tensors["d2t"].data, "<i8").copy()
         v[5] = v[4] - 1
-        from eagle3_checks.safetensors_io import from_numpy
+        from eagle3_checks.storage.safetensors import from_numpy
 
         d.tensors["d2t"] = from_numpy(v)
     src = d.write()
@@ -299,7 +299,7 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
 def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, fragment):
     """With --target-config, the written drafter must fit the target (aux ids in range, fc width), or nothing is
     written: the verification used to check the vocabulary only and say "0 error(s)"."""
-    from eagle3_checks.example import target_config
+    from eagle3_checks.drafter.example import target_config
 
     src = drafter("speculators").write()
     (tmp_path / "target.json").write_text(json.dumps({**target_config(EXAMPLE), **change}))
@@ -383,7 +383,7 @@ CONVERT = [sys.executable, "-m", "eagle3_checks", "convert"]
 
 def _slow_source(root: Path) -> Path:
     """A drafter big enough (~60 MB) that a conversion is still running when the test interrupts it."""
-    from eagle3_checks.example import drafter_files, write_random_checkpoint
+    from eagle3_checks.drafter.example import drafter_files, write_random_checkpoint
 
     shape = replace(EXAMPLE, hidden_size=512, num_attention_heads=8, num_key_value_heads=8, head_dim=64,
                     intermediate_size=2048, vocab_size=16384, draft_vocab_size=4096)

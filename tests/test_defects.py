@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import LAYOUTS, Drafter, assert_clean, assert_fails, run
-from eagle3_checks.example import EXAMPLE
-from eagle3_checks.safetensors_io import RawTensor, from_numpy
+from eagle3_checks.drafter.example import EXAMPLE
+from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 
 
 def ints(t: RawTensor) -> np.ndarray:

@@ -14,11 +14,11 @@ import pytest
 
 from conftest import run
 from eagle3_checks import engines
-from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
-from eagle3_checks.config import read_target_config
+from eagle3_checks.drafter.config import read_target_config
+from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
-from eagle3_checks.example import EXAMPLE, target_config
+from eagle3_checks.storage.checkpoint import open_checkpoint
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
 SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
@@ -369,7 +369,7 @@ def test_s18_fc_bias_is_loaded_by_sglang_and_skipped_by_vllm(drafter):
     V2: VL/model_executor/models/utils.py:431-436 skips any unexpected *.bias silently: vLLM runs fc without it."""
     import numpy as np
 
-    from eagle3_checks.safetensors_io import from_numpy
+    from eagle3_checks.storage.safetensors import from_numpy
 
     d = drafter("flat")
     d.config["bias"] = True
@@ -412,7 +412,7 @@ def test_v2_an_unknown_bias_is_skipped_and_an_unknown_weight_refused(drafter):
     unknown name raises "There is no module or parameter named"."""
     import numpy as np
 
-    from eagle3_checks.safetensors_io import from_numpy
+    from eagle3_checks.storage.safetensors import from_numpy
 
     d = drafter("flat")
     d.tensors["extra.bias"] = from_numpy(np.zeros(4, dtype=np.float32))

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run
 from eagle3_checks.cli import main
-from eagle3_checks.example import EXAMPLE
+from eagle3_checks.drafter.example import EXAMPLE
 
 FAILED, PASSED, WARNED = "failed", "passed", "warned"
 
@@ -80,7 +80,7 @@ def test_sglang_drops_biases_and_fc_norms(drafter):
     assert "sglang 0.5.6 drops 6 trained tensor(s): fc_norm.0.weight, fc_norm.1.weight, fc_norm.2.weight, " \
            "midlayer.self_attn.k_proj.bias" in text
     from eagle3_checks import engines
-    from eagle3_checks.checkpoint import open_checkpoint
+    from eagle3_checks.storage.checkpoint import open_checkpoint
 
     r = engines.read(open_checkpoint(d.root), "sglang@0.5.6")
     assert r.tensors["layers.0.self_attn.o_proj.bias"] == "midlayer.self_attn.o_proj.bias"
@@ -275,7 +275,7 @@ def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
 def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
     """The AQ-MedAI spec records its ids in the SGLang convention (inferred): a candidate whose trainer counted the
     vLLM way needs ids one higher to capture the same layers."""
-    from eagle3_checks.spec import Spec, diff, load_spec, shipped_specs
+    from eagle3_checks.drafter.spec import Spec, diff, load_spec, shipped_specs
 
     ref = load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"])
     cand = Spec("c", {"aux_layer_ids": [3, 31, 59]}, {}, None, "vllm")

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eagle3_checks.cli import main
-from eagle3_checks.example import EXAMPLE, drafter_files, write_checkpoint
-from eagle3_checks.safetensors_io import DTYPES
+from eagle3_checks.drafter.example import EXAMPLE, drafter_files, write_checkpoint
+from eagle3_checks.storage.safetensors import DTYPES
 
 EXAMPLES = 10_000 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 150
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

@@ -12,7 +12,7 @@ import pytest
 import safetensors.numpy
 
 from eagle3_checks.cli import main
-from eagle3_checks.safetensors_io import RawTensor, encode_header, read_header, write_safetensors
+from eagle3_checks.storage.safetensors import RawTensor, encode_header, read_header, write_safetensors
 
 
 def header_file(path, header: dict, data: bytes = b"") -> None:
@@ -162,7 +162,9 @@ def test_index_without_shards_or_config_is_not_a_checkpoint(tmp_path, capsys):
 
 
 def test_bad_spec_values_are_usage_errors(drafter, tmp_path, capsys):
-    spec = json.loads(open(__import__("eagle3_checks.spec", fromlist=["x"]).shipped_specs()["tiny-example"]).read())
+    from eagle3_checks.drafter.spec import shipped_specs
+
+    spec = json.loads(open(shipped_specs()["tiny-example"]).read())
     spec["config"]["aux_layer_ids"] = 5
     (tmp_path / "bad.json").write_text(json.dumps(spec))
     assert main(["diff", str(drafter("flat").write()), str(tmp_path / "bad.json")]) == 2

@@ -9,7 +9,7 @@ from xml.etree import ElementTree
 import pytest
 
 from eagle3_checks.engines import newest
-from eagle3_checks.registry import checks
+from eagle3_checks.gate import all_checks
 
 try:  # pytester's in-process runs unload what they import, and torch cannot be imported twice in one process
     import torch  # noqa: F401
@@ -18,8 +18,8 @@ except ImportError:
 
 import test_defects
 
-N_CHECKS = len(checks())  # one item each with the default --eagle3-engine (vllm)
-LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in checks()}
+N_CHECKS = len(all_checks())  # one item each with the default --eagle3-engine (vllm)
+LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in all_checks()}
 
 
 def test_gate_from_an_empty_folder(pytester, drafter):
@@ -281,7 +281,7 @@ def test_scan_level_in_ci(pytester, drafter):
     """--eagle3-level=scan: header checks plus the weight scan, no forward item; a NaN weight fails scan.values."""
     import numpy as np
 
-    from eagle3_checks.safetensors_io import from_numpy
+    from eagle3_checks.storage.safetensors import from_numpy
 
     d = drafter("flat")
     v = np.zeros(d.tensors["fc.weight"].shape, np.float32) + 0.01

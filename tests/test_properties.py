@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import Drafter, run
-from eagle3_checks.example import EXAMPLE
-from eagle3_checks.safetensors_io import from_numpy
+from eagle3_checks.drafter.example import EXAMPLE
+from eagle3_checks.storage.safetensors import from_numpy
 
 
 @st.composite

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from eagle3_checks.cli import main
-from eagle3_checks.example import EXAMPLE, drafter_files, target_config
+from eagle3_checks.drafter.example import EXAMPLE, drafter_files, target_config
 
 torch = pytest.importorskip("torch")
 

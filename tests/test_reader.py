@@ -13,9 +13,9 @@ import pytest
 import safetensors.numpy
 
 from conftest import assert_fails, run
-from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.errors import UsageError
-from eagle3_checks.safetensors_io import from_numpy, load_array, read_header, write_safetensors
+from eagle3_checks.storage.checkpoint import open_checkpoint
+from eagle3_checks.storage.safetensors import from_numpy, load_array, read_header, write_safetensors
 
 # ----- safetensors, both ways against the reference implementation ---------------------------------------
 

@@ -15,9 +15,9 @@ import pytest
 import test_defects
 from conftest import run
 from eagle3_checks import __version__
-from eagle3_checks.causes import group
-from eagle3_checks.ci_report import json_key_line, parse_github
 from eagle3_checks.cli import main
+from eagle3_checks.reports.causes import group
+from eagle3_checks.reports.ci import json_key_line, parse_github
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -164,7 +164,7 @@ def test_github_annotations_parse_back(drafter, capsys):
 
 
 def test_github_escapes_what_the_runner_unescapes():
-    from eagle3_checks.ci_report import github_command
+    from eagle3_checks.reports.ci import github_command
 
     line = github_command("warning", "50% of\nit, a: b", file="a,b:c.json", line=3, title="t%1")
     assert "\n" not in line

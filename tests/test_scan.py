@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import run
-from eagle3_checks import scan as scanner
 from eagle3_checks.checks import scan as scan_check
 from eagle3_checks.cli import main
-from eagle3_checks.safetensors_io import RawTensor, from_numpy, read_header
+from eagle3_checks.numerics import scan as scanner
+from eagle3_checks.storage.safetensors import RawTensor, from_numpy, read_header
 
 SCAN = "scan.values"
 FC = "fc.weight"
@@ -128,7 +128,7 @@ def test_norm_left_at_one_or_far_from_scale(drafter):
 def untrained_shape():
     from dataclasses import replace
 
-    from eagle3_checks.example import EXAMPLE
+    from eagle3_checks.drafter.example import EXAMPLE
 
     return replace(EXAMPLE, hidden_size=128, intermediate_size=256)  # enough elements for the moments
 
@@ -172,7 +172,7 @@ def test_the_sample_walks_across_columns(drafter):
     rng = np.random.default_rng(5)
     v = rng.standard_t(3, (512, 512)) * 0.05
     v[:, ::4] = rng.normal(0, 0.02, (512, 128))
-    from eagle3_checks.safetensors_io import write_safetensors
+    from eagle3_checks.storage.safetensors import write_safetensors
 
     path = drafter("flat").root
     path.mkdir(parents=True)
@@ -226,8 +226,8 @@ def test_a_file_that_shrinks_during_the_scan_is_an_error(drafter):
 
 
 def test_a_checkpoint_truncated_after_it_was_opened(drafter):
-    from eagle3_checks.checkpoint import open_checkpoint
-    from eagle3_checks.registry import GateOptions, run_gate
+    from eagle3_checks.gate import GateOptions, run_gate
+    from eagle3_checks.storage.checkpoint import open_checkpoint
 
     path = drafter("flat").write()
     ckpt = open_checkpoint(path)  # headers read while the file was whole
@@ -312,7 +312,7 @@ def test_scanner_matches_numpy(tmp_path_factory, dtype, n, chunk, sample, seed, 
         values[i % n] = v
     raw = from_numpy(values.astype(np.float32), "BF16") if dtype == "BF16" else from_numpy(values.astype(_NP[dtype]))
     path = tmp_path_factory.mktemp("scan") / "x.safetensors"
-    from eagle3_checks.safetensors_io import write_safetensors
+    from eagle3_checks.storage.safetensors import write_safetensors
 
     write_safetensors(path, {"pad": RawTensor("U8", (3,), b"abc"), "x": raw})
     entry = read_header(path, "x.safetensors").entries["x"]
@@ -353,7 +353,7 @@ def test_fp8_scan_matches_torch(tmp_path, dtype, torch_dtype):
     np.testing.assert_array_equal(scanner.to_float(np.arange(256, dtype=np.uint8), dtype),
                                   torch.arange(256, dtype=torch.uint8).view(getattr(torch, torch_dtype)).float()
                                   .numpy())
-    from eagle3_checks.safetensors_io import write_safetensors
+    from eagle3_checks.storage.safetensors import write_safetensors
 
     write_safetensors(tmp_path / "f.safetensors", {"x": RawTensor(dtype, (codes.size,), codes.tobytes())})
     entry = read_header(tmp_path / "f.safetensors", "f").entries["x"]
@@ -373,7 +373,7 @@ def test_memory_is_bounded_by_the_chunk(tmp_path):
     """One reused read buffer and one magnitude buffer: scanning 64 MB allocates no tensor-sized array."""
     import tracemalloc
 
-    from eagle3_checks.safetensors_io import write_safetensors
+    from eagle3_checks.storage.safetensors import write_safetensors
 
     path = tmp_path / "big.safetensors"
     write_safetensors(path, {"w": RawTensor("BF16", (4096, 8192))})  # 64 MB of zeros, sparse
@@ -411,7 +411,7 @@ def test_many_tiny_tensors_open_the_file_once(tmp_path, monkeypatch):
     import builtins
     import time
 
-    from eagle3_checks.safetensors_io import write_safetensors
+    from eagle3_checks.storage.safetensors import write_safetensors
 
     path = tmp_path / "many.safetensors"
     write_safetensors(path, {f"t{i}": RawTensor("F32", (2,), b"\0\0\x80\x3f" * 2) for i in range(20_000)})

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from conftest import run
-from eagle3_checks.checkpoint import open_checkpoint
+from eagle3_checks.drafter.example import EXAMPLE
+from eagle3_checks.drafter.spec import Spec, diff, load_spec, resolve_reference, shipped_specs, snapshot
 from eagle3_checks.errors import UsageError
-from eagle3_checks.example import EXAMPLE
-from eagle3_checks.spec import Spec, diff, load_spec, resolve_reference, shipped_specs, snapshot
+from eagle3_checks.storage.checkpoint import open_checkpoint
 
 
 def errors(findings):

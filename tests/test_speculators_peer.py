@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from conftest import assert_clean, run
-from eagle3_checks.checkpoint import open_checkpoint
-from eagle3_checks.safetensors_io import RawTensor, read_bytes, read_header, write_safetensors
-from eagle3_checks.spec import diff, load_spec, shipped_specs, snapshot
+from eagle3_checks.drafter.spec import diff, load_spec, shipped_specs, snapshot
+from eagle3_checks.storage.checkpoint import open_checkpoint
+from eagle3_checks.storage.safetensors import RawTensor, read_bytes, read_header, write_safetensors
 from peers.variants import SPECULATORS, SPECULATORS_UNLOADED
 
 pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package

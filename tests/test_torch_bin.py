@@ -23,13 +23,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import assert_fails
-from eagle3_checks.checkpoint import open_checkpoint
 from eagle3_checks.cli import main
-from eagle3_checks.example import EXAMPLE, drafter_files, write_checkpoint
-from eagle3_checks.gate import gate
-from eagle3_checks.registry import parse_options
-from eagle3_checks.safetensors_io import DTYPES, RawTensor, load_array, read_bytes
-from eagle3_checks.torch_bin_io import read_bin, walk_pickle
+from eagle3_checks.drafter.example import EXAMPLE, drafter_files, write_checkpoint
+from eagle3_checks.gate import gate, parse_options
+from eagle3_checks.storage.checkpoint import open_checkpoint
+from eagle3_checks.storage.safetensors import DTYPES, RawTensor, load_array, read_bytes
+from eagle3_checks.storage.torch_bin import read_bin, walk_pickle
 from test_fuzz import FUZZ, gate_everything
 
 torch = pytest.importorskip("torch")
@@ -222,7 +221,7 @@ def test_a_bin_whose_pickle_calls_code_is_refused_without_running_it(pair, tmp_p
     st_path, bin_path = pair()
     marker = tmp_path / "ran"
     ck = open_checkpoint(bin_path)
-    from eagle3_checks.forward import Weights
+    from eagle3_checks.numerics.forward import Weights
 
     w = Weights(ck, "cpu")
     state = {n: w.raw(n).clone() for n in ck.tensors}
@@ -267,7 +266,7 @@ def test_a_legacy_torch_pickle_is_not_unpickled(tmp_path, pair):
     (b"\x80\x02}}X\x09\x00\x00\x00_metadata}X\x00\x00\x00\x00}X\x07\x00\x00\x00versionK\x01sssb.", None),
 ])
 def test_the_pickle_walk_refuses_everything_but_a_state_dict(pkl, fragment):
-    from eagle3_checks.torch_bin_io import _Refused
+    from eagle3_checks.storage.torch_bin import _Refused
 
     if fragment is None:
         assert walk_pickle(pkl) == {}
@@ -562,7 +561,7 @@ def test_the_walk_reads_a_hand_written_state_dict():
     (b"\x80\x02q\x00.", "BINPUT finds an empty stack"),
 ])
 def test_each_refusal_of_the_walk(pkl, fragment):
-    from eagle3_checks.torch_bin_io import _Refused
+    from eagle3_checks.storage.torch_bin import _Refused
 
     with pytest.raises(_Refused) as exc:
         walk_pickle(pkl)
@@ -627,7 +626,7 @@ def local_header(raw: bytearray, name: bytes) -> int:
     ("directory-limit", "does not fit in the"),
 ])
 def test_each_refusal_of_the_zip_reader(tmp_path, monkeypatch, how, fragment):
-    from eagle3_checks import torch_bin_io
+    from eagle3_checks.storage import torch_bin as torch_bin_io
 
     f = tmp_path / "w.bin"
     (tmp_path / "src").mkdir()

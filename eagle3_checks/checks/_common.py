@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import engines
-from ..config import DraftConfig
+from ..drafter.config import DraftConfig
 from ..registry import Context, NotApplicable
 
 CONFIG = "config.json"

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import engines
-from ..config import missing_required, rope_scaling_problems
+from ..drafter.config import missing_required, rope_scaling_problems
+from ..drafter.layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
 from ..engines.profile import Target
-from ..layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
-from ..safetensors_io import json_type
+from ..storage.safetensors import json_type
 from ._common import CONFIG, config_key, config_of, pointer, require_complete
 
 

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable
 
 from .. import engines
+from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
 from ..engines.reading import Reading, describe_difference, differences, effect, patch_for, remedy
-from ..layout import SPECULATORS
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
 from ._common import CONFIG, config_of, release, require_complete, unread_layout
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
-from ..layout import FLAT, SPECULATORS, on_disk_name
+from ..drafter.expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
+from ..drafter.layout import FLAT, SPECULATORS, on_disk_name
 from ..registry import Context, Finding, check, error, info
 from ._common import config_of, require_complete
 

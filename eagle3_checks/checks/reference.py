@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .. import engines
+from ..drafter.spec import diff, snapshot
 from ..registry import Context, Finding, check
-from ..spec import diff, snapshot
 from ._common import config_of, require_complete
 
 

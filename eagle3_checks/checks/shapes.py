@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..causes import config_cause
-from ..expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
+from ..drafter.expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
 from ..registry import Context, Finding, check, error
+from ..reports.causes import config_cause
 from ._common import config_of
 
 

@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..drafter.layout import SPECULATORS
 from ..errors import UsageError
-from ..layout import SPECULATORS
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
 from .profile import Capture, Profile, Target, version_key
 from .reading import Reading, lookup, valid_ids

@@ -4,7 +4,7 @@ A reading is the answer to "if this engine loaded this directory, what would it 
 on-disk tensor fills each parameter (and which parameters stay unfilled), the tensors it skips,
 the hard load errors it would raise, and the semantic values it uses (sizes, norms, rope,
 feedback between draft steps), each with where the value came from. The forward
-implementation (:mod:`eagle3_checks.forward`) runs a reading; the engine profiles report on it.
+implementation (:mod:`eagle3_checks.numerics.forward`) runs a reading; the engine profiles report on it.
 
 Each engine module (``vllm``, ``sglang``, ``speculators``, ``specforge``) builds readings from
 the raw config and tensor names, mirroring that engine's own loader; the helpers here are the
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..config import positive_number, rope_scaling_problems
-from ..layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
+from ..drafter.config import positive_number, rope_scaling_problems
+from ..drafter.layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
 
 TLC = "transformer_layer_config"
 
@@ -409,7 +409,7 @@ def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
     """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
     engine has there instead), and the loaded tensors whose shape the engine's loader rejects, or, where the engine's
     linear loaders narrow (``narrows``: vLLM, SGLang), cuts to fit."""
-    from ..expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
+    from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 
     if r.o_bias is None:
         r.set("o_bias", r.attention_bias, "with attention_bias (Llama: o_proj's bias follows it)")

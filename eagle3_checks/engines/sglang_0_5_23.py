@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import class_defaults
+from ..drafter.config import class_defaults
 from .profile import Capture, Profile, Target, input_of, output_of
 from .reading import (
     Reading,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import FLAT, has_qk_norm, str_list
+from ..drafter.layout import FLAT, has_qk_norm, str_list
 from .reading import (
     Reading,
     finish,

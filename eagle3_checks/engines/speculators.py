@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..layout import SPECULATORS
+from ..drafter.layout import SPECULATORS
 from . import vllm_0_33
 from .profile import Profile
 from .reading import (

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import class_defaults
-from ..layout import SPECULATORS, str_list
+from ..drafter.config import class_defaults
+from ..drafter.layout import SPECULATORS, str_list
 from .profile import Capture, Profile, Target, input_of
 from .reading import (
     Reading,

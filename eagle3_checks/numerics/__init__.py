@@ -1,1 +1,1 @@
-"""The numeric side of the gate: tensor scans and the drafter forward passes (torch only inside the modules)."""
+"""The numeric passes over tensor data: the streaming scan and the forward pass (torch only here)."""

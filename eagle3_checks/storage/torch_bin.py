@@ -18,7 +18,7 @@ plain state dict:
 Any other global (``os.system``, ``builtins.eval``, ...), a call of anything else, ``BUILD`` of anything else,
 ``INST``, ``OBJ``, ``NEWOBJ`` and every other opcode are refused with a :class:`Problem` naming the file and the
 byte offset. Strides must be contiguous row-major. Each tensor becomes a
-:class:`~eagle3_checks.safetensors_io.TensorEntry` whose offset is the absolute position of its first byte in the
+:class:`~eagle3_checks.storage.safetensors.TensorEntry` whose offset is the absolute position of its first byte in the
 ``.bin`` file, so everything that reads tensors by byte range reads these unchanged. Legacy (pre-zip) torch
 pickles are refused: they cannot be read without unpickling.
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from .safetensors_io import DTYPES, FileHeader, Problem, TensorEntry
+from .safetensors import DTYPES, FileHeader, Problem, TensorEntry
 
 PICKLE_LIMIT = 100_000_000  # bytes of data.pkl; a real state dict's pickle is a few hundred bytes per tensor
 DIRECTORY_LIMIT = 100_000_000  # bytes of zip central directory

@@ -21,9 +21,12 @@ Notes (info findings) are never grouped: they are not failures.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .registry import CheckResult, Finding, GateResult, Severity
+from ..registry import Finding, Severity
+
+if TYPE_CHECKING:  # the checks name causes (config_cause) and the gate imports the checks
+    from ..gate import CheckResult, GateResult
 
 CONFIG = "config.json"
 _NESTED = ("transformer_layer_config.",)  # speculators nests the decoder fields here; engines read them as one

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engines import AUX_CONVENTIONS
-from .errors import UsageError
+from ..engines import AUX_CONVENTIONS
+from ..errors import UsageError
+from ..registry import Finding, error, info
 from .layout import FLAT, SPECULATORS
-from .registry import Finding, error, info
 
 SCHEMA = "eagle3-checks/reference-spec"
 SCHEMA_VERSION = 1
@@ -183,9 +183,9 @@ def snapshot(ckpt: Any, name: str, description: str = "") -> Spec:
 def _spec_dir() -> Path:
     """reference_specs/ inside an installed package (the wheel puts it there), else at the top of a source
     checkout (an editable install)."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "reference_specs"
-    return packaged if packaged.is_dir() else here.parent / "reference_specs"
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "reference_specs"
+    return packaged if packaged.is_dir() else package.parent / "reference_specs"
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -259,7 +259,7 @@ def check_reference_option(option: str | None) -> None:
     path = Path(option)
     if _exists(path, "--reference"):
         if path.is_dir():
-            from .checkpoint import open_checkpoint
+            from ..storage.checkpoint import open_checkpoint
 
             open_checkpoint(path)
         else:
@@ -276,7 +276,7 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
     path = Path(option)
     if _exists(path, "--reference"):  # an existing path wins over a name
         if path.is_dir():
-            from .checkpoint import open_checkpoint
+            from ..storage.checkpoint import open_checkpoint
 
             ref = open_checkpoint(path)
             if ref.problems:

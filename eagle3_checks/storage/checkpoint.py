@@ -4,7 +4,7 @@ Reads ``config.json`` and the safetensors headers (single file or a sharded
 ``model.safetensors.index.json``), never tensor data: a tensor is loaded only when a check asks
 for it (:meth:`Checkpoint.array`), once, and kept. No torch on this path. Without any safetensors
 file, ``pytorch_model.bin`` (or a sharded ``pytorch_model.bin.index.json``) is read the same way,
-its zip directory and pickle opcodes parsed without unpickling (:mod:`eagle3_checks.torch_bin_io`).
+its zip directory and pickle opcodes parsed without unpickling (:mod:`eagle3_checks.storage.torch_bin`).
 
 What cannot be a checkpoint at all (a missing path, a file, a folder with neither config.json
 nor safetensors) raises :class:`~eagle3_checks.errors.UsageError`; everything wrong inside a
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .config import DraftConfig, read_config
-from .errors import UsageError
-from .layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name, unmodelled_drafter
-from .safetensors_io import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
-from .torch_bin_io import read_bin
+from ..drafter.config import DraftConfig, read_config
+from ..drafter.layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name, unmodelled_drafter
+from ..errors import UsageError
+from .safetensors import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
+from .torch_bin import read_bin
 
 CONFIG = "config.json"
 SINGLE = "model.safetensors"

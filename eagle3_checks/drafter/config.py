@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from ..storage.safetensors import CONFIG_DTYPES, Problem
 from .layout import SPECULATORS, str_list
-from .safetensors_io import CONFIG_DTYPES, Problem
 
 TLC = "transformer_layer_config"
 

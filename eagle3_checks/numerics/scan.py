@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .safetensors_io import TensorEntry
+from ..storage.safetensors import TensorEntry
 
 CHUNK = 1 << 23  # bytes per read (8 MB)
 SAMPLE = 1 << 16  # elements sampled per tensor for the moments

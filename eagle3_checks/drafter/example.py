@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..storage.safetensors import RawTensor, encode_header, from_numpy, write_safetensors
 from .layout import FLAT, SPECULATORS, on_disk_name
-from .safetensors_io import RawTensor, encode_header, from_numpy, write_safetensors
 
 _CONFIG_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 

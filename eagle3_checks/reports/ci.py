@@ -13,10 +13,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from . import __version__
+from .. import __version__
+from ..gate import GateResult, all_checks
+from ..registry import Check, Finding, Severity
 from .causes import CONFIG, Causes, group
-from .registry import Check, Finding, GateResult, Severity, checks
-from .report import summary_line
+from .text import summary_line
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
@@ -235,7 +236,7 @@ def _uri(path: str) -> str:
 def to_sarif(results: list[GateResult]) -> dict[str, Any]:
     """One run; one result per finding not folded into a root cause (notes as level note), located by the line of
     its config key or its byte offset in a weight file."""
-    by_id = {c.id: c for c in checks()}
+    by_id = {c.id: c for c in all_checks()}
     rules: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     sarif_results = []

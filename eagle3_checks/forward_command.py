@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
-from .checkpoint import real_path, within
 from .errors import UsageError
-from .forward import ForwardError, Inputs, Weights, nonfinite, run
-from .safetensors_io import from_numpy, load_array, read_header, write_safetensors
+from .numerics.forward import ForwardError, Inputs, Weights, nonfinite, run
+from .storage.checkpoint import real_path, within
+from .storage.safetensors import from_numpy, load_array, read_header, write_safetensors
 
 
 def read_inputs(path: Path, reading: Any) -> Inputs:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .safetensors_io import DTYPES
+from ..storage.safetensors import DTYPES
 
 INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
                 "wheel is enough; in this repository pip install -c constraints.txt torch), then rerun; --level "
@@ -201,7 +201,7 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
     import torch
 
-    from .config import rope_scaling_problems
+    from ..drafter.config import rope_scaling_problems
 
     problems = rope_scaling_problems(scaling)
     if problems:

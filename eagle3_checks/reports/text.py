@@ -6,9 +6,10 @@ import json
 import textwrap
 from typing import Any
 
-from . import __version__
+from .. import __version__
+from ..gate import FAILED, PASSED, SKIPPED, WARNED, CheckResult, GateResult
+from ..registry import Finding, Severity, describe_op
 from .causes import Causes, group
-from .registry import FAILED, PASSED, SKIPPED, WARNED, CheckResult, Finding, GateResult, Severity, describe_op
 
 SCHEMA_VERSION = 1
 _LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP", "n/a": "N/A"}
@@ -328,13 +329,13 @@ def _num(v) -> str:
 
 
 def render_github(results: list[GateResult]) -> str:
-    from .ci_report import render_github as render
+    from .ci import render_github as render
 
     return render(results)
 
 
 def render_sarif(results: list[GateResult]) -> str:
-    from .ci_report import render_sarif as render
+    from .ci import render_sarif as render
 
     return render(results)
 
