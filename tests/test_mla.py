@@ -10,6 +10,7 @@ swapped for one with H outputs - every MLA-specific step still runs in transform
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -244,7 +245,6 @@ def test_rope_and_softmax_scale_match_the_engines_own_code(path):
     """conformance/record_mla_rope.py ran each engine's own rotary embedding (get_rope / get_rope_wrapper, then
     forward_native) and softmax-scale code on random q/k; our reading of the same config reproduces them."""
     import base64
-    import dataclasses
     import json
 
     import numpy as np
@@ -280,12 +280,6 @@ def test_causal_rows_ignore_later_tokens_and_shift_with_positions():
     again = mla.mla_attention(changed, weights, shape, positions)
     assert torch.allclose(out[:2], again[:2], atol=1e-6, rtol=0) and not torch.allclose(out[2], again[2])
     # RoPE sees only relative positions: the same tokens 1000 positions later attend the same way
-    shifted = mla.mla_attention(hidden, weights, dataclasses_replace(shape, rope_scaling=None), positions + 1000)
-    plain = mla.mla_attention(hidden, weights, dataclasses_replace(shape, rope_scaling=None), positions)
+    shifted = mla.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions + 1000)
+    plain = mla.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions)
     assert (shifted - plain).abs().max() < 1e-4 * plain.abs().max()
-
-
-def dataclasses_replace(shape, **changes):
-    import dataclasses
-
-    return dataclasses.replace(shape, **changes)
