@@ -75,7 +75,8 @@ def test_the_installed_version_is_read_from_package_metadata():
 
     assert engines.installed_version("speculators") == version("speculators")
     assert engines.installed_version("vllm") is None
-    assert engines.resolve("speculators") == (("speculators@0.9.0",), (f"the installed speculators {version('speculators')}",), ())
+    installed = f"the installed speculators {version('speculators')}"
+    assert engines.resolve("speculators") == (("speculators@0.9.0",), (installed,), ())
 
 
 def test_lists_repeats_and_all(monkeypatch):
