@@ -38,7 +38,7 @@ from .gate import (
     unknown_check,
 )
 from .numerics.forward import torch_missing
-from .registry import Severity, error
+from .registry import LEVELS, Severity, error
 from .reports import RENDERERS
 from .reports.ci import github_command, render_sarif_error
 from .reports.text import finding_lines, render_json_error, render_text
@@ -69,7 +69,7 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="the verifier's checkpoint: its config.json (unless --target-config), and its embed_tokens, "
                    "read lazily, for the later draft steps of a drafter that ships none (as engines do)")
     _hub_options(p)
-    p.add_argument("--level", choices=("header", "scan", "forward"),
+    p.add_argument("--level", choices=LEVELS,
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
