@@ -1,8 +1,9 @@
 """Checkpoints on the Hugging Face Hub (hf://ORG/NAME) and in its cache (models--ORG--NAME), against a stand-in Hub
 on 127.0.0.1 (tests/hub_server.py) that counts every request and byte: no test touches the network.
 
-The commands run as subprocesses, as a user runs them: huggingface_hub reads HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE
-when it is imported.
+huggingface_hub reads HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE when it is imported: the first test runs the command
+as a user does, in fresh processes with those variables set; the others run it in this process, with the same
+settings put in ``huggingface_hub.constants`` (the ``hf`` fixture), which eagle3-checks reads once per repository.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -43,6 +43,36 @@ def env(tmp_path, hub) -> dict[str, str]:
     return out
 
 
+def endpoint(monkeypatch, url: str) -> None:
+    """HF_ENDPOINT for this process: the URL template is derived from it at import, so both (or the client would
+    ask huggingface.co)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+
+
+@pytest.fixture
+def hf(tmp_path, hub, monkeypatch) -> Path:
+    """This process's huggingface_hub pointed at the stand-in Hub and a cache of its own, online; the HF_HOME."""
+    from huggingface_hub import constants
+
+    home = tmp_path / "hf-home"
+    endpoint(monkeypatch, hub.url)
+    for name, value in (("HF_HUB_CACHE", str(home / "hub")), ("HF_ASSETS_CACHE", str(home / "assets")),
+                        ("HF_HUB_OFFLINE", False)):
+        monkeypatch.setattr(constants, name, value)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    return home
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    """The command in this process: (exit code, stdout, stderr)."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eagle3_checks", *args], env=env, capture_output=True, text=True,
                           timeout=120)
@@ -53,8 +83,8 @@ def resolves(hub: HubServer) -> list:
     return [r for r in hub.requests if "/resolve/" in r.path]
 
 
-def statuses(proc: subprocess.CompletedProcess) -> dict[str, tuple[str, str]]:
-    report = json.loads(proc.stdout)["checkpoints"][0]
+def statuses(stdout: str) -> dict[str, tuple[str, str]]:
+    report = json.loads(stdout)["checkpoints"][0]
     return {c["id"] + (f"[{c['engine']}]" if c.get("engine") else ""): (c["status"], c.get("reason", ""))
             for c in report["checks"]}
 
@@ -85,13 +115,13 @@ def weight_bytes_read(hub: HubServer, root: Path) -> tuple[int, int]:
     return outside, total
 
 
-def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env):
+def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env, capsys):
     root = drafter("flat").write(shards=2)
     repo = hub.add(REPO, root)
     proc = cli(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    local = cli(env, "check", str(root), "--level", "header", "--format", "json")
-    assert statuses(proc) == statuses(local)  # the same checks, the same outcomes as on the folder itself
+    local = run(capsys, "check", str(root), "--level", "header", "--format", "json")
+    assert statuses(proc.stdout) == statuses(local[1])  # the same checks, the same outcomes as on the folder itself
     outside, total = weight_bytes_read(hub, root)
     size = sum(f.stat().st_size for f in root.glob("*.safetensors"))
     assert outside == 0 and 0 < total < size / 10
@@ -100,7 +130,7 @@ def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env):
 
     hub.clear()  # a second run: one HEAD resolves the branch to its commit; no byte is fetched
     again = cli(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
-    assert again.returncode == 0 and statuses(again) == statuses(proc)
+    assert again.returncode == 0 and statuses(again.stdout) == statuses(proc.stdout)
     assert [(r.method, r.path) for r in resolves(hub)] == [("HEAD", f"/{REPO}/resolve/main/config.json")]
     assert hub.body_bytes == sum(r.sent for r in hub.requests if "/resolve/" not in r.path)
 
@@ -114,24 +144,27 @@ def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env):
     assert (folder / "snapshots" / repo.commit / "config.json").resolve().parent == folder / "blobs"
 
 
-def test_scan_and_forward_need_the_weights(drafter, hub, env):
+def test_scan_and_forward_need_the_weights(drafter, hub, hf, capsys, monkeypatch):
     root = drafter("flat").write()
     hub.add(REPO, root)
-    proc = cli(env, "check", f"hf://{REPO}", "--format", "json")
-    assert proc.returncode == 0, proc.stderr
-    got = statuses(proc)
+    code, out, err = run(capsys, "check", f"hf://{REPO}", "--format", "json")
+    assert code == 0, err
+    got = statuses(out)
     assert got["scan.values"][0] == "skipped" and "pass --download" in got["scan.values"][1]
     assert got["forward.equivalence[vllm@0.33.0]"] == got["scan.values"]
     assert weight_bytes_read(hub, root)[0] == 0
 
-    proc = cli(env, "check", f"hf://{REPO}", "--level", "scan", "--download", "--format", "json")
-    assert proc.returncode == 0, proc.stderr
-    assert statuses(proc)["scan.values"][0] == "passed"
-    assert json.loads(proc.stdout)["checkpoints"][0]["path"] == f"hf://{REPO}"
+    code, out, err = run(capsys, "check", f"hf://{REPO}", "--level", "scan", "--download", "--format", "json")
+    assert code == 0, err
+    assert statuses(out)["scan.values"][0] == "passed"
+    assert json.loads(out)["checkpoints"][0]["path"] == f"hf://{REPO}"
     # now the cache folder is a complete checkpoint, gated like any folder, without the Hub
-    folder = Path(env["HF_HOME"]) / "hub" / "models--org--drafter"
-    offline = {**env, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
-    assert cli(offline, "check", str(folder), "--level", "scan", "-q").returncode == 0
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hub.clear()
+    assert run(capsys, "check", str(hf / "hub" / "models--org--drafter"), "--level", "scan", "-q")[0] == 0
+    assert resolves(hub) == []
 
 
 def test_cache_folder_as_the_client_lays_it_out(drafter, tmp_path, capsys):
@@ -164,15 +197,17 @@ def test_cache_folder_as_the_client_lays_it_out(drafter, tmp_path, capsys):
     assert "model.safetensors" in capsys.readouterr().out
 
 
-def test_offline_uses_the_cache_and_says_what_is_missing(drafter, hub, env):
+def test_offline_uses_the_cache_and_says_what_is_missing(drafter, hub, hf, capsys, monkeypatch):
+    from huggingface_hub import constants
+
     hub.add(REPO, drafter("flat").write())
-    assert cli(env, "check", f"hf://{REPO}", "--level", "header", "-q").returncode == 0
+    assert run(capsys, "check", f"hf://{REPO}", "--level", "header", "-q")[0] == 0
     hub.clear()
-    offline = {**env, "HF_HUB_OFFLINE": "1"}
-    assert cli(offline, "check", f"hf://{REPO}", "--level", "header", "-q").returncode == 0
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert run(capsys, "check", f"hf://{REPO}", "--level", "header", "-q")[0] == 0
     assert resolves(hub) == []
-    proc = cli(offline, "check", "hf://org/never-fetched", "--level", "header")
-    assert proc.returncode == 2 and "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache" in proc.stderr
+    code, _, err = run(capsys, "check", "hf://org/never-fetched", "--level", "header")
+    assert code == 2 and "HF_HUB_OFFLINE is set and it is not in the Hugging Face cache" in err
     assert resolves(hub) == []
 
 
@@ -192,7 +227,7 @@ def _closed_port() -> int:
     ("bad name", ["check", "hf://org"], "hf://org: "),
     ("no network", ["check", "hf://org/drafter"], "cannot reach http://127.0.0.1:"),
 ])
-def test_hub_errors_are_one_line_and_exit_2(drafter, hub, env, tmp_path, case, args, fragment):
+def test_hub_errors_are_one_line_and_exit_2(drafter, hub, hf, tmp_path, capsys, monkeypatch, case, args, fragment):
     root = drafter("flat").write()
     hub.add(REPO, root)
     hub.add("org/gated", root, gated_token="hf_secret")
@@ -200,45 +235,41 @@ def test_hub_errors_are_one_line_and_exit_2(drafter, hub, env, tmp_path, case, a
     (tmp_path / "empty" / "README.md").write_text("nothing here\n")
     hub.add("org/empty", tmp_path / "empty")
     if case == "no network":
-        env = {**env, "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
-    proc = cli(env, *args, "--level", "header")
-    assert proc.returncode == 2, proc.stderr
-    assert fragment in proc.stderr and "Traceback" not in proc.stderr
-    assert [line for line in proc.stderr.splitlines() if line.startswith("eagle3-checks:")] == \
-        [proc.stderr.strip().splitlines()[-1]]
+        endpoint(monkeypatch, f"http://127.0.0.1:{_closed_port()}")
+    code, _, err = run(capsys, *args, "--level", "header")
+    assert code == 2, err
+    assert fragment in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("eagle3-checks: error: "), err  # one line
     if case == "gated":  # with a token of an account that has access
-        assert cli({**env, "HF_TOKEN": "hf_secret"}, *args, "--level", "header", "-q").returncode == 0
+        monkeypatch.setenv("HF_TOKEN", "hf_secret")
+        assert run(capsys, *args, "--level", "header", "-q")[0] == 0
 
 
-def test_other_commands_take_hub_names(drafter, hub, env, tmp_path):
+def test_other_commands_take_hub_names(drafter, hub, hf, tmp_path, capsys):
     root = drafter("flat").write()
     repo = hub.add(REPO, root)
-    proc = cli(env, "inspect", f"hf://{REPO}", "--format", "json")
-    assert proc.returncode == 0 and json.loads(proc.stdout)["layout"] == "flat"
-    assert cli(env, "diff", f"hf://{REPO}", str(root)).returncode == 0
-    assert cli(env, "check", str(root), "--reference", f"hf://{REPO}@{repo.commit}", "--level", "header",
-               "-q").returncode == 0
-    proc = cli(env, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators")
-    assert proc.returncode == 2 and "convert copies the weights, which are on the Hub: pass --download" in proc.stderr
+    code, out, _ = run(capsys, "inspect", f"hf://{REPO}", "--format", "json")
+    assert code == 0 and json.loads(out)["layout"] == "flat"
+    assert run(capsys, "diff", f"hf://{REPO}", str(root))[0] == 0
+    assert run(capsys, "check", str(root), "--reference", f"hf://{REPO}@{repo.commit}", "--level", "header",
+               "-q")[0] == 0
+    assert run(capsys, "spec", f"hf://{REPO}", "-o", str(tmp_path / "spec.json"))[0] == 0
+    code, _, err = run(capsys, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators")
+    assert code == 2 and "convert copies the weights, which are on the Hub: pass --download" in err
     assert weight_bytes_read(hub, root)[0] == 0
-    proc = cli(env, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators", "--download",
-               "--verify", "header")
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = run(capsys, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators",
+                       "--download", "--verify", "header")
+    assert code == 0, err
 
 
-def test_plugin_gates_a_hub_checkpoint(pytester, drafter, hub, env, monkeypatch):
+def test_plugin_gates_a_hub_checkpoint(pytester, drafter, hub, hf):
     hub.add(REPO, drafter("flat").write())
-    for k in [k for k in os.environ if k.startswith(("HF_", "HUGGINGFACE_"))]:
-        monkeypatch.delenv(k)
-    for k, v in env.items():
-        if k.startswith("HF_"):
-            monkeypatch.setenv(k, v)
-    result = pytester.runpytest_subprocess(f"--eagle3-ckpt=hf://{REPO}", "--eagle3-level=header")
+    result = pytester.runpytest(f"--eagle3-ckpt=hf://{REPO}", "--eagle3-level=header")
     result.assert_outcomes(passed=19, skipped=3)  # the target checks need --eagle3-target-config
     assert result.ret == 0
 
 
-def test_forward_with_a_target_on_the_hub(drafter, hub, env, tmp_path):
+def test_forward_with_a_target_on_the_hub(drafter, hub, hf, tmp_path, capsys):
     """A drafter without embed_tokens, its target on the Hub: only the embedding rows the steps need are read."""
     pytest.importorskip("torch")
     with_embed = drafter("flat")
@@ -249,9 +280,9 @@ def test_forward_with_a_target_on_the_hub(drafter, hub, env, tmp_path):
     del no_embed.tensors["embed_tokens.weight"]
     inputs = write_inputs(tmp_path / "in.safetensors")
     out = tmp_path / "hub.safetensors"
-    proc = cli(env, "forward", str(no_embed.write()), "--engine", "vllm", "--inputs", str(inputs), "--out", str(out),
-               "--steps", "3", "--target", "hf://org/target")
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = run(capsys, "forward", str(no_embed.write()), "--engine", "vllm", "--inputs", str(inputs), "--out",
+                       str(out), "--steps", "3", "--target", "hf://org/target")
+    assert code == 0, err
     assert main(["forward", str(with_embed.write()), "--engine", "vllm", "--inputs", str(inputs), "--out",
                  str(tmp_path / "own.safetensors"), "--steps", "3"]) == 0
     import safetensors.numpy
@@ -263,7 +294,6 @@ def test_forward_with_a_target_on_the_hub(drafter, hub, env, tmp_path):
     embed_bytes = table.nbytes
     read = sum(r.sent for r in resolves(hub) if r.path.endswith(".safetensors"))
     assert 0 < read < embed_bytes / 4  # the header and 18 rows of 512
-    shutil.rmtree(tmp_path / "hf-home", ignore_errors=True)
 
 
 def test_without_huggingface_hub_the_install_hint(monkeypatch, capsys):

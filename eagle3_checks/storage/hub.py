@@ -169,7 +169,9 @@ class HubRepo:
         hf = _hf()
         self.ref = ref
         self.endpoint: str = hf.constants.ENDPOINT
+        # read once, here, and passed on explicitly: every call below uses the same endpoint and cache folders
         self.cache_dir = Path(hf.constants.HF_HUB_CACHE)
+        self.assets_dir = Path(hf.constants.HF_ASSETS_CACHE)
         self.offline: bool = hf.constants.is_offline_mode()
         from huggingface_hub.file_download import repo_folder_name
 
@@ -194,7 +196,8 @@ class HubRepo:
     def _assets(self, kind: str) -> Path:
         from huggingface_hub import cached_assets_path
 
-        return cached_assets_path(LIBRARY, namespace=self.folder.name, subfolder=f"{kind}/{self.commit}")
+        return cached_assets_path(LIBRARY, namespace=self.folder.name, subfolder=f"{kind}/{self.commit}",
+                                  assets_dir=self.assets_dir)
 
     # errors
     @contextlib.contextmanager
@@ -246,7 +249,7 @@ class HubRepo:
 
         with self._errors(CONFIG):
             try:
-                commit = get_hf_file_metadata(self._url(CONFIG)).commit_hash
+                commit = get_hf_file_metadata(self._url(CONFIG), endpoint=self.endpoint).commit_hash
             except e.RemoteEntryNotFoundError as exc:  # no config.json: the answer still names the commit
                 commit = exc.response.headers.get("X-Repo-Commit") if exc.response is not None else None
             except (httpx2.TransportError, e.OfflineModeIsEnabled):
@@ -278,7 +281,8 @@ class HubRepo:
                 return None
         with self._errors(filename):
             try:
-                path = Path(hf_hub_download(self.ref.repo_id, name, revision=self.revision, cache_dir=self.cache_dir))
+                path = Path(hf_hub_download(self.ref.repo_id, name, revision=self.revision, cache_dir=self.cache_dir,
+                                            endpoint=self.endpoint))
             except e.RemoteEntryNotFoundError as exc:
                 if self.commit is None:
                     commit = exc.response.headers.get("X-Repo-Commit") if exc.response is not None else None
@@ -431,7 +435,8 @@ class HubRepo:
             return self.snapshot  # the single file came with self.file
         for name in names:
             with self._errors(name):
-                hf_hub_download(self.ref.repo_id, self.name(name), revision=self.revision, cache_dir=self.cache_dir)
+                hf_hub_download(self.ref.repo_id, self.name(name), revision=self.revision, cache_dir=self.cache_dir,
+                                endpoint=self.endpoint)
         return self.snapshot
 
 
