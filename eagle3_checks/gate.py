@@ -349,7 +349,8 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str]) -> CheckResult:
     if "target" in c.needs and ctx.target is None:
         return result(SKIPPED, reason="needs --target-config (the verifier's config.json)")
     if c.level != "header":  # a Hub checkpoint opened from its headers: no weight bytes here (nor torch needed)
-        elsewhere = [getattr(x, "weights_elsewhere", None) for x in (ctx.ckpt, ctx.source)]
+        elsewhere = [getattr(x, "weights_elsewhere", None)  # the source counts where it is run: the forward level
+                     for x in (ctx.ckpt, ctx.source if c.level == "forward" else None)]
         if any(elsewhere):
             return result(SKIPPED, reason=next(w for w in elsewhere if w))
     why = c.requires() if c.requires else None

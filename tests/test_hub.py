@@ -254,6 +254,8 @@ def test_other_commands_take_hub_names(drafter, hub, hf, tmp_path, capsys):
     assert run(capsys, "check", str(root), "--reference", f"hf://{REPO}@{repo.commit}", "--level", "header",
                "-q")[0] == 0
     assert run(capsys, "spec", f"hf://{REPO}", "-o", str(tmp_path / "spec.json"))[0] == 0
+    code, out, _ = run(capsys, "check", str(root), "--source", f"hf://{REPO}", "--level", "scan", "--format", "json")
+    assert code == 0 and statuses(out)["scan.values"][0] == "passed"  # the candidate's own weights are here
     code, out, _ = run(capsys, "check", str(root), "--source", f"hf://{REPO}", "--format", "json")
     status, reason = statuses(out)["forward.equivalence[vllm@0.33.0]"]
     assert code == 0 and status == "skipped" and "pass --download" in reason  # the source's weights are not here
