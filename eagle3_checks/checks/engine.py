@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import engines
 from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
-from ..engines.reading import Reading, describe_difference, differences, effect, patch_for, remedy
+from ..engines.reading import Reading, describe_difference, differences, effect, patch_for, remedy, shown
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
 from ._common import CONFIG, config_of, release, require_complete, unread_layout
 
@@ -161,10 +161,10 @@ def semantics(ctx: Context) -> Iterable[Finding]:
     _builds_drafter(served)
     for field in differences(served, trained):
         yield error(
-            f"{label(served)} reads {field} as {getattr(served, field)!r}, the drafter was trained "
-            f"with {getattr(trained, field)!r}",
-            key=field, expected=f"{getattr(trained, field)!r} ({trained.sources.get(field, '?')})",
-            found=f"{getattr(served, field)!r} ({served.sources.get(field, '?')})",
+            f"{label(served)} reads {field} as {shown(field, served, trained)!r}, the drafter was trained "
+            f"with {shown(field, trained, served)!r}",
+            key=field, expected=f"{shown(field, trained, served)!r} ({trained.sources.get(field, '?')})",
+            found=f"{shown(field, served, trained)!r} ({served.sources.get(field, '?')})",
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
             fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
             patch=patch_for(field, trained, ctx.ckpt.config_raw or {}))
