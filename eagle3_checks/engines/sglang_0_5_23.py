@@ -230,6 +230,8 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
     if r.hidden_act != "silu":
         r.refusals.append(f"SGLang raises \"Unsupported activation: {r.hidden_act}\" (models/deepseek_v2.py:330-333 "
                           "DeepseekV2MLP)")
+    if r.refusals:  # the model is not built (the constructor raises): nothing is loaded
+        return r
     r.set("qk_norm", False, "MLA attention (no q/k norms)")
     r.set("attention_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: no projection bias")
     r.set("o_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: o_proj has no bias")
