@@ -379,6 +379,7 @@ def mla_target_config(shape: MlaDrafterShape = TINY_MLA) -> dict[str, Any]:
 
 
 __all__ = ["DrafterShape", "EXAMPLE", "KIMI_K25_MLA", "MlaDrafterShape", "TINY_MLA", "mla_config",
-           "mla_drafter_files", "mla_target_config", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors", "config",
+           "mla_drafter_files", "mla_target_config", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors",
+           "config",
            "target_config", "vocab_mapping", "write_checkpoint", "write_drafter", "write_example",
            "write_random_checkpoint"]

@@ -96,7 +96,7 @@ def expected_tensors(source: DraftConfig | Dims, n_layers: int | None = None) ->
     the config's layer count (the key and shape checks judge the layers present; the layer count is
     config.layers' business)."""
     d = source if isinstance(source, Dims) else Dims.of_config(source, n_layers)
-    h, nh, nkv, hd = d.hidden_size, d.num_heads, d.num_kv_heads, d.head_dim
+    h = d.hidden_size
     inter, v, dv, ht, a = d.intermediate_size, d.vocab_size, d.draft_vocab_size, d.target_hidden_size, d.num_aux
     n_layers = min(d.num_layers, MAX_LAYERS)  # no tensor can name a layer beyond MAX_LAYERS
     out: dict[str, Expected] = {}

@@ -34,7 +34,8 @@ SEMANTIC_FIELDS = (
 MLA_SEMANTIC_FIELDS = MLA_CONFIG_FIELDS
 # Tensors engines can do without: the target's embedding is shared; t2d is never read by an engine.
 OPTIONAL_ROLES = ("embed_tokens.weight", "t2d")
-_NULLABLE = {"rope_scaling", "q_lora_rank"}  # q_lora_rank null: the q_proj MLA variant  # fields where None is a value (no scaling), not "unknown"
+# fields where None is a value, not "unknown": no scaling; q_lora_rank null, the q_proj MLA variant
+_NULLABLE = {"rope_scaling", "q_lora_rank"}
 _AUX_MEANING = {
     "vllm": "id L = the residual stream entering layer L (output of layer L-1)",
     "sglang": "id X = the output of layer X (SGLang adds 1 internally)",
@@ -110,7 +111,8 @@ class Spec:
                                                                    and i >= 0 for i in ids)):
             raise bad(f"config.aux_layer_ids must be a list of non-negative integers or null, not {ids!r}")
         for key, value in config.items():
-            if key in (*SEMANTIC_FIELDS, *MLA_SEMANTIC_FIELDS) and not isinstance(value, (int, float, str, bool, list, dict, type(None))):
+            if key in (*SEMANTIC_FIELDS, *MLA_SEMANTIC_FIELDS) and \
+                    not isinstance(value, (int, float, str, bool, list, dict, type(None))):
                 raise bad(f"config.{key} has an unusable value {value!r}")
         conv = data.get("aux_layer_convention")
         conv = {} if conv is None else conv

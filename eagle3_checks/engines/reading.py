@@ -503,7 +503,7 @@ def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
     from ..numerics.mla import MlaShape
 
     r.set("family", "mla", cite)
-    model_type = raw.get("model_type") if isinstance(raw.get("model_type"), str) else "llama"
+    model_type: str = raw["model_type"] if isinstance(raw.get("model_type"), str) else "llama"
     _, max_pos, cls = class_defaults(model_type)
     read_sizes(r, raw, "", (None, cls))
     layers = raw.get("num_hidden_layers")

@@ -35,7 +35,6 @@ from typing import Any
 
 from ..drafter.config import class_defaults
 from .profile import Capture, Profile, Target, input_of, output_of
-from .reading import read_mla as read_mla_shape
 from .reading import (
     Reading,
     finish,
@@ -48,6 +47,7 @@ from .reading import (
     read_rope,
     read_sizes,
 )
+from .reading import read_mla as read_mla_shape
 from .sglang_0_5_6 import context_refusal, flat_reading
 
 VERSION = "0.5.23"
@@ -230,8 +230,7 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
     if r.hidden_act != "silu":
         r.refusals.append(f"SGLang raises \"Unsupported activation: {r.hidden_act}\" (models/deepseek_v2.py:330-333 "
                           "DeepseekV2MLP)")
-    if r.refusals:  # the model is not built (the constructor raises): nothing is loaded
-        return r
+    built = not r.refusals  # the constructor raised: the config is read, nothing is loaded
     r.set("qk_norm", False, "MLA attention (no q/k norms)")
     r.set("attention_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: no projection bias")
     r.set("o_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: o_proj has no bias")
@@ -278,8 +277,10 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
                                  if n.endswith("self_attn.kv_b_proj.weight")):
         r.refusals.append(f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
                           f"only supports float dtypes\", {MLA_FILE}:511-515)")
-    q_names = [n for n in ckpt.tensors if n.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))]
-    skipped = f"skipped with a warning: no such parameter (\"Eagle3 MLA: skipping unexpected weight\", {MLA_FILE}:494-496)"
+    q_names = [n for n in ckpt.tensors
+               if n.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))]
+    skipped = ("skipped with a warning: no such parameter (\"Eagle3 MLA: skipping unexpected weight\", "
+               f"{MLA_FILE}:494-496)")
 
     def accept(name: str, n) -> tuple[str | None, str]:
         if name == "d2t" or name.endswith(".d2t"):
@@ -317,6 +318,8 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
         r.refusals.append(f"the target's context {context} exceeds the draft's max_position_embeddings "
                           f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
                           "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    if not built:
+        return r
     map_roles(r, ckpt, accept)
     for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
         r.replaced[name] = r.ignored.pop(name)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
-from .reading import read_mla as read_mla_shape
 from .reading import (
     Reading,
     finish,
@@ -30,6 +29,7 @@ from .reading import (
     read_rope,
     read_sizes,
 )
+from .reading import read_mla as read_mla_shape
 
 VERSION = "0.2.0"
 NAME = "specforge"

@@ -88,11 +88,11 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     where = "transformer_layer_config." if speculators else ""
     fields_ = layer_fields(raw, speculators)
     if not speculators:  # an MLA drafter class: deepseek_eagle3.py builds another layer (read_mla)
-        arch, how = eagle3_architecture(raw.get("architectures"))
-        if arch in MLA_ARCHS:
-            r.set("architecture", arch, how)
+        mla_arch, how = eagle3_architecture(raw.get("architectures"))
+        if mla_arch in MLA_ARCHS:
+            r.set("architecture", mla_arch, how)
             model_type_of(r, fields_, "llama")
-            return read_mla(ckpt, target, r, arch)
+            return read_mla(ckpt, target, r, mla_arch)
     model_type = model_type_of(r, fields_, "llama")
     if speculators and model_type not in ("llama", "qwen3"):
         r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\" "
@@ -295,6 +295,17 @@ def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa:
     if "q_lora_rank" in raw and raw["q_lora_rank"] is None:
         r.sources["mla"] += ("; q_lora_rank null: q is one q_proj from the layer input (deepseek_eagle3.py:76, "
                              "deepseek_v2.py:1090-1097)")
+        if any(n.endswith("self_attn.kv_a_proj_with_mqa.weight") for n in ckpt.tensors):
+            # The attention builds a separate kv_a_proj_with_mqa without q_lora_rank (deepseek_v2.py:1051-1064), but
+            # the drafter's name mapper stacks every .kv_a_proj_with_mqa into fused_qkv_a_proj (deepseek_eagle3.py:
+            # 258-267; utils.py:126-129), which only the q_lora_rank attention has: the loader raises (utils.py:
+            # 441-448). Recorded on vLLM 0.33.0 itself: tests/conformance/recorded/vllm-0.33.0/mla-q-proj-flat.json.
+            r.refusals.append(
+                "q_lora_rank is null: vLLM's MLA attention then has q_proj and a separate kv_a_proj_with_mqa "
+                "(deepseek_v2.py:1051-1064, 1090-1097), but deepseek_eagle3.py:258-267 maps every "
+                ".kv_a_proj_with_mqa into fused_qkv_a_proj, which only a q_lora_rank attention builds: the load raises "
+                "\"There is no module or parameter named '...self_attn.fused_qkv_a_proj'\" (model_executor/models/"
+                "utils.py:441-448)")
     if r.hidden_act != "silu":
         r.refusals.append(f"vLLM raises \"Unsupported activation: {r.hidden_act}. Only silu is supported for now.\" "
                           "(deepseek_v2.py:278-281 DeepseekV2MLP)")
