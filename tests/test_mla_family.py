@@ -484,3 +484,66 @@ def test_presence_of_mla_tensors_is_required():
     exp = expected_tensors(read_config(cfg, FLAT))
     assert {e.presence for r, e in exp.items() if ".self_attn." in r} == {REQUIRED}
     assert exp["d2t"].presence == CONDITIONAL
+
+
+def test_the_forward_pass_matches_a_composition_of_transformers_deepseek_v3_modules(mla):
+    """Step 0 of the MLA drafter as the forward level runs it (the trainer reading) against an independent
+    composition: transformers 5's own DeepseekV3Attention (built for the 2H input, o_proj returning H) and
+    DeepseekV3RMSNorm, DeepseekV3RotaryEmbedding (yarn, mscale = mscale_all_dim = 1), eager attention, the EAGLE-3
+    layer written out by hand. Equal to float32 rounding."""
+    import torch
+    import transformers
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
+
+    from eagle3_checks.engines import trainer
+    from eagle3_checks.numerics.forward import Weights, random_inputs
+    from eagle3_checks.numerics.forward import run as forward
+
+    d = mla()
+    ckpt = open_checkpoint(d.write())
+    reading = trainer(ckpt)
+    w = Weights(ckpt, "cpu")
+    h, tokens = TINY_MLA.hidden_size, 12
+    inputs = random_inputs(3 * h, h, TINY_MLA.vocab_size, tokens, seed=3)
+    got = forward(reading, w, inputs, steps=1)[0]
+
+    c = d.config
+    conf = transformers.DeepseekV3Config(
+        hidden_size=2 * h, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, rms_norm_eps=1e-6, rope_interleave=True,
+        max_position_embeddings=c["max_position_embeddings"],
+        rope_parameters={"rope_type": "yarn", "rope_theta": c["rope_theta"], **{k: v for k, v in c["rope_scaling"].items()
+                                                                                  if k != "type"}})
+    conf._attn_implementation = "eager"
+    attn = m.DeepseekV3Attention(conf, layer_idx=0).float().eval()
+    attn.o_proj = torch.nn.Linear(4 * 16, h, bias=False)
+    with torch.no_grad():
+        for name, p in attn.named_parameters():
+            p.copy_(w.f32(f"midlayer.self_attn.{name}"))
+    rotary = m.DeepseekV3RotaryEmbedding(conf)
+
+    def norm(name: str):
+        n = m.DeepseekV3RMSNorm(h, eps=1e-6)
+        with torch.no_grad():
+            n.weight.copy_(w.f32(name))
+        return n
+
+    lin = lambda x, name: x @ w.f32(name).T  # noqa: E731
+    with torch.no_grad():
+        hid = lin(inputs.aux_hidden_states, "fc.weight")
+        e = w.f32("embed_tokens.weight")[inputs.input_ids]
+        x = torch.cat([norm("midlayer.input_layernorm.weight")(e), norm("midlayer.hidden_norm.weight")(hid)], -1)
+        cos, sin = rotary(x[None], inputs.position_ids[None])
+        mask = torch.full((tokens, tokens), float("-inf")).triu(1)[None, None]
+        hid = hid + attn(x[None], (cos, sin), mask)[0][0]
+        x = norm("midlayer.post_attention_layernorm.weight")(hid)
+        hid = hid + lin(torch.nn.functional.silu(lin(x, "midlayer.mlp.gate_proj.weight"))
+                        * lin(x, "midlayer.mlp.up_proj.weight"), "midlayer.mlp.down_proj.weight")
+        draft = lin(norm("norm.weight")(hid), "lm_head.weight")
+        want = torch.full((tokens, TINY_MLA.vocab_size), float("-inf"))
+        want[:, torch.arange(TINY_MLA.draft_vocab_size) + w.raw("d2t").to(torch.int64)] = draft
+    finite = torch.isfinite(want)
+    assert torch.equal(finite, torch.isfinite(got))
+    err = (got[finite] - want[finite]).abs().max().item()
+    scale = want[finite].abs().max().item()
+    assert scale > 0.1 and err <= 1e-5 * scale, f"max abs error {err:.3g} at logit scale {scale:.3g}"

@@ -104,8 +104,8 @@ def _mla_fields(cfg) -> Iterable[Finding]:
                     found="absent",
                     why=f"the engines read it from the config class: DeepseekV3Config (model_type kimi_k2 or "
                     f"deepseek_v3) gives {default}, which need not be this drafter's; vLLM 0.33 takes 0 under "
-                    "any other class (deepseek_eagle3.py:64-67) and SGLang 0.5.23 raises AttributeError (kimi_k25_eagle3.py:"
-                    "91-99): the attention is built with other sizes than the weights",
+                    "any other class (deepseek_eagle3.py:64-67) and SGLang 0.5.23 raises AttributeError "
+                    "(kimi_k25_eagle3.py:91-99): the attention is built with other sizes than the weights",
                     fix=f"state {name} as the drafter was trained", code="mla-field-missing")
     rope = cfg["qk_rope_head_dim"]
     if isinstance(rope, int) and rope % 2:
