@@ -18,8 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .convert import ConvertRefused, convert
+from .drafter.config import missing_required
+from .drafter.example import EXAMPLE_DIRS, write_example
+from .drafter.expected import fmt_shape
+from .drafter.spec import diff, load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
+from .fix import fix
+from .forward_command import run_forward_files
+from .gate import all_checks, gate, load_target, parse_options, resolve_reference, run_gate, unknown_check
+from .numerics.forward import torch_missing
+from .registry import LEVELS, Severity, error
+from .reports import RENDERERS
+from .reports.ci import github_command, render_sarif_error
+from .reports.text import finding_lines, render_json_error, render_text
+from .storage.checkpoint import locate, open_checkpoint, unique_paths, within
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
@@ -29,7 +43,7 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", default="auto", metavar="auto|NAME|SPEC.json|CKPT_DIR|none",
                    help="reference to diff against (default auto: the shipped spec of the same shape family)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory)")
-    p.add_argument("--level", choices=("header", "scan", "forward"),
+    p.add_argument("--level", choices=LEVELS,
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
@@ -66,7 +80,6 @@ def use_color(choice: str, stream=None) -> bool:
 
 
 def _render(args: argparse.Namespace, results: list) -> str:
-    from .reports.text import RENDERERS, render_text
 
     if args.format == "text":
         return render_text(results, color=use_color(args.color), quiet=args.quiet)
@@ -171,9 +184,6 @@ def _write(text: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .gate import gate, parse_options
-    from .reports.text import render_json_error
-    from .storage.checkpoint import locate, unique_paths
 
     try:
         options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
@@ -189,11 +199,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
             _write(render_json_error(f"{exc}"))
         elif args.format == "sarif":  # and `> report.sarif` a SARIF log, for upload-sarif
-            from .reports.ci import render_sarif_error
 
             _write(render_sarif_error(f"{exc}"))
         elif args.format == "github":  # an annotation: the job's summary says why nothing was gated
-            from .reports.ci import github_command
 
             _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
         raise
@@ -202,8 +210,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from .convert import ConvertRefused, convert
-    from .reports.text import finding_lines
 
     try:
         result = convert(args.src, args.dst, args.to, force=args.force, target_config=args.target_config,
@@ -224,7 +230,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
     counts = result.verification.counts()
     lines.append(f"  verified ({result.level} level, {p.to}): {counts['error']} error(s), {counts['warning']} "
                  f"warning(s); the original config is kept as config_{p.src.layout}.json")
-    from .registry import Severity
 
     lines += [f"  warning: {f.check}: {f.message}" for f in result.verification.findings()
               if f.severity is Severity.WARNING]
@@ -233,8 +238,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .drafter.expected import fmt_shape
-    from .storage.checkpoint import open_checkpoint
 
     ck = open_checkpoint(args.ckpt)
     cfg = ck.config
@@ -270,8 +273,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from .drafter.spec import snapshot
-    from .storage.checkpoint import open_checkpoint, within
 
     out = Path(args.output)
     if within(out, args.ckpt, "-o"):
@@ -286,7 +287,6 @@ def cmd_spec(args: argparse.Namespace) -> int:
     ck = open_checkpoint(args.ckpt)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:
-        from .drafter.config import missing_required
 
         problems += [f"config.json: {p.message}" for p in ck.config.problems]
         problems += [f"config.json: {name} is missing" for name in missing_required(ck.config)
@@ -310,8 +310,6 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 def _as_spec(arg: str, role: str):
     """A diff operand: an existing checkpoint directory or spec file wins over a shipped spec name."""
-    from .drafter.spec import load_spec, shipped_specs, snapshot
-    from .storage.checkpoint import open_checkpoint
 
     path = Path(arg)
     try:
@@ -331,9 +329,6 @@ def _as_spec(arg: str, role: str):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .drafter.spec import diff
-    from .registry import Severity, error
-    from .reports.text import finding_lines
 
     cand, cand_problems = _as_spec(args.candidate, "A")
     ref, ref_problems = _as_spec(args.reference, "B")
@@ -355,7 +350,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .gate import all_checks
 
     registered = all_checks()
     if args.format == "json":
@@ -370,9 +364,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
-    from .fix import fix
-    from .gate import parse_options
-    from .reports.text import RENDERERS
 
     options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                             strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
@@ -393,12 +384,10 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .gate import all_checks
 
     known = {c.id: c for c in all_checks()}
     c = known.get(args.check_id.split("[")[0])
     if c is None:
-        from .gate import unknown_check
 
         raise UsageError(unknown_check(args.check_id.split("[")[0]))
     lines = [f"{c.id}: {c.title}", "",
@@ -420,9 +409,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .drafter.example import EXAMPLE_DIRS, write_example
-    from .gate import load_target, parse_options, resolve_reference, run_gate
-    from .storage.checkpoint import open_checkpoint
 
     def run(root: Path, stable: bool) -> int:
         """``stable``: the example lives in a temporary folder deleted on exit, so the report names its folders
@@ -462,13 +448,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
-    from .numerics.forward import torch_missing
-    from .storage.checkpoint import open_checkpoint
 
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
-    from .forward_command import run_forward_files
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import test_defects
+import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.gate import all_checks
@@ -25,7 +25,7 @@ def test_check_passes_example_and_fails_defect(drafter, capsys):
     code, out, _ = cli(capsys, "check", good)
     assert code == 0 and "PASSED: 0 error(s)" in out and "reference: tiny-example (auto" in out
     bad = drafter("flat")
-    test_defects.d2t_missing(bad)
+    helpers.d2t_missing(bad)
     code, out, _ = cli(capsys, "check", bad.write(), good)
     assert code == 1
     assert "FAIL  keys" in out and "ERROR: d2t is missing" in out and "fix:" in out and "why:" in out
@@ -40,7 +40,7 @@ def test_the_same_checkpoint_twice_is_gated_once(drafter, tmp_path, capsys):
 
 def test_check_json_and_markdown(drafter, capsys):
     bad = drafter("speculators")
-    test_defects.head_dim_dropped(bad)
+    helpers.head_dim_dropped(bad)
     code, out, _ = cli(capsys, "check", bad.write(), "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["schema_version"] == 1 and data["exit_code"] == 1
@@ -84,7 +84,7 @@ def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     # (speculators: a half-converted name only config.architectures fails; a flat name no engine serves fails
     # engine.loads too, since issue 15)
     bad = drafter("speculators")
-    test_defects.wrong_architectures(bad)
+    helpers.wrong_architectures(bad)
     path = bad.write()
     code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
     assert code == 0 and "SKIP  config.architectures" in out and "waived: renamed by our loader" in out

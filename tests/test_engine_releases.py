@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import run
 from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.config import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
 from eagle3_checks.storage.checkpoint import open_checkpoint
+from helpers import run
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
 SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
@@ -326,7 +326,7 @@ def test_s15_the_mla_drafter_is_read_by_sglang_0_5_23_and_refused_by_0_5_6(draft
     """S15: SG23/models/kimi_k25_eagle3.py:315, 523 registers Eagle3DeepseekV2ForCausalLM (registry.py:134-148), as
     vLLM 0.33 does (deepseek_eagle3.py): both releases read the MLA drafter (issue 12, tests/test_mla_family.py). SG06
     has no such class: its refusal is the one finding, citing that."""
-    from test_checks import mla_drafter
+    from helpers import mla_drafter
 
     d = mla_drafter(drafter("flat"))
     result = gate(d.write())

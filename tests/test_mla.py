@@ -10,6 +10,7 @@ swapped for one with H outputs - every MLA-specific step still runs in transform
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -234,3 +235,51 @@ def test_o_proj_rows_set_hidden_size_and_bad_inputs():
         mla.mla_attention(hidden, weights, shape, torch.arange(4))
     with pytest.raises(ValueError, match=r"^q_a_proj.weight: expected shape \(48, 65\), found \(48, 64\)"):
         mla.mla_attention(torch.randn(3, H + 1), weights, shape, positions)
+
+
+RECORDINGS = sorted((__import__("pathlib").Path(__file__).parent / "data" / "mla_rope").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+def test_rope_and_softmax_scale_match_the_engines_own_code(path):
+    """conformance/record_mla_rope.py ran each engine's own rotary embedding (get_rope / get_rope_wrapper, then
+    forward_native) and softmax-scale code on random q/k; our reading of the same config reproduces them."""
+    import base64
+    import json
+
+    import numpy as np
+
+    recording = json.loads(path.read_text())
+    engine = recording["engine"]
+    assert len(recording["cases"]) >= 4
+    for name, case in recording["cases"].items():
+        rope = dict(case["rope"])
+        if rope["rope_type"] == "deepseek_yarn":
+            rope["rope_type"] = "yarn"  # what a config states; both engines rename any non-default type
+        cfg = {"qk_rope_head_dim": case["d"], "qk_nope_head_dim": case["nope"], "rope_parameters": rope,
+               "max_position_embeddings": case["max_position"], "rope_interleave": not case["neox"]}
+        shape = mla.MlaShape.from_config(cfg, reading=engine)
+        if engine == "vllm" and case["neox"]:  # vLLM's MLA always interleaves; the recording exercises its class
+            shape = dataclasses.replace(shape, rope_interleave=False)
+        t, d = len(case["positions"]), case["d"]
+        vec = {key: torch.from_numpy(np.frombuffer(base64.b64decode(case[key]), dtype="<f4").copy()).view(t, 1, d)
+               for key in ("q", "k", "q_rotated", "k_rotated")}
+        cos, sin = mla.rope_tables(shape, torch.tensor(case["positions"]))
+        for key in ("q", "k"):
+            got = mla.apply_rope(vec[key].transpose(0, 1), cos, sin, shape.rope_interleave).transpose(0, 1)
+            err = (got - vec[key + "_rotated"]).abs().max().item()
+            assert err <= 2e-6, f"{engine} {name} {key}: max abs error {err:.3g}"
+        assert mla.yarn_softmax_scale(shape) == pytest.approx(case["softmax_scale"], rel=1e-12), (engine, name)
+
+
+def test_causal_rows_ignore_later_tokens_and_shift_with_positions():
+    shape, weights, hidden, positions = _tiny(Q_RANK, 2 * H)
+    out = mla.mla_attention(hidden, weights, shape, positions)
+    changed = hidden.clone()
+    changed[2:] += 1.0
+    again = mla.mla_attention(changed, weights, shape, positions)
+    assert torch.allclose(out[:2], again[:2], atol=1e-6, rtol=0) and not torch.allclose(out[2], again[2])
+    # RoPE sees only relative positions: the same tokens 1000 positions later attend the same way
+    shifted = mla.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions + 1000)
+    plain = mla.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions)
+    assert (shifted - plain).abs().max() < 1e-4 * plain.abs().max()

@@ -512,8 +512,8 @@ def test_the_forward_pass_matches_a_composition_of_transformers_deepseek_v3_modu
         hidden_size=2 * h, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=48, kv_lora_rank=32,
         qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, rms_norm_eps=1e-6, rope_interleave=True,
         max_position_embeddings=c["max_position_embeddings"],
-        rope_parameters={"rope_type": "yarn", "rope_theta": c["rope_theta"], **{k: v for k, v in c["rope_scaling"].items()
-                                                                                  if k != "type"}})
+        rope_parameters={"rope_type": "yarn", "rope_theta": c["rope_theta"],
+                         **{k: v for k, v in c["rope_scaling"].items() if k != "type"}})
     conf._attn_implementation = "eager"
     attn = m.DeepseekV3Attention(conf, layer_idx=0).float().eval()
     attn.o_proj = torch.nn.Linear(4 * 16, h, bias=False)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import test_defects
-from conftest import run
+import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.ci import json_key_line, parse_github
+from helpers import run
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -95,7 +95,7 @@ def test_root_causes_in_markdown(no_head_dim, capsys):
 def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
     """No check names a cause for a missing d2t: the findings keyed by the tensor are grouped under it."""
     d = drafter("flat")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     result = run(d.write(), reference="auto")
     causes = group(result)
     (cause,) = [c for c in causes.groups if c.key == "tensor: d2t"]
@@ -105,8 +105,8 @@ def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
 
 def test_unrelated_findings_stay_apart(drafter):
     d = drafter("flat")
-    test_defects.wrong_architectures(d)
-    test_defects.d2t_missing(d)
+    helpers.wrong_architectures(d)
+    helpers.d2t_missing(d)
     result = run(d.write(), reference="auto")
     causes = group(result)
     d2t = next(c for c in causes.groups if c.key == "tensor: d2t")
@@ -143,8 +143,8 @@ def test_json_key_line():
 
 def test_github_annotations_parse_back(drafter, capsys):
     d = drafter("speculators")
-    test_defects.wrong_architectures(d)
-    test_defects.head_dim_dropped(d)
+    helpers.wrong_architectures(d)
+    helpers.head_dim_dropped(d)
     path = d.write()
     code, out, _ = cli(capsys, "check", path, "--format", "github")
     assert code == 1
@@ -184,8 +184,8 @@ def test_github_on_a_usage_error(capsys, tmp_path):
 
 def test_sarif_is_valid_and_locates_findings(drafter, capsys):
     d = drafter("speculators")
-    test_defects.wrong_architectures(d)
-    test_defects.head_dim_dropped(d)
+    helpers.wrong_architectures(d)
+    helpers.head_dim_dropped(d)
     path = d.write()
     code, out, _ = cli(capsys, "check", path, "--format", "sarif")
     log = json.loads(out)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import engines
-from ..drafter.config import missing_required, rope_scaling_problems
+from ..drafter.config import TLC, missing_required, rope_scaling_problems
 from ..drafter.layout import (
     FLAT,
     FLAT_ARCHITECTURES,
@@ -520,7 +520,7 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
 )
 def rope(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
-    raw = cfg.raw.get("transformer_layer_config", {}) if cfg.layout == SPECULATORS else cfg.raw
+    raw = cfg.raw.get(TLC, {}) if cfg.layout == SPECULATORS else cfg.raw
     if not isinstance(raw, dict):
         raise NotApplicable("transformer_layer_config is not an object (see config.fields)")
     prefix = "transformer_layer_config." if cfg.layout == SPECULATORS else ""

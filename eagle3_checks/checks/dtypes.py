@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from ..drafter.config import TLC
 from ..registry import Context, Finding, check, error, warning
 
 _VOCAB = ("d2t", "t2d")
@@ -68,7 +69,7 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
                 fix=f"save the weights as {stated} or state {main} in config.json",
             )
     raw = (cfg.raw if cfg is not None else None) or {}
-    for where, node in (("", raw), ("transformer_layer_config.", raw.get("transformer_layer_config"))):
+    for where, node in (("", raw), (f"{TLC}.", raw.get(TLC))):
         if isinstance(node, dict) and "dtype" in node and "torch_dtype" in node \
                 and node["dtype"] is not None and node["torch_dtype"] is not None \
                 and node["dtype"] != node["torch_dtype"]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
-from ..numerics.forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
+from ..numerics.forward import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info
 from ._common import release, unread_layout
 
@@ -159,7 +159,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     fixes = [remedy(name, trained, served) for name in differences(served, trained)]
     yield error(
         f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}",
-        expected=f"logits equal to float32 rounding (rtol {1e-5}, atol {1e-5} x the largest logit)",
+        expected=f"logits equal to float32 rounding (rtol {RTOL}, atol {ATOL} x the largest logit)",
         found=" | ".join(s.describe() for s in steps),
         why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "
              "changed numerically") + ". The drafter then proposes other tokens than it was trained to, and "

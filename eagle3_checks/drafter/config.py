@@ -21,7 +21,10 @@ from typing import Any, TypeGuard
 from ..storage.safetensors import CONFIG_DTYPES, Problem
 from .layout import SPECULATORS, drafter_family, str_list
 
-TLC = "transformer_layer_config"
+TLC = "transformer_layer_config"  # where the speculators layout nests the decoder layer's fields
+PROVENANCE = "eagle3_checks_provenance"  # what eagle3-checks convert records about a converted drafter
+# speculators 0.9.0 Eagle3SpeculatorConfig's defaults for fields a speculators config may leave out
+SPECULATORS_DEFAULTS = {"draft_vocab_size": 32000, "norm_before_residual": False, "norm_output": False}
 
 
 @dataclass(frozen=True)
@@ -317,7 +320,8 @@ def _apply_defaults(cfg: DraftConfig) -> None:
              "speculators Eagle3SpeculatorConfig" if speculators else "EAGLE/SpecForge keep the un-normed residual")
     _default(cfg, "norm_output", False, "speculators / SGLang: feed back the pre-norm state")
     if speculators:
-        _default(cfg, "draft_vocab_size", 32000, "speculators Eagle3SpeculatorConfig (32000)")
+        _default(cfg, "draft_vocab_size", SPECULATORS_DEFAULTS["draft_vocab_size"],
+                 f"speculators Eagle3SpeculatorConfig ({SPECULATORS_DEFAULTS['draft_vocab_size']})")
     elif cfg["vocab_size"] is not None:
         _default(cfg, "draft_vocab_size", cfg["vocab_size"], "vocab_size (no draft vocabulary)")
     if h is not None:
@@ -374,3 +378,15 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
                     if node is not None and _pos_int(node.get("max_position_embeddings"))), None)
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
                         values.get("vocab_size"), source, archs, name_or_path, context)
+
+
+def normalized_rope_scaling(value: Any) -> dict | None:
+    """rope_scaling / rope_parameters as engines read it: without rope_theta, and None for plain (default) RoPE,
+    whatever else the dict holds (transformers' default rope init ignores it)."""
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("rope_type", value.get("type", "default"))
+    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
+    if kind == "default":
+        return None
+    return {"rope_type": kind, **rest}

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..drafter.config import PROVENANCE
 from ..drafter.layout import SPECULATORS
 from ..errors import UsageError
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
@@ -142,7 +143,6 @@ def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
 
 
 AUX_CONVENTIONS = ("vllm", "sglang")
-PROVENANCE = "eagle3_checks_provenance"  # what eagle3-checks convert records about a converted drafter
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
 # speculators and EAGLE exports do not.
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")

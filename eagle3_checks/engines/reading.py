@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..drafter.config import positive_number, rope_scaling_problems
-from ..drafter.layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
-
-TLC = "transformer_layer_config"
+from ..drafter.config import PROVENANCE, TLC, normalized_rope_scaling, positive_number, rope_scaling_problems
+from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
+from ..drafter.layout import parse_name
 
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (
@@ -235,7 +234,7 @@ def _stated(raw: dict, op: dict) -> dict:
 def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
     value = getattr(trained, name)
     layer = "/transformer_layer_config" if trained.layout == "speculators" and name in _LAYER_KNOBS else ""
-    node = raw.get("transformer_layer_config", {}) if layer else raw
+    node = raw.get(TLC, {}) if layer else raw
     node = node if isinstance(node, dict) else {}
     if name == "feedback":
         if trained.layout != "flat":
@@ -243,7 +242,7 @@ def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
         if value == "prenorm":
             return [{"op": "remove", "path": "/norm_output"}]
         return [{"op": "add", "path": "/norm_output", "value": True},
-                {"op": "add", "path": "/eagle3_checks_provenance/trainer", "value": "speculators"}]
+                {"op": "add", "path": f"/{PROVENANCE}/trainer", "value": "speculators"}]
     if name == "input_norm":
         ops = [{"op": "add", "path": "/norm_before_fc", "value": value}]
         if trained.layout == "flat" and isinstance(raw.get("eagle_config"), dict):
@@ -380,7 +379,7 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
         r.refusals.append(f"{where}{key}: {problems[0]}; the rope init raises and the rotary embedding is not built")
         r.set("rope_scaling", None, f"config.json: {where}{key} (unusable)")
         return
-    spec = normalized_scaling(base)
+    spec = normalized_rope_scaling(base)
     if spec and not legacy_only and spec["rope_type"] in ("llama3", "yarn", "longrope") \
             and "original_max_position_embeddings" not in spec and r.max_position_embeddings:
         spec["original_max_position_embeddings"] = r.max_position_embeddings
@@ -408,17 +407,6 @@ def read_max_position(r: Reading, fields_: dict, where: str, default: int) -> No
           f"config.json: {where}max_position_embeddings" if is_int(v) else f"default: {default}")
 
 
-def normalized_scaling(value: Any) -> dict | None:
-    """A rope scaling dict without rope_theta; None for plain (default) RoPE."""
-    if not isinstance(value, dict):
-        return None
-    kind = value.get("rope_type", value.get("type", "default"))
-    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
-    if kind == "default":
-        return None
-    return {"rope_type": kind, **rest}
-
-
 def map_roles(r: Reading, ckpt: Any, accept) -> None:
     """Fill ``r.tensors`` / ``r.ignored`` from the checkpoint's names. ``accept(name, parsed)`` returns the role
     the engine loads the tensor into, or (None, why) to skip it. Duplicate roles: the first wins. Names are parsed for
@@ -437,7 +425,6 @@ def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
     """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
     engine has there instead), and the loaded tensors whose shape the engine's loader rejects, or, where the engine's
     linear loaders narrow (``narrows``: vLLM, SGLang), cuts to fit."""
-    from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 
     if r.o_bias is None:
         r.set("o_bias", r.attention_bias, "with attention_bias (Llama: o_proj's bias follows it)")
@@ -479,14 +466,6 @@ _NARROWING = tuple(f"self_attn.{p}.weight" for p in ("q_proj", "k_proj", "v_proj
 def _narrows(role: str, built: tuple, found: tuple) -> bool:
     return role.endswith(_NARROWING) and len(built) == len(found) and \
         all(b is None or f >= b for b, f in zip(built, found, strict=True))
-
-
-def known_role(role: str | None) -> bool:
-    if role is None:
-        return False
-    if role.startswith("layers."):
-        return role.split(".", 2)[2] in LAYER_SUFFIXES
-    return role in GLOBAL_ROLES or role.startswith("fc_norm.")
 
 
 # transformers 5.19 config classes that carry DeepSeek's MLA sizes (with DeepseekV3Config's defaults for an absent

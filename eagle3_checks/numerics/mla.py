@@ -15,7 +15,12 @@ Interface (everything here works on one sequence of T tokens, no batch dimension
 * :func:`expected_attention_shapes` - each ``self_attn.*`` weight's shape (the one source of truth for shape checks);
   :func:`check_attention_weights` raises :class:`ValueError` naming the key, the expected and the found shape.
 * :func:`mla_qkv` (per-head q, k, v, rope applied), :func:`causal_attention`, :func:`mla_output` (o_proj) and
-  :func:`mla_attention`, which composes them: causal self-attention over T tokens.
+  :func:`mla_attention`, which composes them: causal self-attention over T tokens. A multi-step drafter pass (a
+  cache of context keys plus each row's own drafts, as ``numerics.forward`` runs it) uses :func:`mla_qkv` and
+  :func:`mla_output` around its own attention, with :func:`yarn_softmax_scale` in place of ``head_dim ** -0.5``.
+
+Checked by tests/test_mla.py against transformers' ``DeepseekV3Attention`` (whole layer, float32 rounding) and
+against the engines' own rotary embedding and softmax-scale code, recorded by conformance/record_mla_rope.py.
 
 The computation, per token (``H`` = hidden size, ``in_dim`` = H, or 2H for the first EAGLE-3 layer whose input is
 ``concat(input_layernorm(embed), hidden_norm(h))``; only ``q_a_proj`` / ``q_proj`` and ``kv_a_proj_with_mqa`` read it)::
@@ -211,6 +216,10 @@ class MlaShape:
         ``default`` means plain RoPE; a ``yarn`` dict without ``original_max_position_embeddings`` gets
         ``max_position_embeddings``, as transformers' ``standardize_rope_params`` does for every reader.
         Raises :class:`ValueError` for a value the reader cannot use (the message says which and why).
+
+        Only the attention's numbers are read here: which configs an engine refuses outright (SGLang 0.5.23's EAGLE-3
+        MLA layer raises on a null ``q_lora_rank``, ``SG23/models/kimi_k25_eagle3.py:113-117``) is the config
+        checks' business, so ``reading="sglang"`` still builds a ``q_proj`` shape.
         """
         if reading not in READINGS:
             raise ValueError(f"unknown MLA reading {reading!r} (known: {', '.join(READINGS)})")
@@ -374,7 +383,7 @@ def rope_tables(shape: MlaShape, positions):
     times :func:`rope_cos_sin_factor`."""
     import torch
 
-    angles = positions.to(torch.float32)[:, None] * rope_inv_freq(shape)[None, :]
+    angles = positions.to(torch.float32)[:, None] * rope_inv_freq(shape).to(positions.device)[None, :]
     factor = rope_cos_sin_factor(shape)
     return angles.cos() * factor, angles.sin() * factor
 
