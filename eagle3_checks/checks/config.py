@@ -394,7 +394,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     for spec in (ctx.options.engines() if ctx.options else ()):
         reading = engines.read(ctx.ckpt, spec, ctx.target)
         if reading.layout_ok and not reading.not_modelled and reading.aux_layer_ids:
-            captures[spec] = (reading.sources["aux_layer_ids"].split(": ", 1)[-1], reading.aux_layer_ids,
+            captures[spec] = (reading.keys["aux_layer_ids"], reading.aux_layer_ids,
                               engines.profile(spec).capture(reading.aux_layer_ids, target).layers)
     said = "; ".join(f"{spec} reads {field} {ids}: the outputs of layers "
                      f"{list(layers) if layers is not None else '(depends on the target)'}"

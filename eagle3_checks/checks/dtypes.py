@@ -57,13 +57,13 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
         elif stated is None:
             yield error(
                 f"config.json dtype {v.value!r} is not a floating dtype engines know",
-                file="config.json", key=v.source.split(": ", 1)[-1], expected="bfloat16, float16 or float32",
+                file="config.json", key=v.key, expected="bfloat16, float16 or float32",
                 found=repr(v.value), fix="state the dtype the weights are saved in",
             )
         elif stated != main:
             yield warning(
                 f"weights are {main} but config.json states {v.value}",
-                file="config.json", key=v.source.split(": ", 1)[-1], expected=main, found=stated,
+                file="config.json", key=v.key, expected=main, found=stated,
                 why="vLLM casts to its own dtype with only a logged warning; the stated dtype no longer "
                 "describes the file",
                 fix=f"save the weights as {stated} or state {main} in config.json",

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
 from ..numerics.forward import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
-from ..registry import Context, Finding, NotApplicable, check, error, info
+from ..registry import Context, Finding, NotApplicable, check, error, info, refusal_cause
 from ._common import release, unread_layout
 
 STEPS = 2
@@ -103,12 +103,14 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         raise NotApplicable(f"the trainer's reading ({trained.engine}) cannot run: "
                             + "; ".join(trained.refusals + [f"{r} {how}" for r, how in trained.unfilled.items()]))
     if not served.servable:
-        problems = served.refusals + [f"{role}: {how}" for role, how in served.unfilled.items()
-                                      if not how.startswith("shared")]
+        unfilled = [role for role, how in served.unfilled.items() if not how.startswith("shared")]
+        problems = served.refusals + [f"{role}: {served.unfilled[role]}" for role in unfilled]
+        subject = served.refused_at.get(served.refusals[0]) if served.refusals else unfilled[0]
         yield error(
             f"{eng} would not compute this drafter: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-            key=problems[0].split(":")[0], expected=f"a drafter {eng} loads completely", found="; ".join(problems),
+            key=subject, cause=None if subject else refusal_cause(problems[0]),
+            expected=f"a drafter {eng} loads completely", found="; ".join(problems),
             why=f"{eng} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
             fix="convert the checkpoint to the layout this engine reads (eagle3-checks convert), or fix the names "
             "and config fields listed",

@@ -96,7 +96,7 @@ def _resolve_name(name: str) -> tuple[Profile, str]:
 
 class Resolved(NamedTuple):
     specs: tuple[str, ...]  # the releases to judge, in order
-    notes: tuple[str, ...]  # one line per release: why that version
+    notes: tuple[str, ...]  # why each release of ``specs`` (same order): "named", "the installed vllm 0.33.0", ...
     optional: tuple[str, ...]  # releases only `all` brought in: a layout they do not read is not applicable
 
 
@@ -133,7 +133,7 @@ def resolve(values: Any) -> Resolved:
                 named.add(p.spec)
             else:
                 raise UsageError(f"--engine {item!r}: choose {choices()}")
-    return Resolved(tuple(specs), tuple(f"{spec}: {why}" for spec, why in specs.items()),
+    return Resolved(tuple(specs), tuple(specs.values()),
                     tuple(spec for spec in specs if spec not in named))
 
 

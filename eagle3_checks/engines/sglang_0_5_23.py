@@ -141,9 +141,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if "target_hidden_size" in raw:
         ht = raw["target_hidden_size"]
         if not is_int(ht):
-            r.refusals.append(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails "
-                              "(llama_eagle3.py:151-154, 163-164)")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size")
+            r.refuse(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails "
+                     "(llama_eagle3.py:151-154, 163-164)", at="target_hidden_size")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, key="target_hidden_size")
     else:
         r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
     tied = raw.get("tie_word_embeddings") is True
@@ -151,9 +151,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     own_embed = "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size  # models/llama.py:910-924
     dv = raw.get("draft_vocab_size")
     if not tied and "draft_vocab_size" not in raw:
-        r.refusals.append("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
-                          "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
-                          "target's lm_head)")
+        r.refuse("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
+                 "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
+                 "target's lm_head)", at="draft_vocab_size")
     r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
           "config.json: draft_vocab_size" if is_int(dv) else "SGLang: vocab_size (lm_head from the target)")
 
@@ -222,13 +222,13 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
     model_type_of(r, raw, "llama")
     read_mla_shape(r, raw, "sglang", f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
     if r.mla is not None and r.mla.q_lora_rank is None:
-        r.refusals.append(f"q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires q_lora_rank in the draft "
-                          f"config\" ({MLA_FILE}:113-117); its MLA drafter has no q_proj path")
+        r.refuse(f"q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires q_lora_rank in the draft "
+                          f"config\" ({MLA_FILE}:113-117); its MLA drafter has no q_proj path", at="q_lora_rank")
     if r.num_layers != 1:
-        r.refusals.append(f"num_hidden_layers {r.num_layers} ({r.sources.get('num_layers', '?')}): SGLang raises "
-                          f"\"EAGLE3 currently only supports 1 layer\" ({MLA_FILE}:243-244)")
+        r.refuse(f"num_hidden_layers {r.num_layers} ({r.sources.get('num_layers', '?')}): SGLang raises "
+                          f"\"EAGLE3 currently only supports 1 layer\" ({MLA_FILE}:243-244)", at="num_hidden_layers")
     if r.hidden_act != "silu":
-        r.refusals.append(f"SGLang raises \"Unsupported activation: {r.hidden_act}\" (models/deepseek_v2.py:330-333 "
+        r.refuse(f"SGLang raises \"Unsupported activation: {r.hidden_act}\" (models/deepseek_v2.py:330-333 "
                           "DeepseekV2MLP)")
     built = not r.refusals  # the constructor raised: the config is read, nothing is loaded
     r.set("qk_norm", False, "MLA attention (no q/k norms)")
@@ -275,7 +275,7 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
           else f"SGLang: vocab_size, lm_head from the target ({MLA_FILE}:351-358)")
     if r.mla is not None and any(ckpt.tensors[n].dtype.startswith("F8") for n in ckpt.tensors
                                  if n.endswith("self_attn.kv_b_proj.weight")):
-        r.refusals.append(f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
+        r.refuse(f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
                           f"only supports float dtypes\", {MLA_FILE}:511-515)")
     q_names = [n for n in ckpt.tensors
                if n.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))]
@@ -315,7 +315,7 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
 
     context = getattr(target, "max_position_embeddings", None)
     if context and r.max_position_embeddings and context > r.max_position_embeddings:
-        r.refusals.append(f"the target's context {context} exceeds the draft's max_position_embeddings "
+        r.refuse(f"the target's context {context} exceeds the draft's max_position_embeddings "
                           f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
                           "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     if not built:
