@@ -66,7 +66,9 @@ def _readings(ctx: Context):
     "speculators, a speculators config in SGLang).",
     evidence=("vLLM 0.33.0 model_executor/models/llama_eagle3.py:420-470 load_weights",
               "SGLang 0.5.23 srt/models/llama_eagle3.py:324-378 load_weights, :97-105 hidden_norm on layers >= 1",
-              "SGLang 0.5.6 srt/models/llama_eagle3.py load_weights", "speculators #1114 / PR #1131"),
+              "SGLang 0.5.6 srt/models/llama_eagle3.py load_weights", "speculators #1114 / PR #1131",
+              "MLA drafters: vLLM 0.33.0 model_executor/models/deepseek_eagle3.py:258-267, 370-398 (a null "
+              "q_lora_rank cannot load); SGLang 0.5.23 srt/models/kimi_k25_eagle3.py:113-117, 243-244, 428-501"),
     fix="write the checkpoint in the layout the engine reads (names, architectures) and keep every trained tensor",
 )
 def loads(ctx: Context) -> Iterable[Finding]:
