@@ -229,8 +229,9 @@ def all_codes() -> list[str]:
 def unknown_check(name: str, code: str | None = None) -> str:
     """The message for a check id no check has, with the nearest ids and codes (a bare slug finds its code);
     ``code``: the finding code it was the check id of (``vocab.d2tt/absolute-ids``), matched as a whole."""
-    known = [c.id for c in all_checks()] + all_codes()
-    return f"no check named {name!r}{did_you_mean(code or name, known)} (see `eagle3-checks list`)"
+    ids = [c.id for c in all_checks()]
+    near = did_you_mean(code, all_codes()) if code else did_you_mean(name, ids) or did_you_mean(name, all_codes())
+    return f"no check named {name!r}{near} (see `eagle3-checks list`)"
 
 
 def unknown_code(c: Check, slug: str) -> str | None:

@@ -57,6 +57,13 @@ class Finding:
     waived: str | None = None  # the reason of the --skip waiver that matched this finding: reported, not failing
 
     @property
+    def code_label(self) -> str:
+        """The code with the engine its result judged, as reports show it: ``engine.loads/narrowed[vllm@0.33.0]``
+        (the code itself has no engine: waive it for every engine as ``engine.loads/narrowed``)."""
+        base, _, engine = self.check.partition("[")
+        return (self.code or base) + (f"[{engine}" if engine else "")
+
+    @property
     def failing(self) -> bool:
         """An error or warning no waiver matched (a warning fails the gate only under --strict)."""
         return self.severity is not Severity.INFO and self.waived is None

@@ -172,7 +172,7 @@ def render_github(results: list[GateResult]) -> str:
         where = _Locator(result)
         for f in _reported(result, causes, notes=False):
             cause = causes.cause_of(f)
-            title = f"eagle3-checks {'waived ' if f.waived is not None else ''}{_labelled_code(f)}" + \
+            title = f"eagle3-checks {'waived ' if f.waived is not None else ''}{f.code_label}" + \
                 (f": {cause.key}" if cause is not None else "")
             level = _GH_LEVEL[f.severity] if f.waived is None else "notice"  # a waived finding fails nothing
             out.append(github_command(level, _text(f, causes), file=where.file(f), line=where.line(f), title=title))
@@ -219,21 +219,16 @@ def rule_id(f: Finding) -> str:
     return f.code or f.check.split("[")[0]
 
 
-def _labelled_code(f: Finding) -> str:
-    """The finding's code with the engine of its result: ``engine.loads/narrowed[vllm@0.33.0]``."""
-    engine = f.check.partition("[")[2]
-    return (f.code or f.check.split("[")[0]) + (f"[{engine}" if engine else "")
-
-
 def _rule(rid: str, c: Check | None) -> dict[str, Any]:
     meaning = c.meanings.get(rid) if c else None
-    title = f"{c.title}: {meaning}" if c and meaning else c.title if c else rid
+    title = meaning.removeprefix("(note) ") if meaning else c.title if c else rid
     rule: dict[str, Any] = {"id": rid, "name": _slug(rid), "shortDescription": {"text": title}}
     if c is not None and c.guards:
         rule["fullDescription"] = {"text": c.guards}
     if c is not None and c.fix:
-        rule["help"] = {"text": f"Fix: {c.fix} (eagle3-checks explain {c.id})"}
-    rule["properties"] = {"level": c.level if c else "header", "tags": ["eagle3", "checkpoint"]}
+        rule["help"] = {"text": f"Fix: {c.fix} (eagle3-checks explain {rid})"}
+    rule["properties"] = {"check": c.id if c else rid.split("/")[0], "level": c.level if c else "header",
+                          "tags": ["eagle3", "checkpoint"]}
     return rule
 
 
@@ -276,7 +271,7 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
                 if region:
                     loc["region"] = region
                 item["locations"] = [{"physicalLocation": loc}]
-            props: dict[str, Any] = {"check": f.check, "checkpoint": result.ckpt.display}
+            props: dict[str, Any] = {"check": f.check, "code": rid, "checkpoint": result.ckpt.display}
             for k in ("key", "expected", "found", "why", "fix"):
                 if getattr(f, k) is not None:
                     props[k] = getattr(f, k)

@@ -268,8 +268,7 @@ def _md(text: str | None) -> str:
 
 
 def _md_finding(f: Finding, causes: Causes) -> list[str]:
-    code = f" `{f.code}`" if f.code else ""
-    out = [f"- **{'waived ' if f.waived is not None else ''}{f.severity.value}** `{f.check}`{code}: {_md(f.message)}"]
+    out = [f"- **{'waived ' if f.waived is not None else ''}{f.severity.value}** `{f.code_label}`: {_md(f.message)}"]
     if f.waived is not None:
         out.append(f"  - waived: {_md(f.waived)}")
     cause = causes.cause_of(f)
@@ -298,7 +297,7 @@ def render_markdown(results: list[GateResult]) -> str:
             out += ["", "#### Root causes", ""]
             for c in causes.groups:
                 f = c.finding
-                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.check}` `{f.code}`): {_md(f.message)}")
+                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.code_label}`): {_md(f.message)}")
                 if f.fix:
                     out.append(f"  - fix: {_md(f.fix)}")
                 out.append(f"  - also affects: {_md(c.also_affects())}")
