@@ -119,6 +119,25 @@ def test_fixtures_skip_without_a_checkpoint(pytester):
     result.stdout.fnmatch_lines(["*pass --eagle3-ckpt=PATH*"])
 
 
+def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester, drafter):
+    d = drafter("flat")
+    test_defects.d2t_arange(d)
+    path = d.write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-rxX", "-k", "vocab or waivers",
+                                "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
+                                "--eagle3-skip=vocab.t2d=the mask follows")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("xfailed") == 2 and outcomes.get("passed") == 2 and "failed" not in outcomes, outcomes
+    result.stdout.fnmatch_lines(["XFAIL eagle3-checks::*::vocab.d2t - waived: vocabulary being rebuilt",
+                                 "XFAIL eagle3-checks::*::vocab.t2d - waived: the mask follows"])
+    # a waiver that matched nothing is stale: a warning, which fails the gate.waivers item under --eagle3-strict
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-k", "waivers", "--eagle3-strict",
+                                "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
+                                "--eagle3-skip=vocab.d2t/unsorted=vocabulary being rebuilt")
+    result.assert_outcomes(failed=1)
+    assert "stale waiver: --skip vocab.d2t/unsorted=vocabulary being rebuilt" in result.stdout.str()
+
+
 def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     d = drafter("flat")
     del d.config["torch_dtype"]  # a warning
