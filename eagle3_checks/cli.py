@@ -339,9 +339,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     cand, cand_problems = _as_spec(args.candidate, "A")
     ref, ref_problems = _as_spec(args.reference, "B")
-    findings = [error(f"{side}: {p.file}: {p.message}", file=p.file)
+    findings = [error(f"{side}: {p.file}: {p.message}", file=p.file, code="files/corrupt")
                 for side, problems in (("A", cand_problems), ("B", ref_problems)) for p in problems]
-    findings += diff(cand, ref)
+    findings += [dataclasses.replace(f, code=f"reference.diff/{f.code}") for f in diff(cand, ref)]  # as the gate
     failed = any(f.severity is Severity.ERROR or (args.strict and f.severity is Severity.WARNING) for f in findings)
     if args.format == "json":
         _write(json.dumps({"schema_version": 1, "candidate": args.candidate, "reference": args.reference,

@@ -353,10 +353,6 @@ class GateResult:
                 out[f.severity.value] += 1
         return {**out, "waived": waived} if waived else out
 
-    def stale_waivers(self) -> list[Finding]:
-        """The findings about --skip waivers that matched nothing (see :data:`WAIVERS`)."""
-        return [f for r in self.results if r.check is WAIVERS for f in r.findings if f.code == WAIVERS.code("stale")]
-
 
 def finding_code(c: Check, slug: str | None) -> str:
     """The stable code of a finding of ``c`` made with ``code=slug``: ``vocab.d2t/absolute-ids`` (the check id alone

@@ -143,12 +143,7 @@ def test_every_finding_of_the_defects_has_a_declared_code(drafter, target_path, 
     CHECK_ID/SLUG of its own check, declared there."""
     seen = set()
     for _, before, after, shards, options, _, _ in test_defects.DEFECTS:
-        d = drafter(layout)
-        if before:
-            before(d)
-        path = d.write(shards)
-        if after:
-            after(path)
+        path = test_defects.write_defect(drafter(layout), before, after, shards)
         result = run(path, level="scan", engine="all", target_config=str(target_path),
                      reference=options.get("reference", "auto"))
         _gate_codes(result)

@@ -181,16 +181,21 @@ DEFECTS = [
 ]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("defect", DEFECTS, ids=[d[0] for d in DEFECTS])
-def test_defect_fails_the_right_check(drafter, target_path, layout, defect):
-    _, before, after, shards, options, check_id, fragments = defect
-    d = drafter(layout)
+def write_defect(d: Drafter, before, after, shards: int) -> Path:
+    """Write drafter ``d`` with one defect: ``before`` edits it, ``after`` edits the written files."""
     if before:
         before(d)
     path = d.write(shards)
     if after:
         after(path)
+    return path
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("defect", DEFECTS, ids=[d[0] for d in DEFECTS])
+def test_defect_fails_the_right_check(drafter, target_path, layout, defect):
+    _, before, after, shards, options, check_id, fragments = defect
+    path = write_defect(drafter(layout), before, after, shards)
     options = dict(options)
     if options.pop("target", False):
         options["target_config"] = str(target_path)
