@@ -18,8 +18,33 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .convert import ConvertRefused, convert
+from .drafter.config import missing_required
+from .drafter.example import EXAMPLE_DIRS, write_example
+from .drafter.expected import fmt_shape
+from .drafter.spec import diff, load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
+from .examples import EXAMPLES, run_example
+from .fix import fix
+from .forward_command import run_forward_files
+from .gate import (
+    all_checks,
+    gate,
+    load_target,
+    parse_options,
+    resolve_reference,
+    run_gate,
+    split_target,
+    unknown_check,
+    unknown_code,
+)
+from .numerics.forward import torch_missing
+from .registry import Severity, error
+from .reports import RENDERERS
+from .reports.ci import github_command, render_sarif_error
+from .reports.text import finding_lines, render_json_error, render_text
+from .storage.checkpoint import locate, open_checkpoint, unique_paths, within
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
@@ -66,7 +91,6 @@ def use_color(choice: str, stream=None) -> bool:
 
 
 def _render(args: argparse.Namespace, results: list) -> str:
-    from .reports.text import RENDERERS, render_text
 
     if args.format == "text":
         return render_text(results, color=use_color(args.color), quiet=args.quiet)
@@ -173,9 +197,6 @@ def _write(text: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .gate import gate, parse_options
-    from .reports.text import render_json_error
-    from .storage.checkpoint import locate, unique_paths
 
     try:
         options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
@@ -191,11 +212,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
             _write(render_json_error(f"{exc}"))
         elif args.format == "sarif":  # and `> report.sarif` a SARIF log, for upload-sarif
-            from .reports.ci import render_sarif_error
 
             _write(render_sarif_error(f"{exc}"))
         elif args.format == "github":  # an annotation: the job's summary says why nothing was gated
-            from .reports.ci import github_command
 
             _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
         raise
@@ -204,8 +223,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from .convert import ConvertRefused, convert
-    from .reports.text import finding_lines
 
     try:
         result = convert(args.src, args.dst, args.to, force=args.force, target_config=args.target_config,
@@ -226,7 +243,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
     counts = result.verification.counts()
     lines.append(f"  verified ({result.level} level, {p.to}): {counts['error']} error(s), {counts['warning']} "
                  f"warning(s); the original config is kept as config_{p.src.layout}.json")
-    from .registry import Severity
 
     lines += [f"  warning: {f.check}: {f.message}" for f in result.verification.findings()
               if f.severity is Severity.WARNING]
@@ -235,8 +251,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .drafter.expected import fmt_shape
-    from .storage.checkpoint import open_checkpoint
 
     ck = open_checkpoint(args.ckpt)
     cfg = ck.config
@@ -272,8 +286,6 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_spec(args: argparse.Namespace) -> int:
-    from .drafter.spec import snapshot
-    from .storage.checkpoint import open_checkpoint, within
 
     out = Path(args.output)
     if within(out, args.ckpt, "-o"):
@@ -288,7 +300,6 @@ def cmd_spec(args: argparse.Namespace) -> int:
     ck = open_checkpoint(args.ckpt)
     problems = [f"{p.file}: {p.message}" for p in ck.problems]
     if ck.config is not None:
-        from .drafter.config import missing_required
 
         problems += [f"config.json: {p.message}" for p in ck.config.problems]
         problems += [f"config.json: {name} is missing" for name in missing_required(ck.config)
@@ -312,8 +323,6 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 def _as_spec(arg: str, role: str):
     """A diff operand: an existing checkpoint directory or spec file wins over a shipped spec name."""
-    from .drafter.spec import load_spec, shipped_specs, snapshot
-    from .storage.checkpoint import open_checkpoint
 
     path = Path(arg)
     try:
@@ -333,9 +342,6 @@ def _as_spec(arg: str, role: str):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .drafter.spec import diff
-    from .registry import Severity, error
-    from .reports.text import finding_lines
 
     cand, cand_problems = _as_spec(args.candidate, "A")
     ref, ref_problems = _as_spec(args.reference, "B")
@@ -357,7 +363,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .gate import all_checks
 
     registered = all_checks()
     if args.format == "json":
@@ -374,9 +379,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
-    from .fix import fix
-    from .gate import parse_options
-    from .reports.text import RENDERERS
 
     options = parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                             strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
@@ -397,7 +399,6 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .gate import all_checks, split_target, unknown_check, unknown_code
 
     known = {c.id: c for c in all_checks()}
     try:
@@ -438,8 +439,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def _example_lines(c: Any, run: bool) -> list[str]:
     """The check's failing and passing example, gated for this check only (described only, without torch for a
     forward-level check, or with --no-examples)."""
-    from .examples import EXAMPLES, run_example
-
     example = EXAMPLES.get(c.id)
     if example is None:  # a plugin's check
         return []
@@ -459,9 +458,6 @@ def _example_lines(c: Any, run: bool) -> list[str]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .drafter.example import EXAMPLE_DIRS, write_example
-    from .gate import load_target, parse_options, resolve_reference, run_gate
-    from .storage.checkpoint import open_checkpoint
 
     def run(root: Path, stable: bool) -> int:
         """``stable``: the example lives in a temporary folder deleted on exit, so the report names its folders
@@ -501,13 +497,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
-    from .numerics.forward import torch_missing
-    from .storage.checkpoint import open_checkpoint
 
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
-    from .forward_command import run_forward_files
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")

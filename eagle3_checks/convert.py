@@ -41,7 +41,8 @@ from typing import Any
 from . import engines
 from .drafter.layout import FLAT, SPECULATORS
 from .errors import UsageError
-from .gate import GateOptions, GateResult
+from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
+from .numerics.forward import torch_missing
 from .registry import Finding, Severity
 from .storage.checkpoint import Checkpoint, open_checkpoint, real_path
 from .storage.safetensors import RawTensor, encode_header, from_numpy
@@ -145,7 +146,6 @@ def _torch_load(path: Path) -> Any:
 # ----- planning ------------------------------------------------------------------------------------------------
 
 def _gate_source(src: Checkpoint, mapping_given: bool) -> None:
-    from .gate import gate_checkpoint
 
     result = gate_checkpoint(src, GateOptions(reference="none", level="header"))
     bad = [f for r in result.results if r.check.id in SOURCE_CHECKS for f in r.findings
@@ -421,7 +421,6 @@ def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = No
            target_config: str | None = None) -> GateResult:
     """The gate, for the target engine, on the written checkpoint: with the target's config when given (the
     target.* checks: aux ids in range, vocabulary, hidden size); at the forward level, against SRC too."""
-    from .gate import run_gate
 
     # the converter copies tensor bytes exactly (and the forward level proves it): scanning the values is the
     # source's gate's job, not a second multi-gigabyte read here
@@ -560,8 +559,6 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
             aux_convention: str | None = None) -> Result:
     """Convert SRC to DST for engine ``to``. Raises UsageError (exit 2) or ConvertRefused (exit 1); DST is then
     untouched."""
-    from .gate import load_target
-    from .numerics.forward import torch_missing
 
     src_path, dst_path = Path(src), Path(dst)
     if verify_level not in (None, "header", "forward"):

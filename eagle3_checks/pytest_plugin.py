@@ -20,7 +20,12 @@ from typing import Any, Literal, cast
 
 import pytest
 
+from .drafter.spec import check_reference_option
 from .engines import DEFAULT_ENGINE, choices
+from .errors import UsageError
+from .gate import FAILED, SKIPPED, WAIVED, WAIVERS, WARNED, all_checks, gate, load_source, load_target, parse_options
+from .reports.text import check_text, summary_line
+from .storage.checkpoint import locate, unique_paths
 
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
 GATE_NODEID = "eagle3-checks"
@@ -73,7 +78,6 @@ class _Eagle3State:
     def result(self, path: str) -> Any:
         """The gate result, computed once; a gate that could not run raises the same error for every item."""
         if path not in self.results:
-            from .gate import gate
 
             try:
                 self.results[path] = gate(path, self.options)
@@ -113,8 +117,6 @@ def _labels(paths: list[str]) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from .errors import UsageError
-    from .gate import parse_options
 
     config.addinivalue_line("markers", "eagle3: an eagle3-checks gate item")
     ckpts = _value(config, "ckpt") or []
@@ -128,7 +130,6 @@ def pytest_configure(config: pytest.Config) -> None:
                                 skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
                                 aux_convention=_value(config, "aux-convention"),
                                 max_model_len=_value(config, "max-model-len"))
-        from .storage.checkpoint import locate, unique_paths
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:
@@ -137,14 +138,11 @@ def pytest_configure(config: pytest.Config) -> None:
             except UsageError as exc:
                 raise UsageError(f"--eagle3-ckpt {exc}") from None
         if options.target_config:
-            from .gate import load_target
 
             load_target(options.target_config)
         if options.source:
-            from .gate import load_source
 
             load_source(options.source)
-        from .drafter.spec import check_reference_option
 
         check_reference_option(options.reference)
     except UsageError as exc:
@@ -226,7 +224,6 @@ class CheckpointCollector(pytest.Collector):
         self.ckpt_path = ckpt_path
 
     def collect(self):
-        from .gate import WAIVERS, all_checks
 
         options = self.config.stash[_STATE].options
         levels = options.levels()
@@ -260,9 +257,6 @@ class CheckItem(pytest.Item):
         return self.parent
 
     def runtest(self) -> None:
-        from .errors import UsageError
-        from .gate import FAILED, SKIPPED, WAIVED, WARNED
-        from .reports.text import check_text
 
         state = self.config.stash[_STATE]
         state.ran.setdefault(self.collector.ckpt_path, set()).add(self.label)
@@ -392,7 +386,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(_STATE, None)
     if state is None or not (state.results or state.tallies):
         return
-    from .reports.text import summary_line
 
     terminalreporter.section("eagle3-checks")
     if not state.results:  # xdist: the workers gated; what they reported, per checkpoint

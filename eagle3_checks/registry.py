@@ -31,6 +31,22 @@ class Severity(str, Enum):
     INFO = "info"
 
 
+CONFIG = "config.json"
+_NESTED = ("transformer_layer_config.",)  # speculators nests the decoder fields here; engines read them as one
+
+
+def config_cause(name: str) -> str:
+    """The cause key of a config field (``transformer_layer_config.head_dim`` and ``head_dim`` are one field)."""
+    for prefix in _NESTED:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return f"{CONFIG}: {name}"
+
+
+def tensor_cause(role: str) -> str:
+    return f"tensor: {role}"
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing a check found: where, expected vs found, why it matters, how to fix it."""

@@ -35,6 +35,8 @@ from hypothesis import strategies as st
 
 from .drafter.example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
+from .gate import gate, parse_options
+from .numerics.forward import torch_missing
 
 
 @st.composite
@@ -92,8 +94,6 @@ def fuzz_converter(convert: Callable[[Path, Path], object], *, engine: str = "vl
     """Run ``convert(src_dir, dst_dir)`` on drawn drafters; each result must pass the gate for ``engine`` (header
     level, and forward equivalence against the source when torch is installed, or ``forward=True``). Raises
     AssertionError with the findings and hypothesis' shrunk, falsifying drafter."""
-    from .gate import gate, parse_options
-    from .numerics.forward import torch_missing
 
     level = "forward" if (forward if forward is not None else torch_missing() is None) else "header"
 

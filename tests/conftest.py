@@ -1,4 +1,5 @@
-"""Shared helpers: build tiny drafters in tmp dirs, inject one defect, gate them."""
+"""Fixtures: tiny drafters in tmp dirs, a target config, and the real speculators and SpecForge peers (the helpers
+they use live in helpers.py)."""
 
 from __future__ import annotations
 
@@ -13,32 +14,8 @@ from typing import Any
 
 import pytest
 
-from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
-from eagle3_checks.gate import FAILED, GateResult, gate, parse_options
-
-LAYOUTS = ("speculators", "flat")
-
-
-class Drafter:
-    """A drafter being prepared in a tmp dir: edit ``tensors`` / ``config``, then ``write()``."""
-
-    def __init__(self, root: Path, layout: str = "speculators", shape: DrafterShape = EXAMPLE, seed: int = 0,
-                 first_layer: str = "midlayer") -> None:
-        self.root, self.layout, self.shape = root, layout, shape
-        self.tensors, self.config = drafter_files(shape, layout, seed, first_layer)
-
-    def name(self, role: str) -> str:
-        """The on-disk name of a role in this drafter."""
-        if self.layout == "flat" and role.startswith("layers.0.") and role not in self.tensors:
-            return "midlayer." + role[len("layers.0."):]
-        return role
-
-    def layer_field(self) -> dict:
-        """The dict holding decoder-layer fields (nested for speculators)."""
-        return self.config["transformer_layer_config"] if self.layout == "speculators" else self.config
-
-    def write(self, shards: int = 1) -> Path:
-        return write_checkpoint(self.root, self.tensors, self.config, shards)
+from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, target_config
+from helpers import Drafter
 
 
 @pytest.fixture
@@ -57,32 +34,6 @@ def target_path(tmp_path: Path) -> Path:
     p.parent.mkdir()
     p.write_text(json.dumps(target_config(EXAMPLE)))
     return p
-
-
-def run(path: Path, **options: Any) -> GateResult:
-    options.setdefault("reference", "none")
-    return gate(path, parse_options(**options))
-
-
-def failing(result: GateResult) -> dict[str, list[str]]:
-    """check id -> messages, for every failed check."""
-    return {r.check.id: [f.message for f in r.findings] for r in result.results if r.status == FAILED}
-
-
-def assert_fails(result: GateResult, check_id: str, *fragments: str) -> None:
-    """``check_id`` failed and one of its error findings mentions every fragment."""
-    r = result.result(check_id)
-    texts = [f"{f.message} | {f.file} | {f.key} | {f.expected} | {f.found} | {f.fix}" for f in r.findings
-             if f.severity.value == "error"]
-    assert r.status == FAILED, f"{check_id} is {r.status}; failing: {failing(result)}"
-    assert any(all(frag in t for frag in fragments) for t in texts), \
-        f"{check_id} findings lack {fragments}:\n" + "\n".join(texts)
-
-
-def assert_clean(result: GateResult) -> None:
-    assert result.exit_code == 0, failing(result)
-    assert not [f for f in result.findings() if f.severity.value == "warning"], \
-        [f.message for f in result.findings()]
 
 
 # ----- real peers: drafters built by speculators and SpecForge themselves, in subprocesses ------------------------

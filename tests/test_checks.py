@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import assert_fails, run
 from eagle3_checks.drafter.example import EXAMPLE
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, WARNED, all_checks
 from eagle3_checks.registry import modelled_only
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
+from helpers import assert_fails, mla_drafter, run
 
 
 def findings(result, check_id, severity=None):
@@ -508,26 +508,6 @@ def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
 
 
 # ----- a drafter family eagle3-checks does not model (MLA) -----------------------------------------------------
-
-MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}
-
-
-def mla_drafter(d, architectures=("Eagle3DeepseekV2ForCausalLM",)):
-    """The example's globals with a DeepSeek-V3 (MLA) attention in its layer, as conformance/checkpoints.py builds
-    the Kimi-K2.x drafter (vLLM 0.33 deepseek_eagle3.py, SGLang 0.5.23 kimi_k25_eagle3.py)."""
-    h, heads, m = EXAMPLE.hidden_size, EXAMPLE.num_attention_heads, MLA
-    d.tensors = {n: t for n, t in d.tensors.items() if not n.startswith("midlayer.self_attn.")}
-    for name, shape in (("q_a_proj", (m["q_lora_rank"], 2 * h)), ("q_a_layernorm", (m["q_lora_rank"],)),
-                        ("q_b_proj", (heads * (m["qk_nope_head_dim"] + m["qk_rope_head_dim"]), m["q_lora_rank"])),
-                        ("kv_a_proj_with_mqa", (m["kv_lora_rank"] + m["qk_rope_head_dim"], 2 * h)),
-                        ("kv_a_layernorm", (m["kv_lora_rank"],)),
-                        ("kv_b_proj", (heads * (m["qk_nope_head_dim"] + m["v_head_dim"]), m["kv_lora_rank"])),
-                        ("o_proj", (h, heads * m["v_head_dim"]))):
-        d.tensors[f"midlayer.self_attn.{name}.weight"] = from_numpy(np.full(shape, 0.02, np.float32), "BF16")
-    d.config.update(architectures=list(architectures), model_type="kimi_k2", **MLA)
-    for key in ("head_dim", "num_key_value_heads", "attention_bias", "mlp_bias", "rope_theta"):
-        d.config.pop(key, None)
-    return d
 
 
 def test_the_llama_shaped_checks_are_the_engine_independent_ones():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import test_defects
+import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.gate import all_checks
@@ -25,7 +25,7 @@ def test_check_passes_example_and_fails_defect(drafter, capsys):
     code, out, _ = cli(capsys, "check", good)
     assert code == 0 and "PASSED: 0 error(s)" in out and "reference: tiny-example (auto" in out
     bad = drafter("flat")
-    test_defects.d2t_missing(bad)
+    helpers.d2t_missing(bad)
     code, out, _ = cli(capsys, "check", bad.write(), good)
     assert code == 1
     assert "FAIL  keys" in out and "ERROR: d2t is missing" in out and "fix:" in out and "why:" in out
@@ -40,7 +40,7 @@ def test_the_same_checkpoint_twice_is_gated_once(drafter, tmp_path, capsys):
 
 def test_check_json_and_markdown(drafter, capsys):
     bad = drafter("speculators")
-    test_defects.head_dim_dropped(bad)
+    helpers.head_dim_dropped(bad)
     code, out, _ = cli(capsys, "check", bad.write(), "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["schema_version"] == 1 and data["exit_code"] == 1
@@ -51,12 +51,13 @@ def test_check_json_and_markdown(drafter, capsys):
     f = by_id["config.head-dim"]["findings"][0]
     assert f["severity"] == "error" and f["expected"] == "24" and f["key"] == "transformer_layer_config.head_dim"
     assert f["check"] == "config.head-dim" and f["why"] and f["fix"] == 'add "head_dim": 24'
+    assert f["code"] == "config.head-dim/missing"
     code, out, _ = cli(capsys, "check", bad.root, "--format", "markdown")
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
     # a passing check's note is in the findings list too (the table counts it)
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
     assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.33.0]` |" in out
-    assert "- **info** `engine.aux-layers[vllm@0.33.0]`" in out
+    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.33.0]`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -84,7 +85,7 @@ def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     # (speculators: a half-converted name only config.architectures fails; a flat name no engine serves fails
     # engine.loads too, since issue 15)
     bad = drafter("speculators")
-    test_defects.wrong_architectures(bad)
+    helpers.wrong_architectures(bad)
     path = bad.write()
     code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
     assert code == 0 and "WAIV  config.architectures" in out and "waived:   renamed by our loader" in out

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import test_defects
-from conftest import LAYOUTS, run
 from eagle3_checks import checks as checks_package
 from eagle3_checks.cli import main
 from eagle3_checks.examples import EXAMPLES, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
+from helpers import d2t_arange
 
 PACKAGE = Path(checks_package.__file__).resolve().parent.parent
 SOURCES = sorted((PACKAGE / "checks").glob("*.py")) + [PACKAGE / "drafter" / "spec.py"]
@@ -125,33 +124,6 @@ def test_list_json_and_explain_show_the_codes(capsys):
     assert "vocab.t2d/disagrees" in out and "fails:  the flat example with d2t holding absolute" in out
 
 
-def _all_findings(result):
-    return [f for r in result.results for f in r.findings]
-
-
-def _gate_codes(result) -> None:
-    for r in result.results:
-        for f in r.findings:
-            check_id, _, slug = (f.code or "").partition("/")
-            assert check_id == r.check.id and SLUG.match(slug), (r.label, f.code, f.message)
-            assert f.code in r.check.meanings or slug == "crashed", (r.label, f.code, f.message)
-
-
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_every_finding_of_the_defects_has_a_declared_code(drafter, target_path, layout):
-    """The gate over every defect of the suite (header and scan levels, every engine): each finding's code is
-    CHECK_ID/SLUG of its own check, declared there."""
-    seen = set()
-    for _, before, after, shards, options, _, _ in test_defects.DEFECTS:
-        path = test_defects.write_defect(drafter(layout), before, after, shards)
-        result = run(path, level="scan", engine="all", target_config=str(target_path),
-                     reference=options.get("reference", "auto"))
-        _gate_codes(result)
-        seen |= {f.code for f in _all_findings(result)}
-    assert {"vocab.d2t/arange", "vocab.t2d/absolute-ids", "config.head-dim/missing", "engine.loads/narrowed",
-            "files/truncated", "keys/missing-tensor"} <= seen
-
-
 # ----- the examples explain shows ----------------------------------------------------------------------------------
 
 
@@ -198,7 +170,7 @@ def test_unknown_codes_are_usage_errors(drafter, capsys, argv, fragment):
 @pytest.fixture
 def arange(drafter):
     d = drafter("flat")
-    test_defects.d2t_arange(d)
+    d2t_arange(d)
     return d.write()
 
 
@@ -264,30 +236,6 @@ def test_a_code_for_one_engine(drafter, capsys):
     assert checks[("engine.loads", "vllm@0.33.0")]["status"] == WAIVED
     assert checks[("engine.loads", "sglang@0.5.23")]["status"] == FAILED
     assert parse_options(skip=["engine.loads[vllm]/narrowed=x"]).skip == (("engine.loads/narrowed[vllm]", "x"),)
-
-
-def test_waived_findings_in_every_report(arange, capsys):
-    from eagle3_checks.reports.ci import parse_github
-    from test_report_formats import validate_sarif
-
-    argv = ["check", arange, "--level", "header", "--skip", "vocab.d2t/arange=rebuilding the vocabulary"]
-    code, out, _ = cli(capsys, *argv)
-    assert "WAIV  vocab.d2t" in out and "WAIVED ERROR: d2t: equals arange(128)" in out
-    assert "code:     vocab.d2t/arange" in out and "waived:   rebuilding the vocabulary (--skip)" in out
-    code, out, _ = cli(capsys, *argv, "--format", "markdown")
-    waived = out.split("#### Waived findings (--skip)")[1]
-    assert "- **waived error** `vocab.d2t/arange`: d2t: equals arange(128)" in waived
-    assert "  - waived: rebuilding the vocabulary" in waived and "| WAIVED |" not in out
-    code, out, _ = cli(capsys, *argv, "--format", "github")
-    (note,) = [c for c in parse_github(out) if c.get("title", "").startswith("eagle3-checks waived")]
-    assert note["level"] == "notice" and note["title"] == "eagle3-checks waived vocab.d2t/arange"
-    assert "waived (--skip): rebuilding the vocabulary" in note["message"]
-    code, out, _ = cli(capsys, *argv, "--format", "sarif")
-    log = json.loads(out)
-    validate_sarif(log)
-    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "vocab.d2t/arange"]
-    assert result["suppressions"] == [{"kind": "external", "status": "accepted",
-                                       "justification": "--skip: rebuilding the vocabulary"}]
 
 
 def test_fix_leaves_a_waived_finding_as_it_is(drafter, tmp_path, capsys):

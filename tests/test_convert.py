@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from conftest import run
 from eagle3_checks.cli import main
 from eagle3_checks.convert import ConvertRefused, convert
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
@@ -24,6 +23,7 @@ from eagle3_checks.errors import UsageError
 from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import read_bytes
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
+from helpers import run
 
 SLOW = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 

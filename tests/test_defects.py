@@ -4,145 +4,41 @@ names the right check with the right message. Clean drafters of every shape pass
 from __future__ import annotations
 
 import json
-from dataclasses import replace
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from conftest import LAYOUTS, Drafter, assert_clean, assert_fails, run
-from eagle3_checks.drafter.example import EXAMPLE
-from eagle3_checks.storage.safetensors import RawTensor, from_numpy
-
-
-def ints(t: RawTensor) -> np.ndarray:
-    return np.frombuffer(t.data, dtype="<i8").copy()
-
-
-def set_d2t(d: Drafter, values: np.ndarray) -> None:
-    d.tensors["d2t"] = from_numpy(values.astype(np.int64))
-
-
-def missing_tensor(d):
-    del d.tensors[d.name("layers.0.mlp.up_proj.weight")]
-
-
-def model_prefix(d):
-    d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
-
-
-def transposed_q(d):
-    name = d.name("layers.0.self_attn.q_proj.weight")
-    t = d.tensors[name]
-    d.tensors[name] = RawTensor(t.dtype, t.shape[::-1], t.data)
-
-
-def fc_two_aux(d):
-    t = d.tensors["fc.weight"]
-    d.tensors["fc.weight"] = RawTensor(t.dtype, (t.shape[0], 2 * EXAMPLE.ht), b"\0" * (t.shape[0] * 2 * EXAMPLE.ht * 2))
-
-
-def lm_head_full_vocab(d):
-    d.tensors["lm_head.weight"] = from_numpy(np.ones((EXAMPLE.vocab_size, EXAMPLE.hidden_size), np.float32), "BF16")
-
-
-def d2t_absolute(d):
-    set_d2t(d, ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_absolute_no_t2d(d):
-    d2t_absolute(d)
-    del d.tensors["t2d"]
-
-
-def d2t_out_of_range(d):
-    v = ints(d.tensors["d2t"])
-    v[-1] += EXAMPLE.vocab_size
-    set_d2t(d, v)
-
-
-def d2t_unsorted(d):
-    v = ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size)
-    v[[10, 11]] = v[[11, 10]]
-    set_d2t(d, v - np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_duplicated(d):
-    v = ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size)
-    v[21] = v[20]
-    set_d2t(d, v - np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_float(d):
-    d.tensors["d2t"] = from_numpy(ints(d.tensors["d2t"]).astype(np.float32))
-
-
-def d2t_arange(d):
-    set_d2t(d, np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_missing(d):
-    del d.tensors["d2t"]
-
-
-def t2d_inconsistent(d):
-    mask = np.frombuffer(d.tensors["t2d"].data, dtype=bool).copy()
-    on, off = np.flatnonzero(mask)[50], np.flatnonzero(~mask)[-1]
-    mask[on], mask[off] = False, True
-    d.tensors["t2d"] = from_numpy(mask)
-
-
-def fp32_weights(d):
-    d.tensors = {k: (from_numpy(np.frombuffer(t.data, "<u2").astype(np.uint32).__lshift__(16).view(np.float32)
-                                .reshape(t.shape)) if t.dtype == "BF16" else t) for k, t in d.tensors.items()}
-    d.config["dtype" if d.layout == "speculators" else "torch_dtype"] = "float32"
-
-
-def head_dim_dropped(d):
-    del d.layer_field()["head_dim"]
-
-
-def wrong_architectures(d):
-    # (flat: not LlamaForCausalLM, which vLLM serves as Eagle3LlamaForCausalLM; LlamaModel no engine serves)
-    d.config["architectures"] = ["LlamaModel"] if d.layout == "flat" else ["LlamaForCausalLMEagle3"]
-
-
-def draft_vocab_off(d):
-    d.config["draft_vocab_size"] = EXAMPLE.draft_vocab_size + 8
-
-
-def vocab_off(d):
-    d.layer_field()["vocab_size"] = EXAMPLE.vocab_size // 2
-
-
-def aux_above_target(d):
-    ids = [1, 3, EXAMPLE.target_layers + 4]
-    if d.layout == "speculators":
-        d.config["eagle_aux_hidden_state_layer_ids"] = ids
-    else:
-        d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
-
-
-def shard_missing(path: Path):
-    shard = sorted(path.glob("model-*.safetensors"))[1]
-    shard.unlink()
-
-
-def shard_escapes(path: Path):
-    index = json.loads((path / "model.safetensors.index.json").read_text())
-    name = next(iter(index["weight_map"]))
-    index["weight_map"][name] = "../elsewhere/model.safetensors"
-    (path / "model.safetensors.index.json").write_text(json.dumps(index))
-
-
-def truncated(path: Path):
-    f = path / "model.safetensors"
-    f.write_bytes(f.read_bytes()[:-1000])
-
-
-def no_config(path: Path):
-    (path / "config.json").unlink()
-
+from helpers import (
+    CLEAN,
+    LAYOUTS,
+    assert_clean,
+    assert_fails,
+    aux_above_target,
+    d2t_absolute,
+    d2t_absolute_no_t2d,
+    d2t_arange,
+    d2t_duplicated,
+    d2t_float,
+    d2t_missing,
+    d2t_out_of_range,
+    d2t_unsorted,
+    draft_vocab_off,
+    fc_two_aux,
+    fp32_weights,
+    head_dim_dropped,
+    lm_head_full_vocab,
+    missing_tensor,
+    model_prefix,
+    no_config,
+    run,
+    shard_escapes,
+    shard_missing,
+    t2d_inconsistent,
+    transposed_q,
+    truncated,
+    vocab_off,
+    write_defect,
+    wrong_architectures,
+)
 
 # (defect, before write, after write, shards, gate options, check id, message fragments)
 DEFECTS = [
@@ -181,16 +77,6 @@ DEFECTS = [
 ]
 
 
-def write_defect(d: Drafter, before, after, shards: int) -> Path:
-    """Write drafter ``d`` with one defect: ``before`` edits it, ``after`` edits the written files."""
-    if before:
-        before(d)
-    path = d.write(shards)
-    if after:
-        after(path)
-    return path
-
-
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("defect", DEFECTS, ids=[d[0] for d in DEFECTS])
 def test_defect_fails_the_right_check(drafter, target_path, layout, defect):
@@ -204,21 +90,22 @@ def test_defect_fails_the_right_check(drafter, target_path, layout, defect):
     assert_fails(result, check_id, *fragments)
 
 
-CLEAN = [
-    ("example", EXAMPLE, 1),
-    ("sharded", EXAMPLE, 3),
-    ("no embed_tokens", replace(EXAMPLE, embed_tokens=False), 1),
-    ("no t2d", replace(EXAMPLE, t2d=False), 1),
-    ("full vocabulary", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size), 1),
-    ("two layers", replace(EXAMPLE, num_layers=2), 1),
-    ("biases", replace(EXAMPLE, attention_bias=True, mlp_bias=True), 1),
-    ("norm_before_fc", replace(EXAMPLE, norm_before_fc=True), 1),
-    ("fc_norm, 4 aux layers, wider target", replace(EXAMPLE, fc_norm=True, aux_layer_ids=(1, 2, 4, 6),
-                                                  target_hidden_size=96), 2),
-    ("qwen3 layer", replace(EXAMPLE, model_type="qwen3"), 1),
-    ("fp16", replace(EXAMPLE, dtype="F16"), 1),
-    ("fp32", replace(EXAMPLE, dtype="F32"), 1),
-]
+def test_every_finding_of_the_defects_has_its_checks_declared_code(drafter, target_path):
+    """The gate over every defect above (both layouts, header and scan levels, every engine): each finding's code is
+    CHECK_ID/SLUG of its own check, declared there (tests/test_codes.py holds every site to it statically)."""
+    seen = set()
+    for layout in LAYOUTS:
+        for _, before, after, shards, options, _, _ in DEFECTS:
+            path = write_defect(drafter(layout), before, after, shards)
+            result = run(path, level="scan", engine="all", target_config=str(target_path),
+                         reference=options.get("reference", "auto"))
+            for r in result.results:
+                for f in r.findings:
+                    check_id, _, slug = (f.code or "").partition("/")
+                    assert check_id == r.check.id and f.code in r.check.meanings, (r.label, f.code, f.message)
+                    seen.add(f.code)
+    assert {"vocab.d2t/arange", "vocab.t2d/absolute-ids", "config.head-dim/missing", "engine.loads/narrowed",
+            "files/truncated", "keys/missing-tensor"} <= seen
 
 
 # A speculators config cannot tell vLLM 0.33 about 4 aux states of a wider target (fc is sized from eagle_config

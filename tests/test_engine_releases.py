@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import run
 from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.config import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
 from eagle3_checks.storage.checkpoint import open_checkpoint
+from helpers import run
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
 SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import run
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE
+from helpers import run
 
 FAILED, PASSED, WARNED = "failed", "passed", "warned"
 

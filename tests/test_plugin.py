@@ -16,7 +16,7 @@ try:  # pytester's in-process runs unload what they import, and torch cannot be 
 except ImportError:
     pass
 
-import test_defects
+import helpers
 
 N_CHECKS = len(all_checks())  # one item each with the default --eagle3-engine (vllm)
 LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in all_checks()}
@@ -41,7 +41,7 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
         monkeypatch.delenv("CI", raising=False)
         monkeypatch.delenv("BUILD_NUMBER", raising=False)
     d = drafter("speculators")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-p", "no:cacheprovider")
     # keys fails, and so do vLLM's loads (it builds a d2t no tensor fills: zeros) and the diff against the shipped
@@ -66,7 +66,7 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
 
 def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pytester, drafter):
     d = drafter("flat")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes")
     result.assert_outcomes(passed=1)
@@ -121,7 +121,7 @@ def test_fixtures_skip_without_a_checkpoint(pytester):
 
 def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester, drafter):
     d = drafter("flat")
-    test_defects.d2t_arange(d)
+    helpers.d2t_arange(d)
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-rxX", "-k", "vocab or waivers",
                                 "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
@@ -227,7 +227,7 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     message is it."""
     monkeypatch.setenv("CI", "true")
     d = drafter("flat")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     path = d.write()
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(f"--eagle3-ckpt={path}", "-n", "2", f"--junitxml={junit}",
@@ -250,7 +250,7 @@ def test_failure_is_pytests_own_representation(pytester, drafter):
     """Reporting plugins read the crash location (pytest-json-report reads path and lineno), and --tb=line prints
     it: it names the check and its first finding, under xdist too."""
     d = drafter("flat")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     path = d.write()
     crashes = []
 
@@ -276,7 +276,7 @@ def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, dra
     """--lf: pytest's cache looks for the failed checks' file at <rootdir>/eagle3-checks, which does not exist;
     with a failed user test beside them it used to skip the gate and rerun the user test only."""
     d = drafter("flat")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     path = d.write()
     pytester.makepyfile(test_user="def test_ok():\n    pass\n\ndef test_broken():\n    assert False\n")
     args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none"]

@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import Drafter, run
 from eagle3_checks.drafter.example import EXAMPLE
 from eagle3_checks.storage.safetensors import from_numpy
+from helpers import Drafter, run
 
 
 @st.composite

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import test_defects
-from conftest import run
+import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.ci import json_key_line, parse_github
+from helpers import run
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -95,7 +95,7 @@ def test_root_causes_in_markdown(no_head_dim, capsys):
 def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
     """No check names a cause for a missing d2t: the findings keyed by the tensor are grouped under it."""
     d = drafter("flat")
-    test_defects.d2t_missing(d)
+    helpers.d2t_missing(d)
     result = run(d.write(), reference="auto")
     causes = group(result)
     (cause,) = [c for c in causes.groups if c.key == "tensor: d2t"]
@@ -105,8 +105,8 @@ def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
 
 def test_unrelated_findings_stay_apart(drafter):
     d = drafter("flat")
-    test_defects.wrong_architectures(d)
-    test_defects.d2t_missing(d)
+    helpers.wrong_architectures(d)
+    helpers.d2t_missing(d)
     result = run(d.write(), reference="auto")
     causes = group(result)
     d2t = next(c for c in causes.groups if c.key == "tensor: d2t")
@@ -143,8 +143,8 @@ def test_json_key_line():
 
 def test_github_annotations_parse_back(drafter, capsys):
     d = drafter("speculators")
-    test_defects.wrong_architectures(d)
-    test_defects.head_dim_dropped(d)
+    helpers.wrong_architectures(d)
+    helpers.head_dim_dropped(d)
     path = d.write()
     code, out, _ = cli(capsys, "check", path, "--format", "github")
     assert code == 1
@@ -184,8 +184,8 @@ def test_github_on_a_usage_error(capsys, tmp_path):
 
 def test_sarif_is_valid_and_locates_findings(drafter, capsys):
     d = drafter("speculators")
-    test_defects.wrong_architectures(d)
-    test_defects.head_dim_dropped(d)
+    helpers.wrong_architectures(d)
+    helpers.head_dim_dropped(d)
     path = d.write()
     code, out, _ = cli(capsys, "check", path, "--format", "sarif")
     log = json.loads(out)
@@ -328,6 +328,33 @@ def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsy
     visible, collapsed = findings.split("<details><summary>Notes from passing checks</summary>")
     assert "`config.head-dim/missing`" in visible and "`shapes/mismatch`" in visible
     assert "`engine.aux-layers/convention-unknown[vllm@0.33.0]`" in collapsed and "`engine.aux-layers" not in visible
+
+
+# ----- waived findings ------------------------------------------------------------------------------------------
+
+
+def test_waived_findings_in_every_report(drafter, capsys):
+    d = drafter("flat")
+    helpers.d2t_arange(d)
+    arange = d.write()
+    argv = ["check", arange, "--level", "header", "--skip", "vocab.d2t/arange=rebuilding the vocabulary"]
+    code, out, _ = cli(capsys, *argv)
+    assert "WAIV  vocab.d2t" in out and "WAIVED ERROR: d2t: equals arange(128)" in out
+    assert "code:     vocab.d2t/arange" in out and "waived:   rebuilding the vocabulary (--skip)" in out
+    code, out, _ = cli(capsys, *argv, "--format", "markdown")
+    waived = out.split("#### Waived findings (--skip)")[1]
+    assert "- **waived error** `vocab.d2t/arange`: d2t: equals arange(128)" in waived
+    assert "  - waived: rebuilding the vocabulary" in waived and "| WAIVED |" not in out
+    code, out, _ = cli(capsys, *argv, "--format", "github")
+    (note,) = [c for c in parse_github(out) if c.get("title", "").startswith("eagle3-checks waived")]
+    assert note["level"] == "notice" and note["title"] == "eagle3-checks waived vocab.d2t/arange"
+    assert "waived (--skip): rebuilding the vocabulary" in note["message"]
+    code, out, _ = cli(capsys, *argv, "--format", "sarif")
+    log = json.loads(out)
+    validate_sarif(log)
+    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "vocab.d2t/arange"]
+    assert result["suppressions"] == [{"kind": "external", "status": "accepted",
+                                       "justification": "--skip: rebuilding the vocabulary"}]
 
 
 # ----- demo --------------------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import run
 from eagle3_checks.checks import scan as scan_check
 from eagle3_checks.cli import main
 from eagle3_checks.numerics import scan as scanner
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, read_header
+from helpers import run
 
 SCAN = "scan.values"
 FC = "fc.weight"
@@ -409,7 +409,6 @@ def test_the_configs_initializer_range_is_the_one_matched(drafter, layout):
 def test_many_tiny_tensors_open_the_file_once(tmp_path, monkeypatch):
     """A header listing 20,000 tensors: one open per file, not per tensor."""
     import builtins
-    import time
 
     from eagle3_checks.storage.safetensors import write_safetensors
 
@@ -419,7 +418,6 @@ def test_many_tiny_tensors_open_the_file_once(tmp_path, monkeypatch):
     opened = []
     real_open = builtins.open
     monkeypatch.setattr(builtins, "open", lambda p, *a, **k: (opened.append(p), real_open(p, *a, **k))[1])
-    start = time.perf_counter()
     result = scanner.scan(entries)
-    assert len(opened) == 1 and time.perf_counter() - start < 10
+    assert len(opened) == 1  # the cost is per file, not per tensor (its time is benchmarks/test_scan.py's)
     assert all(s.max_abs == 1.0 and s.constant for s in result.stats.values()) and len(result.stats) == 20_000

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import run
 from eagle3_checks.drafter.example import EXAMPLE
 from eagle3_checks.drafter.spec import Spec, diff, load_spec, resolve_reference, shipped_specs, snapshot
 from eagle3_checks.errors import UsageError
 from eagle3_checks.storage.checkpoint import open_checkpoint
+from helpers import run
 
 
 def errors(findings):
@@ -180,7 +180,7 @@ def test_reference_auto_picks_the_family_whatever_the_draft_vocabulary(drafter):
 
 
 def test_reference_auto_skips_a_drafter_it_does_not_model(drafter):
-    from test_checks import mla_drafter
+    from helpers import mla_drafter
 
     path = mla_drafter(drafter("flat")).write()
     spec, note = resolve_reference("auto", open_checkpoint(path))
@@ -231,10 +231,10 @@ def test_unknown_reference_name_and_broken_reference_checkpoint(drafter):
 
 
 def test_fp32_candidate_against_bf16_reference_is_one_finding(drafter):
-    import test_defects
+    import helpers
 
     d = drafter("speculators")
-    test_defects.fp32_weights(d)
+    helpers.fp32_weights(d)
     result = run(d.write(), reference="tiny-example")
     assert errors(result.result("reference.diff").findings) == [
         "14 tensor(s) are F32, tiny-example has BF16: embed_tokens.weight, fc.weight, layers.0.hidden_norm.weight, "

@@ -7,17 +7,13 @@ import shutil
 
 import pytest
 
-from conftest import assert_clean, run
 from eagle3_checks.drafter.spec import diff, load_spec, shipped_specs, snapshot
 from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import RawTensor, read_bytes, read_header, write_safetensors
+from helpers import VLLM_REFUSES, assert_clean, run
 from peers.variants import SPECULATORS, SPECULATORS_UNLOADED
 
 pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package
-
-# vLLM 0.33 sizes fc from eagle_config ids or num_aux_hidden_states, never from a speculators config's top-level
-# ids: a 4-aux speculators drafter fails to load there (see test_forward_peers).
-VLLM_REFUSES = {"fc-norm-4-aux"}
 
 
 @pytest.mark.parametrize("name", [v["name"] for v in SPECULATORS])

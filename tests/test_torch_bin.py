@@ -22,14 +22,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import assert_fails
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, drafter_files, write_checkpoint
 from eagle3_checks.gate import gate, parse_options
 from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import DTYPES, RawTensor, load_array, read_bytes
 from eagle3_checks.storage.torch_bin import read_bin, walk_pickle
-from test_fuzz import FUZZ, gate_everything
+from helpers import FUZZ, assert_fails, gate_everything
 
 torch = pytest.importorskip("torch")
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from .. import engines
 from ..drafter.config import DraftConfig
-from ..registry import Context, NotApplicable
+from ..registry import CONFIG, Context, NotApplicable
 
-CONFIG = "config.json"
+__all__ = ["CONFIG"]  # the checks name the config file through here
 
 
 def config_of(ctx: Context) -> DraftConfig:

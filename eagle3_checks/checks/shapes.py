@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..drafter.expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
-from ..registry import Context, Finding, check, error
-from ..reports.causes import config_cause
+from ..registry import Context, Finding, check, config_cause, error
 from ._common import config_of
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..storage.safetensors import RawTensor, encode_header, from_numpy, write_safetensors
+from .config import read_config
+from .expected import expected_tensors
 from .layout import FLAT, SPECULATORS, on_disk_name
 
 _CONFIG_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
@@ -82,8 +84,6 @@ def role_tensors(shape: DrafterShape = EXAMPLE, seed: int = 0, sparse: bool = Fa
     (a real header and real d2t/t2d bytes, no disk or memory for the weights)."""
     import numpy as np
 
-    from .config import read_config
-    from .expected import expected_tensors
 
     rng = np.random.default_rng(seed)
     cfg = read_config(config(shape, SPECULATORS), SPECULATORS)

@@ -18,6 +18,7 @@ from typing import Any
 from ..engines import AUX_CONVENTIONS
 from ..errors import UsageError
 from ..registry import Finding, error, info
+from ..storage.checkpoint import open_checkpoint
 from .layout import FLAT, SPECULATORS
 
 SCHEMA = "eagle3-checks/reference-spec"
@@ -259,7 +260,6 @@ def check_reference_option(option: str | None) -> None:
     path = Path(option)
     if _exists(path, "--reference"):
         if path.is_dir():
-            from ..storage.checkpoint import open_checkpoint
 
             open_checkpoint(path)
         else:
@@ -276,7 +276,6 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
     path = Path(option)
     if _exists(path, "--reference"):  # an existing path wins over a name
         if path.is_dir():
-            from ..storage.checkpoint import open_checkpoint
 
             ref = open_checkpoint(path)
             if ref.problems:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..drafter.config import positive_number, rope_scaling_problems
+from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 from ..drafter.layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
 
 TLC = "transformer_layer_config"
@@ -409,7 +410,6 @@ def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
     """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
     engine has there instead), and the loaded tensors whose shape the engine's loader rejects, or, where the engine's
     linear loaders narrow (``narrows``: vLLM, SGLang), cuts to fit."""
-    from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 
     if r.o_bias is None:
         r.set("o_bias", r.attention_bias, "with attention_bias (Llama: o_proj's bias follows it)")

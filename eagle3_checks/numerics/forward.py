@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..drafter.config import rope_scaling_problems
 from ..storage.safetensors import DTYPES
 
 INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
@@ -201,7 +202,6 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
     import torch
 
-    from ..drafter.config import rope_scaling_problems
 
     problems = rope_scaling_problems(scaling)
     if problems:

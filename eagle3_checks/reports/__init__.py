@@ -1,1 +1,14 @@
 """Rendering a gate result: text, JSON and markdown for people, GitHub and SARIF for CI, root causes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..gate import GateResult
+from .ci import render_github, render_sarif
+from .text import render_json, render_markdown, render_text
+
+# --format NAME -> the renderer of a list of gate results (one per checkpoint)
+RENDERERS: dict[str, Callable[[list[GateResult]], str]] = {
+    "text": render_text, "json": render_json, "markdown": render_markdown, "github": render_github,
+    "sarif": render_sarif}

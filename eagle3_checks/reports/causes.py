@@ -23,29 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..registry import Finding, Severity
+from ..registry import CONFIG, Finding, Severity, config_cause, tensor_cause
 
 if TYPE_CHECKING:  # the checks name causes (config_cause) and the gate imports the checks
     from ..gate import CheckResult, GateResult
 
-CONFIG = "config.json"
-_NESTED = ("transformer_layer_config.",)  # speculators nests the decoder fields here; engines read them as one
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 # which checks state a cause best, before those that see its consequences
 _OWNER = ("files", "keys", "config.", "vocab.", "dtypes", "shapes", "target.", "engine.", "scan.", "reference.",
           "forward.")
-
-
-def config_cause(name: str) -> str:
-    """The cause key of a config field (``transformer_layer_config.head_dim`` and ``head_dim`` are one field)."""
-    for prefix in _NESTED:
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-    return f"{CONFIG}: {name}"
-
-
-def tensor_cause(role: str) -> str:
-    return f"tensor: {role}"
 
 
 @dataclass

@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..gate import WAIVERS, GateResult, all_checks
-from ..registry import Check, Finding, Severity
-from .causes import CONFIG, Causes, group
+from ..registry import CONFIG, Check, Finding, Severity
+from .causes import Causes, cause_key, group
 from .text import summary_line
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -114,7 +114,6 @@ class _Locator:
 
 
 def _is_config_key(f: Finding, result: GateResult) -> bool:
-    from .causes import cause_key
 
     key = cause_key(Finding(f.severity, f.message, key=f.key), result.ckpt)
     return bool(key and key.startswith(f"{CONFIG}: "))

@@ -345,19 +345,3 @@ def render_markdown(results: list[GateResult]) -> str:
 
 def _num(v) -> str:
     return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)
-
-
-def render_github(results: list[GateResult]) -> str:
-    from .ci import render_github as render
-
-    return render(results)
-
-
-def render_sarif(results: list[GateResult]) -> str:
-    from .ci import render_sarif as render
-
-    return render(results)
-
-
-RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown, "github": render_github,
-             "sarif": render_sarif}

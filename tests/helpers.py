@@ -1,0 +1,310 @@
+"""The tests' shared helpers, in one module (conftest.py holds only fixtures): tiny drafters being edited, the gate
+run and its assertions, the defect catalogue (one function per defect, applied to a drafter or a written
+checkpoint), clean shapes, the fuzz harness's every-command run, and the known peer refusals."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+from eagle3_checks.cli import main
+from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
+from eagle3_checks.gate import FAILED, GateResult, gate, parse_options
+from eagle3_checks.storage.safetensors import RawTensor, from_numpy
+
+# ----- drafters and the gate ------------------------------------------------------------------------------------------
+
+LAYOUTS = ("speculators", "flat")
+
+
+class Drafter:
+    """A drafter being prepared in a tmp dir: edit ``tensors`` / ``config``, then ``write()``."""
+
+    def __init__(self, root: Path, layout: str = "speculators", shape: DrafterShape = EXAMPLE, seed: int = 0,
+                 first_layer: str = "midlayer") -> None:
+        self.root, self.layout, self.shape = root, layout, shape
+        self.tensors, self.config = drafter_files(shape, layout, seed, first_layer)
+
+    def name(self, role: str) -> str:
+        """The on-disk name of a role in this drafter."""
+        if self.layout == "flat" and role.startswith("layers.0.") and role not in self.tensors:
+            return "midlayer." + role[len("layers.0."):]
+        return role
+
+    def layer_field(self) -> dict:
+        """The dict holding decoder-layer fields (nested for speculators)."""
+        return self.config["transformer_layer_config"] if self.layout == "speculators" else self.config
+
+    def write(self, shards: int = 1) -> Path:
+        return write_checkpoint(self.root, self.tensors, self.config, shards)
+
+
+def run(path: Path, **options: Any) -> GateResult:
+    options.setdefault("reference", "none")
+    return gate(path, parse_options(**options))
+
+
+def failing(result: GateResult) -> dict[str, list[str]]:
+    """check id -> messages, for every failed check."""
+    return {r.check.id: [f.message for f in r.findings] for r in result.results if r.status == FAILED}
+
+
+def assert_fails(result: GateResult, check_id: str, *fragments: str) -> None:
+    """``check_id`` failed and one of its error findings mentions every fragment."""
+    r = result.result(check_id)
+    texts = [f"{f.message} | {f.file} | {f.key} | {f.expected} | {f.found} | {f.fix}" for f in r.findings
+             if f.severity.value == "error"]
+    assert r.status == FAILED, f"{check_id} is {r.status}; failing: {failing(result)}"
+    assert any(all(frag in t for frag in fragments) for t in texts), \
+        f"{check_id} findings lack {fragments}:\n" + "\n".join(texts)
+
+
+def assert_clean(result: GateResult) -> None:
+    assert result.exit_code == 0, failing(result)
+    assert not [f for f in result.findings() if f.severity.value == "warning"], \
+        [f.message for f in result.findings()]
+
+
+# ----- the defect catalogue: one defect each, before or after the drafter is written ----------------------------------
+
+def write_defect(d: Drafter, before, after, shards: int) -> Path:
+    """Write drafter ``d`` with one defect: ``before`` edits it, ``after`` edits the written files."""
+    if before:
+        before(d)
+    path = d.write(shards)
+    if after:
+        after(path)
+    return path
+
+
+def ints(t: RawTensor) -> np.ndarray:
+    return np.frombuffer(t.data, dtype="<i8").copy()
+
+
+def set_d2t(d: Drafter, values: np.ndarray) -> None:
+    d.tensors["d2t"] = from_numpy(values.astype(np.int64))
+
+
+def missing_tensor(d):
+    del d.tensors[d.name("layers.0.mlp.up_proj.weight")]
+
+
+def model_prefix(d):
+    d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
+
+
+def transposed_q(d):
+    name = d.name("layers.0.self_attn.q_proj.weight")
+    t = d.tensors[name]
+    d.tensors[name] = RawTensor(t.dtype, t.shape[::-1], t.data)
+
+
+def fc_two_aux(d):
+    t = d.tensors["fc.weight"]
+    d.tensors["fc.weight"] = RawTensor(t.dtype, (t.shape[0], 2 * EXAMPLE.ht), b"\0" * (t.shape[0] * 2 * EXAMPLE.ht * 2))
+
+
+def lm_head_full_vocab(d):
+    d.tensors["lm_head.weight"] = from_numpy(np.ones((EXAMPLE.vocab_size, EXAMPLE.hidden_size), np.float32), "BF16")
+
+
+def d2t_absolute(d):
+    set_d2t(d, ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size))
+
+
+def d2t_absolute_no_t2d(d):
+    d2t_absolute(d)
+    del d.tensors["t2d"]
+
+
+def d2t_out_of_range(d):
+    v = ints(d.tensors["d2t"])
+    v[-1] += EXAMPLE.vocab_size
+    set_d2t(d, v)
+
+
+def d2t_unsorted(d):
+    v = ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size)
+    v[[10, 11]] = v[[11, 10]]
+    set_d2t(d, v - np.arange(EXAMPLE.draft_vocab_size))
+
+
+def d2t_duplicated(d):
+    v = ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size)
+    v[21] = v[20]
+    set_d2t(d, v - np.arange(EXAMPLE.draft_vocab_size))
+
+
+def d2t_float(d):
+    d.tensors["d2t"] = from_numpy(ints(d.tensors["d2t"]).astype(np.float32))
+
+
+def d2t_arange(d):
+    set_d2t(d, np.arange(EXAMPLE.draft_vocab_size))
+
+
+def d2t_missing(d):
+    del d.tensors["d2t"]
+
+
+def t2d_inconsistent(d):
+    mask = np.frombuffer(d.tensors["t2d"].data, dtype=bool).copy()
+    on, off = np.flatnonzero(mask)[50], np.flatnonzero(~mask)[-1]
+    mask[on], mask[off] = False, True
+    d.tensors["t2d"] = from_numpy(mask)
+
+
+def fp32_weights(d):
+    d.tensors = {k: (from_numpy(np.frombuffer(t.data, "<u2").astype(np.uint32).__lshift__(16).view(np.float32)
+                                .reshape(t.shape)) if t.dtype == "BF16" else t) for k, t in d.tensors.items()}
+    d.config["dtype" if d.layout == "speculators" else "torch_dtype"] = "float32"
+
+
+def head_dim_dropped(d):
+    del d.layer_field()["head_dim"]
+
+
+def wrong_architectures(d):
+    # (flat: not LlamaForCausalLM, which vLLM serves as Eagle3LlamaForCausalLM; LlamaModel no engine serves)
+    d.config["architectures"] = ["LlamaModel"] if d.layout == "flat" else ["LlamaForCausalLMEagle3"]
+
+
+def draft_vocab_off(d):
+    d.config["draft_vocab_size"] = EXAMPLE.draft_vocab_size + 8
+
+
+def vocab_off(d):
+    d.layer_field()["vocab_size"] = EXAMPLE.vocab_size // 2
+
+
+def aux_above_target(d):
+    ids = [1, 3, EXAMPLE.target_layers + 4]
+    if d.layout == "speculators":
+        d.config["eagle_aux_hidden_state_layer_ids"] = ids
+    else:
+        d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+
+
+def shard_missing(path: Path):
+    shard = sorted(path.glob("model-*.safetensors"))[1]
+    shard.unlink()
+
+
+def shard_escapes(path: Path):
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    name = next(iter(index["weight_map"]))
+    index["weight_map"][name] = "../elsewhere/model.safetensors"
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def truncated(path: Path):
+    f = path / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-1000])
+
+
+def no_config(path: Path):
+    (path / "config.json").unlink()
+
+
+CLEAN = [
+    ("example", EXAMPLE, 1),
+    ("sharded", EXAMPLE, 3),
+    ("no embed_tokens", replace(EXAMPLE, embed_tokens=False), 1),
+    ("no t2d", replace(EXAMPLE, t2d=False), 1),
+    ("full vocabulary", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size), 1),
+    ("two layers", replace(EXAMPLE, num_layers=2), 1),
+    ("biases", replace(EXAMPLE, attention_bias=True, mlp_bias=True), 1),
+    ("norm_before_fc", replace(EXAMPLE, norm_before_fc=True), 1),
+    ("fc_norm, 4 aux layers, wider target", replace(EXAMPLE, fc_norm=True, aux_layer_ids=(1, 2, 4, 6),
+                                                  target_hidden_size=96), 2),
+    ("qwen3 layer", replace(EXAMPLE, model_type="qwen3"), 1),
+    ("fp16", replace(EXAMPLE, dtype="F16"), 1),
+    ("fp32", replace(EXAMPLE, dtype="F32"), 1),
+]
+
+
+# ----- fuzzing: every command on one checkpoint -----------------------------------------------------------------------
+
+EXAMPLES = 10_000 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 150
+
+
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+TIME_LIMIT_S = 20  # per example, all commands together; an example takes ~0.1 s
+
+
+class Hang(BaseException):  # not an Exception: nothing under test may catch it
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang(f"an example ran past {TIME_LIMIT_S} s")
+
+
+def gate_everything(path: Path) -> None:
+    """Every command that reads a checkpoint, on ``path``: exit codes 0/1/2 only, files untouched."""
+    before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file() and not p.is_symlink()}
+    # real UTF-8 streams (strict, as a terminal's or a pipe's): a report that cannot be encoded fails here
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(TIME_LIMIT_S)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            codes = {
+                "check": main(["check", str(path), "--level", "scan", "--format", "json"]),
+                "inspect": main(["inspect", str(path)]),
+                "diff": main(["diff", str(path), "tiny-example"]),
+            }
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    out.flush(), err.flush()
+    stdout, text = out.buffer.getvalue().decode(), out.buffer.getvalue().decode() + err.buffer.getvalue().decode()
+    assert all(code in (0, 1, 2) for code in codes.values()), (codes, text[-3000:])
+    assert "check crashed" not in text and "Traceback" not in text, \
+        "\n".join(line for line in text.splitlines() if "crashed" in line or "Traceback" in line)
+    if codes["check"] in (0, 1):  # a report: valid JSON
+        report, _ = json.JSONDecoder().raw_decode(stdout)  # the check's report comes first
+        assert report["checkpoints"][0]["exit_code"] == codes["check"]
+    after = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file() and not p.is_symlink()}
+    assert before == after, "a command modified the checkpoint"
+
+
+# ----- peers ----------------------------------------------------------------------------------------------------------
+
+# vLLM 0.33 sizes fc from eagle_config ids or num_aux_hidden_states, never from a speculators config's top-level
+# ids: a 4-aux speculators drafter fails to load there (see test_forward_peers).
+VLLM_REFUSES = {"fc-norm-4-aux"}
+
+
+# ----- an MLA drafter (DeepSeek-V3 attention in the example's layer) --------------------------------------------------
+
+MLA = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}
+
+
+def mla_drafter(d, architectures=("Eagle3DeepseekV2ForCausalLM",)):
+    """The example's globals with a DeepSeek-V3 (MLA) attention in its layer, as conformance/checkpoints.py builds
+    the Kimi-K2.x drafter (vLLM 0.33 deepseek_eagle3.py, SGLang 0.5.23 kimi_k25_eagle3.py)."""
+    h, heads, m = EXAMPLE.hidden_size, EXAMPLE.num_attention_heads, MLA
+    d.tensors = {n: t for n, t in d.tensors.items() if not n.startswith("midlayer.self_attn.")}
+    for name, shape in (("q_a_proj", (m["q_lora_rank"], 2 * h)), ("q_a_layernorm", (m["q_lora_rank"],)),
+                        ("q_b_proj", (heads * (m["qk_nope_head_dim"] + m["qk_rope_head_dim"]), m["q_lora_rank"])),
+                        ("kv_a_proj_with_mqa", (m["kv_lora_rank"] + m["qk_rope_head_dim"], 2 * h)),
+                        ("kv_a_layernorm", (m["kv_lora_rank"],)),
+                        ("kv_b_proj", (heads * (m["qk_nope_head_dim"] + m["v_head_dim"]), m["kv_lora_rank"])),
+                        ("o_proj", (h, heads * m["v_head_dim"]))):
+        d.tensors[f"midlayer.self_attn.{name}.weight"] = from_numpy(np.full(shape, 0.02, np.float32), "BF16")
+    d.config.update(architectures=list(architectures), model_type="kimi_k2", **MLA)
+    for key in ("head_dim", "num_key_value_heads", "attention_bias", "mlp_bias", "rope_theta"):
+        d.config.pop(key, None)
+    return d
