@@ -40,7 +40,7 @@ from .gate import (
     unknown_code,
 )
 from .numerics.forward import torch_missing
-from .registry import Severity, error
+from .registry import LEVELS, Severity, error
 from .reports import RENDERERS
 from .reports.ci import github_command, render_sarif_error
 from .reports.text import finding_lines, render_json_error, render_text
@@ -54,7 +54,7 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reference", default="auto", metavar="auto|NAME|SPEC.json|CKPT_DIR|none",
                    help="reference to diff against (default auto: the shipped spec of the same shape family)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory)")
-    p.add_argument("--level", choices=("header", "scan", "forward"),
+    p.add_argument("--level", choices=LEVELS,
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",

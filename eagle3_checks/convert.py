@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
+from .drafter.config import PROVENANCE, TLC
 from .drafter.layout import FLAT, SPECULATORS
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
@@ -49,7 +50,6 @@ from .storage.safetensors import RawTensor, encode_header, from_numpy
 
 # The layout each engine reads (speculators its own; vLLM and SGLang the flat one), for every modelled engine.
 TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES}
-PROVENANCE = "eagle3_checks_provenance"
 TMP_TAG = ".eagle3-tmp-"
 OLD_TAG = ".eagle3-old-"
 # The engine-agnostic checks a source must pass before it is worth converting.
@@ -163,7 +163,7 @@ def _rope_fields(trained) -> dict:
 
 
 # Fields that are not the decoder layer's own: never carried into the layer config of the other layout.
-_LAYER_SKIP = {"architectures", "auto_map", "eagle_config", "speculators_config", "transformer_layer_config",
+_LAYER_SKIP = {"architectures", "auto_map", "eagle_config", "speculators_config", TLC,
                "speculators_model_type", "speculators_version", PROVENANCE, "transformers_version", "dtype",
                "torch_dtype", "eagle_aux_hidden_state_layer_ids", "rope_parameters", "rope_scaling", "rope_theta",
                "draft_vocab_size", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output",
@@ -173,7 +173,7 @@ _LAYER_SKIP = {"architectures", "auto_map", "eagle_config", "speculators_config"
 def _layer_base(src: Checkpoint) -> dict:
     """Bookkeeping fields of the source's layer config (token ids, initializer range, ...), carried over."""
     raw = src.config_raw or {}
-    base = raw.get("transformer_layer_config", {}) if src.layout == SPECULATORS else raw
+    base = raw.get(TLC, {}) if src.layout == SPECULATORS else raw
     return {k: copy.deepcopy(v) for k, v in (base if isinstance(base, dict) else {}).items() if k not in _LAYER_SKIP}
 
 
@@ -257,7 +257,7 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
                                   "accept_tolerance": 0.0, "verifier_accept_k": 1}],
             "verifier": {"name_or_path": verifier, "architectures": verifier_archs},
         },
-        "transformer_layer_config": {**layer, "rope_parameters": _rope_fields(trained)["rope_parameters"]},
+        TLC: {**layer, "rope_parameters": _rope_fields(trained)["rope_parameters"]},
         PROVENANCE: provenance,
     }
     return out

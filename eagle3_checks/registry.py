@@ -43,6 +43,12 @@ def config_cause(name: str) -> str:
     return f"{CONFIG}: {name}"
 
 
+def refusal_cause(refusal: str) -> str:
+    """The cause key of an engine's refusal that names no config field or tensor (a layout the engine does not
+    read): the findings it causes (the engine loads nothing, computes nothing) share it."""
+    return f"refusal: {refusal}"
+
+
 def tensor_cause(role: str) -> str:
     return f"tensor: {role}"
 

@@ -56,7 +56,7 @@ def test_a_bare_name_is_the_newest_modelled_release_and_says_so(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: None)
     specs, notes, optional = engines.resolve("sglang")
     assert specs == (SG23,) and optional == ()
-    assert notes == (f"{SG23}: sglang is not installed here: the newest modelled release",)
+    assert notes == ("sglang is not installed here: the newest modelled release",)
 
 
 def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(monkeypatch):
@@ -75,8 +75,8 @@ def test_the_installed_version_is_read_from_package_metadata():
 
     assert engines.installed_version("speculators") == version("speculators")
     assert engines.installed_version("vllm") is None
-    assert engines.resolve("speculators")[1] == (
-        f"speculators@0.9.0: the installed speculators {version('speculators')}",)
+    installed = f"the installed speculators {version('speculators')}"
+    assert engines.resolve("speculators") == (("speculators@0.9.0",), (installed,), ())
 
 
 def test_lists_repeats_and_all(monkeypatch):

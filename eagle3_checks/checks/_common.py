@@ -28,8 +28,8 @@ def require_complete(ctx: Context) -> None:
 def config_key(cfg: DraftConfig, name: str) -> str:
     """The key path a field has (or would have) in config.json, for findings."""
     v = cfg.get(name)
-    if v is not None and v.explicit and ": " in v.source:
-        return v.source.split(": ", 1)[1].replace(" (invalid)", "").replace(" (count)", "")
+    if v is not None and v.key is not None:
+        return v.key
     if cfg.layout == "speculators" and name in {"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
                                                  "intermediate_size", "num_hidden_layers", "vocab_size", "rms_norm_eps",
                                                  "max_position_embeddings", "attention_bias", "mlp_bias", "model_type"}:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import engines
-from ..drafter.config import missing_required, rope_scaling_problems
+from ..drafter.config import TLC, missing_required, rope_scaling_problems
 from ..drafter.layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
 from ..engines.profile import Target
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
@@ -364,7 +364,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     for spec in (ctx.options.engines() if ctx.options else ()):
         reading = engines.read(ctx.ckpt, spec, ctx.target)
         if reading.layout_ok and not reading.not_modelled and reading.aux_layer_ids:
-            captures[spec] = (reading.sources["aux_layer_ids"].split(": ", 1)[-1], reading.aux_layer_ids,
+            captures[spec] = (reading.keys["aux_layer_ids"], reading.aux_layer_ids,
                               engines.profile(spec).capture(reading.aux_layer_ids, target).layers)
     said = "; ".join(f"{spec} reads {field} {ids}: the outputs of layers "
                      f"{list(layers) if layers is not None else '(depends on the target)'}"
@@ -488,7 +488,7 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
 )
 def rope(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
-    raw = cfg.raw.get("transformer_layer_config", {}) if cfg.layout == SPECULATORS else cfg.raw
+    raw = cfg.raw.get(TLC, {}) if cfg.layout == SPECULATORS else cfg.raw
     if not isinstance(raw, dict):
         raise NotApplicable("transformer_layer_config is not an object (see config.fields)")
     prefix = "transformer_layer_config." if cfg.layout == SPECULATORS else ""

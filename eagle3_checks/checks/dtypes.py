@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from ..drafter.config import TLC
 from ..registry import Context, Finding, check, error, warning
 
 _VOCAB = ("d2t", "t2d")
@@ -68,19 +69,19 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
         elif stated is None:
             yield error(
                 f"config.json dtype {v.value!r} is not a floating dtype engines know",
-                file="config.json", key=v.source.split(": ", 1)[-1], expected="bfloat16, float16 or float32",
+                file="config.json", key=v.key, expected="bfloat16, float16 or float32",
                 code="config-dtype-unknown", found=repr(v.value), fix="state the dtype the weights are saved in",
             )
         elif stated != main:
             yield warning(
                 f"weights are {main} but config.json states {v.value}",
-                file="config.json", key=v.source.split(": ", 1)[-1], expected=main, found=stated,
+                file="config.json", key=v.key, expected=main, found=stated,
                 why="vLLM casts to its own dtype with only a logged warning; the stated dtype no longer "
                 "describes the file",
                 code="config-dtype-differs", fix=f"save the weights as {stated} or state {main} in config.json",
             )
     raw = (cfg.raw if cfg is not None else None) or {}
-    for where, node in (("", raw), ("transformer_layer_config.", raw.get("transformer_layer_config"))):
+    for where, node in (("", raw), (f"{TLC}.", raw.get(TLC))):
         if isinstance(node, dict) and "dtype" in node and "torch_dtype" in node \
                 and node["dtype"] is not None and node["torch_dtype"] is not None \
                 and node["dtype"] != node["torch_dtype"]:

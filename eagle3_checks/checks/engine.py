@@ -16,7 +16,7 @@ from .. import engines
 from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
 from ..engines.reading import SEMANTIC_FIELDS, Reading, describe_difference, differences, effect, patch_for, remedy
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, warning
+from ..registry import Context, Finding, NotApplicable, add, check, error, info, refusal_cause, warning
 from ._common import CONFIG, config_of, release, require_complete, unread_layout
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
@@ -90,8 +90,9 @@ def loads(ctx: Context) -> Iterable[Finding]:
                     fix="name the drafter class this engine registers in architectures")
         return
     for refusal in served.refusals:
-        yield error(f"{name} refuses the drafter: {refusal}", code="refused", key=refusal.split(":")[0],
-                    expected=f"a drafter {name} loads", found=refusal,
+        at = served.refused_at.get(refusal)
+        yield error(f"{name} refuses the drafter: {refusal}", key=at, cause=None if at else refusal_cause(refusal),
+                    code="refused", expected=f"a drafter {name} loads", found=refusal,
                     why="speculators fails to load it" if served.engine == "speculators" else
                     "the server fails to start, or fails at the first request",
                     fix="write the checkpoint in the layout this engine reads" if not served.layout_ok else
@@ -240,7 +241,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                           why="the defaults need not be the layers the drafter was trained on",
                           fix="state the ids the drafter was trained on")
         return
-    where = served.sources["aux_layer_ids"].split(": ", 1)[-1]
+    where = served.keys["aux_layer_ids"]
     fc = ctx.ckpt.shape("fc.weight")
     ht = served.target_hidden_size
     if fc and len(fc) == 2 and ht and fc[1] % ht == 0 and len(ids) != fc[1] // ht:

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
-from ..numerics.forward import ForwardError, Weights, compare, random_inputs, run, torch_missing
-from ..registry import Context, Finding, NotApplicable, check, error, info
+from ..numerics.forward import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
+from ..registry import Context, Finding, NotApplicable, check, error, info, refusal_cause
 from ._common import release, unread_layout
 
 STEPS = 2
@@ -110,13 +110,15 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         raise NotApplicable(f"the trainer's reading ({trained.engine}) cannot run: "
                             + "; ".join(trained.refusals + [f"{r} {how}" for r, how in trained.unfilled.items()]))
     if not served.servable:
-        problems = served.refusals + [f"{role}: {how}" for role, how in served.unfilled.items()
-                                      if not how.startswith("shared")]
+        unfilled = [role for role, how in served.unfilled.items() if not how.startswith("shared")]
+        problems = served.refusals + [f"{role}: {served.unfilled[role]}" for role in unfilled]
+        subject = served.refused_at.get(served.refusals[0]) if served.refusals else unfilled[0]
         yield error(
             f"{eng} would not compute this drafter: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             code="unservable",
-            key=problems[0].split(":")[0], expected=f"a drafter {eng} loads completely", found="; ".join(problems),
+            key=subject, cause=None if subject else refusal_cause(problems[0]),
+            expected=f"a drafter {eng} loads completely", found="; ".join(problems),
             why=f"{eng} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
             fix="convert the checkpoint to the layout this engine reads (eagle3-checks convert), or fix the names "
             "and config fields listed",
@@ -168,7 +170,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     fixes = [remedy(name, trained, served) for name in differences(served, trained)]
     yield error(
         f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}",
-        code="differs", expected=f"logits equal to float32 rounding (rtol {1e-5}, atol {1e-5} x the largest logit)",
+        code="differs", expected=f"logits equal to float32 rounding (rtol {RTOL}, atol {ATOL} x the largest logit)",
         found=" | ".join(s.describe() for s in steps),
         why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "
              "changed numerically") + ". The drafter then proposes other tokens than it was trained to, and "

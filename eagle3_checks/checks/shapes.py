@@ -30,7 +30,7 @@ def shapes(ctx: Context) -> Iterable[Finding]:
         entry = ckpt.entry(role)
         if entry is None or shape_matches(exp.shape, entry.shape):
             continue
-        fix, field = _hint(role, exp.shape, entry.shape, cfg)
+        fix, field = _fix(role, exp.shape, entry.shape, cfg)
         yield error(
             f"{entry.name}: shape {fmt_shape(entry.shape)}, the config implies {fmt_shape(exp.shape)} {exp.dims}",
             code="mismatch", file=entry.file, key=entry.name, expected=f"{fmt_shape(exp.shape)} {exp.dims}",
@@ -41,21 +41,13 @@ def shapes(ctx: Context) -> Iterable[Finding]:
         )
 
 
-def _hint(role: str, want: tuple, got: tuple, cfg) -> tuple[str, str | None]:
-    """The fix, and the config field it sets when one is the root cause (see causes.py): engines cut or refuse the
-    tensor because of that field, and every check that sees it is reported under it."""
-    fix = _fix(role, want, got, cfg)
-    for name in ("head_dim", "draft_vocab_size"):
-        if f"set {name}: " in fix:
-            return fix, name
-    return fix, None
-
-
-def _fix(role: str, want: tuple, got: tuple, cfg) -> str:
+def _fix(role: str, want: tuple, got: tuple, cfg) -> tuple[str, str | None]:
+    """The fix, and the config field it sets when that field is the root cause (see causes.py): engines cut or
+    refuse the tensor because of it, and every check that sees it is reported under it."""
     if len(want) != len(got):
-        return f"the tensor has {len(got)} dimension(s), the role has {len(want)}: it is not this tensor"
+        return f"the tensor has {len(got)} dimension(s), the role has {len(want)}: it is not this tensor", None
     if len(want) == 2 and shape_matches(want, got[::-1]):
-        return "the tensor is transposed: store it as (out_features, in_features), as nn.Linear does"
+        return "the tensor is transposed: store it as (out_features, in_features), as nn.Linear does", None
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     if role.endswith(("q_proj.weight", "o_proj.weight", "k_proj.weight", "v_proj.weight")) and len(got) == 2:
         heads = nkv if role.endswith(("k_proj.weight", "v_proj.weight")) else nh
@@ -63,18 +55,18 @@ def _fix(role: str, want: tuple, got: tuple, cfg) -> str:
         if heads and width % heads == 0 and width // heads != hd:
             stated = "" if cfg.explicit("head_dim") else " (not stated: the config's head_dim is a default)"
             return (f"the tensor holds {heads} heads of {width // heads}: set head_dim: {width // heads} in "
-                    f"config.json{stated}")
+                    f"config.json{stated}"), "head_dim"
     if role == "fc.weight" and len(got) == 2 and cfg.target_hidden and got[1] % cfg.target_hidden == 0:
         k = got[1] // cfg.target_hidden
         if k != cfg.num_aux:
             return (f"fc takes {k} aux hidden states of {cfg.target_hidden}, the config names {cfg.num_aux}: "
-                    "state the aux layer ids the drafter was trained with")
+                    "state the aux layer ids the drafter was trained with"), None
     if role == "lm_head.weight" and got and cfg["vocab_size"] == got[0]:
         return ("lm_head covers the full target vocabulary: export the draft-vocabulary rows (or set "
-                "draft_vocab_size to vocab_size if the drafter has no draft vocabulary)")
+                "draft_vocab_size to vocab_size if the drafter has no draft vocabulary)"), None
     if role in ("lm_head.weight", "d2t") and got:
         return (f"the tensor has {got[0]} draft-vocabulary rows: set draft_vocab_size: {got[0]} if that is the "
-                "draft vocabulary")
+                "draft vocabulary"), "draft_vocab_size"
     if role in ("embed_tokens.weight", "t2d") and got:
-        return f"the tensor covers {got[0]} tokens: vocab_size must be the target (verifier) vocabulary"
-    return "re-export the tensor from the trained model, or correct the config field that sizes it"
+        return f"the tensor covers {got[0]} tokens: vocab_size must be the target (verifier) vocabulary", None
+    return "re-export the tensor from the trained model, or correct the config field that sizes it", None

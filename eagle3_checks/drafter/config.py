@@ -16,19 +16,49 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, TypeGuard
 
 from ..storage.safetensors import CONFIG_DTYPES, Problem
 from .layout import SPECULATORS, str_list
 
-TLC = "transformer_layer_config"
+TLC = "transformer_layer_config"  # where the speculators layout nests the decoder layer's fields
+PROVENANCE = "eagle3_checks_provenance"  # what eagle3-checks convert records about a converted drafter
+# speculators 0.9.0 Eagle3SpeculatorConfig's defaults for fields a speculators config may leave out
+SPECULATORS_DEFAULTS = {"draft_vocab_size": 32000, "norm_before_residual": False, "norm_output": False}
+
+
+class Origin(str, Enum):
+    """Where an effective config value came from."""
+
+    FILE = "file"  # stated in the config file, at Value.key
+    CLASS_DEFAULT = "class default"  # the transformers config class's default, which every engine gets
+    TRAINER_DEFAULT = "trainer default"  # what the trainer (speculators, EAGLE/SpecForge) assumes when it is absent
+    DERIVED = "derived"  # computed from other fields (head_dim from hidden_size / heads, a count of ids)
 
 
 @dataclass(frozen=True)
 class Value:
+    """One effective config value, with its provenance as data: checks read ``key`` and ``origin``, never the prose
+    of ``source`` (which is for people)."""
+
     value: Any
-    source: str  # e.g. "config.json: transformer_layer_config.head_dim" or "default: ..."
-    explicit: bool  # stated in the file
+    origin: Origin
+    key: str | None = None  # the dotted key path in the file: where the value is stated (FILE), or counted from
+    note: str = ""  # why this default, or what is special about the stated value ("invalid", "count")
+    file: str = "config.json"
+
+    @property
+    def explicit(self) -> bool:
+        """Stated in the file (or counted from a list the file states)."""
+        return self.key is not None
+
+    @property
+    def source(self) -> str:
+        """Where it came from, in words: ``config.json: transformer_layer_config.head_dim``, ``default: ...``."""
+        if self.key is None:
+            return f"default: {self.note}"
+        return f"{self.file}: {self.key}" + (f" ({self.note})" if self.note else "")
 
 
 # Defaults of the transformers config class a model_type parses as (transformers 5.x; the same in
@@ -263,17 +293,17 @@ def read_config(raw: dict, layout: str, file: str = "config.json") -> DraftConfi
             if not valid(value):
                 cfg.problems.append(Problem(file, f"{dotted} has the wrong type", key=dotted,
                                             expected=expected, found=repr(value)))
-                cfg.fields[name] = Value(None, f"{file}: {dotted} (invalid)", True)
+                cfg.fields[name] = Value(None, Origin.FILE, dotted, "invalid", file)
             else:
-                cfg.fields[name] = Value(value, f"{file}: {dotted}", True)
+                cfg.fields[name] = Value(value, Origin.FILE, dotted, file=file)
             break
     _apply_defaults(cfg)
     return cfg
 
 
-def _default(cfg: DraftConfig, name: str, value: Any, why: str) -> None:
+def _default(cfg: DraftConfig, name: str, value: Any, why: str, origin: Origin = Origin.CLASS_DEFAULT) -> None:
     if name not in cfg.fields:
-        cfg.fields[name] = Value(value, f"default: {why}", False)
+        cfg.fields[name] = Value(value, origin, note=why)
 
 
 def _apply_defaults(cfg: DraftConfig) -> None:
@@ -282,43 +312,49 @@ def _apply_defaults(cfg: DraftConfig) -> None:
     # (Eagle3SpeculatorConfig.validate_transformer_config); flat configs are Llama configs.
     _default(cfg, "model_type", "qwen3" if speculators else "llama",
              "speculators reads a transformer_layer_config without model_type as Qwen3Config"
-             if speculators else "a flat EAGLE-3 config is a Llama config")
+             if speculators else "a flat EAGLE-3 config is a Llama config", Origin.TRAINER_DEFAULT)
     mt = cfg["model_type"] if cfg["model_type"] in _MODEL_TYPE_DEFAULTS else "llama"
     table, cls = _MODEL_TYPE_DEFAULTS[mt], _CLASS_NAME[mt]
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
 
     if nh is not None:
-        _default(cfg, "num_key_value_heads", nh, "num_attention_heads (no GQA)")
+        _default(cfg, "num_key_value_heads", nh, "num_attention_heads (no GQA)", Origin.DERIVED)
     if "head_dim" in table:
         _default(cfg, "head_dim", table["head_dim"], f"transformers {cls} (model_type {mt!r})")
     elif h is not None and nh is not None and cfg.get("head_dim") is None:
-        _default(cfg, "head_dim", h // nh, f"hidden_size / num_attention_heads (transformers {cls})")
+        _default(cfg, "head_dim", h // nh, f"hidden_size / num_attention_heads (transformers {cls})", Origin.DERIVED)
     for name in ("num_hidden_layers", "max_position_embeddings"):
         _default(cfg, name, table[name], f"transformers {cls}")
     _default(cfg, "rms_norm_eps", 1e-6, f"transformers {cls}")
     _default(cfg, "hidden_act", "silu", f"transformers {cls}")
     _default(cfg, "rope_theta", 10000.0, f"transformers {cls}")
     for name in ("attention_bias", "mlp_bias", "bias", "tie_word_embeddings", "norm_before_fc", "fc_norm"):
-        _default(cfg, name, False, f"transformers {cls}" if "bias" in name or "tie" in name else "off unless stated")
+        class_field = "bias" in name or "tie" in name
+        _default(cfg, name, False, f"transformers {cls}" if class_field else "off unless stated",
+                 Origin.CLASS_DEFAULT if class_field else Origin.TRAINER_DEFAULT)
     # Trainer readings: speculators' Eagle3SpeculatorConfig defaults norm_before_residual and
     # norm_output to False; EAGLE/SpecForge have no norm_before_residual (residual = fc output)
     # and apply the final norm before lm_head only (norm_output in SGLang's sense: off).
     _default(cfg, "norm_before_residual", False,
-             "speculators Eagle3SpeculatorConfig" if speculators else "EAGLE/SpecForge keep the un-normed residual")
-    _default(cfg, "norm_output", False, "speculators / SGLang: feed back the pre-norm state")
+             "speculators Eagle3SpeculatorConfig" if speculators else "EAGLE/SpecForge keep the un-normed residual",
+             Origin.TRAINER_DEFAULT)
+    _default(cfg, "norm_output", False, "speculators / SGLang: feed back the pre-norm state", Origin.TRAINER_DEFAULT)
     if speculators:
-        _default(cfg, "draft_vocab_size", 32000, "speculators Eagle3SpeculatorConfig (32000)")
+        _default(cfg, "draft_vocab_size", SPECULATORS_DEFAULTS["draft_vocab_size"],
+                 f"speculators Eagle3SpeculatorConfig ({SPECULATORS_DEFAULTS['draft_vocab_size']})",
+                 Origin.TRAINER_DEFAULT)
     elif cfg["vocab_size"] is not None:
-        _default(cfg, "draft_vocab_size", cfg["vocab_size"], "vocab_size (no draft vocabulary)")
+        _default(cfg, "draft_vocab_size", cfg["vocab_size"], "vocab_size (no draft vocabulary)", Origin.DERIVED)
     if h is not None:
-        _default(cfg, "target_hidden_size", h, "hidden_size")
+        _default(cfg, "target_hidden_size", h, "hidden_size", Origin.DERIVED)
     ids = cfg["aux_layer_ids"]
     if ids:
-        cfg.fields["num_aux"] = Value(len(ids), f"{cfg.fields['aux_layer_ids'].source} (count)", True)
+        stated = cfg.fields["aux_layer_ids"]
+        cfg.fields["num_aux"] = Value(len(ids), Origin.DERIVED, stated.key, "count", stated.file)
     elif cfg["num_aux_hidden_states"] is not None:
-        cfg.fields["num_aux"] = Value(cfg["num_aux_hidden_states"], cfg.fields["num_aux_hidden_states"].source, True)
+        cfg.fields["num_aux"] = cfg.fields["num_aux_hidden_states"]
     else:
-        cfg.fields["num_aux"] = Value(3, "default: 3 aux layers (no ids stated)", False)
+        cfg.fields["num_aux"] = Value(3, Origin.TRAINER_DEFAULT, note="3 aux layers (no ids stated)")
 
 
 def missing_required(cfg: DraftConfig) -> list[str]:
@@ -364,3 +400,15 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
                     if node is not None and _pos_int(node.get("max_position_embeddings"))), None)
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
                         values.get("vocab_size"), source, archs, name_or_path, context)
+
+
+def normalized_rope_scaling(value: Any) -> dict | None:
+    """rope_scaling / rope_parameters as engines read it: without rope_theta, and None for plain (default) RoPE,
+    whatever else the dict holds (transformers' default rope init ignores it)."""
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("rope_type", value.get("type", "default"))
+    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
+    if kind == "default":
+        return None
+    return {"rope_type": kind, **rest}

@@ -106,13 +106,6 @@ def is_norm(role: str | None) -> bool:
         return False
     return role.endswith("norm.weight") or bool(_FC_NORM.match(role))
 
-
-def role_layer(role: str) -> int | None:
-    if role.startswith("layers."):
-        return int(role.split(".", 2)[1])
-    return None
-
-
 def on_disk_name(role: str, layout: str, style: str = "midlayer") -> str:
     """The name a role has in a layout. Flat drafters name their first layer ``midlayer.``
     (``style='layers'`` keeps ``layers.0.``, which vLLM also maps)."""

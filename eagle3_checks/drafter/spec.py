@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines import AUX_CONVENTIONS
+from ..engines import AUX_CONVENTIONS, captured_layers
 from ..errors import UsageError
 from ..registry import Finding, error, info
 from ..storage.checkpoint import open_checkpoint
+from .config import normalized_rope_scaling
 from .layout import FLAT, SPECULATORS
 
 SCHEMA = "eagle3-checks/reference-spec"
@@ -135,21 +136,10 @@ def _dumps(value: Any, indent: str = "") -> str:
     return json.dumps(value)
 
 
-def _normalized_rope_scaling(value: Any) -> dict | None:
-    """rope_scaling / rope_parameters without rope_theta; None when it is plain default RoPE."""
-    if not isinstance(value, dict):
-        return None
-    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
-    kind = value.get("rope_type", value.get("type", "default"))
-    if kind == "default" and not rest:
-        return None
-    return {"rope_type": kind, **rest}
-
-
 def semantic_config(cfg: Any) -> dict[str, Any]:
     """The semantic fields of a DraftConfig, normalized for comparison."""
     out = {name: cfg[name] for name in SEMANTIC_FIELDS}
-    out["rope_scaling"] = _normalized_rope_scaling(cfg["rope_scaling"])
+    out["rope_scaling"] = normalized_rope_scaling(cfg["rope_scaling"])
     if out["rope_theta"] is not None:
         out["rope_theta"] = float(out["rope_theta"])
     if out["rms_norm_eps"] is not None:
@@ -320,11 +310,6 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _layers(ids: list[int], convention: str) -> list[int]:
-    """Which target layer's output each aux id captures."""
-    return [i - 1 for i in ids] if convention == "vllm" else list(ids)
-
-
 # The trainer's own choices: not fixed by the target, so another value than the reference's is a note. Everything
 # else the diff compares (hidden size, vocabulary, heads, head_dim, fc's input width, rope, ...) the target or the
 # serving math fixes: an error.
@@ -403,7 +388,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
         c, r = candidate.config.get(name), reference.config.get(name)
         if name == "aux_layer_ids" and c and r and cc and rc and cc != rc:
             conventions = (cc, rc)
-            c_layers, r_layers = _layers(c, conventions[0]), _layers(r, conventions[1])
+            c_layers, r_layers = captured_layers(c, conventions[0]), captured_layers(r, conventions[1])
             if c_layers != r_layers:
                 out.append(info(
                     f"aux layers: the candidate's ids {c} ({conventions[0]} convention) capture the outputs of target "

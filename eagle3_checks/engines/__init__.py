@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..drafter.config import PROVENANCE
 from ..drafter.layout import SPECULATORS
 from ..errors import UsageError
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
@@ -95,7 +96,7 @@ def _resolve_name(name: str) -> tuple[Profile, str]:
 
 class Resolved(NamedTuple):
     specs: tuple[str, ...]  # the releases to judge, in order
-    notes: tuple[str, ...]  # one line per release: why that version
+    notes: tuple[str, ...]  # why each release of ``specs`` (same order): "named", "the installed vllm 0.33.0", ...
     optional: tuple[str, ...]  # releases only `all` brought in: a layout they do not read is not applicable
 
 
@@ -132,7 +133,7 @@ def resolve(values: Any) -> Resolved:
                 named.add(p.spec)
             else:
                 raise UsageError(f"--engine {item!r}: choose {choices()}")
-    return Resolved(tuple(specs), tuple(f"{spec}: {why}" for spec, why in specs.items()),
+    return Resolved(tuple(specs), tuple(specs.values()),
                     tuple(spec for spec in specs if spec not in named))
 
 
@@ -142,7 +143,6 @@ def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
 
 
 AUX_CONVENTIONS = ("vllm", "sglang")
-PROVENANCE = "eagle3_checks_provenance"  # what eagle3-checks convert records about a converted drafter
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
 # speculators and EAGLE exports do not.
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")

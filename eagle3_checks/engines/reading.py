@@ -16,11 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..drafter.config import positive_number, rope_scaling_problems
+from ..drafter.config import PROVENANCE, TLC, normalized_rope_scaling, positive_number, rope_scaling_problems
 from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
-from ..drafter.layout import GLOBAL_ROLES, LAYER_SUFFIXES, parse_name
-
-TLC = "transformer_layer_config"
+from ..drafter.layout import parse_name
 
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (
@@ -73,6 +71,7 @@ class Reading:
     architecture: str | None = None  # the model class the engine builds
     max_position_embeddings: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # field -> the config key path it was read from
     # loading
     tensors: dict[str, str] = field(default_factory=dict)  # role -> on-disk name loaded into it
     unfilled: dict[str, str] = field(default_factory=dict)  # role -> what the engine has there instead
@@ -85,6 +84,7 @@ class Reading:
     # set_embed puts the target's embedding there); not used by the computation, not ignored by the loader
     replaced: dict[str, str] = field(default_factory=dict)
     refusals: list[str] = field(default_factory=list)  # hard load errors
+    refused_at: dict[str, str] = field(default_factory=dict)  # refusal -> the config key or tensor it is about
     # the refusal due to the architecture name alone (the release builds no EAGLE-3 drafter class from it), also in
     # refusals: config.architectures asks each release this, so the engine-independent check never contradicts one
     class_refusal: str | None = None
@@ -103,9 +103,22 @@ class Reading:
     def semantics(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in SEMANTIC_FIELDS}
 
-    def set(self, name: str, value: Any, source: str) -> None:
+    def set(self, name: str, value: Any, source: str | None = None, key: str | None = None) -> None:
+        """Record what the engine reads for ``name``: the value, the config key path it was read from (``key``, as
+        data: checks and fixes use it), and where it came from in words (``source``; ``config.json: KEY`` by
+        default)."""
         setattr(self, name, value)
-        self.sources[name] = source
+        self.sources[name] = source if source is not None else f"config.json: {key}"
+        if key is not None:
+            self.keys[name] = key
+        else:
+            self.keys.pop(name, None)
+
+    def refuse(self, why: str, at: str | None = None) -> None:
+        """A hard load error, and the config key or tensor name it is about (``at``), when there is one."""
+        self.refusals.append(why)
+        if at is not None:
+            self.refused_at[why] = at
 
     @property
     def servable(self) -> bool:
@@ -209,7 +222,7 @@ def _stated(raw: dict, op: dict) -> dict:
 def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
     value = getattr(trained, name)
     layer = "/transformer_layer_config" if trained.layout == "speculators" and name in _LAYER_KNOBS else ""
-    node = raw.get("transformer_layer_config", {}) if layer else raw
+    node = raw.get(TLC, {}) if layer else raw
     node = node if isinstance(node, dict) else {}
     if name == "feedback":
         if trained.layout != "flat":
@@ -217,7 +230,7 @@ def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
         if value == "prenorm":
             return [{"op": "remove", "path": "/norm_output"}]
         return [{"op": "add", "path": "/norm_output", "value": True},
-                {"op": "add", "path": "/eagle3_checks_provenance/trainer", "value": "speculators"}]
+                {"op": "add", "path": f"/{PROVENANCE}/trainer", "value": "speculators"}]
     if name == "input_norm":
         ops = [{"op": "add", "path": "/norm_before_fc", "value": value}]
         if trained.layout == "flat" and isinstance(raw.get("eagle_config"), dict):
@@ -275,8 +288,8 @@ def model_type_of(r: Reading, fields_: dict, default: str) -> str:
     value = fields_.get("model_type", default)
     if isinstance(value, str):
         return value
-    r.refusals.append(f"model_type {value!r} is not a string: transformers cannot parse the config "
-                      "(AutoConfig looks the model_type up by name)")
+    r.refuse(f"model_type {value!r} is not a string: transformers cannot parse the config "
+             "(AutoConfig looks the model_type up by name)", at="model_type")
     return default
 
 
@@ -291,17 +304,17 @@ def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[in
                       ("intermediate_size", "intermediate_size"), ("vocab_size", "vocab_size")):
         v = fields_.get(key)
         if is_int(v):
-            r.set(name, v, f"config.json: {where}{key}")
+            r.set(name, v, key=f"{where}{key}")
         else:
-            r.refusals.append(f"config.json has no usable {where}{key}")
+            r.refuse(f"config.json has no usable {where}{key}", at=f"{where}{key}")
     kv = fields_.get("num_key_value_heads")
     if is_int(kv):
-        r.set("num_kv_heads", kv, f"config.json: {where}num_key_value_heads")
+        r.set("num_kv_heads", kv, key=f"{where}num_key_value_heads")
     else:
         r.set("num_kv_heads", r.num_heads, "default: num_attention_heads")
     hd = fields_.get("head_dim")
     if is_int(hd):
-        r.set("head_dim", hd, f"config.json: {where}head_dim")
+        r.set("head_dim", hd, key=f"{where}head_dim")
     elif head_dim_default[0] is not None:
         r.set("head_dim", head_dim_default[0], f"default: {head_dim_default[1]}")
     elif r.hidden_size and r.num_heads:
@@ -309,12 +322,12 @@ def read_sizes(r: Reading, fields_: dict, where: str, head_dim_default: tuple[in
               f"default: hidden_size / num_attention_heads ({head_dim_default[1]})")
     layers = fields_.get("num_hidden_layers")
     if is_int(layers):
-        r.set("num_layers", layers, f"config.json: {where}num_hidden_layers")
+        r.set("num_layers", layers, key=f"{where}num_hidden_layers")
     else:
         r.set("num_layers", 32, "default: transformers Llama/Qwen3 config (32)")
     eps = fields_.get("rms_norm_eps")
     if isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1:
-        r.set("rms_norm_eps", float(eps), f"config.json: {where}rms_norm_eps")
+        r.set("rms_norm_eps", float(eps), key=f"{where}rms_norm_eps")
     else:
         r.set("rms_norm_eps", 1e-6, "default: transformers (1e-6)")
     act = fields_.get("hidden_act")
@@ -337,24 +350,25 @@ def read_rope(r: Reading, fields_: dict, where: str, legacy_only: bool = False) 
     if legacy_only:
         base, key = scaling, "rope_scaling"
         if positive_number(theta):
-            r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
+            r.set("rope_theta", float(theta), key=f"{where}rope_theta")
         else:
             why = " (rope_parameters is not read)" if params else ""
             r.set("rope_theta", 10000.0, f"default: 10000{why}")
     else:
         base, key = (scaling, "rope_scaling") if scaling else (params, "rope_parameters")
         if base and positive_number(base.get("rope_theta")):
-            r.set("rope_theta", float(base["rope_theta"]), f"config.json: {where}{key}.rope_theta")
+            r.set("rope_theta", float(base["rope_theta"]), key=f"{where}{key}.rope_theta")
         elif positive_number(theta):
-            r.set("rope_theta", float(theta), f"config.json: {where}rope_theta")
+            r.set("rope_theta", float(theta), key=f"{where}rope_theta")
         else:
             r.set("rope_theta", 10000.0, "default: 10000")
     problems = [p for p in rope_scaling_problems(base) if p.fatal]
     if problems:  # transformers' rope init looks the type up and does arithmetic on the values: it raises
-        r.refusals.append(f"{where}{key}: {problems[0]}; the rope init raises and the rotary embedding is not built")
+        r.refuse(f"{where}{key}: {problems[0]}; the rope init raises and the rotary embedding is not built",
+                 at=f"{where}{key}")
         r.set("rope_scaling", None, f"config.json: {where}{key} (unusable)")
         return
-    spec = normalized_scaling(base)
+    spec = normalized_rope_scaling(base)
     if spec and not legacy_only and spec["rope_type"] in ("llama3", "yarn", "longrope") \
             and "original_max_position_embeddings" not in spec and r.max_position_embeddings:
         spec["original_max_position_embeddings"] = r.max_position_embeddings
@@ -371,7 +385,7 @@ def read_aux_ids(r: Reading, raw: dict, paths: tuple[tuple, ...], why_none: str)
     for path in paths:
         found, value, key = lookup(raw, path)
         if found and valid_ids(value):
-            r.set("aux_layer_ids", list(value), f"config.json: {key}")
+            r.set("aux_layer_ids", list(value), key=key)
             return
     r.set("aux_layer_ids", None, why_none)
 
@@ -380,17 +394,6 @@ def read_max_position(r: Reading, fields_: dict, where: str, default: int) -> No
     v = fields_.get("max_position_embeddings")
     r.set("max_position_embeddings", v if is_int(v) else default,
           f"config.json: {where}max_position_embeddings" if is_int(v) else f"default: {default}")
-
-
-def normalized_scaling(value: Any) -> dict | None:
-    """A rope scaling dict without rope_theta; None for plain (default) RoPE."""
-    if not isinstance(value, dict):
-        return None
-    kind = value.get("rope_type", value.get("type", "default"))
-    rest = {k: v for k, v in value.items() if k not in ("rope_theta", "type", "rope_type")}
-    if kind == "default":
-        return None
-    return {"rope_type": kind, **rest}
 
 
 def map_roles(r: Reading, ckpt: Any, accept) -> None:
@@ -437,8 +440,8 @@ def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
             r.narrowed[entry.name] = (f"{fmt_shape(entry.shape)} cut to the {fmt_shape(exp.shape)} {exp.dims} "
                                       f"{r.engine} builds")
         else:
-            r.refusals.append(f"{entry.name}: shape {fmt_shape(entry.shape)}, {r.engine} builds "
-                              f"{fmt_shape(exp.shape)} {exp.dims} and its weight loader fails")
+            r.refuse(f"{entry.name}: shape {fmt_shape(entry.shape)}, {r.engine} builds "
+                     f"{fmt_shape(exp.shape)} {exp.dims} and its weight loader fails", at=entry.name)
 
 
 # Projections both engines build as (fused) parallel linear layers, whose weight loaders narrow a larger checkpoint
@@ -452,10 +455,3 @@ def _narrows(role: str, built: tuple, found: tuple) -> bool:
     return role.endswith(_NARROWING) and len(built) == len(found) and \
         all(b is None or f >= b for b, f in zip(built, found, strict=True))
 
-
-def known_role(role: str | None) -> bool:
-    if role is None:
-        return False
-    if role.startswith("layers."):
-        return role.split(".", 2)[2] in LAYER_SUFFIXES
-    return role in GLOBAL_ROLES or role.startswith("fc_norm.")

@@ -142,9 +142,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if "target_hidden_size" in raw:
         ht = raw["target_hidden_size"]
         if not is_int(ht):
-            r.refusals.append(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails "
-                              "(llama_eagle3.py:151-154, 163-164)")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size")
+            r.refuse(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails "
+                     "(llama_eagle3.py:151-154, 163-164)", at="target_hidden_size")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, key="target_hidden_size")
     else:
         r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
     tied = raw.get("tie_word_embeddings") is True
@@ -152,9 +152,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     own_embed = "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size  # models/llama.py:910-924
     dv = raw.get("draft_vocab_size")
     if not tied and "draft_vocab_size" not in raw:
-        r.refusals.append("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
-                          "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
-                          "target's lm_head)")
+        r.refuse("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
+                 "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
+                 "target's lm_head)", at="draft_vocab_size")
     r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
           "config.json: draft_vocab_size" if is_int(dv) else "SGLang: vocab_size (lm_head from the target)")
 

@@ -55,7 +55,7 @@ def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Rea
         r.layout_ok = False
         return r, []
     archs = str_list((ckpt.config_raw or {}).get("architectures")) or []
-    r.set("architecture", archs[0] if archs else None, "config.json: architectures")
+    r.set("architecture", archs[0] if archs else None, key="architectures")
     return r, archs
 
 
@@ -115,8 +115,9 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if "target_hidden_size" in raw:
         ht = raw["target_hidden_size"]
         if not is_int(ht):
-            r.refusals.append(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size")
+            r.refuse(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails",
+                     at="target_hidden_size")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, key="target_hidden_size")
     else:
         r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
     tied = raw.get("tie_word_embeddings") is True

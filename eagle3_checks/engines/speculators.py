@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drafter.config import SPECULATORS_DEFAULTS, class_defaults
 from ..drafter.layout import SPECULATORS
 from . import vllm_0_33
 from .profile import Profile
@@ -37,7 +38,6 @@ from .reading import (
 
 VERSION = "0.9.0"
 NAME = "speculators"
-_HEAD_DIM_DEFAULT = {"qwen3": (128, "transformers Qwen3Config"), "llama": (None, "transformers LlamaConfig")}
 
 
 def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
@@ -64,8 +64,9 @@ def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
                           "model_classes: llama and qwen3 only)")
     if raw.get("norm_before_fc") is True and raw.get("fc_norm") is True:
         r.refusals.append("speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")")
-    read_sizes(r, fields_, f"{TLC}.", _HEAD_DIM_DEFAULT.get(model_type, (None, f"transformers {model_type} config")))
-    read_max_position(r, fields_, f"{TLC}.", 32768 if model_type == "qwen3" else 2048)
+    head_dim, max_position, cls = class_defaults(model_type)
+    read_sizes(r, fields_, f"{TLC}.", (head_dim, cls))
+    read_max_position(r, fields_, f"{TLC}.", max_position)
     read_rope(r, fields_, f"{TLC}.")
     r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
           ("" if "model_type" in fields_ else " (default: speculators builds a Qwen3Config)"))
@@ -81,8 +82,9 @@ def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
     r.set("final_norm", True, "speculators applies the final norm before lm_head")
     r.set("lm_head_from_embed", False, "speculators keeps a separate lm_head")
     dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else 32000,
-          "config.json: draft_vocab_size" if is_int(dv) else "speculators default: 32000")
+    default = SPECULATORS_DEFAULTS["draft_vocab_size"]
+    r.set("draft_vocab_size", dv if is_int(dv) else default,
+          "config.json: draft_vocab_size" if is_int(dv) else f"speculators default: {default}")
     r.set("target_hidden_size", r.hidden_size, "speculators 0.9: fc takes num_aux x hidden_size")
     read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),), "speculators default layers (no ids in the config)")
     r.set("aux_convention", "vllm", "speculators captures its training states through vLLM")

@@ -116,14 +116,15 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if speculators and not is_int(fields_.get("num_hidden_layers")):
         # A speculators config is a plain PreTrainedConfig (configs/speculators/base.py:15-30): no class default;
         # the drafter builds range(config.num_hidden_layers) (llama_eagle3.py) and raises AttributeError.
-        r.refusals.append("transformer_layer_config has no num_hidden_layers: vLLM's speculators config has no class "
-                          "default and the drafter raises AttributeError building its layers "
-                          "(configs/speculators/base.py:15-30)")
+        r.refuse("transformer_layer_config has no num_hidden_layers: vLLM's speculators config has no class "
+                 "default and the drafter raises AttributeError building its layers "
+                 "(configs/speculators/base.py:15-30)", at="transformer_layer_config.num_hidden_layers")
     if speculators and qwen3 and not is_int(fields_.get("max_position_embeddings")):
         # qwen3.py:205 reads config.max_position_embeddings with no default; a speculators config is a plain
         # PreTrainedConfig (configs/speculators/base.py:15-30) without that attribute.
-        r.refusals.append("transformer_layer_config has no max_position_embeddings: vLLM's Qwen3 attention reads "
-                          "config.max_position_embeddings without a default (qwen3.py:205) and raises AttributeError")
+        r.refuse("transformer_layer_config has no max_position_embeddings: vLLM's Qwen3 attention reads "
+                 "config.max_position_embeddings without a default (qwen3.py:205) and raises AttributeError",
+                 at="transformer_layer_config.max_position_embeddings")
     if r.hidden_act != "silu":  # llama.py LlamaMLP and qwen2.py Qwen2MLP (Qwen3's) raise for any other
         r.refusals.append(f"vLLM raises \"Unsupported activation: {r.hidden_act}. Only silu is supported for now.\" "
                           "(llama.py:112-114 LlamaMLP, qwen2.py Qwen2MLP)")
@@ -172,8 +173,8 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
           "config.json: draft_vocab_size" if is_int(dv) else "vLLM default: vocab_size")
 
     if "target_hidden_size" in raw and raw["target_hidden_size"] is None and not speculators:
-        r.refusals.append("config.json sets target_hidden_size to null: vLLM computes None x 3 for fc's input "
-                          "(TypeError at load)")
+        r.refuse("config.json sets target_hidden_size to null: vLLM computes None x 3 for fc's input "
+                 "(TypeError at load)", at="target_hidden_size")
         r.set("target_hidden_size", r.hidden_size, "config.json: target_hidden_size is null")
     else:
         ht = raw.get("target_hidden_size")
@@ -198,7 +199,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if qwen3 and is_int(aux_layers):  # qwen3_eagle3.py:201-214: num_aux_layers first
         r.set("num_aux", aux_layers, "config.json: num_aux_layers (qwen3_eagle3.py:201-214)")
     elif is_int(count):
-        r.set("num_aux", count, "config.json: num_aux_hidden_states")
+        r.set("num_aux", count, key="num_aux_hidden_states")
     elif qwen3 and isinstance(top_ids, list) and top_ids:  # qwen3_eagle3.py also counts the top-level ids
         r.set("num_aux", len(top_ids), "config.json: eagle_aux_hidden_state_layer_ids (count, qwen3_eagle3.py)")
     elif isinstance(nested, list) and nested:
@@ -222,13 +223,13 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
         if name.endswith(("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")):
             return None, "vLLM drops rotary buffers (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)"
         if n.prefixed:
-            r.refusals.append(f"{name}: vLLM prefixes `model.` itself and raises \"There is no module or parameter "
-                              f"named 'model.model...'\"")
+            r.refuse(f"{name}: vLLM prefixes `model.` itself and raises \"There is no module or parameter "
+                     f"named 'model.model...'\"", at=name)
             return None, "refused: `model.` prefix"
         if n.role == "d2t":
             if not dv_differs:
-                r.refusals.append("d2t: vLLM builds no draft_id_to_target_id when draft_vocab_size equals the "
-                                  "target vocabulary, and raises for the unexpected tensor (llama_eagle3.py:338-345)")
+                r.refuse("d2t: vLLM builds no draft_id_to_target_id when draft_vocab_size equals the "
+                         "target vocabulary, and raises for the unexpected tensor (llama_eagle3.py:338-345)", at="d2t")
                 return None, "refused: no draft_id_to_target_id"
             return "d2t", ""
         if n.role is not None and n.role.startswith("fc.") and not uses_aux:
@@ -236,7 +237,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
         if name.endswith(".bias") and (n.role is None or n.role == "fc.bias"):
             return None, "vLLM skips any unexpected *.bias silently (model_executor/models/utils.py:431-436)"
         if n.role is None:
-            r.refusals.append(f"{name}: vLLM raises \"There is no module or parameter named ...\"")
+            r.refuse(f"{name}: vLLM raises \"There is no module or parameter named ...\"", at=name)
             return None, "refused: unknown tensor"
         if n.role.endswith(".bias"):
             if n.role.endswith("o_proj.bias"):
@@ -248,13 +249,13 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
         if n.role == "input_norm.weight" and not r.input_norm:
             return None, "vLLM drops input_norm unless norm_before_fc"
         if n.role.startswith("fc_norm.") and (not r.fc_norm or int(n.role.split(".")[1]) >= r.num_aux):
-            r.refusals.append(f"{name}: vLLM builds no fc_norm here and raises for the tensor")
+            r.refuse(f"{name}: vLLM builds no fc_norm here and raises for the tensor", at=name)
             return None, "refused: no fc_norm"
         if n.layer is not None and n.layer >= r.num_layers:
-            r.refusals.append(f"{name}: vLLM builds {r.num_layers} layer(s) and raises for layer {n.layer}")
+            r.refuse(f"{name}: vLLM builds {r.num_layers} layer(s) and raises for layer {n.layer}", at=name)
             return None, "refused: layer beyond num_hidden_layers"
         if n.role.endswith(("q_norm.weight", "k_norm.weight")) and not r.qk_norm:
-            r.refusals.append(f"{name}: a Llama-layer drafter has no q/k norms; vLLM raises for the tensor")
+            r.refuse(f"{name}: a Llama-layer drafter has no q/k norms; vLLM raises for the tensor", at=name)
             return None, "refused: no q/k norm"
         return n.role, ""
 

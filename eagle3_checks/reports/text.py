@@ -110,7 +110,8 @@ def _header(result: GateResult) -> list[str]:
              f"  reference: {result.reference_name or '-'} ({result.reference_note})"]
     if result.options.target_config:
         lines.append(f"  target config: {result.options.target_config}")
-    lines += [f"  engine {note}" for note in result.options.engine_notes]
+    lines += [f"  engine {spec}: {why}" for spec, why in zip(result.options.engines(), result.options.engine_notes,
+                                                              strict=False)]
     return lines
 
 
@@ -227,7 +228,7 @@ def _checkpoint_json(r: GateResult) -> dict[str, Any]:
         "target_config": r.options.target_config,
         "strict": r.options.strict,
         # GateOptions built without parse_options has no engine notes: then no engine is listed
-        "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note.split(": ", 1)[1]}
+        "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note}
                     for spec, note in zip(r.options.engines(), r.options.engine_notes, strict=False)],
         "exit_code": r.exit_code,
         "counts": {**r.counts(), "causes": causes.count(Severity.ERROR)},
@@ -292,7 +293,8 @@ def render_markdown(results: list[GateResult]) -> str:
                 f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** "
                 f"({_md(result.reference_note)}) · "
                 f"**{summary_line(result, causes)}**", ""]
-        out += [f"Engine {_md(note)}  " for note in result.options.engine_notes]
+        out += [f"Engine {_md(f'{spec}: {why}')}  " for spec, why in zip(result.options.engines(),
+                                                                      result.options.engine_notes, strict=False)]
         if causes.groups:
             out += ["", "#### Root causes", ""]
             for c in causes.groups:
