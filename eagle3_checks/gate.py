@@ -25,6 +25,7 @@ from .engines import AUX_CONVENTIONS, ENGINE_NAMES
 from .engines import resolve as resolve_engines
 from .errors import UsageError
 from .registry import (
+    CRASHED,
     LEVELS,
     SLUG,
     Check,
@@ -239,7 +240,7 @@ def unknown_code(c: Check, slug: str) -> str | None:
     declares no codes (a plugin's) takes any kebab-case slug."""
     if not SLUG.match(slug):
         return f"{slug!r} is not a finding code's slug (kebab-case: {c.id}/absolute-ids)"
-    if not c.codes or slug in dict(c.codes):
+    if not c.codes or c.code(slug) in c.meanings:
         return None
     return (f"{c.id} has no finding code {c.code(slug)!r}{did_you_mean(c.code(slug), c.meanings)} (its codes: "
             f"{', '.join(c.meanings)}; see `eagle3-checks explain {c.id}`)")
@@ -434,9 +435,6 @@ def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = 
         results.append(_waivers_result(options, results, used))
     ref_name = getattr(reference, "name", None)
     return GateResult(ckpt, options, results, ref_name, reference_note)
-
-
-CRASHED = "crashed"  # the code slug of a check that raised (every check has it, undeclared)
 
 
 def _judge_waivers(ctx: Context) -> Iterable[Finding]:  # pragma: no cover  (the gate builds this result itself)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 LEVELS = ("header", "scan", "forward")
 # a finding code's slug: kebab-case, as ``absolute-ids``; the whole code is ``CHECK_ID/SLUG``
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+CRASHED = "crashed"  # the code slug of a finding that says its check raised (the gate makes it)
 
 
 class Severity(str, Enum):
@@ -159,8 +160,10 @@ class Check:
 
     @property
     def meanings(self) -> dict[str, str]:
-        """Each declared code (``vocab.d2t/absolute-ids``) and its meaning."""
-        return {self.code(slug): meaning for slug, meaning in self.codes}
+        """Each declared code (``vocab.d2t/absolute-ids``) and its meaning, and the code every check has when it
+        raises (``vocab.d2t/crashed``)."""
+        return {**{self.code(slug): meaning for slug, meaning in self.codes},
+                self.code(CRASHED): "the check raised: the checkpoint is unverified for it (a bug, please report it)"}
 
 
 REGISTRY: dict[str, Check] = {}

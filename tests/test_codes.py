@@ -249,3 +249,17 @@ def test_fix_leaves_a_waived_finding_as_it_is(drafter, tmp_path, capsys):
     assert "head_dim" not in json.loads((tmp_path / "fixed" / "config.json").read_text())
     code, out, _ = cli(capsys, "fix", src, tmp_path / "fixed2", "--level", "header")
     assert code == 0 and json.loads((tmp_path / "fixed2" / "config.json").read_text())["head_dim"] == 24
+
+
+def test_a_crashed_check_has_a_code_too():
+    from eagle3_checks.gate import run_check
+    from eagle3_checks.registry import Check, Context
+
+    def broken(ctx):
+        raise RuntimeError("a bug")
+
+    c = Check("team.broken", "breaks", "header", (), broken, guards="", codes=(("fine", "never made"),))
+    r = run_check(c, Context(ckpt=None), {"team.broken/crashed": "known bug"})
+    (f,) = r.findings
+    assert f.code == "team.broken/crashed" and f.code in c.meanings and "check crashed" in f.message
+    assert r.status == WAIVED and f.waived == "known bug"
