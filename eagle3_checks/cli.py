@@ -29,6 +29,7 @@ from .examples import EXAMPLES, run_example
 from .fix import fix
 from .forward_command import run_forward_files
 from .gate import (
+    WAIVERS,
     all_checks,
     gate,
     load_target,
@@ -400,7 +401,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
 
-    known = {c.id: c for c in all_checks()}
+    known = {c.id: c for c in [*all_checks(), WAIVERS]}  # and the gate's own result on the waivers
     try:
         base, slug, _ = split_target(args.check_id)
     except ValueError:

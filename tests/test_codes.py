@@ -119,6 +119,8 @@ def test_list_json_and_explain_show_the_codes(capsys):
     listed = {c["id"]: c for c in json.loads(out)}
     assert {"code": "vocab.d2t/arange", "meaning": BY_ID["vocab.d2t"].meanings["vocab.d2t/arange"]} in \
         listed["vocab.d2t"]["codes"]
+    code, out, _ = cli(capsys, "explain", "gate.waivers/stale")  # what a SARIF rule's help names
+    assert code == 0 and out.startswith("gate.waivers/stale: a waiver matched no finding")
     code, out, _ = cli(capsys, "explain", "vocab.t2d/absolute-ids", "--no-examples")
     assert code == 0 and out.startswith("vocab.t2d/absolute-ids: d2t holds absolute target ids")
     assert "vocab.t2d/disagrees" in out and "fails:  the flat example with d2t holding absolute" in out
