@@ -14,7 +14,10 @@ import pytest
 
 from eagle3_checks.drafter.example import (
     KIMI_K2,
+    KIMI_K25_MLA,
     drafter_files,
+    mla_drafter_files,
+    mla_target_config,
     target_config,
     write_checkpoint,
     write_random_checkpoint,
@@ -40,6 +43,17 @@ def kimi_sparse(tmp_path_factory) -> Path:
     tensors, config = drafter_files(KIMI_K2, "flat", sparse=True)
     path = write_checkpoint(root / "kimi-k2-drafter", tensors, config)
     (root / "target.json").write_text(json.dumps(target_config(KIMI_K2)))
+    return path
+
+
+@pytest.fixture(scope="session")
+def kimi_mla_sparse(tmp_path_factory) -> Path:
+    """A Kimi-K2.5-sized MLA drafter (Eagle3DeepseekV2ForCausalLM, reference_specs/kimi-k2.5-mla-eagle3.json; ~6.0 GB
+    apparent size): a real header, every weight a zero-filled sparse hole. Removed with the tmp dir."""
+    root = tmp_path_factory.mktemp("kimi-mla")
+    tensors, config = mla_drafter_files(KIMI_K25_MLA, sparse=True)
+    path = write_checkpoint(root / "kimi-k2.5-mla-drafter", tensors, config)
+    (root / "target.json").write_text(json.dumps(mla_target_config(KIMI_K25_MLA)))
     return path
 
 

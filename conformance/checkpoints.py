@@ -206,6 +206,50 @@ def mla_drafter(d: Draft) -> None:
         d.config.pop(key)
 
 
+_MLA_Q = EXAMPLE.num_attention_heads * (MLA["qk_nope_head_dim"] + MLA["qk_rope_head_dim"])
+_MLA_LAYER_1 = {
+    "layers.1.input_layernorm.weight": (EXAMPLE.hidden_size,), "layers.1.hidden_norm.weight": (EXAMPLE.hidden_size,),
+    "layers.1.self_attn.q_a_proj.weight": (MLA["q_lora_rank"], EXAMPLE.hidden_size),
+    "layers.1.self_attn.q_a_layernorm.weight": (MLA["q_lora_rank"],),
+    "layers.1.self_attn.q_b_proj.weight": (_MLA_Q, MLA["q_lora_rank"]),
+    "layers.1.self_attn.kv_a_proj_with_mqa.weight": (MLA["kv_lora_rank"] + MLA["qk_rope_head_dim"],
+                                                      EXAMPLE.hidden_size),
+    "layers.1.self_attn.kv_a_layernorm.weight": (MLA["kv_lora_rank"],),
+    "layers.1.self_attn.kv_b_proj.weight": (EXAMPLE.num_attention_heads * (MLA["qk_nope_head_dim"] + MLA["v_head_dim"]),
+                                            MLA["kv_lora_rank"]),
+    "layers.1.self_attn.o_proj.weight": (EXAMPLE.hidden_size, EXAMPLE.num_attention_heads * MLA["v_head_dim"]),
+    "layers.1.post_attention_layernorm.weight": (EXAMPLE.hidden_size,),
+    "layers.1.mlp.gate_proj.weight": (EXAMPLE.intermediate_size, EXAMPLE.hidden_size),
+    "layers.1.mlp.up_proj.weight": (EXAMPLE.intermediate_size, EXAMPLE.hidden_size),
+    "layers.1.mlp.down_proj.weight": (EXAMPLE.hidden_size, EXAMPLE.intermediate_size),
+}
+_FC_NORMS = {f"fc_norm.{i}.weight": (EXAMPLE.ht,) for i in range(3)}
+# (name, why, edit applied after mla_drafter): each disagreement between vLLM 0.33's and SGLang 0.5.23's MLA class
+MLA_VARIANTS: list[tuple[str, str, Edit]] = [
+    ("q-proj", "q_lora_rank null and q_proj (SGLang raises; vLLM builds the attention, its loader raises)",
+     combined(config(q_lora_rank=None), without("layers.0.self_attn.q_a_proj.weight",
+                                                "layers.0.self_attn.q_a_layernorm.weight",
+                                                "layers.0.self_attn.q_b_proj.weight"),
+              adding({"midlayer.self_attn.q_proj.weight": (_MLA_Q, 2 * EXAMPLE.hidden_size)}))),
+    ("two-layers", "two layers (vLLM builds them, SGLang raises)",
+     combined(config(num_hidden_layers=2), adding(_MLA_LAYER_1))),
+    ("norm-before-residual", "norm_before_residual true (vLLM reads it, SGLang does not)",
+     config(norm_before_residual=True)),
+    ("fc-bias", "\"bias\": true and fc.bias (SGLang builds fc with it, vLLM skips it)",
+     combined(config(bias=True), adding({"fc.bias": (EXAMPLE.hidden_size,)}))),
+    ("use-aux-norm", "use_aux_norm and fc_norm.N (SGLang reads it, vLLM raises for the norms)",
+     combined(config(use_aux_norm=True), adding(_FC_NORMS))),
+    ("fc-norm-norm-output", "the eagle3.1 variant: fc_norm and norm_output (both read them)",
+     combined(config(fc_norm=True, norm_output=True), adding(_FC_NORMS))),
+    ("unknown-tensor", "a tensor no MLA layer has (SGLang warns and skips it, vLLM raises)",
+     adding({"midlayer.self_attn.extra_scale.weight": (4,)})),
+    ("aux-top-only", "four ids at the top level only, fc over four states (SGLang counts them, vLLM does not)",
+     combined(aux_ids(top=[1, 2, 4, 6]), adding({"fc.weight": (EXAMPLE.hidden_size, 4 * EXAMPLE.ht)}))),
+    ("null-target-hidden-size", "target_hidden_size null (vLLM fails, SGLang takes hidden_size)",
+     config(target_hidden_size=None)),
+]
+
+
 @dataclass(frozen=True)
 class Target:
     """The verifier a drafter is served beside: only its config.json is needed (no weights are loaded)."""
@@ -407,6 +451,9 @@ def cases() -> list[Case]:
              SPECULATORS, layer_config(max_position_embeddings=REMOVE), QWEN3_LAYER),
         Case("mla-flat", "S15: Eagle3DeepseekV2ForCausalLM (MLA) drafter, model_type kimi_k2", edit=mla_drafter,
              target=DEEPSEEK),
+        # ----- the MLA family's engine disagreements (issue 12; ENGINES.md section 4)
+        *[Case(f"mla-{name}-flat", f"issue 12: MLA drafter, {why}", edit=combined(mla_drafter, edit), target=DEEPSEEK)
+          for name, why, edit in MLA_VARIANTS],
         # ----- aux-layer ids: where they are stated, and each target's capture rule
         Case("aux-top-only-flat", "config.aux-layers: ids at the top level only", edit=aux_ids(top=[1, 3, 5])),
         Case("aux-eagle-config-only-flat", "config.aux-layers: ids in eagle_config only",

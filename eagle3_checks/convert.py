@@ -40,7 +40,7 @@ from typing import Any
 
 from . import engines
 from .drafter.config import PROVENANCE, TLC
-from .drafter.layout import FLAT, SPECULATORS
+from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
 from .numerics.forward import torch_missing
@@ -272,6 +272,12 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
     if aux_convention not in (None, *engines.AUX_CONVENTIONS):
         raise UsageError(f"--aux-convention {aux_convention!r}: {' or '.join(engines.AUX_CONVENTIONS)}")
     cfg = src.config
+    if src.family == MLA:
+        what = ", ".join(str_list((src.config_raw or {}).get("architectures")) or ["MLA attention tensors"])
+        raise UsageError(f"{src.display} is an MLA drafter ({what}): speculators 0.9 has no MLA drafter (its EAGLE-3 "
+                         "layers are llama and qwen3 only, speculators/models/eagle3/model_definitions.py:135-141), "
+                         "so there is no layout to convert it to; vLLM 0.33 and SGLang 0.5.23 both read it as it is "
+                         "(flat): gate it with eagle3-checks check --engine vllm,sglang")
     _gate_source(src, mapping_given=True)  # broken files first; a missing mapping has its own message below
     if (cfg is not None and not vocab_mapping and "d2t" not in src.roles and cfg["vocab_size"]
             and cfg["draft_vocab_size"] and cfg["draft_vocab_size"] < cfg["vocab_size"]):

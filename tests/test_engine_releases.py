@@ -322,22 +322,25 @@ def test_s14_draft_vocab_size_absent(drafter):
     assert not reading(d.write(), SG23).refusals
 
 
-def test_s15_the_mla_drafter_is_not_modelled_rather_than_refused(drafter):
+def test_s15_the_mla_drafter_is_read_by_sglang_0_5_23_and_refused_by_0_5_6(drafter):
     """S15: SG23/models/kimi_k25_eagle3.py:315, 523 registers Eagle3DeepseekV2ForCausalLM (registry.py:134-148), as
-    vLLM 0.33 does (deepseek_eagle3.py); eagle3-checks does not model MLA drafters: those releases' engine checks
-    skip, saying so. SG06 has no such class: its refusal is the one finding (not the Llama-layer comparison)."""
-    d = drafter("flat")
-    d.config["architectures"] = ["Eagle3DeepseekV2ForCausalLM"]
+    vLLM 0.33 does (deepseek_eagle3.py): both releases read the MLA drafter (issue 12, tests/test_mla_family.py). SG06
+    has no such class: its refusal is the one finding, citing that."""
+    from helpers import mla_drafter
+
+    d = mla_drafter(drafter("flat"))
     result = gate(d.write())
-    assert status(result, "engine.loads", SG23) == SKIPPED
-    assert "not modelled: Eagle3DeepseekV2ForCausalLM" in result.result("engine.loads", SG23).reason
-    assert status(result, "engine.loads", VLLM) == SKIPPED
+    assert status(result, "engine.loads", SG23) == PASSED
+    assert status(result, "engine.loads", VLLM) == PASSED
     assert status(result, "engine.loads", SG06) == FAILED
     assert [f.message for f in result.result("engine.loads", SG06).findings] == [
         "sglang 0.5.6 refuses the drafter: SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; "
-        "architectures ['Eagle3DeepseekV2ForCausalLM'] builds another model (or none) from the drafter's weights"]
+        "architectures ['Eagle3DeepseekV2ForCausalLM'] builds another model (or none) from the drafter's weights: "
+        "SGLang 0.5.6 has no MLA drafter class (the 0.5.6 wheel has no srt/models/kimi_k25_eagle3.py and registers "
+        "Eagle3DeepseekV2ForCausalLM nowhere; 0.5.23 added it)"]
     assert status(result, "engine.semantics", SG06) == SKIPPED
-    assert engines.read(open_checkpoint(d.write()), SG23).not_modelled  # the profile still knows the class
+    reading = engines.read(open_checkpoint(d.write()), SG23)
+    assert reading.family == "mla" and reading.mla is not None and not reading.not_modelled
 
 
 def test_s16_a_served_context_beyond_the_draft_stops_sglang(drafter):

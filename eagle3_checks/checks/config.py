@@ -8,7 +8,16 @@ from typing import Any
 
 from .. import engines
 from ..drafter.config import TLC, missing_required, rope_scaling_problems
-from ..drafter.layout import FLAT, FLAT_ARCHITECTURES, SPECULATORS, SPECULATORS_ARCHITECTURES
+from ..drafter.layout import (
+    FLAT,
+    FLAT_ARCHITECTURES,
+    MLA,
+    MLA_ARCHITECTURES,
+    MLA_CONFIG_FIELDS,
+    SPECULATORS,
+    SPECULATORS_ARCHITECTURES,
+    eagle3_class,
+)
 from ..engines.profile import Target
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
 from ..storage.safetensors import json_type
@@ -31,6 +40,9 @@ from ._common import CONFIG, config_key, config_of, pointer, require_complete
         "speculators-model-type": "speculators_model_type is not eagle3",
         "speculative-tokens": "speculators_config's speculative_tokens is missing or invalid",
         "verifier-missing": "speculators_config.verifier.name_or_path is missing",
+        "mla-field-missing": "an MLA drafter's config lacks an MLA attention size (kv_lora_rank, ...)",
+        "mla-rope-odd": "an odd qk_rope_head_dim (rope rotates pairs)",
+        "mla-q-proj": "(note) q_lora_rank null: one q_proj, which the engines' MLA drafters cannot load",
     },
 )
 def fields(ctx: Context) -> Iterable[Finding]:
@@ -47,6 +59,8 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     why="engines fall back to transformers' LlamaConfig defaults (hidden_size 4096, vocab_size 32000), "
                     "which are not this drafter's",
                     fix=f"state {name} explicitly", code="missing-field")
+    if cfg.family == MLA:
+        yield from _mla_fields(cfg)
     if cfg.layout == FLAT and cfg.raw.get("eagle_config") is not None and not isinstance(cfg.raw["eagle_config"],
                                                                                           dict):
         found = cfg.raw["eagle_config"]  # (null means unset, as for other fields)
@@ -89,6 +103,36 @@ def fields(ctx: Context) -> Iterable[Finding]:
                         fix="add the verifier block: {\"name_or_path\": ..., \"architectures\": [...]}")
 
 
+def _mla_fields(cfg) -> Iterable[Finding]:
+    """The MLA family's attention sizes: each stated (a positive integer; q_lora_rank may be null, meaning q_proj),
+    qk_rope_head_dim even. A wrong type is reported above with every other field."""
+    from ..numerics.mla import CONFIG_DEFAULTS
+
+    for name in MLA_CONFIG_FIELDS:
+        if name in cfg.raw:
+            continue
+        default = CONFIG_DEFAULTS[name]
+        yield error(f"{CONFIG}: {name} is missing from an MLA drafter's config", file=CONFIG, key=name,
+                    expected="a positive integer" + (" or null (q_proj)" if name == "q_lora_rank" else ""),
+                    found="absent",
+                    why=f"the engines read it from the config class: DeepseekV3Config (model_type kimi_k2 or "
+                    f"deepseek_v3) gives {default}, which need not be this drafter's; vLLM 0.33 takes 0 under "
+                    "any other class (deepseek_eagle3.py:64-67) and SGLang 0.5.23 raises AttributeError "
+                    "(kimi_k25_eagle3.py:91-99): the attention is built with other sizes than the weights",
+                    fix=f"state {name} as the drafter was trained", code="mla-field-missing")
+    rope = cfg["qk_rope_head_dim"]
+    if isinstance(rope, int) and rope % 2:
+        yield error(f"{CONFIG}: qk_rope_head_dim {rope} is odd", file=CONFIG, key="qk_rope_head_dim",
+                    expected="an even number", found=str(rope),
+                    why="rotary embeddings rotate pairs of dimensions: no engine builds the MLA rope with an odd width",
+                    fix="state the qk_rope_head_dim the drafter was trained with", code="mla-rope-odd")
+    if "q_lora_rank" in cfg.nulls:
+        yield info(f"{CONFIG}: q_lora_rank is null: q is one q_proj from the layer input (no q_a_proj / q_b_proj); "
+                   "vLLM 0.33 builds that attention (deepseek_v2.py:1090-1097) but its MLA drafter's loader cannot "
+                   "load it (deepseek_eagle3.py:258-267), SGLang 0.5.23 refuses it (kimi_k25_eagle3.py:113-117): see "
+                   "engine.loads", file=CONFIG, key="q_lora_rank", code="mla-q-proj")
+
+
 @check(
     "config.architectures",
     "architectures names a drafter class of the config's layout",
@@ -109,6 +153,7 @@ def fields(ctx: Context) -> Iterable[Finding]:
         "not-a-drafter-class": "no selected engine release serves the named class",
         "refused-by-some": "some selected engine releases refuse the named class",
         "served-as-named": "(note) not a drafter class name, but every selected release serves it",
+        "mla-class": "an MLA drafter whose architectures names no MLA drafter class",
     },
 )
 def architectures(ctx: Context) -> Iterable[Finding]:
@@ -127,6 +172,9 @@ def architectures(ctx: Context) -> Iterable[Finding]:
                       "they would report its own tensors as errors. It is not verified: it may serve well or not",
                       fix="verify this drafter by other means (its engine's own load and an acceptance run); "
                       "--strict fails on it", code="not-modelled")
+        return
+    if ctx.ckpt.family == MLA:
+        yield from _mla_architectures(ctx, archs, key)
         return
     if cfg.layout == SPECULATORS:
         if any(a in FLAT_ARCHITECTURES for a in archs):
@@ -156,6 +204,29 @@ def architectures(ctx: Context) -> Iterable[Finding]:
         yield _per_engine_architecture(ctx, archs, key)
 
 
+MLA_CLASS = "Eagle3DeepseekV2ForCausalLM"  # the name both engines register (vLLM 0.33 also Eagle3DeepseekV3...)
+
+
+def _mla_architectures(ctx: Context, archs: list, key: str) -> Iterable[Finding]:
+    """An MLA drafter (drafter/families/mla.py): its class must be an MLA drafter class, and the selected releases
+    must build it (SGLang 0.5.6 has none; SGLang 0.5.23 registers only Eagle3DeepseekV2ForCausalLM)."""
+    if not any(eagle3_class(a) in MLA_ARCHITECTURES for a in archs):
+        why = "its config states MLA attention sizes (kv_lora_rank, ...)" if "kv_lora_rank" in ctx.ckpt.config_raw \
+            else "its tensors are MLA attention (q_a_proj, kv_a_proj_with_mqa, ...)"
+        yield error(f"{CONFIG}: architectures {archs} names no MLA drafter class, but the drafter is one: {why}",
+                    file=CONFIG, key=key, expected=f'["{MLA_CLASS}"]', found=str(archs),
+                    why="the engines build the layer the class names: vLLM 0.33's Llama-layer class raises for the MLA "
+                    "tensors (\"There is no module or parameter named\"), SGLang's LlamaForCausalLMEagle3 drops them "
+                    "silently and serves an attention it never loaded",
+                    fix=f'set "architectures": ["{MLA_CLASS}"] (vLLM 0.33 deepseek_eagle3.py, SGLang 0.5.23 '
+                    "kimi_k25_eagle3.py)", patch=[add("/architectures", [MLA_CLASS])], code="mla-class")
+        return
+    readers = [(spec, engines.read(ctx.ckpt, spec, ctx.target))
+               for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0])]
+    if any(r.class_refusal for _, r in readers if r.layout_ok):
+        yield _per_engine_architecture(ctx, archs, key)
+
+
 def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
     """A flat config naming no known drafter class: what each selected release that reads the flat layout builds
     from it. vLLM prefixes any name lacking Eagle3 (transformers_utils/configs/eagle.py:55-64: LlamaForCausalLM ->
@@ -167,6 +238,9 @@ def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
     serving = [f"{spec} (builds {r.architecture})" for spec, r in readers if r.class_refusal is None]
     refusing = [f"{spec}: {r.class_refusal}" for spec, r in readers if r.class_refusal is not None]
     fix = 'set "architectures": ["LlamaForCausalLMEagle3"] (the name every engine release reads)'
+    if ctx.ckpt.family == MLA:
+        fix = f'set "architectures": ["{MLA_CLASS}"] (the MLA drafter class vLLM 0.33 and SGLang 0.5.23 register; ' \
+              "SGLang 0.5.6 has none)"
     if not serving:
         return error(f"{CONFIG}: architectures {archs} is not an EAGLE-3 drafter class"
                      + (f"; no selected engine serves it ({'; '.join(refusing)})" if refusing else ""),
@@ -401,10 +475,14 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     codes={
         "missing": "head_dim is not stated and the default differs from the tensors' head size",
         "class-default": "head_dim is not stated and only the model_type's class default matches",
+        "mla-head-dims": "(note) an MLA drafter's q/k and v head widths (head_dim is not read)",
     },
 )
 def head_dim(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
+    if cfg.family == MLA:
+        yield from _mla_head_dims(cfg)
+        return
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     q = ctx.ckpt.shape("layers.0.self_attn.q_proj.weight")
     if not (h and nh and q):
@@ -431,6 +509,21 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
                       expected=str(implied), found="absent",
                       why="another reader (a different model_type, a Llama config) derives a different head_dim",
                       fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)])
+
+
+def _mla_head_dims(cfg) -> Iterable[Finding]:
+    """An MLA drafter's heads are sized by its MLA fields, not head_dim: q and k are qk_nope_head_dim +
+    qk_rope_head_dim wide, v is v_head_dim (vLLM 0.33 deepseek_v2.py, SGLang 0.5.23 DeepseekV2AttentionMLA; neither
+    reads head_dim for them). config.fields demands the fields; shapes holds the tensors to them."""
+    nope, rope, v = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    if None in (nope, rope, v):
+        return  # missing or invalid: config.fields says which
+    stated = cfg.get("head_dim")
+    note = (f"; head_dim {stated.value} is stated and read by neither engine's MLA attention"
+            if stated is not None and stated.explicit else "")
+    yield info(f"{CONFIG}: MLA heads: q and k {nope} + {rope} = {nope + rope} wide (qk_nope_head_dim + "
+               f"qk_rope_head_dim), v {v} wide (v_head_dim){note}", file=CONFIG, key="qk_nope_head_dim",
+               code="mla-head-dims")
 
 
 @check(
@@ -484,6 +577,8 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
         "suspect-scaling": "rope scaling that loads but computes wrong frequencies",
         "theta-default": "(note) no rope_theta: the trainer and every selected engine use the same default",
         "theta-unstated": "no rope_theta, and the trainer and the engines default differently",
+        "mla-rope-type": "an MLA drafter's rope_type other than yarn or default",
+        "mla-yarn-factor": "an MLA drafter's yarn rope without a factor",
     },
 )
 def rope(ctx: Context) -> Iterable[Finding]:
@@ -504,6 +599,8 @@ def rope(ctx: Context) -> Iterable[Finding]:
                     why="transformers 4 and SGLang 0.5.6 read rope_theta, transformers 5 reads rope_parameters: "
                     "engines disagree on positions",
                     fix="write the trained value in both places", code="theta-conflict")
+    if cfg.family == MLA:
+        yield from _mla_rope(cfg, raw)
     for name in ("rope_scaling", "rope_parameters"):
         for problem in rope_scaling_problems(raw.get(name)):
             make = error if problem.fatal else warning
@@ -515,6 +612,34 @@ def rope(ctx: Context) -> Iterable[Finding]:
                             "the rope init accepts it without an error and computes infinite, NaN or unscaled "
                             "frequencies: positions are wrong and acceptance drops"),
                        fix="copy the rope settings from the target model's config")
+
+
+def _mla_rope(cfg, raw: dict) -> Iterable[Finding]:
+    """An MLA drafter's rope is DeepSeek's: plain, or yarn (both engines build DeepSeek yarn for any other rope_type,
+    vLLM 0.33 deepseek_v2.py:1115-1120, SGLang 0.5.23 deepseek_v2.py:2064-2066) whose factor vLLM reads without a
+    default (KeyError; SGLang takes 1.0: no scaling)."""
+    for name in ("rope_parameters", "rope_scaling"):
+        scaling = raw.get(name)
+        if not isinstance(scaling, dict):
+            continue
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind == "default":
+            return
+        if kind != "yarn":
+            yield warning(f"{CONFIG}: {name}.rope_type {kind!r} on an MLA drafter", file=CONFIG,
+                          key=f"{name}.rope_type", expected='"yarn" (or "default")', found=json.dumps(kind),
+                          why="vLLM 0.33 and SGLang 0.5.23 build DeepSeek's yarn rope for any rope_type but default: "
+                          f"the {kind} parameters are read as yarn's, and transformers' DeepSeek-V3 attention (what "
+                          "the config states) does not model it",
+                          fix="state the rope the drafter was trained with, as the target's config does",
+                          code="mla-rope-type")
+        if "factor" not in scaling:
+            yield error(f"{CONFIG}: {name} is yarn without a factor", file=CONFIG, key=f"{name}.factor",
+                        expected="the yarn factor (Kimi-K2.x: 64)", found="absent",
+                        why="vLLM 0.33 reads rope_parameters['factor'] without a default and fails at load "
+                        "(KeyError, deepseek_v2.py:1115-1136); SGLang 0.5.23 takes 1.0: no scaling at all",
+                        fix="copy the rope scaling from the target model's config", code="mla-yarn-factor")
+        return
 
 
 def _unstated_theta(ctx: Context, key: str) -> Finding:

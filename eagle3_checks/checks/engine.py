@@ -15,7 +15,16 @@ from collections.abc import Iterable
 from .. import engines
 from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
-from ..engines.reading import SEMANTIC_FIELDS, Reading, describe_difference, differences, effect, patch_for, remedy
+from ..engines.reading import (
+    SEMANTIC_FIELDS,
+    Reading,
+    describe_difference,
+    differences,
+    effect,
+    patch_for,
+    remedy,
+    shown,
+)
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, refusal_cause, warning
 from ._common import CONFIG, config_of, release, require_complete, unread_layout
 
@@ -66,7 +75,9 @@ def _readings(ctx: Context):
     "speculators, a speculators config in SGLang).",
     evidence=("vLLM 0.33.0 model_executor/models/llama_eagle3.py:420-470 load_weights",
               "SGLang 0.5.23 srt/models/llama_eagle3.py:324-378 load_weights, :97-105 hidden_norm on layers >= 1",
-              "SGLang 0.5.6 srt/models/llama_eagle3.py load_weights", "speculators #1114 / PR #1131"),
+              "SGLang 0.5.6 srt/models/llama_eagle3.py load_weights", "speculators #1114 / PR #1131",
+              "MLA drafters: vLLM 0.33.0 model_executor/models/deepseek_eagle3.py:258-267, 370-398 (a null "
+              "q_lora_rank cannot load); SGLang 0.5.23 srt/models/kimi_k25_eagle3.py:113-117, 243-244, 428-501"),
     fix="write the checkpoint in the layout the engine reads (names, architectures) and keep every trained tensor",
     codes={
         "class-refused": "the release builds no EAGLE-3 drafter from the architectures",
@@ -176,10 +187,10 @@ def semantics(ctx: Context) -> Iterable[Finding]:
     _builds_drafter(served)
     for field in differences(served, trained):
         yield error(
-            f"{label(served)} reads {field} as {getattr(served, field)!r}, the drafter was trained "
-            f"with {getattr(trained, field)!r}",
-            key=field, expected=f"{getattr(trained, field)!r} ({trained.sources.get(field, '?')})",
-            found=f"{getattr(served, field)!r} ({served.sources.get(field, '?')})",
+            f"{label(served)} reads {field} as {shown(field, served, trained)!r}, the drafter was trained "
+            f"with {shown(field, trained, served)!r}",
+            key=field, expected=f"{shown(field, trained, served)!r} ({trained.sources.get(field, '?')})",
+            found=f"{shown(field, served, trained)!r} ({served.sources.get(field, '?')})",
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
             fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
             patch=patch_for(field, trained, ctx.ckpt.config_raw or {}), code=field.replace("_", "-"))

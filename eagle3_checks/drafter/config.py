@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any, TypeGuard
 
 from ..storage.safetensors import CONFIG_DTYPES, Problem
-from .layout import SPECULATORS, str_list
+from .layout import SPECULATORS, drafter_family, str_list
 
 TLC = "transformer_layer_config"  # where the speculators layout nests the decoder layer's fields
 PROVENANCE = "eagle3_checks_provenance"  # what eagle3-checks convert records about a converted drafter
@@ -217,6 +217,15 @@ FIELDS: dict[str, tuple[str, tuple, tuple]] = {
         (("dtype",), ("torch_dtype",), (TLC, "dtype"), (TLC, "torch_dtype")),
         (("dtype",), ("torch_dtype",)),
     ),
+    # The MLA family's attention sizes (DeepseekV3Config; flat configs only: speculators has no MLA drafter). A
+    # null q_lora_rank is a value to the MLA readers (q_proj instead of q_a/q_b): see DraftConfig.nulls.
+    "q_lora_rank": ("pos_int", (), _T("q_lora_rank")),
+    "kv_lora_rank": ("pos_int", (), _T("kv_lora_rank")),
+    "qk_nope_head_dim": ("pos_int", (), _T("qk_nope_head_dim")),
+    "qk_rope_head_dim": ("pos_int", (), _T("qk_rope_head_dim")),
+    "v_head_dim": ("pos_int", (), _T("v_head_dim")),
+    "rope_interleave": ("bool", (), _T("rope_interleave")),
+    "use_aux_norm": ("bool", (), _T("use_aux_norm")),  # SGLang's legacy name for fc_norm (MLA drafters)
 }
 
 # Fields a drafter cannot be understood without: no default is meaningful.
@@ -243,6 +252,7 @@ class DraftConfig:
     problems: list[Problem] = field(default_factory=list)
     # fields the file states as null (transformers reads null as "not set"), name -> key path
     nulls: dict[str, str] = field(default_factory=dict)
+    family: str = "llama"  # the decoder layer's family (drafter/families/; the checkpoint refines it by its names)
 
     def __getitem__(self, name: str) -> Any:
         v = self.fields.get(name)
@@ -273,7 +283,7 @@ class DraftConfig:
 
 def read_config(raw: dict, layout: str, file: str = "config.json") -> DraftConfig:
     """Read the effective config of a drafter from its parsed config.json."""
-    cfg = DraftConfig(layout=layout, raw=raw)
+    cfg = DraftConfig(layout=layout, raw=raw, family=drafter_family(raw, layout))
     speculators = layout == SPECULATORS
     if speculators and TLC in raw and not isinstance(raw[TLC], dict):
         cfg.problems.append(Problem(file, f"{TLC} is not an object", key=TLC,

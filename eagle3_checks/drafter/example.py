@@ -268,6 +268,118 @@ def write_example(root: Path) -> dict[str, Path]:
     return out
 
 
-__all__ = ["DrafterShape", "EXAMPLE", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors", "config",
+# ----- MLA drafters (drafter/families/mla.py) ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MlaDrafterShape:
+    """Everything that sizes an MLA drafter (Eagle3DeepseekV2ForCausalLM, flat layout). The defaults are the tiny one
+    the tests build: hidden 64, 4 heads, q_lora_rank 48, kv_lora_rank 32, nope 16, rope 8, v 16, DeepSeek yarn."""
+
+    hidden_size: int = 64
+    num_attention_heads: int = 4
+    q_lora_rank: int | None = 48  # None: stated null, q is one q_proj
+    kv_lora_rank: int = 32
+    qk_nope_head_dim: int = 16
+    qk_rope_head_dim: int = 8
+    v_head_dim: int = 16
+    intermediate_size: int = 160
+    vocab_size: int = 512
+    draft_vocab_size: int = 128
+    aux_layer_ids: tuple[int, ...] = (1, 3, 5)  # eagle_config's (SGLang's), counted the SGLang way
+    top_level_ids: tuple[int, ...] | None = (2, 4, 6)  # the same layers counted vLLM's way, where vLLM reads them
+    target_layers: int = 8
+    num_layers: int = 1
+    dtype: str = "BF16"
+    rope_theta: float = 50000.0
+    max_position_embeddings: int = 4096
+    yarn_factor: float | None = 4.0  # None: plain RoPE
+    original_max_position_embeddings: int = 1024
+    rms_norm_eps: float = 1e-6
+    model_type: str = "kimi_k2"
+
+
+TINY_MLA = MlaDrafterShape()
+# A Kimi-K2.5 MLA drafter's sizes (reference_specs/kimi-k2.5-mla-eagle3.json): for the header benchmark and tests.
+KIMI_K25_MLA = MlaDrafterShape(hidden_size=7168, num_attention_heads=64, q_lora_rank=1536, kv_lora_rank=512,
+                               qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, intermediate_size=18432,
+                               vocab_size=163840, draft_vocab_size=163840, aux_layer_ids=(2, 30, 58),
+                               top_level_ids=(3, 31, 59), target_layers=61, rope_theta=50000.0,
+                               max_position_embeddings=262144, yarn_factor=64.0, original_max_position_embeddings=4096)
+
+
+def mla_config(shape: MlaDrafterShape = TINY_MLA) -> dict[str, Any]:
+    """config.json of an MLA drafter as the Kimi-K2.x MLA drafters are published: flat, model_type kimi_k2, aux ids in
+    eagle_config (and, for vLLM 0.33's V2 runner, at the top level counted its way)."""
+    out: dict[str, Any] = {
+        "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+        "model_type": shape.model_type,
+        "hidden_size": shape.hidden_size,
+        "num_attention_heads": shape.num_attention_heads,
+        "q_lora_rank": shape.q_lora_rank,
+        "kv_lora_rank": shape.kv_lora_rank,
+        "qk_nope_head_dim": shape.qk_nope_head_dim,
+        "qk_rope_head_dim": shape.qk_rope_head_dim,
+        "v_head_dim": shape.v_head_dim,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": shape.num_layers,
+        "vocab_size": shape.vocab_size,
+        "draft_vocab_size": shape.draft_vocab_size,
+        "rms_norm_eps": shape.rms_norm_eps,
+        "hidden_act": "silu",
+        "max_position_embeddings": shape.max_position_embeddings,
+        "rope_theta": shape.rope_theta,
+        "rope_scaling": None if shape.yarn_factor is None else {
+            "type": "yarn", "factor": shape.yarn_factor,
+            "original_max_position_embeddings": shape.original_max_position_embeddings,
+            "mscale": 1.0, "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1},
+        "tie_word_embeddings": False,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(shape.aux_layer_ids)},
+        "torch_dtype": _CONFIG_DTYPE.get(shape.dtype, "bfloat16"),
+    }
+    if shape.top_level_ids is not None:
+        out["eagle_aux_hidden_state_layer_ids"] = list(shape.top_level_ids)
+    return out
+
+
+def mla_drafter_files(shape: MlaDrafterShape = TINY_MLA, seed: int = 0,
+                      sparse: bool = False) -> tuple[dict[str, RawTensor], dict[str, Any]]:
+    """(tensors by on-disk name, config.json) of an MLA drafter: every tensor its config implies (first layer named
+    ``midlayer.``), random (or, ``sparse``, zero-filled holes) but reproducible."""
+    import numpy as np
+
+    from .config import read_config
+    from .expected import expected_tensors
+
+    cfg_json = mla_config(shape)
+    rng = np.random.default_rng(seed)
+    out: dict[str, RawTensor] = {}
+    for role, exp in expected_tensors(read_config(cfg_json, FLAT)).items():
+        if role in ("d2t", "t2d"):
+            continue
+        assert None not in exp.shape  # the config determines every dimension
+        dims = tuple(int(d) for d in exp.shape if d is not None)
+        name = on_disk_name(role, FLAT)
+        if sparse:
+            out[name] = RawTensor(shape.dtype, dims)
+        elif len(dims) == 1 and role.endswith("norm.weight"):
+            out[name] = from_numpy((1.0 + 0.05 * rng.standard_normal(dims)).astype(np.float32), shape.dtype)
+        else:
+            out[name] = from_numpy((rng.standard_normal(dims) / math.sqrt(dims[-1])).astype(np.float32), shape.dtype)
+    if shape.draft_vocab_size < shape.vocab_size:
+        d2t, t2d = vocab_mapping(shape.vocab_size, shape.draft_vocab_size, seed)
+        out["d2t"], out["t2d"] = from_numpy(d2t), from_numpy(t2d)
+    return out, cfg_json
+
+
+def mla_target_config(shape: MlaDrafterShape = TINY_MLA) -> dict[str, Any]:
+    """A Kimi-K2.5-style verifier config.json the MLA drafter fits (a DeepSeek-V3 text model)."""
+    return {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": shape.hidden_size,
+            "num_hidden_layers": shape.target_layers, "vocab_size": shape.vocab_size,
+            "max_position_embeddings": shape.max_position_embeddings}
+
+
+__all__ = ["DrafterShape", "EXAMPLE", "KIMI_K25_MLA", "MlaDrafterShape", "TINY_MLA", "mla_config",
+           "mla_drafter_files", "mla_target_config", "EXAMPLE_DIRS", "KIMI_K2", "drafter_files", "role_tensors",
+           "config",
            "target_config", "vocab_mapping", "write_checkpoint", "write_drafter", "write_example",
            "write_random_checkpoint"]

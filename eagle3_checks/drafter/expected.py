@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import DraftConfig
-from .layout import ATTN_PROJ, MAX_LAYERS, MLP_PROJ, has_qk_norm
+from .layout import LLAMA, MAX_LAYERS, MLA, MLP_PROJ, has_qk_norm
 
 REQUIRED, OPTIONAL, CONDITIONAL = "required", "optional", "conditional"
 
@@ -58,9 +58,17 @@ class Dims:
     o_bias: bool | None = None  # o_proj's bias where an engine builds it apart from q/k/v; None: as attention_bias
     later_norm: str = "input_layernorm"  # the pre-attention norm of layers >= 1 (SGLang 0.5.23: hidden_norm)
     fc_bias: bool = False
+    family: str = LLAMA  # the decoder layer's family (drafter/families/)
+    mla: MlaDims | None = None  # the MLA family's attention sizes
 
     @classmethod
     def of_config(cls, cfg: DraftConfig, n_layers: int | None = None) -> Dims:
+        if cfg.family == MLA:
+            return cls(cfg["hidden_size"], cfg["num_attention_heads"], None, None, cfg["intermediate_size"],
+                       cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden, cfg.num_aux,
+                       n_layers or cfg["num_hidden_layers"] or 1, bool(cfg["norm_before_fc"]),
+                       bool(cfg["fc_norm"] or cfg["use_aux_norm"]), tied=bool(cfg["tie_word_embeddings"]),
+                       fc_bias=bool(cfg["bias"]), family=MLA, mla=MlaDims.of_config(cfg))
         qk = has_qk_norm(cfg.layout, cfg["model_type"], cfg["architectures"])
         return cls(cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"],
                    cfg["intermediate_size"], cfg["vocab_size"], cfg["draft_vocab_size"], cfg.target_hidden,
@@ -72,6 +80,11 @@ class Dims:
 
     @classmethod
     def of_reading(cls, r) -> Dims:
+        if r.family == MLA:
+            return cls(r.hidden_size, r.num_heads, None, None, r.intermediate_size, r.vocab_size, r.draft_vocab_size,
+                       r.target_hidden_size, r.num_aux, r.num_layers, r.input_norm, r.fc_norm,
+                       tied=r.lm_head_from_embed, later_norm=r.later_norm, fc_bias=r.fc_bias, family=MLA,
+                       mla=MlaDims.of_shape(r.mla))
         return cls(r.hidden_size, r.num_heads, r.num_kv_heads, r.head_dim, r.intermediate_size, r.vocab_size,
                    r.draft_vocab_size, r.target_hidden_size, r.num_aux, r.num_layers, r.input_norm, r.fc_norm,
                    r.attention_bias, r.mlp_bias, r.qk_norm, r.lm_head_from_embed, "qwen3 layers" if r.qk_norm else "",
@@ -83,7 +96,7 @@ def expected_tensors(source: DraftConfig | Dims, n_layers: int | None = None) ->
     the config's layer count (the key and shape checks judge the layers present; the layer count is
     config.layers' business)."""
     d = source if isinstance(source, Dims) else Dims.of_config(source, n_layers)
-    h, nh, nkv, hd = d.hidden_size, d.num_heads, d.num_kv_heads, d.head_dim
+    h = d.hidden_size
     inter, v, dv, ht, a = d.intermediate_size, d.vocab_size, d.draft_vocab_size, d.target_hidden_size, d.num_aux
     n_layers = min(d.num_layers, MAX_LAYERS)  # no tensor can name a layer beyond MAX_LAYERS
     out: dict[str, Expected] = {}
@@ -119,18 +132,7 @@ def expected_tensors(source: DraftConfig | Dims, n_layers: int | None = None) ->
             add(p + "input_layernorm.weight", (h,), "(H,)")
         if layer == 0 or d.later_norm == "hidden_norm":
             add(p + "hidden_norm.weight", (h,), "(H,)")
-        add(p + "self_attn.q_proj.weight", (_mul(nh, hd), d_in), f"(nh·hd, {d_sym})")
-        add(p + "self_attn.k_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
-        add(p + "self_attn.v_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
-        add(p + "self_attn.o_proj.weight", (h, _mul(nh, hd)), "(H, nh·hd)")
-        o_bias = d.attention_bias if d.o_bias is None else d.o_bias
-        for proj, rows, sym in zip(ATTN_PROJ, (_mul(nh, hd), _mul(nkv, hd), _mul(nkv, hd), h),
-                                   ("nh·hd", "nkv·hd", "nkv·hd", "H"), strict=True):
-            if (o_bias if proj == "o_proj" else d.attention_bias):
-                add(p + f"self_attn.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "attention_bias is true")
-        if d.qk_norm:
-            add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
-            add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
+        FAMILIES[d.family].attention(d, p, d_in, d_sym, add)
         add(p + "post_attention_layernorm.weight", (h,), "(H,)")
         add(p + "mlp.gate_proj.weight", (inter, h), "(I, H)")
         add(p + "mlp.up_proj.weight", (inter, h), "(I, H)")
@@ -139,6 +141,32 @@ def expected_tensors(source: DraftConfig | Dims, n_layers: int | None = None) ->
             for proj, rows, sym in zip(MLP_PROJ, (inter, inter, h), ("I", "I", "H"), strict=True):
                 add(p + f"mlp.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "mlp_bias is true")
     return out
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    """The MLA family's attention sizes (None: unknown). ``q_proj``: q_lora_rank is stated null, so q is one q_proj
+    from the layer input (no q_a_proj / q_a_layernorm / q_b_proj)."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int | None
+    qk_nope_head_dim: int | None
+    qk_rope_head_dim: int | None
+    v_head_dim: int | None
+    q_proj: bool = False
+
+    @classmethod
+    def of_config(cls, cfg: DraftConfig) -> MlaDims:
+        return cls(cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"],
+                   cfg["v_head_dim"], q_proj="q_lora_rank" in cfg.nulls and cfg.get("q_lora_rank") is None)
+
+    @classmethod
+    def of_shape(cls, shape) -> MlaDims | None:
+        """From an engine reading's MlaShape (numerics/mla.py); None when the reading could not build one."""
+        if shape is None:
+            return None
+        return cls(shape.q_lora_rank, shape.kv_lora_rank, shape.qk_nope_head_dim, shape.qk_rope_head_dim,
+                   shape.v_head_dim, q_proj=shape.q_lora_rank is None)
 
 
 def layers_to_judge(ckpt) -> int | None:
@@ -155,3 +183,6 @@ def fmt_shape(shape: tuple | None) -> str:
     if shape is None:
         return "?"
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+from .families import FAMILIES  # noqa: E402  (the families build on Expected and add(); imported last)

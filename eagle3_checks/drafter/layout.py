@@ -25,7 +25,7 @@ UNKNOWN = "unknown"
 SPECULATORS_ARCHITECTURES = frozenset({"Eagle3DraftModel", "Eagle3Speculator"})
 # vLLM 0.33 model_executor/models/registry.py: the names it maps to llama_eagle3 (Llama layers) or qwen3_eagle3
 # (Qwen3 layers: q_norm/k_norm), and SGLang 0.5.6 models/llama_eagle3.py (EntryClass = LlamaForCausalLMEagle3).
-# vLLM's Eagle3DeepseekV2/V3ForCausalLM are MLA drafters with other tensors: not modelled here.
+# vLLM's Eagle3DeepseekV2/V3ForCausalLM are MLA drafters (MLA_ARCHITECTURES below, the family drafter/families/mla.py).
 QWEN3_FLAT_ARCHITECTURES = frozenset({"Eagle3Qwen3ForCausalLM"})
 FLAT_ARCHITECTURES = frozenset(
     {
@@ -38,12 +38,17 @@ FLAT_ARCHITECTURES = frozenset(
     | QWEN3_FLAT_ARCHITECTURES
 )
 
-# Drafters outside the family eagle3-checks models (EAGLE-3 drafters with Llama or Qwen3 decoder layers): the MLA
-# drafters, whose attention has other tensors (q_a_proj, kv_a_proj_with_mqa, kv_b_proj, ...). vLLM 0.33 registers
-# both names (model_executor/models/registry.py:698-713 -> deepseek_eagle3.py), SGLang 0.5.23 the first
+# The MLA drafter family (drafter/families/mla.py): DeepSeek multi-latent attention in the decoder layer, other
+# attention tensors (q_a_proj, kv_a_proj_with_mqa, kv_b_proj, ...). vLLM 0.33 registers both names
+# (model_executor/models/registry.py:698-713 -> deepseek_eagle3.py), SGLang 0.5.23 the first
 # (srt/models/kimi_k25_eagle3.py:315, 523; the Kimi-K2.x drafters).
 MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 _MLA_TENSOR = re.compile(r"(^|\.)self_attn\.(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj)\.weight$")
+# Config fields only an MLA drafter states (DeepseekV3Config's attention sizes).
+MLA_CONFIG_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+# The drafter families (drafter/families/): the decoder layer's kind, which decides its tensor roles.
+LLAMA, MLA = "llama", "mla"
 
 # Tensors outside the decoder layers.
 GLOBAL_ROLES = ("embed_tokens.weight", "fc.weight", "fc.bias", "input_norm.weight", "norm.weight", "lm_head.weight",
@@ -65,6 +70,19 @@ LAYER_SUFFIXES = (
     *(f"mlp.{p}.bias" for p in MLP_PROJ),
 )
 
+# The tensors of an MLA decoder layer: the same norms and MLP, DeepSeek's attention (keys as numerics/mla.py reads
+# them, relative to self_attn.; q_proj replaces q_a_proj / q_a_layernorm / q_b_proj when q_lora_rank is null).
+MLA_ATTENTION = ("q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight", "q_proj.weight",
+                 "kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight", "o_proj.weight")
+MLA_LAYER_SUFFIXES = (
+    "input_layernorm.weight",
+    "hidden_norm.weight",
+    *(f"self_attn.{k}" for k in MLA_ATTENTION),
+    "post_attention_layernorm.weight",
+    *(f"mlp.{p}.weight" for p in MLP_PROJ),
+)
+_SUFFIXES = {LLAMA: frozenset(LAYER_SUFFIXES), MLA: frozenset(MLA_LAYER_SUFFIXES)}
+
 # Drafters have one decoder layer, a few at most; an index beyond this is not a drafter's (and bounds the work).
 MAX_LAYERS = 64
 
@@ -82,14 +100,14 @@ class Name:
     prefixed: bool  # carried a leading "model."
 
 
-def parse_name(name: str) -> Name:
-    """Map an on-disk tensor name to its canonical role."""
+def parse_name(name: str, family: str = LLAMA) -> Name:
+    """Map an on-disk tensor name to its canonical role, for a decoder layer of ``family`` (its tensors differ)."""
     match = _NAME.match(name)
     if match and (match["mid"] or (len(match["idx"]) <= 3 and int(match["idx"]) < MAX_LAYERS)):
         suffix = match["suffix"]
         layer = 0 if match["mid"] else int(match["idx"])
         style = "midlayer" if match["mid"] else "layers"
-        role = f"layers.{layer}.{suffix}" if suffix in LAYER_SUFFIXES else None
+        role = f"layers.{layer}.{suffix}" if suffix in _SUFFIXES[family] else None
         return Name(name, role, layer, style, bool(match["prefix"]))
     if match:  # a layer index no drafter has: not a drafter tensor
         return Name(name, None, None, None, bool(match["prefix"]))
@@ -134,25 +152,25 @@ def eagle3_class(name: str) -> str:
     return name if name.startswith("Eagle3") or name.endswith("Eagle3") else f"Eagle3{name}"
 
 
+def drafter_family(config: dict | None, layout: str, names: list[str] | tuple[str, ...] = ()) -> str:
+    """The one place that decides a drafter's family (the kind of its decoder layer): MLA for a flat config naming an
+    MLA drafter class (directly, or a name vLLM prefixes into one), stating MLA attention sizes (kv_lora_rank), or
+    with MLA attention tensors in the file; else Llama (Llama or Qwen3 layers). The speculators layout has no MLA
+    drafter (speculators 0.9: llama and qwen3 layers only)."""
+    if layout != FLAT or not isinstance(config, dict):
+        return LLAMA
+    if any(eagle3_class(a) in MLA_ARCHITECTURES for a in str_list(config.get("architectures")) or []):
+        return MLA
+    if "kv_lora_rank" in config or any(_MLA_TENSOR.search(n) for n in names):
+        return MLA
+    return LLAMA
+
+
 def unmodelled_drafter(config: dict | None, layout: str,
                        names: list[str] | tuple[str, ...] = ()) -> tuple[str, str] | None:
-    """The one place that decides whether a drafter is of a family eagle3-checks models: None when it is (its
-    checks assume Llama-shaped decoder layers), else (its class, what it is instead). A flat config naming an MLA
-    drafter class (directly, or a name vLLM prefixes into one), or MLA attention tensors in the file."""
-    if layout != FLAT or not isinstance(config, dict):
-        return None  # speculators configs build Llama or Qwen3 layers (anything else is refused: engine.loads)
-    archs = str_list(config.get("architectures")) or []
-    for arch in archs:
-        built = eagle3_class(arch)
-        if built in MLA_ARCHITECTURES:
-            via = "" if built == arch else f", which vLLM builds as {built}"
-            return arch, f"an MLA drafter{via}: multi-head latent attention, not the Llama-shaped layer these " \
-                         "checks model"
-    mla = sorted(n for n in names if _MLA_TENSOR.search(n))
-    if mla:
-        return (archs[0] if archs else "a drafter without architectures"), \
-            f"MLA attention tensors ({mla[0]}{', ...' if len(mla) > 1 else ''}), not the Llama-shaped layer these " \
-            "checks model"
+    """(class, what it is) for a drafter of a family eagle3-checks does not model, whose checks assuming a modelled
+    layer then skip (registry ``modelled_only``); None when it is modelled. Every family :func:`drafter_family`
+    detects is modelled (Llama/Qwen3 layers, MLA), so this is None until a family is recognised but not modelled."""
     return None
 
 

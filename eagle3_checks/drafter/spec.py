@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..registry import Finding, error, info
 from ..storage.checkpoint import open_checkpoint
 from .config import normalized_rope_scaling
-from .layout import FLAT, SPECULATORS
+from .layout import FLAT, MLA, MLA_CONFIG_FIELDS, SPECULATORS
 
 SCHEMA = "eagle3-checks/reference-spec"
 SCHEMA_VERSION = 1
@@ -32,9 +32,12 @@ SEMANTIC_FIELDS = (
     "rms_norm_eps", "rope_theta", "rope_scaling", "hidden_act", "attention_bias", "mlp_bias",
     "tie_word_embeddings", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output",
 )
+# The MLA family's attention sizes (drafter/families/mla.py): semantic for an MLA drafter, absent from other specs.
+MLA_SEMANTIC_FIELDS = MLA_CONFIG_FIELDS
 # Tensors engines can do without: the target's embedding is shared; t2d is never read by an engine.
 OPTIONAL_ROLES = ("embed_tokens.weight", "t2d")
-_NULLABLE = {"rope_scaling"}  # fields where None is a value (no scaling), not "unknown"
+# fields where None is a value, not "unknown": no scaling; q_lora_rank null, the q_proj MLA variant
+_NULLABLE = {"rope_scaling", "q_lora_rank"}
 _AUX_MEANING = {
     "vllm": "id L = the residual stream entering layer L (output of layer L-1)",
     "sglang": "id X = the output of layer X (SGLang adds 1 internally)",
@@ -72,7 +75,7 @@ class Spec:
             "layout": self.layout,
             "family": self.family,
             "aux_layer_convention": {"value": self.aux_convention, "note": self.aux_convention_note},
-            "config": {k: self.config.get(k) for k in SEMANTIC_FIELDS},
+            "config": {k: self.config.get(k) for k in config_fields(self.config)},
             "tensors": {
                 role: {"shape": list(t.shape), "dtype": t.dtype,
                        **({"optional": True} if t.optional else {}), **({} if t.present else {"present": False})}
@@ -110,7 +113,8 @@ class Spec:
                                                                    and i >= 0 for i in ids)):
             raise bad(f"config.aux_layer_ids must be a list of non-negative integers or null, not {ids!r}")
         for key, value in config.items():
-            if key in SEMANTIC_FIELDS and not isinstance(value, (int, float, str, bool, list, dict, type(None))):
+            if key in (*SEMANTIC_FIELDS, *MLA_SEMANTIC_FIELDS) and \
+                    not isinstance(value, (int, float, str, bool, list, dict, type(None))):
                 raise bad(f"config.{key} has an unusable value {value!r}")
         conv = data.get("aux_layer_convention")
         conv = {} if conv is None else conv
@@ -120,9 +124,14 @@ class Spec:
         if value not in (None, *AUX_CONVENTIONS):
             raise bad(f"aux_layer_convention.value {value!r}: one of {AUX_CONVENTIONS} or null")
         family: dict[str, int] = data["family"] if isinstance(data.get("family"), dict) else {}
-        return cls(data["name"], {k: config.get(k) for k in SEMANTIC_FIELDS}, parsed, data.get("layout"), value,
+        return cls(data["name"], {k: config.get(k) for k in config_fields(config)}, parsed, data.get("layout"), value,
                    conv.get("note", "") if isinstance(conv, dict) else "", data.get("description", ""),
                    data.get("source", ""), origin, family)
+
+
+def config_fields(config: dict) -> tuple[str, ...]:
+    """The semantic fields a spec's config holds: every family's, and the MLA family's when it states them."""
+    return SEMANTIC_FIELDS + (MLA_SEMANTIC_FIELDS if any(k in config for k in MLA_SEMANTIC_FIELDS) else ())
 
 
 def _dumps(value: Any, indent: str = "") -> str:
@@ -144,6 +153,8 @@ def semantic_config(cfg: Any) -> dict[str, Any]:
         out["rope_theta"] = float(out["rope_theta"])
     if out["rms_norm_eps"] is not None:
         out["rms_norm_eps"] = float(out["rms_norm_eps"])
+    if cfg.family == MLA:  # its heads are sized by the MLA fields; head_dim and KV heads mean nothing to it
+        out.update({"num_key_value_heads": None, "head_dim": None}, **{name: cfg[name] for name in MLA_SEMANTIC_FIELDS})
     return out
 
 
@@ -197,6 +208,21 @@ def load_spec(path: Path, origin: str | None = None) -> Spec:
 # the trainer's own choices (draft vocabulary, intermediate size, aux ids), which the diff reports as notes.
 FAMILY = ("layers", "hidden_size", "vocab_size", "num_attention_heads", "head_dim", "num_hidden_layers")
 QWEN3_LAYERS, LLAMA_LAYERS = "Qwen3 (q/k-normed)", "Llama"
+# MLA layers (drafter/families/mla.py), with q through q_a_proj / q_b_proj (q_lora_rank) or one q_proj (null): other
+# tensors, so another kind. An MLA drafter's head_dim here is its q/k head width, qk_nope_head_dim + qk_rope_head_dim.
+MLA_LAYERS, MLA_Q_PROJ_LAYERS = "MLA", "MLA (q_proj)"
+_KV_A = "layers.0.self_attn.kv_a_proj_with_mqa.weight"
+
+
+def _layer_kind(has: Any) -> str:
+    if has(_KV_A):
+        return MLA_Q_PROJ_LAYERS if has("layers.0.self_attn.q_proj.weight") else MLA_LAYERS
+    return QWEN3_LAYERS if has("layers.0.self_attn.q_norm.weight") else LLAMA_LAYERS
+
+
+def _mla_head(config: Any) -> int | None:
+    nope, rope = config.get("qk_nope_head_dim"), config.get("qk_rope_head_dim")
+    return nope + rope if isinstance(nope, int) and isinstance(rope, int) else None
 
 
 def family_of(ckpt: Any) -> dict[str, Any]:
@@ -210,14 +236,19 @@ def family_of(ckpt: Any) -> dict[str, Any]:
     v = v or (embed[0] if embed else t2d[0] if t2d else None)
     q, heads = ckpt.shape("layers.0.self_attn.q_proj.weight"), cfg["num_attention_heads"] if cfg is not None else None
     head_dim = q[0] // heads if q and heads and q[0] % heads == 0 else (cfg["head_dim"] if cfg is not None else None)
-    return {"layers": QWEN3_LAYERS if ckpt.has("layers.0.self_attn.q_norm.weight") else LLAMA_LAYERS,
+    if getattr(ckpt, "family", None) == MLA and cfg is not None:
+        head_dim = _mla_head({k: cfg[k] for k in ("qk_nope_head_dim", "qk_rope_head_dim")})
+    return {"layers": _layer_kind(ckpt.has),
             "hidden_size": h, "vocab_size": v, "num_attention_heads": heads, "head_dim": head_dim,
             "num_hidden_layers": len(ckpt.layers) or (cfg["num_hidden_layers"] if cfg is not None else None)}
 
 
 def _spec_family(spec: Spec) -> dict[str, Any]:
-    return {"layers": QWEN3_LAYERS if "layers.0.self_attn.q_norm.weight" in spec.tensors else LLAMA_LAYERS,
-            **{k: spec.config.get(k) for k in FAMILY[1:]}, **spec.family}
+    out = {"layers": _layer_kind(lambda role: role in spec.tensors),
+           **{k: spec.config.get(k) for k in FAMILY[1:]}, **spec.family}
+    if out["layers"] in (MLA_LAYERS, MLA_Q_PROJ_LAYERS):
+        out["head_dim"] = _mla_head(spec.config)
+    return out
 
 
 def _describe_family(fam: dict[str, Any]) -> str:
@@ -384,7 +415,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                          "the deployment was sized for", fix=f"save these tensors as {want}"))
 
     cc, rc = candidate.aux_convention, reference.aux_convention
-    for name in SEMANTIC_FIELDS:
+    for name in dict.fromkeys(config_fields(candidate.config) + config_fields(reference.config)):
         c, r = candidate.config.get(name), reference.config.get(name)
         if name == "aux_layer_ids" and c and r and cc and rc and cc != rc:
             conventions = (cc, rc)

@@ -83,6 +83,8 @@ class Profile:
     cannot_compute: Callable[[Reading], list[str]] | None = None
     # where the release's linear weight loaders narrow a checkpoint tensor larger than the parameter (no error)
     narrows_at: str = ""
+    # the drafter families (drafter/families/) the release has a class for: "llama" (Llama/Qwen3 layers), "mla"
+    families: tuple[str, ...] = ("llama",)
 
     @property
     def ids_pointer(self) -> str:

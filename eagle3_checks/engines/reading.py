@@ -25,7 +25,7 @@ SEMANTIC_FIELDS = (
     "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_layers", "rms_norm_eps",
     "hidden_act", "rope_theta", "rope_scaling", "num_aux", "target_hidden_size", "input_norm", "fc_norm",
     "norm_before_residual", "feedback", "final_norm", "qk_norm", "attention_bias", "o_bias", "mlp_bias",
-    "lm_head_from_embed", "vocab_size", "draft_vocab_size", "later_norm", "fc_bias",
+    "lm_head_from_embed", "vocab_size", "draft_vocab_size", "later_norm", "fc_bias", "family", "mla",
 )
 
 
@@ -92,6 +92,11 @@ class Reading:
     # The engine builds a drafter class eagle3-checks does not model (an MLA drafter, say): what it is, and why no
     # prediction is made. Nothing else is filled in; the engine checks skip with this reason.
     not_modelled: str | None = None
+    # the decoder layer's family (drafter/families/: "llama" or "mla"), as the class the engine builds decides it
+    family: str = "llama"
+    # the MLA family's attention as this reader computes it (a numerics.mla.MlaShape: sizes, rope, yarn factors,
+    # softmax scale); None for the Llama family
+    mla: Any = None
 
     def idle_roles(self) -> set[str]:
         """The pre-attention norm each layer >= 1 builds and never uses: both engines build input_layernorm and
@@ -101,7 +106,13 @@ class Reading:
         return {f"layers.{i}.{idle}.weight" for i in range(1, self.num_layers)}
 
     def semantics(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in SEMANTIC_FIELDS}
+        """The values that decide the computation (the MLA attention as the numbers it computes with)."""
+        out = {f: getattr(self, f) for f in SEMANTIC_FIELDS}
+        if self.mla is not None:
+            from ..drafter.families.mla import effective
+
+            out["mla"] = effective(self.mla)
+        return out
 
     def set(self, name: str, value: Any, source: str | None = None, key: str | None = None) -> None:
         """Record what the engine reads for ``name``: the value, the config key path it was read from (``key``, as
@@ -156,15 +167,31 @@ _EFFECT = {
     "qk_norm": "q and k are normed per head in one and not in the other",
     "later_norm": "decoder layers after the first are normed before attention by another weight",
     "fc_bias": "fc runs with or without its bias",
+    "family": "the decoder layer is built as another kind of layer (Llama vs MLA attention)",
+    "mla": "the MLA attention is computed with other sizes, rope or scales",
 }
 
 
 def differences(served: Reading, trained: Reading) -> list[str]:
     """The semantic fields two readings disagree on."""
-    return [name for name, value in served.semantics().items() if value != getattr(trained, name)]
+    theirs = trained.semantics()
+    return [name for name, value in served.semantics().items() if value != theirs[name]]
+
+
+def shown(name: str, r: Reading, other: Reading) -> Any:
+    """A semantic value for a message: the field's value, or for the MLA attention the numbers that differ."""
+    if name != "mla" or r.mla is None or other.mla is None:
+        return getattr(r, name)
+    mine, theirs = r.semantics()["mla"], other.semantics()["mla"]
+    return {k: v for k, v in mine.items() if v != theirs[k]}
 
 
 def describe_difference(name: str, served: Reading, trained: Reading) -> str:
+    if name == "mla" and served.mla is not None and trained.mla is not None:
+        mine, theirs = served.semantics()["mla"], trained.semantics()["mla"]
+        parts = [f"{k} {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+        return (f"mla: {served.engine} computes the MLA attention differently from {trained.engine}: "
+                f"{'; '.join(parts)} ({served.sources.get('mla', '?')}; {trained.sources.get('mla', '?')})")
     return (f"{name}: {served.engine} uses {getattr(served, name)!r} ({served.sources.get(name, '?')}), "
             f"{trained.engine} {getattr(trained, name)!r} ({trained.sources.get(name, '?')})")
 
@@ -398,9 +425,10 @@ def read_max_position(r: Reading, fields_: dict, where: str, default: int) -> No
 
 def map_roles(r: Reading, ckpt: Any, accept) -> None:
     """Fill ``r.tensors`` / ``r.ignored`` from the checkpoint's names. ``accept(name, parsed)`` returns the role
-    the engine loads the tensor into, or (None, why) to skip it. Duplicate roles: the first wins."""
+    the engine loads the tensor into, or (None, why) to skip it. Duplicate roles: the first wins. Names are parsed for
+    the family of the class the engine builds (``r.family``): an MLA tensor means nothing to a Llama layer."""
     for name in ckpt.tensors:
-        role, why = accept(name, parse_name(name))
+        role, why = accept(name, parse_name(name, r.family))
         if role is None:
             r.ignored[name] = why
         elif role in r.tensors:
@@ -416,7 +444,7 @@ def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
 
     if r.o_bias is None:
         r.set("o_bias", r.attention_bias, "with attention_bias (Llama: o_proj's bias follows it)")
-    if r.hidden_size is None or r.num_heads is None:
+    if r.hidden_size is None or r.num_heads is None or (r.family == "mla" and r.mla is None):
         return  # sizes unknown: the refusals already say why
     if r.num_kv_heads and r.num_heads % r.num_kv_heads:
         r.refusals.append(f"{r.num_heads} attention heads do not divide into {r.num_kv_heads} KV heads: "
@@ -455,3 +483,42 @@ def _narrows(role: str, built: tuple, found: tuple) -> bool:
     return role.endswith(_NARROWING) and len(built) == len(found) and \
         all(b is None or f >= b for b, f in zip(built, found, strict=True))
 
+
+# transformers 5.19 config classes that carry DeepSeek's MLA sizes (with DeepseekV3Config's defaults for an absent
+# one); model_type kimi_k2 is DeepseekV3Config (SGLang 0.5.23 utils/hf_transformers/common.py:229-233; vLLM parses
+# it with the same transformers).
+MLA_MODEL_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v2")
+
+
+def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
+    """The MLA family's attention as ``reader`` ("vllm", "sglang", "transformers": numerics.mla.MlaShape.from_config)
+    computes it, into ``r.mla`` (with its source); a value the reader cannot use is a refusal. Also the sizes the
+    shared parts read (hidden size, heads, MLP, vocabulary, layers, eps, act, rope for the rope checks)."""
+    from ..drafter.config import class_defaults
+    from ..numerics.mla import MlaShape
+
+    r.set("family", "mla", cite)
+    model_type: str = raw["model_type"] if isinstance(raw.get("model_type"), str) else "llama"
+    _, max_pos, cls = class_defaults(model_type)
+    read_sizes(r, raw, "", (None, cls))
+    layers = raw.get("num_hidden_layers")
+    if not is_int(layers) and model_type in MLA_MODEL_TYPES:
+        r.set("num_layers", 61, f"default: transformers {cls} (61)")
+    r.set("num_kv_heads", None, "MLA: one latent KV shared by every head (no num_key_value_heads)")
+    r.set("head_dim", None, "MLA: heads are qk_nope_head_dim + qk_rope_head_dim wide (q, k), v_head_dim (v)")
+    read_max_position(r, raw, "", max_pos)
+    read_rope(r, raw, "")
+    config = dict(raw)
+    if model_type not in MLA_MODEL_TYPES:
+        absent = [k for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+                  if k not in raw]
+        if absent:
+            r.refuse(f"config.json has no {', '.join(absent)} and model_type {model_type!r} parses as "
+                              f"{cls}, which has no MLA sizes: the MLA attention cannot be built as trained")
+            return
+    try:
+        shape = MlaShape.from_config(config, reading=reader)
+    except (ValueError, TypeError) as exc:
+        r.refuse(f"the MLA attention cannot be built: {exc}")
+        return
+    r.set("mla", shape, f"config.json: the MLA fields, as {cite} reads them")

@@ -14,8 +14,8 @@ What changed from 0.5.6 (``sglang_0_5_6``), each read from the wheel:
 - ``models/llama.py:322-334``: the theta comes from ``rope_parameters`` (which transformers 5.19 always fills), so a
   config with its theta only there is read right; ``layers/rotary_embedding/factory.py:36-53, 311-332``: YaRN without
   ``original_max_position_embeddings`` is only warned about, and ``mscale`` / ``mscale_all_dim`` are honoured;
-- ``models/registry.py:134-148``: ``Eagle3DeepseekV2ForCausalLM`` (``models/kimi_k25_eagle3.py``, MLA) is registered;
-  eagle3-checks does not model it; ``configs/model_config.py:1032-1036``: a draft naming ``DeepseekV3ForCausalLM``
+- ``models/registry.py:134-148``: ``Eagle3DeepseekV2ForCausalLM`` (``models/kimi_k25_eagle3.py``, MLA) is registered:
+  :func:`read_mla`; ``configs/model_config.py:1032-1036``: a draft naming ``DeepseekV3ForCausalLM``
   is rewritten to the MTP class ``DeepseekV3ForCausalLMNextN``;
 - aux ids: read from ``eagle_config`` only
   (``model_executor/model_runner_components/spec_aux_hidden_state.py:185-196``), then counted by the TARGET's rule:
@@ -47,6 +47,7 @@ from .reading import (
     read_rope,
     read_sizes,
 )
+from .reading import read_mla as read_mla_shape
 from .sglang_0_5_6 import context_refusal, flat_reading
 
 VERSION = "0.5.23"
@@ -82,9 +83,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if not r.layout_ok:
         return r
     if any(a in MLA_ARCHS for a in archs):
-        r.not_modelled = ("Eagle3DeepseekV2ForCausalLM is SGLang 0.5.23's MLA drafter (srt/models/kimi_k25_eagle3.py), "
-                          "with other tensors than a Llama-layer drafter: eagle3-checks does not model it")
-        return r
+        return read_mla(ckpt, target, r)
     if "LlamaForCausalLMEagle3" not in archs:
         nextn = [a for a in archs if a in NEXTN_ARCHS]
         target_cls = [a for a in archs if a in TARGET_CLASSES]
@@ -210,6 +209,133 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     return r
 
 
+MLA_FILE = "srt/models/kimi_k25_eagle3.py"
+
+
+# One flat walk in the order kimi_k25_eagle3.py builds and loads the drafter (file:line beside each step).
+def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
+    """SGLang 0.5.23's MLA drafter, ``Eagle3DeepseekV2ForCausalLM`` (srt/models/kimi_k25_eagle3.py, "EAGLE3 /
+    EAGLE3.1 draft model with MLA attention for Kimi-K2.x"): one layer, DeepSeek-V2 MLA attention
+    (``DeepseekV2AttentionMLA``) whose fused q_a/kv_a projection is rebuilt for the 2H input."""
+    raw = ckpt.config_raw or {}
+    r.set("architecture", "Eagle3DeepseekV2ForCausalLM", "config.json: architectures")
+    model_type_of(r, raw, "llama")
+    read_mla_shape(r, raw, "sglang", f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
+    if r.mla is not None and r.mla.q_lora_rank is None:
+        r.refuse(f"q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires q_lora_rank in the draft "
+                          f"config\" ({MLA_FILE}:113-117); its MLA drafter has no q_proj path", at="q_lora_rank")
+    if r.num_layers != 1:
+        r.refuse(f"num_hidden_layers {r.num_layers} ({r.sources.get('num_layers', '?')}): SGLang raises "
+                          f"\"EAGLE3 currently only supports 1 layer\" ({MLA_FILE}:243-244)", at="num_hidden_layers")
+    if r.hidden_act != "silu":
+        r.refuse(f"SGLang raises \"Unsupported activation: {r.hidden_act}\" (models/deepseek_v2.py:330-333 "
+                          "DeepseekV2MLP)")
+    built = not r.refusals  # the constructor raised: the config is read, nothing is loaded
+    r.set("qk_norm", False, "MLA attention (no q/k norms)")
+    r.set("attention_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: no projection bias")
+    r.set("o_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: o_proj has no bias")
+    r.set("mlp_bias", False, "models/deepseek_v2.py:308, 316 DeepseekV2MLP: no bias")
+    r.set("fc_bias", raw.get("bias") is True, f"config.json: bias ({MLA_FILE}:212-219: fc bias = config.bias)"
+          if "bias" in raw else f"SGLang default: no fc bias ({MLA_FILE}:215)")
+    r.set("norm_before_residual", False, f"SGLang 0.5.23: the residual is the un-normed fc output ({MLA_FILE}:159; "
+          "norm_before_residual is not read)")
+    r.set("input_norm", False, f"{MLA_FILE} builds no input_norm (norm_before_fc is not read)")
+    fc_norm = raw.get("fc_norm") or raw.get("use_aux_norm")
+    r.set("fc_norm", bool(fc_norm), f"config.json: fc_norm / use_aux_norm ({MLA_FILE}:228-241)"
+          if "fc_norm" in raw or "use_aux_norm" in raw else f"SGLang default: no fc_norm ({MLA_FILE}:230-232)")
+    normed = bool(raw.get("norm_output"))
+    r.set("feedback", "normed" if normed else "prenorm", f"config.json: norm_output ({MLA_FILE}:253-255, 311)"
+          if "norm_output" in raw else f"SGLang default: the pre-norm state is fed back ({MLA_FILE}:255, 311)")
+    r.set("final_norm", True, f"{MLA_FILE}:308-311: the final norm before lm_head")
+    r.set("later_norm", "input_layernorm", f"{MLA_FILE}:243-244: one layer only")
+    # fc's width: eagle_config's ids, else the top-level ids, else 3; num_aux_hidden_states is not read (:48-59, 211)
+    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
+    _, top_ids, _ = lookup(raw, ("eagle_aux_hidden_state_layer_ids",))
+    if isinstance(nested, list):
+        r.set("num_aux", len(nested), f"config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count, "
+              f"{MLA_FILE}:48-59)")
+    elif isinstance(top_ids, list):
+        r.set("num_aux", len(top_ids), f"config.json: eagle_aux_hidden_state_layer_ids (count: SGLang's MLA drafter "
+              f"falls back to the top-level ids, {MLA_FILE}:55-56)")
+    else:
+        r.set("num_aux", 3, f"SGLang default: 3 ({MLA_FILE}:57-58; num_aux_hidden_states is not read)")
+    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+                 "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
+                 "spec_aux_hidden_state.py:185-196)")
+    r.set("aux_convention", "sglang",
+          "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)")
+    ht = raw.get("target_hidden_size")
+    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size"
+          if is_int(ht) else f"SGLang: hidden_size (target_hidden_size absent or null, {MLA_FILE}:208-210)")
+    tied = raw.get("tie_word_embeddings") is True
+    r.set("lm_head_from_embed", tied, f"config.json: tie_word_embeddings ({MLA_FILE}:352-353)" if tied else "untied")
+    own_embed = is_int(ht) and ht != r.hidden_size  # set_embed keeps the draft's (:404-411)
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size, "config.json: draft_vocab_size" if is_int(dv)
+          else f"SGLang: vocab_size, lm_head from the target ({MLA_FILE}:351-358)")
+    if r.mla is not None and any(ckpt.tensors[n].dtype.startswith("F8") for n in ckpt.tensors
+                                 if n.endswith("self_attn.kv_b_proj.weight")):
+        r.refuse(f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
+                          f"only supports float dtypes\", {MLA_FILE}:511-515)")
+    q_names = [n for n in ckpt.tensors
+               if n.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))]
+    skipped = ("skipped with a warning: no such parameter (\"Eagle3 MLA: skipping unexpected weight\", "
+               f"{MLA_FILE}:494-496)")
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if name == "d2t" or name.endswith(".d2t"):
+            return "d2t", ""
+        if name == "t2d" or name.endswith(".t2d"):
+            return None, f"SGLang ignores t2d ({MLA_FILE}:442-443)"
+        role = n.role
+        if role is None or n.prefixed:
+            return None, skipped
+        if n.layer is not None and n.layer >= 1:
+            return None, f"{skipped}; its MLA drafter has one layer, midlayer (layers.0)"
+        if role.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight")):
+            partner = name.replace("kv_a_proj_with_mqa", "q_a_proj") if "kv_a_proj_with_mqa" in name else \
+                name.replace("q_a_proj", "kv_a_proj_with_mqa")
+            if partner not in q_names:
+                return None, (f"cached and never loaded: SGLang fuses q_a_proj with kv_a_proj_with_mqa only when both "
+                              f"are present ({MLA_FILE}:467-492)")
+            return role, ""
+        if role.endswith("self_attn.q_proj.weight"):
+            return None, f"{skipped} (it builds q_a_proj / q_b_proj)"
+        if role == "fc.bias" and not r.fc_bias:
+            return None, f"{skipped} (fc has a bias only with \"bias\": true, {MLA_FILE}:215)"
+        if role == "input_norm.weight":
+            return None, skipped
+        if role.startswith("fc_norm.") and (not r.fc_norm or int(role.split(".")[1]) >= r.num_aux):
+            return None, skipped
+        if role == "embed_tokens.weight" and not own_embed:
+            return None, TARGET_EMBED
+        if role == "lm_head.weight" and tied:
+            return None, f"{skipped} (tied: lm_head is the embedding, {MLA_FILE}:352-353)"
+        return role, ""
+
+    context = getattr(target, "max_position_embeddings", None)
+    if context and r.max_position_embeddings and context > r.max_position_embeddings:
+        r.refuse(f"the target's context {context} exceeds the draft's max_position_embeddings "
+                          f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
+                          "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    if not built:
+        return r
+    map_roles(r, ckpt, accept)
+    for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
+        r.replaced[name] = r.ignored.pop(name)
+    finish(r, ckpt, f"ones or uninitialised memory (SGLang's MLA loader warns about what it skips and never says "
+                    f"what it left unloaded, {MLA_FILE}:428-501)", narrows=True)
+    if r.replaced:
+        r.unfilled.pop("embed_tokens.weight", None)
+    if tied and not own_embed:
+        r.unfilled["lm_head.weight"] = (AFTER_LOAD + "the target's embedding (tied: lm_head is the embedding "
+                                        "set_embed replaces)")
+    if not is_int(dv) and not tied:
+        r.unfilled["lm_head.weight"] = f"the target's lm_head (load_lm_head_from_target: no draft_vocab_size, " \
+                                       f"{MLA_FILE}:355-358)"
+    return r
+
+
 def _rule(ids: list[int], target: Target | None) -> tuple[str, str] | None:
     """('raw' or 'plus_one', cite) on a known target class; None when the target is unknown."""
     if target is None or target.architecture is None:
@@ -278,7 +404,8 @@ def cannot_compute(trained: Reading) -> list[str]:
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
     narrows_at="srt/layers/linear.py:739, 840-868 (narrow, no size check)",
-    sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/models/deepseek_v2.py",
+    families=("llama", "mla"),
+    sources=("srt/models/llama_eagle3.py", MLA_FILE, "srt/models/llama.py", "srt/models/deepseek_v2.py",
              "srt/models/gpt_oss.py", "srt/model_executor/model_runner_components/spec_aux_hidden_state.py",
              "srt/speculative/eagle_worker_v2.py", "srt/configs/model_config.py",
              "srt/layers/rotary_embedding/factory.py"),

@@ -27,7 +27,7 @@ import math
 from typing import Any
 
 from ..drafter.config import class_defaults
-from ..drafter.layout import SPECULATORS, str_list
+from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
 from .profile import Capture, Profile, Target, output_of
 from .reading import (
     Reading,
@@ -70,6 +70,10 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if "LlamaForCausalLMEagle3" not in archs:
         r.class_refusal = (f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
                            "builds another model (or none) from the drafter's weights")
+        if any(eagle3_class(a) in MLA_ARCHITECTURES for a in archs):
+            r.class_refusal += (": SGLang 0.5.6 has no MLA drafter class (the 0.5.6 wheel has no "
+                                "srt/models/kimi_k25_eagle3.py and registers Eagle3DeepseekV2ForCausalLM nowhere; "
+                                "0.5.23 added it)")
         r.refusals.append(r.class_refusal)
     model_type = model_type_of(r, raw, "llama")
     # srt/models/llama.py takes head_dim and max_position_embeddings from the config object: its class's defaults

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter.layout import FLAT, has_qk_norm, str_list
+from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
 from .reading import (
     Reading,
     finish,
@@ -29,6 +29,7 @@ from .reading import (
     read_rope,
     read_sizes,
 )
+from .reading import read_mla as read_mla_shape
 
 VERSION = "0.2.0"
 NAME = "specforge"
@@ -43,6 +44,8 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
         r.refusals.append("the EAGLE/SpecForge reading is for flat configs")
         r.layout_ok = False
         return r
+    if getattr(ckpt, "family", None) == MLA:
+        return read_mla_trainer(ckpt, r, raw)
     read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
     read_max_position(r, raw, "", 2048)
     read_rope(r, raw, "")
@@ -91,3 +94,55 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
     finish(r, ckpt, "absent")
     return r
 
+
+
+def read_mla_trainer(ckpt: Any, r: Reading, raw: dict) -> Reading:
+    """The trainer reading of an MLA drafter: what its config states, read as transformers 5.19's DeepSeek-V3 modules
+    compute it (``DeepseekV3Attention`` and its yarn rope, numerics.mla reading "transformers"), in the EAGLE-3 layer
+    every family shares. The flags mean what both serving engines' MLA classes take them to mean (the eagle3.1
+    variant, SGLang 0.5.23 srt/models/kimi_k25_eagle3.py:9-15): ``fc_norm`` (or SGLang's legacy ``use_aux_norm``) norms
+    each aux state before fc, ``norm_output`` feeds the normed state back (the final norm always applies);
+    ``norm_before_residual``, ``norm_before_fc``, ``bias`` and the layer count are as stated. Names are read
+    leniently."""
+    r.engine, r.version = "transformers", "5.19.0"  # DeepSeek-V3's modules: what the config states
+    read_mla_shape(r, raw, "transformers", "the config as stated (transformers 5.19 DeepseekV3Attention)")
+    r.set("qk_norm", False, "MLA attention")
+    for name in ("attention_bias", "mlp_bias"):
+        r.set(name, False, "MLA: no projection biases")
+    r.set("o_bias", False, "MLA: o_proj has no bias")
+    found, value, key = lookup(raw, ("norm_before_residual",))
+    r.set("norm_before_residual", bool(value) if found else False,
+          f"config.json: {key}" if found else "default: the residual is the un-normed fc output")
+    found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
+    r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "default: none")
+    fc_norm = raw.get("fc_norm") is True or raw.get("use_aux_norm") is True
+    r.set("fc_norm", fc_norm, "config.json: fc_norm / use_aux_norm" if "fc_norm" in raw or "use_aux_norm" in raw
+          else "default: False")
+    r.set("feedback", "normed" if raw.get("norm_output") is True else "prenorm",
+          "config.json: norm_output (the eagle3.1 meaning: the normed state is fed back)" if "norm_output" in raw
+          else "default: the pre-norm state is fed back")
+    r.set("final_norm", True, "the final norm before lm_head")
+    r.set("lm_head_from_embed", False, "a separate draft-vocabulary lm_head")
+    r.set("fc_bias", raw.get("bias") is True and "fc.bias" in ckpt.roles,
+          "config.json: bias, with fc.bias in the checkpoint" if raw.get("bias") is True else "no fc bias")
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
+          "config.json: draft_vocab_size" if is_int(dv) else "default: vocab_size")
+    ht = raw.get("target_hidden_size")
+    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
+          "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
+    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
+                 "no ids in the config")
+    cfg = ckpt.config
+    num_aux = cfg.num_aux if cfg is not None else 3
+    r.set("num_aux", num_aux, cfg.fields["num_aux"].source if cfg is not None else "default: 3")
+    r.sources["later_norm"] = "layers >= 1 are normed by input_layernorm"
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if n.role is None:
+            return None, "not a drafter tensor"
+        return n.role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "absent")
+    return r

@@ -50,11 +50,12 @@ from .reading import (
     read_rope,
     read_sizes,
 )
+from .reading import read_mla as read_mla_shape
 
 VERSION = "0.33.0"
 NAME = "vllm"
-# model_executor/models/registry.py:698-713: EAGLE-3 drafter classes with Llama layers (llama_eagle3.py) and Qwen3
-# layers (qwen3_eagle3.py). Eagle3DeepseekV2/V3ForCausalLM are MLA drafters, which eagle3-checks does not model.
+# model_executor/models/registry.py:698-713: EAGLE-3 drafter classes with Llama layers (llama_eagle3.py), Qwen3
+# layers (qwen3_eagle3.py) and MLA layers (Eagle3DeepseekV2/V3ForCausalLM, deepseek_eagle3.py: read_mla below).
 # (PEagleDraftModel and Peagle*ForCausalLM are registered too, but for method eagle3 transformers_utils/configs/
 # eagle.py:55-64 renames them Eagle3PEagle..., which is not.)
 LLAMA_LAYER_ARCHS = {"LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3MiniMaxM2ForCausalLM",
@@ -86,6 +87,12 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     r = Reading(NAME, VERSION, ckpt.layout)
     where = "transformer_layer_config." if speculators else ""
     fields_ = layer_fields(raw, speculators)
+    if not speculators:  # an MLA drafter class: deepseek_eagle3.py builds another layer (read_mla)
+        mla_arch, how = eagle3_architecture(raw.get("architectures"))
+        if mla_arch in MLA_ARCHS:
+            r.set("architecture", mla_arch, how)
+            model_type_of(r, fields_, "llama")
+            return read_mla(ckpt, target, r, mla_arch)
     model_type = model_type_of(r, fields_, "llama")
     if speculators and model_type not in ("llama", "qwen3"):
         r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\" "
@@ -107,10 +114,6 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
             r.class_refusal = (f"vLLM raises \"Model architectures ... are not supported\": {how} names no EAGLE-3 "
                                "drafter class it registers (model_executor/models/registry.py:698-713)")
             r.refusals.append(r.class_refusal)
-        elif arch in MLA_ARCHS:
-            r.not_modelled = (f"{arch} is vLLM 0.33's MLA drafter (model_executor/models/deepseek_eagle3.py), with "
-                              "other tensors than a Llama-layer drafter: eagle3-checks does not model it")
-            return r
     qwen3 = r.architecture in QWEN3_LAYER_ARCHS
     r.set("qk_norm", qwen3, r.sources["architecture"])
     if speculators and not is_int(fields_.get("num_hidden_layers")):
@@ -280,6 +283,132 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     return r
 
 
+MLA_FILE = "model_executor/models/deepseek_eagle3.py"
+
+
+# One flat walk in the order deepseek_eagle3.py builds the drafter (file:line beside each step).
+def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa: C901
+    """vLLM 0.33's MLA drafter (Eagle3DeepseekV2ForCausalLM / Eagle3DeepseekV3ForCausalLM, both the class in
+    ``model_executor/models/deepseek_eagle3.py``): DeepSeek-V2 MLA attention (``deepseek_v2.py``) in an EAGLE-3 layer.
+    ``r`` already holds the architecture."""
+    raw = ckpt.config_raw or {}
+    read_mla_shape(r, raw, "vllm", f"vLLM 0.33 {MLA_FILE}:68-83 (DeepseekV2MLAAttention)")
+    if "q_lora_rank" in raw and raw["q_lora_rank"] is None:
+        r.sources["mla"] += ("; q_lora_rank null: q is one q_proj from the layer input (deepseek_eagle3.py:76, "
+                             "deepseek_v2.py:1090-1097)")
+        if any(n.endswith("self_attn.kv_a_proj_with_mqa.weight") for n in ckpt.tensors):
+            # The attention builds a separate kv_a_proj_with_mqa without q_lora_rank (deepseek_v2.py:1051-1064), but
+            # the drafter's name mapper stacks every .kv_a_proj_with_mqa into fused_qkv_a_proj (deepseek_eagle3.py:
+            # 258-267; utils.py:126-129), which only the q_lora_rank attention has: the loader raises (utils.py:
+            # 441-448). Recorded on vLLM 0.33.0 itself: tests/conformance/recorded/vllm-0.33.0/mla-q-proj-flat.json.
+            r.refuse(
+                "q_lora_rank is null: vLLM's MLA attention then has q_proj and a separate kv_a_proj_with_mqa "
+                "(deepseek_v2.py:1051-1064, 1090-1097), but deepseek_eagle3.py:258-267 maps every "
+                ".kv_a_proj_with_mqa into fused_qkv_a_proj, which only a q_lora_rank attention builds: the load raises "
+                "\"There is no module or parameter named '...self_attn.fused_qkv_a_proj'\" (model_executor/models/"
+                "utils.py:441-448)", at="q_lora_rank")
+    if r.hidden_act != "silu":
+        r.refuse(f"vLLM raises \"Unsupported activation: {r.hidden_act}. Only silu is supported for now.\" "
+                          "(deepseek_v2.py:278-281 DeepseekV2MLP)")
+    r.set("qk_norm", False, f"{arch}: MLA attention (no q/k norms)")
+    r.set("attention_bias", False, "deepseek_v2.py: the MLA projections have no bias")
+    r.set("o_bias", False, "deepseek_v2.py: o_proj has no bias")
+    r.set("mlp_bias", False, "deepseek_v2.py:264, 272 DeepseekV2MLP: no bias")
+    r.set("fc_bias", False, f"{MLA_FILE}:201-209: fc is built with bias=False")
+    nbr = raw.get("norm_before_residual")
+    r.set("norm_before_residual", bool(nbr), f"config.json: norm_before_residual ({MLA_FILE}:101-104)"
+          if "norm_before_residual" in raw else f"vLLM default: False ({MLA_FILE}:101)")
+    r.set("input_norm", False, f"{MLA_FILE} builds no input_norm (no norm_before_fc)")
+    r.set("fc_norm", raw.get("fc_norm") is True, f"config.json: fc_norm ({MLA_FILE}:211-220)"
+          if "fc_norm" in raw else f"vLLM default: no fc_norm ({MLA_FILE}:211)")
+    normed = raw.get("norm_output") is True
+    r.set("feedback", "normed" if normed else "prenorm", f"config.json: norm_output ({MLA_FILE}:222, 251-254)"
+          if "norm_output" in raw else f"vLLM default: the pre-norm state is fed back ({MLA_FILE}:222, 254)")
+    r.set("final_norm", True, f"{MLA_FILE}:251: the final norm before lm_head")
+    r.set("lm_head_from_embed", False, f"{MLA_FILE}:299-303: its own lm_head (shared from the target if absent)")
+    r.set("later_norm", "input_layernorm", f"{MLA_FILE}:132-134: layers >= 1 are normed by input_layernorm")
+    dv = raw.get("draft_vocab_size")
+    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size, "config.json: draft_vocab_size" if is_int(dv)
+          else f"vLLM: vocab_size ({MLA_FILE}:283-285)")
+    if "target_hidden_size" in raw and raw["target_hidden_size"] is None:
+        r.refuse(f"config.json sets target_hidden_size to null: vLLM computes None x A for fc's input "
+                          f"({MLA_FILE}:196-199, TypeError at load)", at="target_hidden_size")
+        r.set("target_hidden_size", r.hidden_size, "config.json: target_hidden_size is null")
+    else:
+        ht = raw.get("target_hidden_size")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size"
+              if is_int(ht) else f"vLLM default: hidden_size ({MLA_FILE}:196-198)")
+    # fc's width: num_aux_hidden_states, else the count of eagle_config's ids, else 3; the top-level ids are not
+    # counted (deepseek_eagle3.py:189-194)
+    count = raw.get("num_aux_hidden_states")
+    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
+    if is_int(count):
+        r.set("num_aux", count, f"config.json: num_aux_hidden_states ({MLA_FILE}:189)")
+    elif isinstance(nested, list) and nested:
+        r.set("num_aux", len(nested), f"config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count, "
+              f"{MLA_FILE}:190-193)")
+    else:
+        r.set("num_aux", 3, f"vLLM default: 3 ({MLA_FILE}:189-193 counts only num_aux_hidden_states or "
+              "eagle_config's ids, never the top-level ones)")
+    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids")),
+                 "vLLM default: (2, N/2, N-3) of the target's N layers (0.33's default V2 runner reads the top-level "
+                 "eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150)")
+    r.set("aux_convention", "vllm", "vLLM: id L is the residual stream entering layer L (interfaces.py:1640-1650)")
+    target_vocab = getattr(target, "vocab_size", None) or r.vocab_size
+    dv_differs = r.draft_vocab_size != target_vocab  # deepseek_eagle3.py:307-314
+    q_proj = r.mla is not None and r.mla.q_lora_rank is None
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if "t2d" in name:
+            return None, f"vLLM skips t2d ({MLA_FILE}:376-377)"
+        if n.prefixed:
+            r.refuse(f"{name}: vLLM prefixes `model.` itself ({MLA_FILE}:381-382) and raises \"There is no "
+                              "module or parameter named 'model.model...'\"", at=name)
+            return None, "refused: `model.` prefix"
+        if n.role == "d2t":
+            if not dv_differs:
+                r.refuse(f"d2t: vLLM builds no draft_id_to_target_id when draft_vocab_size equals the "
+                                  f"target vocabulary ({MLA_FILE}:307-314), and raises for the unexpected tensor")
+                return None, "refused: no draft_id_to_target_id"
+            return "d2t", ""
+        if name.endswith(".bias"):
+            return None, "vLLM skips any unexpected *.bias silently (model_executor/models/utils.py:431-436)"
+        if n.role is None:
+            r.refuse(f"{name}: vLLM's MLA drafter has no such parameter and raises \"There is no module or "
+                              "parameter named ...\" (AutoWeightsLoader, model_executor/models/utils.py)", at=name)
+            return None, "refused: unknown tensor"
+        suffix = n.role.split(".", 2)[2] if n.layer is not None else ""
+        if suffix in ("self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight", "self_attn.q_b_proj.weight") \
+                and q_proj or suffix == "self_attn.q_proj.weight" and not q_proj:
+            why = "q_lora_rank is null: q is q_proj" if q_proj else "q_lora_rank is set: q is q_a_proj / q_b_proj"
+            r.refuse(f"{name}: {why} (deepseek_v2.py:1047-1097); vLLM raises for the unexpected tensor", at=name)
+            return None, "refused: no such q projection"
+        if n.role == "input_norm.weight":
+            r.refuse(f"{name}: vLLM's MLA drafter has no input_norm (no norm_before_fc in {MLA_FILE}) and "
+                              "raises for the tensor", at=name)
+            return None, "refused: no input_norm"
+        if n.role.startswith("fc_norm.") and (not r.fc_norm or int(n.role.split(".")[1]) >= r.num_aux):
+            r.refuse(f"{name}: vLLM builds no fc_norm here ({MLA_FILE}:211-220: fc_norm only) and raises "
+                              "for the tensor", at=name)
+            return None, "refused: no fc_norm"
+        if n.layer is not None and n.layer >= r.num_layers:
+            r.refuse(f"{name}: vLLM builds {r.num_layers} layer(s) ({MLA_FILE}:176-186) and raises for "
+                              f"layer {n.layer}", at=name)
+            return None, "refused: layer beyond num_hidden_layers"
+        return n.role, ""
+
+    map_roles(r, ckpt, accept)
+    finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor: load_weights returns None, "
+                    f"{MLA_FILE}:370-398)", narrows=True)
+    if "lm_head.weight" in r.unfilled:
+        r.unfilled["lm_head.weight"] = ("shared from the target model (its lm_head: the same vocabulary)"
+                                        if r.draft_vocab_size == target_vocab else
+                                        f"the target's lm_head cut to its first {r.draft_vocab_size} rows "
+                                        "(v1/worker/gpu/spec_decode/eagle/utils.py:107-119): every drafted token "
+                                        "maps to a wrong one")
+    return r
+
+
 def capture(ids: list[int], target: Target | None) -> Capture:
     """Any target: id L is the residual stream entering layer L (the output of L-1), ids 0..N (the final output
     is captured after the last layer; model_executor/models/interfaces.py:1640-1650, llama.py:427-441)."""
@@ -309,7 +438,8 @@ def serving(r: Reading, want: int) -> tuple[str, str, str, str] | None:
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
     narrows_at="model_executor/layers/linear.py:598, 863, 1780 (narrow, no size check)",
-    sources=("model_executor/models/llama_eagle3.py", "model_executor/models/qwen3_eagle3.py",
+    families=("llama", "mla"),
+    sources=("model_executor/models/llama_eagle3.py", "model_executor/models/qwen3_eagle3.py", MLA_FILE,
              "model_executor/models/llama.py", "model_executor/models/utils.py",
              "transformers_utils/configs/speculators/algos.py", "transformers_utils/configs/eagle.py",
              "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "v1/worker/gpu/spec_decode/eagle/utils.py"),

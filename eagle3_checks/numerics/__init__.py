@@ -1,1 +1,2 @@
-"""The numeric passes over tensor data: the streaming scan and the forward pass (torch only here)."""
+"""The numeric passes over tensor data: the streaming scan, the forward pass and MLA attention (torch only inside the
+modules)."""

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..drafter.config import rope_scaling_problems
+from ..drafter.families import FAMILIES
 from ..storage.safetensors import DTYPES
 
 INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
@@ -276,14 +277,15 @@ class _Cache:
         self.v_own: list = []
 
 
-def _attention(q, k, v, cache: _Cache, step: int):
-    """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts."""
+def _attention(q, k, v, cache: _Cache, step: int, scale: float | None = None):
+    """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts. ``scale``:
+    the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k."""
     import torch
 
     nh, t, hd = q.shape
     group = nh // k.shape[0]
     k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
-    scale = 1.0 / math.sqrt(hd)
+    scale = 1.0 / math.sqrt(hd) if scale is None else scale
     if step == 0:
         cache.k_ctx, cache.v_ctx = k, v
     else:
@@ -305,7 +307,7 @@ def _linear(x, reading, weights: Weights, role: str):
     return weights.linear(x, reading.tensors[role], reading.tensors.get(bias_role))
 
 
-def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: _Cache, freqs, scale):
+def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: _Cache, rope):
     W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731  (one weight upcast at a time)
     p = f"layers.{layer}."
     eps = reading.rms_norm_eps
@@ -316,16 +318,8 @@ def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, ca
     else:  # later layers: input_layernorm (vLLM, speculators) or hidden_norm (SGLang 0.5.23)
         residual = h
         x = _rms(h, W(p + reading.later_norm + ".weight"), eps)
-    nh, nkv, hd = reading.num_heads, reading.num_kv_heads, reading.head_dim
-    t = x.shape[0]
-    q = _linear(x, reading, weights, p + "self_attn.q_proj.weight")
-    k = _linear(x, reading, weights, p + "self_attn.k_proj.weight")
-    v = _linear(x, reading, weights, p + "self_attn.v_proj.weight")
-    q, k, v = (y.view(t, n, hd).transpose(0, 1) for y, n in ((q, nh), (k, nkv), (v, nkv)))
-    if reading.qk_norm:
-        q, k = _rms(q, W(p + "self_attn.q_norm.weight"), eps), _rms(k, W(p + "self_attn.k_norm.weight"), eps)
-    q, k = _rope(q, positions, freqs, scale), _rope(k, positions, freqs, scale)
-    attn = _attention(q, k, v, cache, step).transpose(0, 1).reshape(t, nh * hd)
+    # the attention is the family's (drafter/families/): Llama/Qwen3 q/k/v with RoPE, or DeepSeek MLA
+    attn = FAMILIES[reading.family].attention_forward(x, p, reading, weights, positions, cache, step, rope)
     h = residual + _linear(attn, reading, weights, p + "self_attn.o_proj.weight")
     x = _rms(h, W(p + "post_attention_layernorm.weight"), eps)
     act = _act(reading.hidden_act)
@@ -374,7 +368,8 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
         targets = torch.arange(dv, device=dev) + d2t
         if targets.min() < 0 or targets.max() >= v:
             raise ForwardError(f"d2t maps draft ids outside the target vocabulary [0, {v})")
-        freqs, scale = inv_freq(reading.head_dim, reading.rope_theta, reading.rope_scaling)
+        # the Llama family's RoPE tables (an MLA reading carries its own rope in reading.mla)
+        rope = inv_freq(reading.head_dim, reading.rope_theta, reading.rope_scaling) if reading.mla is None else None
         caches = [_Cache() for _ in range(reading.num_layers)]
         head_role = "embed_tokens.weight" if reading.lm_head_from_embed else "lm_head.weight"
         out = []
@@ -382,7 +377,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
             positions = inputs.position_ids.to(dev) + step
             x = h
             for layer in range(reading.num_layers):
-                x = _layer(x, e, layer, positions, step, reading, weights, caches[layer], freqs, scale)
+                x = _layer(x, e, layer, positions, step, reading, weights, caches[layer], rope)
             normed = _rms(x, W("norm.weight"), eps)
             draft = weights.linear(normed if reading.final_norm else x, reading.tensors[head_role], rows=dv)
             logits = torch.full((draft.shape[0], v), float("-inf"), device=dev)

@@ -20,7 +20,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..drafter.config import DraftConfig, read_config
-from ..drafter.layout import FLAT, SPECULATORS, UNKNOWN, Name, detect_layout, parse_name, unmodelled_drafter
+from ..drafter.layout import (
+    FLAT,
+    LLAMA,
+    SPECULATORS,
+    UNKNOWN,
+    Name,
+    detect_layout,
+    drafter_family,
+    parse_name,
+    unmodelled_drafter,
+)
 from ..errors import UsageError
 from .safetensors import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
 from .torch_bin import read_bin
@@ -52,6 +62,7 @@ class Checkpoint:
     duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
     # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
     complete: bool = True
+    family: str = LLAMA  # the decoder layer's family (drafter/families/), from the config, else the tensor names
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def with_config(self, raw: dict) -> Checkpoint:
@@ -59,6 +70,8 @@ class Checkpoint:
         ckpt = replace(self, config_raw=raw, _arrays={})
         ckpt.layout, ckpt.layout_source = detect_layout(raw), f"{CONFIG} structure"
         ckpt.config = read_config(raw, ckpt.layout)
+        ckpt.names, ckpt.roles, ckpt.duplicate_roles = {}, {}, {}
+        _classify_names(ckpt)
         return ckpt
 
     # ----- views -------------------------------------------------------------------------------
@@ -348,8 +361,25 @@ def _read_index(ckpt: Checkpoint, root: Path, index: str = INDEX) -> dict[str, l
 
 
 def _classify(ckpt: Checkpoint) -> None:
+    if ckpt.config_raw is not None:
+        ckpt.layout = detect_layout(ckpt.config_raw)
+        ckpt.layout_source = f"{CONFIG} structure"
+        ckpt.config = read_config(ckpt.config_raw, ckpt.layout)
+        _classify_names(ckpt)
+    else:
+        _classify_names(ckpt)
+        styles = {n.style for n in ckpt.names.values() if n.style}
+        ckpt.layout = FLAT if styles == {"midlayer"} else SPECULATORS if styles == {"layers"} else UNKNOWN
+        ckpt.layout_source = "tensor names (no readable config.json)"
+
+
+def _classify_names(ckpt: Checkpoint) -> None:
+    """Each tensor's role, for the decoder layer of the checkpoint's family (decided from the config and the names)."""
+    ckpt.family = drafter_family(ckpt.config_raw, ckpt.layout, tuple(ckpt.tensors))
+    if ckpt.config is not None:
+        ckpt.config.family = ckpt.family
     for name in ckpt.tensors:
-        parsed = parse_name(name)
+        parsed = parse_name(name, ckpt.family)
         ckpt.names[name] = parsed
         if parsed.role is None:
             continue
@@ -357,12 +387,3 @@ def _classify(ckpt: Checkpoint) -> None:
             ckpt.duplicate_roles.setdefault(parsed.role, [ckpt.roles[parsed.role]]).append(name)
             continue
         ckpt.roles[parsed.role] = name
-
-    if ckpt.config_raw is not None:
-        ckpt.layout = detect_layout(ckpt.config_raw)
-        ckpt.layout_source = f"{CONFIG} structure"
-        ckpt.config = read_config(ckpt.config_raw, ckpt.layout)
-    else:
-        styles = {n.style for n in ckpt.names.values() if n.style}
-        ckpt.layout = FLAT if styles == {"midlayer"} else SPECULATORS if styles == {"layers"} else UNKNOWN
-        ckpt.layout_source = "tensor names (no readable config.json)"

@@ -1,0 +1,25 @@
+"""What a drafter family is (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# add(role, shape, dims, presence=REQUIRED, reason="") as expected_tensors defines it
+Add = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # "llama", "mla"
+    title: str  # for messages: "Llama (or Qwen3) decoder layers"
+    layer_suffixes: tuple[str, ...]  # the tensors of one decoder layer (after "layers.N.")
+    config_fields: tuple[str, ...]  # the config fields that size or change this family's layer
+    # attention(dims, prefix "layers.N.", layer input width, its symbol, add): the layer's attention tensors
+    attention: Callable[[Any, str, int | None, str, Add], None]
+    # attention_forward(x, prefix, reading, weights, positions, cache, step) -> (T, num_heads * value width) before
+    # o_proj is applied by the caller (torch; only the forward level calls it)
+    attention_forward: Callable[..., Any]
+    # the engine classes of the family, for messages
+    classes: str = ""

@@ -1,0 +1,64 @@
+"""The Llama family: Llama decoder layers (q/k/v/o projections, RoPE), and Qwen3 layers (the same plus per-head
+q_norm / k_norm). What eagle3-checks modelled before families existed, unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import ATTN_PROJ, LAYER_SUFFIXES, LLAMA
+from .base import Add, Family
+
+
+def _mul(*xs: int | None) -> int | None:
+    out = 1
+    for x in xs:
+        if x is None:
+            return None
+        out *= x
+    return out
+
+
+def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
+    """q/k/v take the layer's input (2H on the first layer), o_proj returns H; biases and q/k norms per flags."""
+    from ..expected import CONDITIONAL
+
+    h, nh, nkv, hd = d.hidden_size, d.num_heads, d.num_kv_heads, d.head_dim
+    add(p + "self_attn.q_proj.weight", (_mul(nh, hd), d_in), f"(nh·hd, {d_sym})")
+    add(p + "self_attn.k_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
+    add(p + "self_attn.v_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
+    add(p + "self_attn.o_proj.weight", (h, _mul(nh, hd)), "(H, nh·hd)")
+    o_bias = d.attention_bias if d.o_bias is None else d.o_bias
+    for proj, rows, sym in zip(ATTN_PROJ, (_mul(nh, hd), _mul(nkv, hd), _mul(nkv, hd), h),
+                               ("nh·hd", "nkv·hd", "nkv·hd", "H"), strict=True):
+        if (o_bias if proj == "o_proj" else d.attention_bias):
+            add(p + f"self_attn.{proj}.bias", (rows,), f"({sym},)", CONDITIONAL, "attention_bias is true")
+    if d.qk_norm:
+        add(p + "self_attn.q_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
+        add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
+
+
+def attention_forward(x, p: str, reading: Any, weights: Any, positions, cache: Any, step: int, rope: Any):
+    """Grouped-query attention with rotate-half RoPE (``rope`` = (inverse frequencies, attention factor)) and, for
+    Qwen3 layers, per-head q/k RMSNorm."""
+    from ...numerics.forward import _attention, _linear, _rms, _rope
+
+    nh, nkv, hd = reading.num_heads, reading.num_kv_heads, reading.head_dim
+    t = x.shape[0]
+    q = _linear(x, reading, weights, p + "self_attn.q_proj.weight")
+    k = _linear(x, reading, weights, p + "self_attn.k_proj.weight")
+    v = _linear(x, reading, weights, p + "self_attn.v_proj.weight")
+    q, k, v = (y.view(t, n, hd).transpose(0, 1) for y, n in ((q, nh), (k, nkv), (v, nkv)))
+    if reading.qk_norm:
+        W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731
+        eps = reading.rms_norm_eps
+        q, k = _rms(q, W(p + "self_attn.q_norm.weight"), eps), _rms(k, W(p + "self_attn.k_norm.weight"), eps)
+    freqs, scale = rope
+    q, k = _rope(q, positions, freqs, scale), _rope(k, positions, freqs, scale)
+    return _attention(q, k, v, cache, step).transpose(0, 1).reshape(t, nh * hd)
+
+
+FAMILY = Family(LLAMA, "Llama (or Qwen3, q/k-normed) decoder layers", LAYER_SUFFIXES,
+                ("num_attention_heads", "num_key_value_heads", "head_dim", "attention_bias", "rope_theta",
+                 "rope_scaling"),
+                attention, attention_forward,
+                classes="LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, Eagle3Qwen3ForCausalLM, Eagle3DraftModel")
