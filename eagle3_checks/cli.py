@@ -25,9 +25,11 @@ from .drafter.expected import fmt_shape
 from .drafter.spec import diff, load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
+from .examples import EXAMPLES, run_example
 from .fix import fix
 from .forward_command import run_forward_files
 from .gate import (
+    WAIVERS,
     all_checks,
     gate,
     load_target,
@@ -35,7 +37,9 @@ from .gate import (
     parse_options,
     resolve_reference,
     run_gate,
+    split_target,
     unknown_check,
+    unknown_code,
 )
 from .numerics.forward import torch_missing
 from .registry import LEVELS, Severity, error
@@ -196,8 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
     _hub_options(p, download=False)
 
-    p = sub.add_parser("explain", help="what a check guards against, the field evidence and the fix")
-    p.add_argument("check_id", metavar="CHECK_ID")
+    p = sub.add_parser("explain", help="what a check (or a finding code) guards against, its codes, the field "
+                       "evidence, the fix, and a failing and a passing example")
+    p.add_argument("check_id", metavar="CHECK_ID|CODE")
+    p.add_argument("--no-examples", action="store_true", help="describe the examples without gating them")
 
     p = sub.add_parser("list", help="every check: id, level, title")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -381,9 +387,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     cand, cand_problems = _as_spec(args.candidate, "A", args.revision)
     ref, ref_problems = _as_spec(args.reference, "B", args.revision)
-    findings = [error(f"{side}: {p.file}: {p.message}", file=p.file)
+    findings = [error(f"{side}: {p.file}: {p.message}", file=p.file, code="files/corrupt")
                 for side, problems in (("A", cand_problems), ("B", ref_problems)) for p in problems]
-    findings += diff(cand, ref)
+    findings += [dataclasses.replace(f, code=f"reference.diff/{f.code}") for f in diff(cand, ref)]  # as the gate
     failed = any(f.severity is Severity.ERROR or (args.strict and f.severity is Severity.WARNING) for f in findings)
     if args.format == "json":
         _write(json.dumps({"schema_version": 1, "candidate": args.candidate, "reference": args.reference,
@@ -403,7 +409,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     registered = all_checks()
     if args.format == "json":
         _write(json.dumps([{"id": c.id, "level": c.level, "title": c.title, "needs": list(c.needs),
-                            "guards": c.guards, "evidence": list(c.evidence)} for c in registered], indent=2) + "\n")
+                            "guards": c.guards, "evidence": list(c.evidence),
+                            "codes": [{"code": code, "meaning": meaning} for code, meaning in c.meanings.items()]}
+                           for c in registered], indent=2) + "\n")
         return 0
     width = max(len(c.id) for c in registered)
     for c in registered:
@@ -434,12 +442,20 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
 
-    known = {c.id: c for c in all_checks()}
-    c = known.get(args.check_id.split("[")[0])
+    known = {c.id: c for c in [*all_checks(), WAIVERS]}  # and the gate's own result on the waivers
+    try:
+        base, slug, _ = split_target(args.check_id)
+    except ValueError:
+        base, slug = args.check_id.split("[")[0], None
+    c = known.get(base)
     if c is None:
-
-        raise UsageError(unknown_check(args.check_id.split("[")[0]))
-    lines = [f"{c.id}: {c.title}", "",
+        raise UsageError(unknown_check(base, f"{base}/{slug}" if slug else None))
+    if slug is not None:
+        why = unknown_code(c, slug)
+        if why:
+            raise UsageError(why)
+    lines = [f"{c.code(slug)}: {c.meanings.get(c.code(slug), '(not declared by the check)')}", ""] if slug else []
+    lines += [f"{c.id}: {c.title}", "",
              f"level:    {c.level}" + (" (needs torch)" if c.requires else ""),
              "engines:  one result per --engine release" if c.per_engine else "engines:  engine-independent"]
     if c.per_engine:
@@ -453,8 +469,34 @@ def cmd_explain(args: argparse.Namespace) -> int:
         lines += ["", "seen in the field:"] + [f"  - {e}" for e in c.evidence]
     if c.fix:
         lines += ["", "fix:", f"  {c.fix}"]
+    if c.codes:
+        width = max(len(code) for code in c.meanings)
+        lines += ["", "finding codes (--skip CODE=REASON waives one):"]
+        lines += [f"  {code:<{width}}  {meaning}" for code, meaning in c.meanings.items()]
+    lines += _example_lines(c, run=not args.no_examples)
     _write("\n".join(lines) + "\n")
     return 0
+
+
+def _example_lines(c: Any, run: bool) -> list[str]:
+    """The check's failing and passing example, gated for this check only (described only, without torch for a
+    forward-level check, or with --no-examples)."""
+    example = EXAMPLES.get(c.id)
+    if example is None:  # a plugin's check
+        return []
+    lines = ["", "example (the embedded drafter, gated for this check):"]
+    why = c.requires() if c.requires else None
+    for label, text, failing in (("fails", example.fails, True), ("passes", example.passes, False)):
+        lines.append(f"  {label + ':':<8}{text}")
+        if not run or why:
+            continue
+        r = run_example(c.id, failing)
+        shown = [f for f in r.findings if f.severity.value != "info"] or r.findings
+        lines.append(f"          -> {r.status}" + (f": {shown[0].code}: {shown[0].message}" if failing and shown
+                                                    else ""))
+    if run and why:
+        lines.append(f"  (not gated here: {why})")
+    return lines
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -431,7 +431,8 @@ def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = No
     # the converter copies tensor bytes exactly (and the forward level proves it): scanning the values is the
     # source's gate's job, not a second multi-gigabyte read here
     options = GateOptions(reference="none", level=level, engine=engines.resolve(to)[0], target_config=target_config,
-                          skip=(("scan.values", "the converter copies tensor bytes unchanged; gate the source"),))
+                          omit=(("scan.values", "not run: the converter copies tensor bytes unchanged; gate the "
+                                 "source"),))
     return run_gate(open_checkpoint(out_dir), options, reference_note="not used when converting", target=target,
                     source=src if level == "forward" else None)
 

@@ -23,7 +23,7 @@ from typing import Any
 from .convert import TMP_TAG, Plan, _check_paths, _move_into_place, _signals_raise, remove_stale, write
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint
-from .registry import Finding, Severity, describe_op
+from .registry import Finding, describe_op
 from .storage.checkpoint import Checkpoint, open_checkpoint
 
 MAX_ROUNDS = 3
@@ -51,7 +51,7 @@ class FixResult:
     @property
     def left(self) -> list[Finding]:
         """What is still wrong after the fixes (errors and warnings)."""
-        return [f for f in self.result.findings() if f.severity is not Severity.INFO] if self.result else []
+        return [f for f in self.result.findings() if f.failing] if self.result else []
 
 
 def _tokens(pointer: str) -> list[str]:
@@ -83,7 +83,7 @@ def apply_patch(config: dict, ops: list[dict]) -> dict:
 
 def _patches(result: GateResult) -> list[Edit]:
     return [Edit(r.label, op) for r in result.results for f in r.findings
-            if f.severity is not Severity.INFO and f.patch for op in f.patch]
+            if f.failing and f.patch for op in f.patch]  # a waived finding is accepted as it is: not edited
 
 
 def _choose(edits: list[Edit], applied: dict[str, Any]) -> tuple[list[Edit], list[str]]:

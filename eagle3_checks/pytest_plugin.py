@@ -23,7 +23,7 @@ import pytest
 from .drafter.spec import check_reference_option
 from .engines import DEFAULT_ENGINE, choices
 from .errors import UsageError
-from .gate import FAILED, SKIPPED, WARNED, all_checks, gate, load_source, load_target, parse_options
+from .gate import FAILED, SKIPPED, WAIVED, WAIVERS, WARNED, all_checks, gate, load_source, load_target, parse_options
 from .reports.text import check_text, summary_line
 from .storage.checkpoint import unique_paths
 from .storage.hub import is_hub, locate_any
@@ -44,7 +44,9 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "download": ("bool", False, "download hf:// checkpoints' weights into the Hugging Face cache (scan, forward)"),
     "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
     "strict": ("bool", False, "warnings fail too"),
-    "skip": ("linelist", [], "waive a check: CHECK_ID=REASON (repeatable)"),
+    "skip": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
+             "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "
+             "--eagle3-strict"),
     "engine": ("linelist", [], f"engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
@@ -238,16 +240,14 @@ class CheckpointCollector(pytest.Collector):
 
         options = self.config.stash[_STATE].options
         levels = options.levels()
-        for c in all_checks():
-            if c.level not in levels:
-                continue
-            for engine in options.engines() if c.per_engine else (None,):
-                label = f"{c.id}[{engine}]" if engine else c.id
-                # The node id parsed as pytest parses the ids it stores: "check[engine]" reads as name and params
-                # (pytest 9), so --lf finds a failed per-engine check again.
-                item = CheckItem.from_parent(self, name=label, label=label, nodeid=f"{self.nodeid}::{label}")
-                item.add_marker(pytest.mark.eagle3)
-                yield item
+        labels = [f"{c.id}[{engine}]" if engine else c.id for c in all_checks() if c.level in levels
+                  for engine in (options.engines() if c.per_engine else (None,))]
+        for label in labels + ([WAIVERS.id] if options.skip else []):  # the waivers' own item: stale ones
+            # The node id parsed as pytest parses the ids it stores: "check[engine]" reads as name and params
+            # (pytest 9), so --lf finds a failed per-engine check again.
+            item = CheckItem.from_parent(self, name=label, label=label, nodeid=f"{self.nodeid}::{label}")
+            item.add_marker(pytest.mark.eagle3)
+            yield item
 
 
 class CheckFailed(Exception):
@@ -286,6 +286,9 @@ class CheckItem(pytest.Item):
             self.user_properties.append(("eagle3_findings", json.dumps([f.to_dict() for f in r.findings])))
         if r.status == SKIPPED:
             pytest.skip(r.reason or "skipped")
+        if r.status == WAIVED:  # it ran, and every failure it found is waived: an expected failure
+            self.add_report_section("call", "eagle3 findings", check_text(r))
+            pytest.xfail("waived: " + "; ".join(dict.fromkeys(f.waived for f in r.findings if f.waived is not None)))
         if r.status == FAILED or (r.status == WARNED and gate_result.options.strict):
             raise CheckFailed(check_text(r))
         if r.findings:  # warnings and notes of a passing check: shown with -rA, and in the JUnit properties
@@ -321,7 +324,7 @@ def _summary(text: str, user_properties: list[tuple[str, Any]]) -> str:
     props = dict(user_properties)
     findings = json.loads(props.get("eagle3_findings", "[]"))
     for severity in ("error", "warning"):
-        failing = [f["message"] for f in findings if f.get("severity") == severity]
+        failing = [f["message"] for f in findings if f.get("severity") == severity and "waived" not in f]
         if failing:
             more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
             return f"{severity.upper()}: {(failing[0].splitlines() or [''])[0]}{more}"
@@ -388,7 +391,7 @@ class _ReportTally:
         tally["checks"] += 1
         tally["failed"] += int(report.failed)
         for f in json.loads(cast(str, dict(report.user_properties).get("eagle3_findings", "[]"))):
-            if f.get("severity") in tally:
+            if f.get("severity") in tally and "waived" not in f:
                 tally[f["severity"]] += 1
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from .gate import GateOptions
 
 LEVELS = ("header", "scan", "forward")
+# a finding code's slug: kebab-case, as ``absolute-ids``; the whole code is ``CHECK_ID/SLUG``
+SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+CRASHED = "crashed"  # the code slug of a finding that says its check raised (the gate makes it)
 
 
 class Severity(str, Enum):
@@ -69,8 +73,23 @@ class Finding:
     # the root cause this finding follows from, when the check knows it: "config.json: head_dim", "tensor: d2t"
     # (see causes.py; findings that share one are reported under it)
     cause: str | None = None
-    code: str | None = None  # a stable short name of the kind of finding, within its check (SARIF rule ids)
+    # the kind of finding: a check passes its slug (``absolute-ids``), declared in its ``@check(codes=...)``; the
+    # gate makes it the stable code ``vocab.d2t/absolute-ids`` (reports, SARIF rule ids, ``--skip``, ``explain``)
+    code: str | None = None
     offset: int | None = None  # the byte offset in ``file`` the finding points at
+    waived: str | None = None  # the reason of the --skip waiver that matched this finding: reported, not failing
+
+    @property
+    def code_label(self) -> str:
+        """The code with the engine its result judged, as reports show it: ``engine.loads/narrowed[vllm@0.33.0]``
+        (the code itself has no engine: waive it for every engine as ``engine.loads/narrowed``)."""
+        base, _, engine = self.check.partition("[")
+        return (self.code or base) + (f"[{engine}" if engine else "")
+
+    @property
+    def failing(self) -> bool:
+        """An error or warning no waiver matched (a warning fails the gate only under --strict)."""
+        return self.severity is not Severity.INFO and self.waived is None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -132,6 +151,19 @@ class Check:
     # assumes a drafter of the modelled family (Llama-shaped decoder layers): skipped, with the reason, for any
     # other (Checkpoint.not_modelled, which config.architectures reports once)
     modelled_only: bool = False
+    # the kinds of finding it reports: slug -> a one-line meaning (``explain``, ``list --format json``, SARIF rules)
+    codes: tuple[tuple[str, str], ...] = ()
+
+    def code(self, slug: str) -> str:
+        """The stable code of one of its kinds of finding: ``vocab.d2t/absolute-ids``."""
+        return f"{self.id}/{slug}"
+
+    @property
+    def meanings(self) -> dict[str, str]:
+        """Each declared code (``vocab.d2t/absolute-ids``) and its meaning, and the code every check has when it
+        raises (``vocab.d2t/crashed``)."""
+        return {**{self.code(slug): meaning for slug, meaning in self.codes},
+                self.code(CRASHED): "the check raised: the checkpoint is unverified for it (a bug, please report it)"}
 
 
 REGISTRY: dict[str, Check] = {}
@@ -139,14 +171,20 @@ REGISTRY: dict[str, Check] = {}
 
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
-          requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False) -> Callable:
-    """Register ``fn`` as check ``id``."""
+          requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False,
+          codes: dict[str, str] | None = None) -> Callable:
+    """Register ``fn`` as check ``id``. ``codes``: the slug of each kind of finding it reports (kebab-case, passed as
+    ``code=`` where the finding is made) and its meaning in one line."""
     assert level in LEVELS, level
+    for slug in codes or {}:
+        if not SLUG.match(slug):
+            raise ValueError(f"check {id!r}: finding code {slug!r} is not kebab-case (a-z, 0-9, single dashes)")
 
     def register(fn: Callable) -> Callable:
         if id in REGISTRY:
             raise ValueError(f"check {id!r} registered twice")
-        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix, modelled_only)
+        REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix, modelled_only,
+                             tuple((codes or {}).items()))
         return fn
 
     return register

@@ -76,6 +76,16 @@ def assert_clean(result: GateResult) -> None:
 
 # ----- the defect catalogue: one defect each, before or after the drafter is written ----------------------------------
 
+def write_defect(d: Drafter, before, after, shards: int) -> Path:
+    """Write drafter ``d`` with one defect: ``before`` edits it, ``after`` edits the written files."""
+    if before:
+        before(d)
+    path = d.write(shards)
+    if after:
+        after(path)
+    return path
+
+
 def ints(t: RawTensor) -> np.ndarray:
     return np.frombuffer(t.data, dtype="<i8").copy()
 

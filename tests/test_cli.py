@@ -51,12 +51,13 @@ def test_check_json_and_markdown(drafter, capsys):
     f = by_id["config.head-dim"]["findings"][0]
     assert f["severity"] == "error" and f["expected"] == "24" and f["key"] == "transformer_layer_config.head_dim"
     assert f["check"] == "config.head-dim" and f["why"] and f["fix"] == 'add "head_dim": 24'
+    assert f["code"] == "config.head-dim/missing"
     code, out, _ = cli(capsys, "check", bad.root, "--format", "markdown")
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
     # a passing check's note is in the findings list too (the table counts it)
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
     assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.33.0]` |" in out
-    assert "- **info** `engine.aux-layers[vllm@0.33.0]`" in out
+    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.33.0]`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -87,7 +88,8 @@ def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     helpers.wrong_architectures(bad)
     path = bad.write()
     code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
-    assert code == 0 and "SKIP  config.architectures" in out and "waived: renamed by our loader" in out
+    assert code == 0 and "WAIV  config.architectures" in out and "waived:   renamed by our loader" in out
+    assert "WAIVED ERROR: config.json: architectures" in out and "gate.waivers" in out
 
 
 def test_strict_fails_on_warnings(drafter, capsys):

@@ -36,6 +36,7 @@ from helpers import (
     transposed_q,
     truncated,
     vocab_off,
+    write_defect,
     wrong_architectures,
 )
 
@@ -80,18 +81,31 @@ DEFECTS = [
 @pytest.mark.parametrize("defect", DEFECTS, ids=[d[0] for d in DEFECTS])
 def test_defect_fails_the_right_check(drafter, target_path, layout, defect):
     _, before, after, shards, options, check_id, fragments = defect
-    d = drafter(layout)
-    if before:
-        before(d)
-    path = d.write(shards)
-    if after:
-        after(path)
+    path = write_defect(drafter(layout), before, after, shards)
     options = dict(options)
     if options.pop("target", False):
         options["target_config"] = str(target_path)
     result = run(path, **options)
     assert result.exit_code == 1
     assert_fails(result, check_id, *fragments)
+
+
+def test_every_finding_of_the_defects_has_its_checks_declared_code(drafter, target_path):
+    """The gate over every defect above (both layouts, header and scan levels, every engine): each finding's code is
+    CHECK_ID/SLUG of its own check, declared there (tests/test_codes.py holds every site to it statically)."""
+    seen = set()
+    for layout in LAYOUTS:
+        for _, before, after, shards, options, _, _ in DEFECTS:
+            path = write_defect(drafter(layout), before, after, shards)
+            result = run(path, level="scan", engine="all", target_config=str(target_path),
+                         reference=options.get("reference", "auto"))
+            for r in result.results:
+                for f in r.findings:
+                    check_id, _, slug = (f.code or "").partition("/")
+                    assert check_id == r.check.id and f.code in r.check.meanings, (r.label, f.code, f.message)
+                    seen.add(f.code)
+    assert {"vocab.d2t/arange", "vocab.t2d/absolute-ids", "config.head-dim/missing", "engine.loads/narrowed",
+            "files/truncated", "keys/missing-tensor"} <= seen
 
 
 # A speculators config cannot tell vLLM 0.33 about 4 aux states of a wider target (fc is sized from eagle_config

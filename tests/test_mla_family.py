@@ -230,7 +230,7 @@ def test_mla_fields_under_a_llama_class_are_an_architecture_error(mla):
     result = run(d.write(), level="header", engine="vllm,sglang")
     assert status(result, "config.architectures") == FAILED
     finding = result.result("config.architectures").findings[0]
-    assert "names no MLA drafter class" in finding.message and finding.code == "mla-class"
+    assert "names no MLA drafter class" in finding.message and finding.code == "config.architectures/mla-class"
     assert finding.patch == ({"op": "add", "path": "/architectures", "value": ["Eagle3DeepseekV2ForCausalLM"]},)
     loads = messages(result, "engine.loads", VLLM)
     assert status(result, "engine.loads", VLLM) == FAILED and "q_a_proj.weight: vLLM raises" in loads

@@ -119,6 +119,25 @@ def test_fixtures_skip_without_a_checkpoint(pytester):
     result.stdout.fnmatch_lines(["*pass --eagle3-ckpt=PATH*"])
 
 
+def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester, drafter):
+    d = drafter("flat")
+    helpers.d2t_arange(d)
+    path = d.write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-rxX", "-k", "vocab or waivers",
+                                "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
+                                "--eagle3-skip=vocab.t2d=the mask follows")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("xfailed") == 2 and outcomes.get("passed") == 2 and "failed" not in outcomes, outcomes
+    result.stdout.fnmatch_lines(["XFAIL eagle3-checks::*::vocab.d2t - waived: vocabulary being rebuilt",
+                                 "XFAIL eagle3-checks::*::vocab.t2d - waived: the mask follows"])
+    # a waiver that matched nothing is stale: a warning, which fails the gate.waivers item under --eagle3-strict
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-k", "waivers", "--eagle3-strict",
+                                "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
+                                "--eagle3-skip=vocab.d2t/unsorted=vocabulary being rebuilt")
+    result.assert_outcomes(failed=1)
+    assert "stale waiver: --skip vocab.d2t/unsorted=vocabulary being rebuilt" in result.stdout.str()
+
+
 def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     d = drafter("flat")
     del d.config["torch_dtype"]  # a warning
@@ -134,12 +153,15 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
             config.rope=theta checked by hand
     """)
     result = pytester.runpytest("-rfs")
-    result.assert_outcomes(failed=1, passed=N_CHECKS - 3, skipped=2)
+    # config.rope runs and passes: the waiver is stale, which --eagle3-strict fails (the gate.waivers item)
+    result.assert_outcomes(failed=2, passed=N_CHECKS - 2, skipped=1)  # N_CHECKS + the gate.waivers item
     result.stdout.fnmatch_lines(["FAILED eagle3-checks::mine::dtypes*",
-                                 "SKIPPED [1] eagle3-checks::mine::config.rope: waived: theta checked by hand"])
-    # The command line wins over the ini file.
-    result = pytester.runpytest("--eagle3-skip", "dtypes=known", "-rs")
-    result.assert_outcomes(passed=N_CHECKS - 2, skipped=2)
+                                 "FAILED eagle3-checks::mine::gate.waivers - ERROR: stale waiver*"])
+    assert "stale waiver: --skip config.rope=theta checked by hand matched no finding" in result.stdout.str()
+    # The command line wins over the ini file: the dtypes warning waived, an expected failure
+    result = pytester.runpytest("--eagle3-skip", "dtypes=known", "-rxs")
+    result.assert_outcomes(passed=N_CHECKS - 1, skipped=1, xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL eagle3-checks::mine::dtypes - waived: known"])
 
 
 @pytest.mark.parametrize("args, message", [

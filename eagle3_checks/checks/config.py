@@ -32,13 +32,25 @@ from ._common import CONFIG, config_key, config_of, pointer, require_complete
     evidence=("vLLM transformers_utils/configs/speculators/base.py validate_speculators_config",),
     fix="write every required field (hidden_size, num_attention_heads, intermediate_size, vocab_size) with its JSON "
     "type; keep a speculators config's structure as save_pretrained writes it",
+    codes={
+        "invalid-field": "a field of the wrong JSON type or value",
+        "missing-field": "a required field is missing",
+        "eagle-config-not-object": "eagle_config is not a JSON object",
+        "null-target-hidden-size": "target_hidden_size is null",
+        "speculators-model-type": "speculators_model_type is not eagle3",
+        "speculative-tokens": "speculators_config's speculative_tokens is missing or invalid",
+        "verifier-missing": "speculators_config.verifier.name_or_path is missing",
+        "mla-field-missing": "an MLA drafter's config lacks an MLA attention size (kv_lora_rank, ...)",
+        "mla-rope-odd": "an odd qk_rope_head_dim (rope rotates pairs)",
+        "mla-q-proj": "(note) q_lora_rank null: one q_proj, which the engines' MLA drafters cannot load",
+    },
 )
 def fields(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     for p in cfg.problems:
         yield error(f"{CONFIG}: {p.message}", file=CONFIG, key=p.key, expected=p.expected, found=p.found,
                     why="engines read the field with this type; anything else fails at load or is misread",
-                    fix=f"write {p.key} as {p.expected}")
+                    fix=f"write {p.key} as {p.expected}", code="invalid-field")
     for name in missing_required(cfg):
         if cfg.get(name) is not None:
             continue  # present but invalid: reported above
@@ -46,7 +58,7 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     expected="a positive integer", found="absent",
                     why="engines fall back to transformers' LlamaConfig defaults (hidden_size 4096, vocab_size 32000), "
                     "which are not this drafter's",
-                    fix=f"state {name} explicitly")
+                    fix=f"state {name} explicitly", code="missing-field")
     if cfg.family == MLA:
         yield from _mla_fields(cfg)
     if cfg.layout == FLAT and cfg.raw.get("eagle_config") is not None and not isinstance(cfg.raw["eagle_config"],
@@ -54,7 +66,7 @@ def fields(ctx: Context) -> Iterable[Finding]:
         found = cfg.raw["eagle_config"]  # (null means unset, as for other fields)
         yield error(f"{CONFIG}: eagle_config is a JSON {json_type(found)} ({json.dumps(found)[:60]}), not an object",
                     file=CONFIG, key="eagle_config", expected='an object ({"eagle_aux_hidden_state_layer_ids": [...]})',
-                    found=json_type(found),
+                    code="eagle-config-not-object", found=json_type(found),
                     why="SGLang 0.5.6 reads the aux-layer ids only from eagle_config; anything but an object gives it "
                     "none, and it captures its default layers",
                     fix='write "eagle_config": {"eagle_aux_hidden_state_layer_ids": [ids]}')
@@ -63,12 +75,12 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     expected="a number, or no such field", found="null",
                     why="vLLM (getattr) and SGLang (hasattr) take the attribute as it is and compute fc's input as "
                     "None x 3: the drafter fails to load",
-                    fix="remove target_hidden_size, or state the target's hidden size")
+                    fix="remove target_hidden_size, or state the target's hidden size", code="null-target-hidden-size")
     if cfg.layout == SPECULATORS:
         raw = cfg.raw
         if raw.get("speculators_model_type") != "eagle3":
             yield error(f"{CONFIG}: speculators_model_type is {raw.get('speculators_model_type')!r}",
-                        file=CONFIG, key="speculators_model_type", expected='"eagle3"',
+                        code="speculators-model-type", file=CONFIG, key="speculators_model_type", expected='"eagle3"',
                         found=repr(raw.get("speculators_model_type")),
                         why="vLLM and speculators pick the drafter class from this field and refuse other values",
                         fix='set "speculators_model_type": "eagle3"')
@@ -79,12 +91,13 @@ def fields(ctx: Context) -> Iterable[Finding]:
         if not (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0):
             yield error(f"{CONFIG}: speculators_config.proposal_methods[0].speculative_tokens is missing or invalid",
                         file=CONFIG, key="speculators_config.proposal_methods[0].speculative_tokens",
-                        expected="a positive integer", found=repr(tokens),
+                        code="speculative-tokens", expected="a positive integer", found=repr(tokens),
                         why="vLLM rejects the config (\"Invalid speculators config structure\")",
                         fix="write the speculators_config block as speculators' save_pretrained does")
         verifier = spec.get("verifier") if isinstance(spec, dict) else None
         if not isinstance(verifier, dict) or "name_or_path" not in verifier:
             yield error(f"{CONFIG}: speculators_config.verifier.name_or_path is missing", file=CONFIG,
+                        code="verifier-missing",
                         key="speculators_config.verifier.name_or_path", expected="the verifier's name (or null)",
                         found="absent", why="vLLM rejects the config (\"Invalid speculators config structure\")",
                         fix="add the verifier block: {\"name_or_path\": ..., \"architectures\": [...]}")
@@ -131,6 +144,17 @@ def _mla_fields(cfg) -> Iterable[Finding]:
     evidence=("vLLM model_executor/models/registry.py", "SGLang 0.5.6 models/llama_eagle3.py EntryClass"),
     fix='name the drafter class of the layout: ["LlamaForCausalLMEagle3"] for a flat config, ["Eagle3DraftModel"] '
     'for a speculators one',
+    codes={
+        "not-modelled": "a drafter family eagle3-checks does not model (MLA): its Llama-shaped checks skip",
+        "flat-class-in-speculators": "a speculators config names a flat-layout class",
+        "not-speculators-class": "a speculators config names no speculators EAGLE-3 class",
+        "missing": "a flat config without architectures",
+        "speculators-class-in-flat": "a flat config names a speculators class",
+        "not-a-drafter-class": "no selected engine release serves the named class",
+        "refused-by-some": "some selected engine releases refuse the named class",
+        "served-as-named": "(note) not a drafter class name, but every selected release serves it",
+        "mla-class": "an MLA drafter whose architectures names no MLA drafter class",
+    },
 )
 def architectures(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -147,7 +171,7 @@ def architectures(ctx: Context) -> Iterable[Finding]:
                       why="the structural, engine and forward checks describe Llama-shaped layers; on this drafter "
                       "they would report its own tensors as errors. It is not verified: it may serve well or not",
                       fix="verify this drafter by other means (its engine's own load and an acceptance run); "
-                      "--strict fails on it")
+                      "--strict fails on it", code="not-modelled")
         return
     if ctx.ckpt.family == MLA:
         yield from _mla_architectures(ctx, archs, key)
@@ -155,6 +179,7 @@ def architectures(ctx: Context) -> Iterable[Finding]:
     if cfg.layout == SPECULATORS:
         if any(a in FLAT_ARCHITECTURES for a in archs):
             yield error(f"{CONFIG}: architectures {archs} names a flat-layout class in a speculators config",
+                        code="flat-class-in-speculators",
                         file=CONFIG, key=key, expected=" or ".join(sorted(SPECULATORS_ARCHITECTURES)), found=str(archs),
                         why="the config is half-converted: vLLM still reads it as a speculators config (it has "
                         "speculators_config), other tools take the name at its word and misread the nested fields",
@@ -163,18 +188,18 @@ def architectures(ctx: Context) -> Iterable[Finding]:
             yield warning(f"{CONFIG}: architectures {archs} is not a speculators EAGLE-3 class", file=CONFIG, key=key,
                           expected=" or ".join(sorted(SPECULATORS_ARCHITECTURES)), found=str(archs),
                           why="vLLM derives the class from speculators_model_type, but other tools read architectures",
-                          fix='set "architectures": ["Eagle3DraftModel"]')
+                          fix='set "architectures": ["Eagle3DraftModel"]', code="not-speculators-class")
         return
     if not archs:
         yield error(f"{CONFIG}: architectures is missing", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]',
                     found="absent", why="vLLM and SGLang choose the model class from architectures",
-                    fix='add "architectures": ["LlamaForCausalLMEagle3"]')
+                    fix='add "architectures": ["LlamaForCausalLMEagle3"]', code="missing")
     elif any(a in SPECULATORS_ARCHITECTURES for a in archs):
         yield error(f"{CONFIG}: architectures {archs} is a speculators class in a flat config", file=CONFIG, key=key,
                     expected='["LlamaForCausalLMEagle3"]', found=str(archs),
                     why="vLLM raises \"Model architectures [...] are not supported\" for a flat config with this "
                     "name; SGLang has no such class",
-                    fix='set "architectures": ["LlamaForCausalLMEagle3"]')
+                    fix='set "architectures": ["LlamaForCausalLMEagle3"]', code="speculators-class-in-flat")
     elif not any(a in FLAT_ARCHITECTURES for a in archs):
         yield _per_engine_architecture(ctx, archs, key)
 
@@ -221,16 +246,16 @@ def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
                      + (f"; no selected engine serves it ({'; '.join(refusing)})" if refusing else ""),
                      file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]', found=str(archs),
                      why="an engine either refuses the name or builds a plain model from the drafter's weights",
-                     fix=fix)
+                     fix=fix, code="not-a-drafter-class")
     if refusing:
         return warning(f"{CONFIG}: architectures {archs} is served by {', '.join(serving)}, refused by "
                        f"{'; '.join(refusing)}", file=CONFIG, key=key, expected='["LlamaForCausalLMEagle3"]',
                        found=str(archs), why="the drafter serves on some of the selected engine releases only "
-                       "(engine.loads fails for the others)", fix=fix)
+                       "(engine.loads fails for the others)", fix=fix, code="refused-by-some")
     return info(f"{CONFIG}: architectures {archs} is not a drafter class name, but every selected engine release "
                 f"serves it: {', '.join(serving)}; SGLang's releases read only LlamaForCausalLMEagle3 (they build "
                 "any other name as it is: LlamaForCausalLM is the target model's class)", file=CONFIG, key=key,
-                expected='["LlamaForCausalLMEagle3"]', found=str(archs), fix=fix)
+                expected='["LlamaForCausalLMEagle3"]', found=str(archs), fix=fix, code="served-as-named")
 
 
 @check(
@@ -239,6 +264,10 @@ def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
     guards="A config without num_hidden_layers (transformers defaults to 32: vLLM builds 31 uninitialised layers "
     "without an error), or one that disagrees with the layers in the file.",
     fix='state num_hidden_layers as the number of decoder layers in the checkpoint',
+    codes={
+        "layer-gap": "a middle decoder layer has no tensors",
+        "count-mismatch": "num_hidden_layers is not the number of layers in the file",
+    },
 )
 def layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -251,7 +280,7 @@ def layers(ctx: Context) -> Iterable[Finding]:
     if present and present != list(range(len(present))):
         gaps = sorted(set(range(present[-1] + 1)) - set(present))
         yield error(f"decoder layers {gaps} have no tensors, but layers up to {present[-1]} do",
-                    key="layers.*", expected=f"layers 0..{present[-1]}", found=f"layers {present}",
+                    code="layer-gap", key="layers.*", expected=f"layers 0..{present[-1]}", found=f"layers {present}",
                     why="a missing middle layer is served uninitialised by vLLM without an error",
                     fix="re-export every decoder layer")
     if len(present) != v.value:
@@ -261,7 +290,7 @@ def layers(ctx: Context) -> Iterable[Finding]:
                     why="engines build num_hidden_layers layers: missing ones stay uninitialised in vLLM (no error), "
                     "SGLang 0.5.6 refuses anything but 1, SGLang 0.5.23 leaves them at ones or uninitialised, extra "
                     "tensors are refused or dropped",
-                    fix=f"set num_hidden_layers: {len(present)}")
+                    fix=f"set num_hidden_layers: {len(present)}", code="count-mismatch")
 
 
 @check(
@@ -271,6 +300,12 @@ def layers(ctx: Context) -> Iterable[Finding]:
     "lm_head), vocab_size that is not the verifier's vocabulary.",
     evidence=("speculators PR #188 (transformer_layer_config.vocab_size must be the verifier's)",),
     fix="state vocab_size as the verifier's vocabulary and draft_vocab_size as lm_head's rows",
+    codes={
+        "vocab-size-mismatch": "vocab_size is not the embedding's (or t2d's) length",
+        "draft-exceeds-vocab": "draft_vocab_size exceeds vocab_size",
+        "draft-vocab-unstated": "draft_vocab_size is not stated and defaults to vocab_size",
+        "draft-vocab-mismatch": "draft_vocab_size is not lm_head's (or d2t's) length",
+    },
 )
 def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -283,7 +318,7 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
         shape = ckpt.shape(role)
         if shape and shape[0] != v:
             yield error(f"{CONFIG}: vocab_size {v}, but {ckpt.roles[role]} covers {shape[0]} tokens", file=CONFIG,
-                        key=v_key, expected=str(shape[0]), found=str(v),
+                        code="vocab-size-mismatch", key=v_key, expected=str(shape[0]), found=str(v),
                         why="vocab_size must be the verifier's vocabulary: engines size the embedding and the target "
                         "logits with it and reject or misalign the drafter otherwise",
                         fix=f"set vocab_size to the verifier's vocabulary ({shape[0]} if the tensors are right)")
@@ -292,7 +327,7 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     if dv > v:
         yield error(f"{CONFIG}: draft_vocab_size {dv} exceeds vocab_size {v}", file=CONFIG, key=dv_key,
                     expected=f"<= {v}", found=str(dv), why="the draft vocabulary is a subset of the target's",
-                    fix="state the two sizes the drafter was trained with")
+                    fix="state the two sizes the drafter was trained with", code="draft-exceeds-vocab")
     for role in ("lm_head.weight", "d2t"):
         shape = ckpt.shape(role)
         if not shape or shape[0] == dv:
@@ -303,13 +338,13 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
                         found=f"absent (default {v})",
                         why="vLLM then builds a full-vocabulary lm_head and fails on the weight shape, and no d2t "
                         "mapping is created",
-                        fix=f"add \"draft_vocab_size\": {shape[0]}")
+                        fix=f"add \"draft_vocab_size\": {shape[0]}", code="draft-vocab-unstated")
         else:
             yield error(f"{CONFIG}: draft_vocab_size {dv}, but {ckpt.roles[role]} has {shape[0]} rows", file=CONFIG,
                         key=dv_key, expected=str(shape[0]), found=str(dv),
                         why="engines size lm_head and d2t from draft_vocab_size; a mismatch fails at load or "
                         "maps logits to the wrong tokens",
-                        fix=f"set draft_vocab_size: {shape[0]} if the tensors are right")
+                        fix=f"set draft_vocab_size: {shape[0]} if the tensors are right", code="draft-vocab-mismatch")
         break
 
 
@@ -320,6 +355,15 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     "two places that disagree, an id count that does not match fc's input width.",
     evidence=("vLLM PR #50170 (default aux layers: 1.21% vs 58.9%)", "SGLang #32226 (aux count vs fc width)"),
     fix='state the aux-layer ids the drafter was trained on, once, ascending, one per fc input block',
+    codes={
+        "convention-unknown": "the engines capture different layers and how the trainer counted is unknown",
+        "two-places": "(note) eagle_config and the top level state different ids, each for the engine reading it",
+        "missing": "no aux-layer ids are stated",
+        "repeated": "an aux-layer id repeats",
+        "unsorted": "aux-layer ids are not ascending",
+        "count-mismatch": "num_aux_hidden_states is not the number of ids",
+        "fc-width": "fc's input width is not the number of ids x the target's hidden size",
+    },
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -329,19 +373,19 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     if cfg.get("aux_layer_ids") is not None and ids is None:
         return  # wrong type: config.fields reports it
     if not ids:
-        yield warning(f"{CONFIG}: no aux-layer ids are stated", file=CONFIG, key=key,
+        yield warning(f"{CONFIG}: no aux-layer ids are stated", code="missing", file=CONFIG, key=key,
                       expected="the target layer ids the drafter was trained on", found="absent or empty",
                       why="engines then capture their default layers, which need not be the ones the drafter was "
                       "trained on (vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
                       fix=f"state {key} explicitly")
     else:
         if len(set(ids)) != len(ids):
-            yield error(f"{CONFIG}: aux-layer ids {ids} repeat a layer", file=CONFIG, key=key,
+            yield error(f"{CONFIG}: aux-layer ids {ids} repeat a layer", code="repeated", file=CONFIG, key=key,
                         expected="distinct layer ids", found=str(ids),
                         why="engines capture each layer once; the fc input is then shorter than trained",
                         fix="state the distinct ids the drafter was trained with")
         elif ids != sorted(ids):
-            yield warning(f"{CONFIG}: aux-layer ids {ids} are not ascending", file=CONFIG, key=key,
+            yield warning(f"{CONFIG}: aux-layer ids {ids} are not ascending", code="unsorted", file=CONFIG, key=key,
                           expected=str(sorted(ids)), found=str(ids),
                           why="engines concatenate aux states in layer order, whatever the list order",
                           fix=f"write them ascending: {sorted(ids)}",
@@ -349,7 +393,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
         count = cfg["num_aux_hidden_states"]
         if count is not None and count != len(ids):
             yield error(f"{CONFIG}: num_aux_hidden_states {count} but {len(ids)} aux-layer ids", file=CONFIG,
-                        key="num_aux_hidden_states", expected=str(len(ids)), found=str(count),
+                        code="count-mismatch", key="num_aux_hidden_states", expected=str(len(ids)), found=str(count),
                         why="vLLM sizes fc from num_aux_hidden_states first; the captured states then do not fit",
                         fix=f"set num_aux_hidden_states to {len(ids)}", patch=[add("/num_aux_hidden_states", len(ids))])
     fc = ctx.ckpt.shape("fc.weight")
@@ -365,7 +409,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         "drafter whose config names another count cannot be served with the layers it was trained "
                         "on (SGLang #32226: 8640 vs 5760; how each engine sizes fc is the forward check's business)",
                         fix="state exactly the aux-layer ids the drafter was trained with (and target_hidden_size "
-                        "when the target is wider than the drafter)")
+                        "when the target is wider than the drafter)", code="fc-width")
 
 
 def _id_keys(cfg) -> tuple[str, ...]:
@@ -404,7 +448,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     if trained.layers is None and len(distinct) > 1:
         yield warning(f"{CONFIG}: the engines capture different target layers from these ids ({said or 'none read'})"
                       + (f"; eagle_config has {nested}, the top level {top}" if differ else "")
-                      + f", and how the trainer counted is {trained.how}", file=CONFIG,
+                      + f", and how the trainer counted is {trained.how}", code="convention-unknown", file=CONFIG,
                       key=config_key(cfg, "aux_layer_ids"),
                       expected="the trainer's convention, to know which engine is fed the trained layers",
                       found="unknown", why="at most one of the captures is what the drafter was trained on; the "
@@ -416,7 +460,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
         trained_on = f"the drafter was trained on the outputs of layers {list(trained.layers)}" if trained.layers \
             else f"how the trainer counted is {trained.how}"
         yield info(f"{CONFIG}: eagle_config has {nested} and the top level {top}: each engine reads one ({said}); "
-                   f"{trained_on} (engine.aux-layers judges each engine)", file=CONFIG,
+                   f"{trained_on} (engine.aux-layers judges each engine)", code="two-places", file=CONFIG,
                    key=config_key(cfg, "aux_layer_ids"))
 
 
@@ -428,6 +472,11 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
     evidence=("EAGLE3_FORMATS §2: head_dim 128 vs 7168/64 = 112",),
     fix='state head_dim explicitly',
+    codes={
+        "missing": "head_dim is not stated and the default differs from the tensors' head size",
+        "class-default": "head_dim is not stated and only the model_type's class default matches",
+        "mla-head-dims": "(note) an MLA drafter's q/k and v head widths (head_dim is not read)",
+    },
 )
 def head_dim(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -452,11 +501,11 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
                     why=f"vLLM and SGLang build attention with head_dim {v.value} and cut the q/k/v weights to fit "
                     "without an error (their linear weight loaders narrow; see engine.loads), or "
                     "with a matching default compute different attention than was trained",
-                    fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)])
+                    fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)], code="missing")
     elif implied != h // nh:
         yield warning(f"{CONFIG}: head_dim is not stated; {implied} matches only the {cfg['model_type']} class "
                       "default, "
-                      f"not hidden_size / num_attention_heads = {h // nh}", file=CONFIG, key=key,
+                      f"not hidden_size / num_attention_heads = {h // nh}", code="class-default", file=CONFIG, key=key,
                       expected=str(implied), found="absent",
                       why="another reader (a different model_type, a Llama config) derives a different head_dim",
                       fix=f"add \"head_dim\": {implied}", patch=[add(pointer(key), implied)])
@@ -483,6 +532,11 @@ def _mla_head_dims(cfg) -> Iterable[Finding]:
     guards="tie_word_embeddings true with a draft vocabulary: SGLang makes lm_head the embedding (V rows) while "
     "cutting logits to the draft vocabulary, so drafted ids point at the wrong tokens.",
     fix='set tie_word_embeddings: false and ship lm_head.weight with the draft-vocabulary rows',
+    codes={
+        "draft-vocab": "tie_word_embeddings with a draft vocabulary",
+        "own-lm-head": "tie_word_embeddings with a separate lm_head.weight",
+        "target-head": "(note) tied embeddings, neither lm_head nor embed_tokens: the target's embedding is the head",
+    },
 )
 def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -492,19 +546,19 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     key = config_key(cfg, "tie_word_embeddings")
     if v and dv and dv < v:
         yield error(f"{CONFIG}: tie_word_embeddings is true with draft_vocab_size {dv} < vocab_size {v}", file=CONFIG,
-                    key=key, expected="false", found="true",
+                    code="draft-vocab", key=key, expected="false", found="true",
                     why="SGLang uses the V-row embedding as lm_head and keeps the first DV logits: draft ids no "
                     "longer match d2t; vLLM loads the separate lm_head: the engines disagree",
                     fix="set tie_word_embeddings: false and ship lm_head.weight with the draft-vocabulary rows")
     elif ctx.ckpt.has("lm_head.weight"):
         yield warning(f"{CONFIG}: tie_word_embeddings is true but the checkpoint has its own lm_head.weight",
-                      file=CONFIG, key=key, expected="false (or no lm_head.weight)", found="true",
+                      code="own-lm-head", file=CONFIG, key=key, expected="false (or no lm_head.weight)", found="true",
                       why="SGLang ties lm_head to the embedding and drops lm_head.weight, vLLM loads it: the two "
                       "engines compute different logits unless the tensors are equal",
                       fix="set tie_word_embeddings: false")
     elif not ctx.ckpt.has("embed_tokens.weight"):
         yield info("tie_word_embeddings is true and neither lm_head nor embed_tokens is in the checkpoint: engines "
-                   "use the target's embedding as the head", file=CONFIG, key=key)
+                   "use the target's embedding as the head", code="target-head", file=CONFIG, key=key)
 
 
 @check(
@@ -517,6 +571,15 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
     evidence=("SpecForge #265 (rope_theta ignored)", "Automodel PR #2920", "speculators PR #574 (rope_scaling lost)"),
     fix="state rope_theta (and rope_scaling) as the target model's config does, in rope_theta and rope_parameters "
     "alike",
+    codes={
+        "theta-conflict": "rope_theta and rope_parameters.rope_theta differ",
+        "unusable-scaling": "rope scaling transformers' rope init refuses",
+        "suspect-scaling": "rope scaling that loads but computes wrong frequencies",
+        "theta-default": "(note) no rope_theta: the trainer and every selected engine use the same default",
+        "theta-unstated": "no rope_theta, and the trainer and the engines default differently",
+        "mla-rope-type": "an MLA drafter's rope_type other than yarn or default",
+        "mla-yarn-factor": "an MLA drafter's yarn rope without a factor",
+    },
 )
 def rope(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -535,13 +598,14 @@ def rope(ctx: Context) -> Iterable[Finding]:
                     key=f"{prefix}rope_parameters.rope_theta", expected="one value", found=f"{legacy} vs {nested}",
                     why="transformers 4 and SGLang 0.5.6 read rope_theta, transformers 5 reads rope_parameters: "
                     "engines disagree on positions",
-                    fix="write the trained value in both places")
+                    fix="write the trained value in both places", code="theta-conflict")
     if cfg.family == MLA:
         yield from _mla_rope(cfg, raw)
     for name in ("rope_scaling", "rope_parameters"):
         for problem in rope_scaling_problems(raw.get(name)):
             make = error if problem.fatal else warning
             yield make(f"{CONFIG}: {name}.{problem}", file=CONFIG, key=f"{prefix}{name}.{problem.key}",
+                       code="unusable-scaling" if problem.fatal else "suspect-scaling",
                        expected=problem.expected, found=json.dumps(problem.value),
                        why=("transformers' rope init (which vLLM and SGLang use) fails on it: an engine reading this "
                             "object refuses the drafter at load" if problem.fatal else
@@ -598,10 +662,10 @@ def _unstated_theta(ctx: Context, key: str) -> Finding:
         theta = f"{next(iter(values)):g}" if values else "their default"
         return info(f"{CONFIG}: no rope_theta stated; the trainer and every selected engine use {theta} ({listing}): "
                     f"served as trained if it was trained with {theta} (a reference spec or --source says)",
-                    file=CONFIG, key=key, expected="rope_theta stated", found="absent",
+                    code="theta-default", file=CONFIG, key=key, expected="rope_theta stated", found="absent",
                     fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
     return error(f"{CONFIG}: no rope_theta stated, and its readers default differently: {listing}", file=CONFIG,
-                 key=key, expected="the rope_theta the drafter was trained with", found="absent",
+                 code="theta-unstated", key=key, expected="the rope_theta the drafter was trained with", found="absent",
                  why="engines that use another base than the trainer rotate positions at another frequency: "
                  "acceptance drops without an error (SpecForge #265)",
                  fix="state rope_theta (and rope_scaling, if any) as in the target model's config")

@@ -15,7 +15,16 @@ from collections.abc import Iterable
 from .. import engines
 from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
-from ..engines.reading import Reading, describe_difference, differences, effect, patch_for, remedy, shown
+from ..engines.reading import (
+    SEMANTIC_FIELDS,
+    Reading,
+    describe_difference,
+    differences,
+    effect,
+    patch_for,
+    remedy,
+    shown,
+)
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, refusal_cause, warning
 from ._common import CONFIG, config_of, release, require_complete, unread_layout
 
@@ -70,12 +79,23 @@ def _readings(ctx: Context):
               "MLA drafters: vLLM 0.33.0 model_executor/models/deepseek_eagle3.py:258-267, 370-398 (a null "
               "q_lora_rank cannot load); SGLang 0.5.23 srt/models/kimi_k25_eagle3.py:113-117, 243-244, 428-501"),
     fix="write the checkpoint in the layout the engine reads (names, architectures) and keep every trained tensor",
+    codes={
+        "class-refused": "the release builds no EAGLE-3 drafter from the architectures",
+        "refused": "the release refuses the checkpoint at load",
+        "unfilled": "trained parameters the release leaves unfilled",
+        "no-tensor": "parameters the release builds that no tensor fills",
+        "dropped": "trained tensors the release drops or never uses",
+        "narrowed": "tensors the release cuts to the (smaller) shapes it builds",
+        "shared-from-target": "(note) tensors the release takes from the target model",
+        "target-tensor-used": "(note) the release uses the target's tensor instead of the checkpoint's",
+        "replaced": "(note) the release replaces a checkpoint tensor with the target's",
+    },
 )
 def loads(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
     name = label(served)
     if served.class_refusal:  # another model (or none) is built: what it would do with the tensors is moot
-        yield error(f"{name} refuses the drafter: {served.class_refusal}", key="architectures",
+        yield error(f"{name} refuses the drafter: {served.class_refusal}", code="class-refused", key="architectures",
                     expected=f"an architecture {name} builds an EAGLE-3 drafter for", found=served.architecture,
                     why="the server fails to start, or serves a model that is not the drafter",
                     fix="name the drafter class this engine registers in architectures")
@@ -83,7 +103,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
     for refusal in served.refusals:
         at = served.refused_at.get(refusal)
         yield error(f"{name} refuses the drafter: {refusal}", key=at, cause=None if at else refusal_cause(refusal),
-                    expected=f"a drafter {name} loads", found=refusal,
+                    code="refused", expected=f"a drafter {name} loads", found=refusal,
                     why="speculators fails to load it" if served.engine == "speculators" else
                     "the server fails to start, or fails at the first request",
                     fix="write the checkpoint in the layout this engine reads" if not served.layout_ok else
@@ -95,7 +115,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
     if lost:
         yield error(
             f"{name} leaves {len(lost)} trained parameter(s) unfilled: {_listing(lost)}",
-            key=trained.tensors[lost[0]], expected="every trained tensor loaded",
+            code="unfilled", key=trained.tensors[lost[0]], expected="every trained tensor loaded",
             found=f"{served.unfilled[lost[0]]} ({', '.join(trained.tensors[r] for r in lost[:4])} not read)",
             why=f"{name} serves those parameters with {served.unfilled[lost[0]]}; nothing is reported and "
             "acceptance collapses",
@@ -108,7 +128,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
             why=f"{name} raises nothing and serves them as {served.unfilled[absent[0]]}: the drafter computes "
             "something it was never trained to",
             fix="add the missing tensors from the trained model, or fix the config field that makes the engine "
-            "build them (num_hidden_layers, the norm and bias flags, draft_vocab_size)")
+            "build them (num_hidden_layers, the norm and bias flags, draft_vocab_size)", code="no-tensor")
     # trained tensors the engine skips, or loads into a parameter its computation never reads
     unused = {**{n: why for n, why in served.ignored.items()
                  if ctx.ckpt.names[n].role in trained.tensors and ctx.ckpt.names[n].role != "t2d"
@@ -119,7 +139,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
     if dropped:
         yield error(
             f"{name} drops {len(dropped)} trained tensor(s): {_listing(dropped)}",
-            key=dropped[0], expected="every trained tensor used", found=unused[dropped[0]],
+            code="dropped", key=dropped[0], expected="every trained tensor used", found=unused[dropped[0]],
             why=f"{name} computes without them, so the drafter runs without what it was trained with",
             fix="serve with an engine that computes with these tensors, or convert the drafter so that it needs none")
     if served.narrowed:
@@ -133,18 +153,19 @@ def loads(ctx: Context) -> Iterable[Finding]:
             f"head size it derived (head_dim {served.head_dim}, {served.sources.get('head_dim', '?')}), which is "
             "not what was trained: almost no drafted token is accepted",
             fix="state the config field that sizes these tensors (head_dim, the head counts, intermediate_size) as "
-            "the drafter was trained")
+            "the drafter was trained", code="narrowed")
     shared = sorted(role for role, how in served.unfilled.items() if how.startswith("shared"))
     not_here = [role for role in shared if not ctx.ckpt.has(role)]
     if not_here:
-        yield info(f"{name} shares {', '.join(not_here)} from the target model (not in the checkpoint)")
+        yield info(f"{name} shares {', '.join(not_here)} from the target model (not in the checkpoint)",
+                   code="shared-from-target")
     for role in shared:
         if ctx.ckpt.has(role):
             yield info(f"{name} uses the target model's {role}, not the checkpoint's {ctx.ckpt.roles[role]}",
-                       key=ctx.ckpt.roles[role])
+                       code="target-tensor-used", key=ctx.ckpt.roles[role])
     for on_disk, how in sorted(served.replaced.items()):
         yield info(f"{name} uses the target model's {ctx.ckpt.names[on_disk].role}, not the checkpoint's "
-                   f"{on_disk}: {how}", key=on_disk)
+                   f"{on_disk}: {how}", code="replaced", key=on_disk)
 
 
 @check(
@@ -158,6 +179,8 @@ def loads(ctx: Context) -> Iterable[Finding]:
     evidence=("vLLM update_eagle3 (norm_before_residual default True)", "SpecForge #265 (rope_theta)",
               "vLLM PRs #38111, #46488, #42143 (norm flags)"),
     fix="state every semantic field explicitly in config.json, where the engine reads it",
+    codes={field.replace("_", "-"): f"the release reads {field} otherwise than the trainer"
+           for field in SEMANTIC_FIELDS},
 )
 def semantics(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
@@ -170,7 +193,7 @@ def semantics(ctx: Context) -> Iterable[Finding]:
             found=f"{shown(field, served, trained)!r} ({served.sources.get(field, '?')})",
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
             fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
-            patch=patch_for(field, trained, ctx.ckpt.config_raw or {}))
+            patch=patch_for(field, trained, ctx.ckpt.config_raw or {}), code=field.replace("_", "-"))
 
 
 @check(
@@ -185,6 +208,16 @@ def semantics(ctx: Context) -> Iterable[Finding]:
     evidence=("vLLM PR #43671 (~10% vs ~45% first-token acceptance, one layer off)", "SGLang PR #25454",
               "vLLM PR #50170 (default layers: 1.21% vs 58.9%)", "SGLang #32226 (count vs fc width)"),
     fix="state the ids in the serving engine's convention, where it reads them (eagle_config and the top level)",
+    codes={
+        "default-matches": "(note) no ids where the release reads them, but its default captures the trained layers",
+        "ids-not-read": "the ids are not where the release reads them: it captures its default layers",
+        "no-ids": "no ids at all: the release captures its default layers",
+        "count-mismatch": "the release captures another number of layers than fc takes",
+        "target-dependent": "what the release captures depends on the target (pass --target-config)",
+        "convention-unknown": "(note) what the release captures, not judged: how the trainer counted is unknown",
+        "wrong-layers": "the release captures other target layers than the drafter was trained on",
+        "beyond-last-layer": "ids past the last layer the release can capture",
+    },
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
@@ -201,6 +234,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
         if layers and default.layers == layers:
             yield info(f"{eng} finds no aux-layer ids where it reads them ({profile.reads_ids}) and falls back to "
                        f"{default.rule}, which captures the layers the drafter was trained on {list(layers)}",
+                       code="default-matches",
                        file=CONFIG, key=key, fix="write the ids where the engine reads them anyway", patch=patch)
         elif trained.ids:
             yield error(f"{eng} finds no aux-layer ids where it reads them; the config has {trained.ids} "
@@ -211,10 +245,10 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         fix=f"write {right} in {profile.reads_ids} (the trained layers {list(layers or ())}, counted "
                         f"{eng}'s way)" if right else "the ids for this engine depend on how the trainer counted "
                         f"({trained.how}) and on the target: pass --aux-convention and --target-config",
-                        patch=patch)
+                        patch=patch, code="ids-not-read")
         else:
             yield warning(f"{eng} finds no aux-layer ids and falls back to its default layers",
-                          file=CONFIG, key=key, found="absent",
+                          code="no-ids", file=CONFIG, key=key, found="absent",
                           why="the defaults need not be the layers the drafter was trained on",
                           fix="state the ids the drafter was trained on")
         return
@@ -223,7 +257,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     ht = served.target_hidden_size
     if fc and len(fc) == 2 and ht and fc[1] % ht == 0 and len(ids) != fc[1] // ht:
         yield error(f"{eng} captures {len(ids)} layers {ids}, fc takes {fc[1] // ht} states of {ht}",
-                    file=CONFIG, key=where, expected=f"{fc[1] // ht} ids", found=str(ids),
+                    code="count-mismatch", file=CONFIG, key=where, expected=f"{fc[1] // ht} ids", found=str(ids),
                     why="the fused state does not fit fc: the engine fails at the first draft step (SGLang #32226)",
                     fix="state exactly the ids the drafter was trained on")
     cap = profile.capture(ids, target)
@@ -233,15 +267,16 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
             yield warning(f"{eng} captures from ids {ids} layers that depend on the target: {outcomes}; the drafter "
                           f"was trained on the outputs of layers {list(layers)} ({trained.convention} convention: "
                           f"{trained.how})", file=CONFIG, key=where, expected=f"layers {list(layers)}",
+                          code="target-dependent",
                           found=outcomes, why=f"{cap.rule}: on some targets the drafter is fed states one layer off "
                           "(SGLang PR #25454: about 0.10 accept length on Kimi-K2.5)",
                           fix="pass --target-config (the verifier's config.json) so the gate knows which")
         elif not layers:
             yield info(f"{eng} captures from ids {ids} layers that depend on the target: {outcomes}; how the "
-                       f"trainer counted is {trained.how}", file=CONFIG, key=where)
+                       f"trainer counted is {trained.how}", code="convention-unknown", file=CONFIG, key=where)
     elif layers is None:
         yield info(f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids} ({cap.rule}); how the "
-                   f"trainer counted is {trained.how}", file=CONFIG, key=where)
+                   f"trainer counted is {trained.how}", code="convention-unknown", file=CONFIG, key=where)
     elif cap.layers != layers:
         yield error(
             f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids}; the drafter was trained on "
@@ -251,13 +286,13 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
             "~45%; SGLang PR #25454 about 0.10 accept length on Kimi-K2.5",
             fix=f"for {eng}, write {right} in {profile.reads_ids} (the same layers, counted its way)" if right else
             f"no ids make {eng} capture those layers on this target: serve with another engine or release",
-            patch=patch)
+            patch=patch, code="wrong-layers")
     if cap.last_id is not None:
         above = [i for i in ids if i > cap.last_id]
         if above:
             n = target.num_layers if target else None
             yield error(f"{eng} captures nothing for ids {above}: the target has {n} layers and the last id "
-                        f"{eng} can capture is {cap.last_id}", file=CONFIG, key=where,
+                        f"{eng} can capture is {cap.last_id}", code="beyond-last-layer", file=CONFIG, key=where,
                         expected=f"ids <= {cap.last_id}", found=str(ids),
                         why=f"{cap.rule}; the drafter is fed no state (or the server fails) for those layers",
                         fix="check the ids and that --target-config is the verifier's config")
@@ -275,6 +310,11 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
               "(startup ValueError)", "vLLM 0.33.0 config/speculative.py "
               "_maybe_override_draft_max_position_embeddings"),
     fix="state the max_position_embeddings of the target, and name the verifier by its hub id",
+    codes={
+        "context-raised": "(note) the release raises the draft's max_position_embeddings to --max-model-len",
+        "context-too-short": "max_position_embeddings below --max-model-len: the release refuses or caps it",
+        "local-verifier": "the speculators verifier is not a hub id (`vllm serve DRAFTER` refuses it)",
+    },
 )
 def serving(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
@@ -287,10 +327,10 @@ def serving(ctx: Context) -> Iterable[Finding]:
         severity, message, why, fix = said
         where = served.sources.get("max_position_embeddings", "?")
         if severity == "info":
-            yield info(f"{eng} {message}", file=CONFIG, key="max_position_embeddings")
+            yield info(f"{eng} {message}", code="context-raised", file=CONFIG, key="max_position_embeddings")
         else:
             yield error(f"{eng} {message}", file=CONFIG, key="max_position_embeddings", expected=f">= {want}",
-                        found=f"{served.max_position_embeddings} ({where})", why=why, fix=fix)
+                        found=f"{served.max_position_embeddings} ({where})", why=why, fix=fix, code="context-too-short")
     if served.engine == "vllm" and ctx.ckpt.layout == SPECULATORS:
         spec = ctx.ckpt.config_raw.get("speculators_config")
         verifier = spec.get("verifier") if isinstance(spec, dict) else None
@@ -298,7 +338,7 @@ def serving(ctx: Context) -> Iterable[Finding]:
         local = not (isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path))
         if local:
             yield warning(f"{eng}: speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
-                          file=CONFIG, key="speculators_config.verifier.name_or_path",
+                          code="local-verifier", file=CONFIG, key="speculators_config.verifier.name_or_path",
                           expected="an id such as org/model", found=repr(path),
                           why="`vllm serve DRAFTER` reads the verifier from this field and refuses anything but a "
                           "remote repository (\"Speculators verifier must name a remote model repository\")",

@@ -12,48 +12,55 @@ _WHY = ("safetensors refuses a file like this, and vLLM and SGLang either fail a
 _WEIGHTS = ("vLLM and SGLang read the weights with safetensors when they start the drafter")
 
 
-def _why(p) -> str:
-    """Why this problem matters, for the case it is (the readers that found it say what, not why)."""
+def _why(p) -> tuple[str, str]:
+    """The kind of problem (its code's slug) and why it matters, for the case it is (the readers that found it say
+    what, not why)."""
     msg, file = p.message, p.file or ""
     config, index = file == CONFIG, file.endswith(".index.json")
     if config and "is missing" in msg:
-        return ("engines build the drafter from config.json (its sizes, aux-layer ids, vocabulary): without it "
-                "vLLM and SGLang refuse to load the checkpoint")
+        return "config-missing", ("engines build the drafter from config.json (its sizes, aux-layer ids, "
+                                  "vocabulary): without it vLLM and SGLang refuse to load the checkpoint")
     if "is a directory" in msg:
         what = "config.json" if config else "the weights"
-        return (f"a directory stands where {what} should be a file: the engine's loader fails to open it (a copy "
-                "that nested a folder, or an unpacked archive)")
+        return "directory", (f"a directory stands where {what} should be a file: the engine's loader fails to open it "
+                             "(a copy that nested a folder, or an unpacked archive)")
     if "broken symlink" in msg:
-        return ("the link points at a file that is gone (a Hugging Face cache whose blob was deleted): the engine "
-                "fails to open it")
+        return "broken-symlink", ("the link points at a file that is gone (a Hugging Face cache whose blob was "
+                                  "deleted): the engine fails to open it")
     if "does not exist" in msg or ("is missing" in msg and not config):
-        return ("the index names a shard that is not here: the engines' loaders stop on the missing file, or "
-                "the drafter loads without the tensors it holds" if "the index puts" in msg else
-                "the engines need this file to load the drafter's weights")
+        if "the index puts" in msg:
+            return "missing-shard", ("the index names a shard that is not here: the engines' loaders stop on the "
+                                     "missing file, or the drafter loads without the tensors it holds")
+        return "missing-file", "the engines need this file to load the drafter's weights"
     if "truncated" in msg:
-        return ("the file ends before the bytes its header promises (an interrupted copy or upload): safetensors "
-                "refuses it, so the engine fails at load")
+        return "truncated", ("the file ends before the bytes its header promises (an interrupted copy or upload): "
+                             "safetensors refuses it, so the engine fails at load")
     if "more than once" in msg:
-        return "JSON readers keep only the last of two equal keys: the value the engine reads may not be the one meant"
+        return "duplicate-key", ("JSON readers keep only the last of two equal keys: the value the engine reads may "
+                                 "not be the one meant")
     if "not valid JSON" in msg or "not valid UTF-8" in msg or "is a JSON" in msg or "nests JSON" in msg:
-        return (f"{file or 'the file'} does not parse as the JSON object engines read: they refuse the checkpoint"
-                + ("" if not config else "; without a config there is nothing to build the drafter from"))
+        return "invalid-json", (f"{file or 'the file'} does not parse as the JSON object engines read: they refuse the "
+                                "checkpoint"
+                                + ("" if not config else "; without a config there is nothing to build the drafter "
+                                   "from"))
     if "not safetensors" in msg or "torch.save" in msg or "pickle" in msg.lower():
-        return ("this is not the format its name says: loading a pickle runs code, and safetensors refuses it; "
-                "engines fail at load, or run whatever the pickle holds")
+        return "wrong-format", ("this is not the format its name says: loading a pickle runs code, and safetensors "
+                                "refuses it; engines fail at load, or run whatever the pickle holds")
     if "hole" in msg or "overlaps" in msg or "after the last tensor" in msg:
-        return ("the header's byte ranges do not tile the data: safetensors refuses such a file, and a tensor read "
-                "through it would hold another tensor's bytes")
+        return "byte-ranges", ("the header's byte ranges do not tile the data: safetensors refuses such a file, and a "
+                               "tensor read through it would hold another tensor's bytes")
     if "is also in" in msg:
-        return "two shards hold the same tensor: which copy an engine loads depends on the order it reads the shards"
+        return "duplicate-tensor", ("two shards hold the same tensor: which copy an engine loads depends on the order "
+                                    "it reads the shards")
     if index or "the index does not list" in msg:
-        return ("the index and the shards disagree: engines load by the index, so a tensor it does not list is "
-                "never loaded and one it misplaces fails the load")
+        return "index-mismatch", ("the index and the shards disagree: engines load by the index, so a tensor it does "
+                                  "not list is never loaded and one it misplaces fails the load")
     if "dtype" in msg or "shape" in msg or "data_offsets" in msg or "header" in msg:
-        return f"the safetensors header is malformed: {_WEIGHTS}, and safetensors refuses it"
+        return "bad-header", f"the safetensors header is malformed: {_WEIGHTS}, and safetensors refuses it"
     if "cannot be read" in msg or "cannot be resolved" in msg:
-        return "the file cannot be opened here (permissions, a symlink loop): neither can the engine's loader"
-    return _WHY
+        return "unreadable", ("the file cannot be opened here (permissions, a symlink loop): neither can the engine's "
+                              "loader")
+    return "corrupt", _WHY
 
 
 @check(
@@ -64,17 +71,36 @@ def _why(p) -> str:
     "checkpoint, an unreadable or missing config.json.",
     evidence=("safetensors format: header length, no holes or overlaps, data within the file",),
     fix="re-export or re-copy the checkpoint; keep every shard inside its directory and the index in step with it",
+    codes={
+        "config-missing": "config.json is missing",
+        "directory": "a directory stands where a file should be",
+        "broken-symlink": "a symlink points at a file that is gone",
+        "missing-shard": "the index names a shard that is not there",
+        "missing-file": "a file the checkpoint needs does not exist",
+        "truncated": "a file ends before the bytes its header promises",
+        "duplicate-key": "a JSON file states one key twice",
+        "invalid-json": "config.json or an index is not a JSON object in UTF-8",
+        "wrong-format": "a pickle, zip or other format where safetensors (or torch's zip) belongs",
+        "byte-ranges": "a header's byte ranges overlap, leave holes or run past the data",
+        "duplicate-tensor": "two shards hold the same tensor",
+        "index-mismatch": "the index and the shards disagree",
+        "bad-header": "a malformed safetensors header (dtype, shape, offsets)",
+        "unreadable": "a file cannot be opened (permissions, a symlink loop)",
+        "corrupt": "any other integrity problem of a file",
+    },
 )
 def files(ctx: Context) -> Iterable[Finding]:
     for p in ctx.ckpt.problems:
         where = f" (byte {p.offset})" if p.offset is not None else ""
+        code, why = _why(p)
         yield error(
             f"{p.file}{where}: {p.message}",
+            code=code,
             file=p.file,
             key=p.key,
             expected=p.expected,
             found=p.found,
-            why=p.why or _why(p),
+            why=p.why or why,
             fix=p.fix or "re-export or re-copy the checkpoint from its source",
             offset=p.offset,
         )

@@ -82,6 +82,13 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
     evidence=("vLLM update_eagle3: norm_before_residual defaults to True, speculators to False",
               "vLLM PRs #38111, #46488, #42143 (norm flags not propagated)", "SpecForge #265 (rope_theta)"),
     fix="state every semantic field explicitly; re-export the tensors the finding lists from the trained checkpoint",
+    codes={
+        "unservable": "the release would not compute this drafter (refused or unfilled parameters)",
+        "fc-width": "the release feeds fc another width than trained",
+        "non-finite": "NaN or +inf logits",
+        "agrees": "(note) the release's reading computes what was trained",
+        "differs": "the release's reading computes other logits than the trainer's",
+    },
 )
 def equivalence(ctx: Context) -> Iterable[Finding]:
     cand = ctx.ckpt
@@ -109,6 +116,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{eng} would not compute this drafter: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            code="unservable",
             key=subject, cause=None if subject else refusal_cause(problems[0]),
             expected=f"a drafter {eng} loads completely", found="; ".join(problems),
             why=f"{eng} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
@@ -124,6 +132,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{eng} feeds fc {served.num_aux} x {served.target_hidden_size} aux inputs, the drafter was trained "
             f"on {trained.num_aux} x {trained.target_hidden_size}",
+            code="fc-width",
             key="fc.weight", expected=str(width), found=str(served.num_aux * served.target_hidden_size),
             why="the captured target states do not fit fc", fix="state the aux-layer ids where the engine reads them")
         return
@@ -145,7 +154,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     if broken:
         yield error(
             f"the drafter computes non-finite logits: {broken[0].describe()}",
-            expected="finite logits (-inf only outside the draft vocabulary)",
+            code="non-finite", expected="finite logits (-inf only outside the draft vocabulary)",
             found=" | ".join(s.describe() for s in broken),
             why="NaN or +inf logits compare equal to nothing, so the two readings cannot be said to agree; an engine "
             "samples garbage from them (or no token at all). Usually a weight holds NaN or Inf (speculators "
@@ -158,7 +167,8 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
                    "random tokens agree to float32 rounding"
                    + ("; tokens are embedded with the target's embed_tokens (--target), as engines do" if target_embed
                       else "" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
-                      "embed_tokens in the checkpoint; --target embeds with the target's, as engines do)"))
+                      "embed_tokens in the checkpoint; --target embeds with the target's, as engines do)"),
+                   code="agrees")
         return
     causes = [describe_difference(name, served, trained) for name in differences(served, trained)]
     if ctx.source is not None:
@@ -167,7 +177,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     fixes = [remedy(name, trained, served) for name in differences(served, trained)]
     yield error(
         f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}",
-        expected=f"logits equal to float32 rounding (rtol {RTOL}, atol {ATOL} x the largest logit)",
+        code="differs", expected=f"logits equal to float32 rounding (rtol {RTOL}, atol {ATOL} x the largest logit)",
         found=" | ".join(s.describe() for s in steps),
         why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "
              "changed numerically") + ". The drafter then proposes other tokens than it was trained to, and "

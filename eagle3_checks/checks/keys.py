@@ -25,6 +25,22 @@ _UNEXPECTED_WHY = ("vLLM refuses an unknown tensor at load (\"There is no module
               "SGLang PR #27908 (no lm_head: accept length 1.00)"),
     fix="name every tensor as the layout does (speculators: layers.N.*; flat: midlayer.*), without a `model.` "
     "prefix, and keep every tensor the config asks for",
+    codes={
+        "duplicate-tensor": "one tensor under two names",
+        "unknown-tensor": "a tensor that is not part of an EAGLE-3 drafter",
+        "model-prefix": "tensor names carry a `model.` prefix",
+        "flat-names": "flat-layout (`midlayer.`) names in a speculators checkpoint",
+        "layers-0-names": "(note) a flat checkpoint names its first layer `layers.0.*`",
+        "missing-tensor": "a tensor the config asks for is missing",
+        "undeclared-bias": "a bias the config does not declare",
+        "unneeded-d2t": "a d2t although the draft vocabulary is the target's",
+        "unneeded-t2d": "(note) a t2d although the draft vocabulary is the target's",
+        "undeclared-input-norm": "an input_norm without norm_before_fc",
+        "undeclared-fc-norm": "an fc norm without fc_norm",
+        "undeclared-qk-norm": "q/k norms in layers configured without them",
+        "unexpected-layer-tensor": "a layer tensor the configured decoder layer does not have",
+        "unexpected-tensor": "any other tensor the config does not ask for",
+    },
 )
 def keys(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -41,7 +57,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
             f"{' and '.join(names)} are the same tensor ({role}) under two names",
             file=file_of[names[0]], key=names[0], expected="one name per tensor", found=", ".join(names),
             why="which copy an engine loads depends on file order; the other is dropped or refused",
-            fix=f"keep one of them, named {on_disk_name(role, layout, style)}",
+            code="duplicate-tensor", fix=f"keep one of them, named {on_disk_name(role, layout, style)}",
         )
 
     prefixed, flat_names = [], []
@@ -51,7 +67,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
             yield error(
                 f"{name}: not a tensor of an EAGLE-3 drafter",
                 file=file_of[name], key=name, expected="no such tensor", found=name, why=_UNEXPECTED_WHY,
-                fix="remove it, or fix its name if it is a renamed drafter tensor",
+                code="unknown-tensor", fix="remove it, or fix its name if it is a renamed drafter tensor",
             )
             continue
         if n.prefixed:
@@ -66,7 +82,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{_count(prefixed)} carry a `model.` prefix: {_listing(prefixed)}",
             file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role, layout, style),
-            found=first,
+            code="model-prefix", found=first,
             why="vLLM prefixes drafter tensors with `model.` itself and fails on `model.model.*` (\"There is no "
             "module or parameter named ...\"); SGLang 0.5.6 accepts the prefix on layer tensors but silently "
             "drops `model.lm_head.weight` and serves with an uninitialised head",
@@ -77,7 +93,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{_count(flat_names)} use flat-layout names in a speculators checkpoint: {_listing(flat_names)}",
             file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role, layout, "layers"),
-            found=first,
+            code="flat-names", found=first,
             why="speculators loads non-strictly: the layer keeps its random initialisation and nothing is "
             "reported (speculators #1114)",
             fix="rename `midlayer.` to `layers.0.`, or convert the config to the flat layout too",
@@ -87,7 +103,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         yield info(
             "the first layer is named `layers.0.*`: vLLM maps both `midlayer.` and `layers.0.`; SGLang 0.5.6 "
             "reads only `midlayer.*`",
-            key="layers.0.*", expected="midlayer.* (both engines)", found="layers.0.*",
+            code="layers-0-names", key="layers.0.*", expected="midlayer.* (both engines)", found="layers.0.*",
             fix="rename to `midlayer.*` when the drafter must also run on SGLang",
         )
 
@@ -97,7 +113,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         because = f" ({exp.reason})" if exp.presence == CONDITIONAL else ""
         yield error(
             f"{on_disk_name(role, layout, style)} is missing{because}",
-            file=ckpt.weight_files[0] if len(ckpt.weight_files) == 1 else None,
+            code="missing-tensor", file=ckpt.weight_files[0] if len(ckpt.weight_files) == 1 else None,
             key=on_disk_name(role, layout, style), expected=f"a tensor of shape {exp.dims}", found="absent",
             why=_missing_why(role), fix=_missing_fix(role),
         )
@@ -132,7 +148,7 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
         flag = "attention_bias" if ".self_attn." in role else "mlp_bias"
         return error(
             f"{name}: a bias the config does not declare ({flag} is not true)",
-            file=file, key=name, expected=f"no bias, or {flag}: true", found=name,
+            code="undeclared-bias", file=file, key=name, expected=f"no bias, or {flag}: true", found=name,
             why="vLLM silently ignores bias tensors its config does not ask for: the drafter runs without the "
             "biases it was trained with",
             fix=f"set {flag}: true in config.json if the drafter was trained with biases",
@@ -143,14 +159,15 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
             file=file, key=name, expected="no d2t when draft and target vocabularies are the same", found=name,
             why="vLLM 0.33 builds no draft_id_to_target_id when the vocabularies are equal and raises \"There is no "
             "module or parameter named ...\" for the tensor (llama_eagle3.py)",
-            fix="set draft_vocab_size to the draft vocabulary, or remove d2t and t2d",
+            code="unneeded-d2t", fix="set draft_vocab_size to the draft vocabulary, or remove d2t and t2d",
         )
     if role == "t2d":
         return info(f"{name}: a target-to-draft mask although draft_vocab_size equals vocab_size; vLLM and SGLang "
-                    "skip t2d", file=file, key=name)
+                    "skip t2d", code="unneeded-t2d", file=file, key=name)
     if role == "input_norm.weight":
         return error(
             f"{name}: present but norm_before_fc is not true",
+            code="undeclared-input-norm",
             file=file, key=name, expected="norm_before_fc: true with this tensor", found="norm_before_fc off",
             why="vLLM drops input_norm when norm_before_fc is off (llama_eagle3.py load_weights): the fused "
             "aux states reach fc un-normalised",
@@ -161,12 +178,12 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
             f"{name}: present but fc_norm is not true (or the index is beyond the aux layers)",
             file=file, key=name, expected="fc_norm: true, one norm per aux layer", found=name,
             why="engines build fc_norm only when the flag is set; vLLM refuses the unknown tensor",
-            fix="set fc_norm: true in config.json",
+            code="undeclared-fc-norm", fix="set fc_norm: true in config.json",
         )
     if role.endswith(("q_norm.weight", "k_norm.weight")):
         return error(
             f"{name}: a q/k norm, but the configured decoder layers have none",
-            file=file, key=name, expected="no q_norm/k_norm", found=name,
+            code="undeclared-qk-norm", file=file, key=name, expected="no q_norm/k_norm", found=name,
             why="only Qwen3 layers have q/k norms: a speculators config says so with transformer_layer_config."
             "model_type qwen3, a flat one with architectures [\"Eagle3Qwen3ForCausalLM\"]; vLLM builds Llama "
             "layers for LlamaForCausalLMEagle3 and refuses the tensor",
@@ -176,7 +193,7 @@ def _unexpected(name: str, role: str, file: str, cfg) -> Finding:
         return error(
             f"{name}: not part of a {cfg['model_type']} decoder layer as configured",
             file=file, key=name, expected="no such tensor", found=name, why=_UNEXPECTED_WHY,
-            fix="check model_type and the layer flags in config.json",
+            code="unexpected-layer-tensor", fix="check model_type and the layer flags in config.json",
         )
     return error(f"{name}: not expected for this config", file=file, key=name, found=name, why=_UNEXPECTED_WHY,
-                 fix="remove it or fix the config")
+                 fix="remove it or fix the config", code="unexpected-tensor")

@@ -19,6 +19,18 @@ from ._common import config_of, require_complete
     "drafter known to serve well (for Kimi-sized drafters: the AQ-MedAI Kimi-K2 drafter); the trainer's own "
     "choices (draft vocabulary, intermediate size, aux ids) are notes.",
     fix="restore the reference's shapes, dtypes and semantic fields, or diff against the right reference",
+    codes={
+        "layouts-differ": "(note) the layouts differ: compared by tensor role",
+        "trainer-shape": "(note) a shape that differs only by the trainer's own choices",
+        "shape": "a tensor of another shape than the reference's",
+        "optional-tensor": "(note) an optional tensor on one side only",
+        "draft-vocab-tensor": "(note) d2t/t2d on one side only, following the draft vocabulary",
+        "tensor-presence": "a tensor on one side only",
+        "dtype": "tensors in another dtype than the reference's",
+        "aux-convention": "(note) aux ids that capture other layers than the reference's",
+        "trainer-choice": "(note) a config field the trainer chooses differs",
+        "config-field": "a semantic config field differs",
+    },
 )
 def reference_diff(ctx: Context) -> Iterable[Finding]:
     # Against a checkpoint that cannot be read whole, every field and tensor would "differ": the files check

@@ -86,6 +86,17 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
     "(an exporter that saved an untrained embed_tokens: TorchSpec #38).",
     evidence=("speculators model.py: embed_tokens and lm_head initialised to NaN", "TorchSpec #38"),
     fix="re-export the tensors named from the trained model, after the verifier's weights were loaded",
+    codes={
+        "not-scanned": "(note) tensors whose bytes run past the end of the file",
+        "unsupported-dtype": "(note) tensors of a dtype the scan does not read",
+        "unreadable": "a tensor's bytes cannot be read",
+        "non-finite": "NaN or Inf values",
+        "all-zero": "a weight that is all zeros",
+        "zero-bias": "a bias that is all zeros",
+        "norm-at-init": "a norm left at 1.0",
+        "norm-scale": "a norm far from its usual scale",
+        "untrained": "statistics of a random initialiser: never trained",
+    },
 )
 def values(ctx: Context) -> Iterable[Finding | Data]:
     ckpt = ctx.ckpt
@@ -99,7 +110,7 @@ def values(ctx: Context) -> Iterable[Finding | Data]:
         missed = sorted(set(ckpt.tensors) - {e.name for e in entries})
         yield Data({"not_scanned": missed})
         yield info(f"{len(missed)} tensor(s) not scanned, their bytes run past the end of the file (see files): "
-                   f"{', '.join(missed[:5])}{' ...' if len(missed) > 5 else ''}")
+                   f"{', '.join(missed[:5])}{' ...' if len(missed) > 5 else ''}", code="not-scanned")
     show = bool(ctx.options and ctx.options.progress) and sum(e.nbytes for e in entries) > PROGRESS_FROM
     result = scan(entries, _progress if show else None)
     if show:
@@ -108,7 +119,8 @@ def values(ctx: Context) -> Iterable[Finding | Data]:
     if skipped:
         names = sorted(e.name for e in entries if e.dtype in skipped)
         yield info(f"{len(names)} tensor(s) of dtype {', '.join(skipped)} not scanned (a scale format without "
-                   f"NaN/Inf semantics here): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}")
+                   f"NaN/Inf semantics here): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}",
+                   code="unsupported-dtype")
     cfg = ckpt.config
     layer = layer_fields(cfg.raw, cfg.layout == SPECULATORS) if cfg is not None else {}
     init_range = layer.get("initializer_range", 0.02)  # transformers' default
@@ -120,13 +132,13 @@ def values(ctx: Context) -> Iterable[Finding | Data]:
         where = dict(file=e.file, key=name)
         if st.error:
             yield error(f"{name}: cannot be read ({st.error})", **where, why="the weights are incomplete",
-                        fix="copy the file again from its source")
+                        fix="copy the file again from its source", code="unreadable")
             continue
         if st.nan or st.inf:
             parts = [f"{n} {kind}" for n, kind in ((st.nan, "NaN"), (st.inf, "Inf")) if n]
             yield error(f"{name}: {' and '.join(parts)} of {st.numel} values, the first at index "
                         f"{_index(st.first_nonfinite or 0, e.shape)}", **where, expected="finite values",
-                        found=", ".join(parts), why=_NONFINITE_WHY,
+                        code="non-finite", found=", ".join(parts), why=_NONFINITE_WHY,
                         fix="re-export from the trained model; for speculators, after load_verifier_weights()")
             continue
         if st.all_zero:
@@ -136,11 +148,11 @@ def values(ctx: Context) -> Iterable[Finding | Data]:
                        why=("a bias left at its zero initialisation" if bias else
                             "a zero weight makes its layer output nothing: the drafter was never trained here, "
                             "or the export lost the data"),
-                       fix="re-export the tensor from the trained model")
+                       fix="re-export the tensor from the trained model", code="zero-bias" if bias else "all-zero")
             continue
         if is_norm(role):
             if st.constant and st.max_abs == 1.0:
-                yield warning(f"{name}: every value is 1.0, RMSNorm's initial value", **where,
+                yield warning(f"{name}: every value is 1.0, RMSNorm's initial value", code="norm-at-init", **where,
                               expected="trained scales", found="all ones",
                               why="a norm that never moved from its initialisation was not trained (or the export "
                               "wrote a fresh module)", fix="re-export the trained norm weights")
@@ -148,12 +160,12 @@ def values(ctx: Context) -> Iterable[Finding | Data]:
                 yield warning(f"{name}: largest scale {st.max_abs:.3g}, far from an RMSNorm's usual range", **where,
                               expected="scales around 1 (0.01 to 64)", found=f"max |w| = {st.max_abs:.3g}",
                               why="a norm this far from 1 points at a tensor from another role, or a broken export",
-                              fix="check that this tensor is the norm it is named as")
+                              fix="check that this tensor is the norm it is named as", code="norm-scale")
             continue
         init = _untrained(role, st, float(init_range))
         if init:
             yield warning(f"{name}: its statistics match {init} (mean {st.mean:.3g}, std {st.std:.3g}, excess "
-                          f"kurtosis {st.kurtosis:.2f})", **where, expected="trained weights",
+                          f"kurtosis {st.kurtosis:.2f})", code="untrained", **where, expected="trained weights",
                           found=f"an untouched {init}",
                           why="a tensor still at its random initialisation was never trained: the exporter saved a "
                           "fresh module (TorchSpec #38: an untrained embed_tokens served by vLLM)",

@@ -19,6 +19,9 @@ from ._common import config_of
               "SGLang #32226 (fc width 8640 vs 5760: aux count)"),
     fix="state head_dim, draft_vocab_size and the aux-layer ids the drafter was trained with; store weights as "
     "(out_features, in_features)",
+    codes={
+        "mismatch": "a tensor's shape is not the one the config implies",
+    },
 )
 def shapes(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -30,7 +33,7 @@ def shapes(ctx: Context) -> Iterable[Finding]:
         fix, field = _fix(role, exp.shape, entry.shape, cfg)
         yield error(
             f"{entry.name}: shape {fmt_shape(entry.shape)}, the config implies {fmt_shape(exp.shape)} {exp.dims}",
-            file=entry.file, key=entry.name, expected=f"{fmt_shape(exp.shape)} {exp.dims}",
+            code="mismatch", file=entry.file, key=entry.name, expected=f"{fmt_shape(exp.shape)} {exp.dims}",
             found=fmt_shape(entry.shape),
             why="vLLM's weight loaders stop with a bare AssertionError on a size mismatch, and a drafter built "
             "from a config that disagrees with its weights computes something else than what was trained",

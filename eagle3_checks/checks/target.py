@@ -15,6 +15,10 @@ from ._common import CONFIG, config_key, config_of
     guards="Aux ids above the target's layer count: the engine captures nothing (or crashes) for them.",
     evidence=("speculators models/utils.py resolve_target_layer_ids: ids in [0, N]", "vLLM PR #46788"),
     fix="state the ids of target layers that exist; check --target-config is the verifier's",
+    codes={
+        "out-of-range": "aux-layer ids beyond the target's layers",
+        "last-layer": "(note) an aux-layer id is the target's last layer",
+    },
 )
 def aux_in_range(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target
@@ -26,7 +30,7 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
     n = t.num_hidden_layers
     above = [i for i in ids if i > n]
     if above:
-        yield error(f"aux-layer ids {above} exceed the target's {n} layers", file=CONFIG,
+        yield error(f"aux-layer ids {above} exceed the target's {n} layers", code="out-of-range", file=CONFIG,
                     key=config_key(cfg, "aux_layer_ids"), expected=f"ids in [0, {n}] ({t.source['num_hidden_layers']})",
                     found=str(ids),
                     why="the engine never reaches that layer: the aux state is never captured and the drafter is "
@@ -38,7 +42,7 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
                    f"there; under SGLang's +1 rule {n - 2} is the last id that captures anything (layer i's input is "
                    "captured for i < N only: SGLang 0.5.23 srt/models/llama.py:485-494; engine.aux-layers judges each "
                    "release)",
-                   file=CONFIG, key=config_key(cfg, "aux_layer_ids"))
+                   code="last-layer", file=CONFIG, key=config_key(cfg, "aux_layer_ids"))
 
 
 @check(
@@ -49,6 +53,9 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
     "and d2t index the wrong tokens.",
     evidence=("speculators PR #188",),
     fix="set vocab_size to the verifier's vocabulary",
+    codes={
+        "mismatch": "vocab_size is not the target's",
+    },
 )
 def vocab_matches(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target
@@ -57,7 +64,7 @@ def vocab_matches(ctx: Context) -> Iterable[Finding]:
         raise NotApplicable("vocab_size unknown on one side")
     if v != t.vocab_size:
         yield error(f"vocab_size {v}, the target's is {t.vocab_size}", file=CONFIG, key=config_key(cfg, "vocab_size"),
-                    expected=f"{t.vocab_size} ({t.source['vocab_size']})", found=str(v),
+                    code="mismatch", expected=f"{t.vocab_size} ({t.source['vocab_size']})", found=str(v),
                     why="vLLM scatters draft logits into a vocab_size-wide tensor and compares them with the target's; "
                     "speculators rejects the verifier at load (PR #188)",
                     fix="set vocab_size to the verifier's vocabulary (and rebuild t2d/embed_tokens if they follow it)")
@@ -71,6 +78,10 @@ def vocab_matches(ctx: Context) -> Iterable[Finding]:
     "when the target is wider than the drafter.",
     fix='serve the drafter with the target it was trained for; state target_hidden_size when it differs from '
     'hidden_size',
+    codes={
+        "target-hidden-size": "target_hidden_size is not the target's hidden_size",
+        "fc-width": "fc's input is not the number of aux layers x the target's hidden size",
+    },
 )
 def hidden_matches(ctx: Context) -> Iterable[Finding]:
     cfg, t = config_of(ctx), ctx.target
@@ -84,10 +95,10 @@ def hidden_matches(ctx: Context) -> Iterable[Finding]:
                     file=CONFIG, key="target_hidden_size", expected=str(t.hidden_size), found=str(ht.value),
                     why="engines size fc's input from target_hidden_size; the captured states will not fit",
                     fix=f"set target_hidden_size: {t.hidden_size}" if ht.explicit else
-                    f"add \"target_hidden_size\": {t.hidden_size}")
+                    f"add \"target_hidden_size\": {t.hidden_size}", code="target-hidden-size")
     if fc and len(fc) == 2 and fc[1] != a * t.hidden_size:
         yield error(f"fc.weight takes {fc[1]} inputs, the target gives {a} x {t.hidden_size} = {a * t.hidden_size}",
                     file=ctx.ckpt.entry("fc.weight").file, key="fc.weight", expected=f"(H, {a * t.hidden_size})",
                     found=str(fc), why="the fused aux states of this target do not fit fc: the engine fails at the "
                     "first draft step",
-                    fix="serve the drafter with the target it was trained for")
+                    fix="serve the drafter with the target it was trained for", code="fc-width")

@@ -51,6 +51,14 @@ def _preview(values, limit: int = 6) -> str:
     evidence=("NVIDIA-NeMo/Automodel PR #2447 (missing d2t)", "verl-SpeCo PR #67 (d2t = arange)",
               "vLLM PR #18909 (d2t dropped: 0.11 acceptance)"),
     fix="embed the d2t the drafter was trained with, as offsets: d2t = sorted_target_ids - arange(DV)",
+    codes={
+        "non-integer": "d2t holds non-integer values",
+        "arange": "d2t equals arange(DV): draft id i maps to target id 2i",
+        "out-of-range": "draft ids map outside the target vocabulary",
+        "duplicate-ids": "two draft ids map to one target id",
+        "unsorted": "the target ids are not increasing",
+        "absolute-ids": "d2t looks like absolute target ids, not offsets (no t2d to tell for sure)",
+    },
 )
 def d2t_check(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -65,7 +73,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
     where = dict(file=entry.file, key=entry.name)
     d2t = _as_ids(np, raw)
     if d2t is None:
-        yield error(f"{entry.name}: holds non-integer values", **where, expected="integer offsets",
+        yield error(f"{entry.name}: holds non-integer values", code="non-integer", **where, expected="integer offsets",
                     found=_preview(raw), why="a drafted id must map to one target token",
                     fix="rebuild d2t from the training vocabulary mapping, as int64")
         return
@@ -76,7 +84,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
     if n >= _ABSOLUTE_MIN_LEN and np.array_equal(d2t, idx):
         yield error(
             f"{entry.name}: equals arange({n}), so draft id i maps to target id 2i",
-            **where, expected=_OFFSETS, found=_preview(d2t),
+            code="arange", **where, expected=_OFFSETS, found=_preview(d2t),
             why="ids past V/2 fall outside the target vocabulary (vLLM never range-checks d2t: a CUDA kernel "
             "faults) and the rest point at the wrong tokens (verl-SpeCo PR #67)",
             fix="write offsets: d2t = sorted_target_ids - arange(DV); all zeros for the identity",
@@ -90,6 +98,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{entry.name}: {len(out)} of {n} draft ids map outside the target vocabulary [0, {v}); first: "
             f"draft id {i} -> {int(target[i])}",
+            code="out-of-range",
             **where, expected=f"0 <= i + d2t[i] < {v}", found=f"i + d2t[i] = {int(target[i])} at i = {i}",
             why="vLLM never range-checks d2t: an out-of-range id faults a CUDA kernel or reads another row",
             fix=("d2t looks like absolute target ids: write offsets, d2t = ids - arange(DV)" if absolute
@@ -105,7 +114,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
             **where, expected="each target id at most once", found=f"target id {int(target[i])} twice",
             why="two draft logits compete for one target token while another token the drafter learned is "
             "unreachable; vLLM's scatter keeps only one",
-            fix="rebuild d2t from the vocabulary mapping the drafter was trained with",
+            code="duplicate-ids", fix="rebuild d2t from the vocabulary mapping the drafter was trained with",
         )
     down = np.flatnonzero(steps < 0)
     if len(down):
@@ -113,7 +122,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{entry.name}: target ids are not increasing; first at draft id {i + 1}: {int(target[i])} then "
             f"{int(target[i + 1])}",
-            **where, expected="i + d2t[i] strictly increasing", found=f"decreases at i = {i + 1}",
+            code="unsorted", **where, expected="i + d2t[i] strictly increasing", found=f"decreases at i = {i + 1}",
             why="every builder sorts the draft vocabulary ascending; an unsorted d2t was written by a different "
             "mapping than the one lm_head rows were trained with",
             fix="rebuild d2t from the training vocabulary mapping (sorted target ids minus arange)",
@@ -124,7 +133,7 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
         yield warning(
             f"{entry.name}: strictly increasing everywhere, as absolute target ids are; offsets repeat wherever two "
             "draft tokens are adjacent target ids",
-            **where, expected=_OFFSETS, found=_preview(d2t),
+            code="absolute-ids", **where, expected=_OFFSETS, found=_preview(d2t),
             why="if these are absolute ids, every drafted token maps to the wrong target token and acceptance "
             "collapses without an error",
             fix="check how d2t was built; embed t2d so the mapping can be verified exactly",
@@ -138,6 +147,13 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
     "the wrong length or count.",
     evidence=("SpecForge core/compact_teacher.py validate_vocab_mapping_consistency",),
     fix="embed d2t and t2d from the same vocabulary-mapping file the drafter was trained with",
+    codes={
+        "length": "t2d is not vocab_size long",
+        "not-a-mask": "t2d holds values other than 0 and 1",
+        "count": "t2d marks another number of tokens than draft_vocab_size",
+        "absolute-ids": "d2t holds absolute target ids (it equals nonzero(t2d)), not offsets",
+        "disagrees": "t2d and d2t describe different vocabularies",
+    },
 )
 def t2d_check(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
@@ -148,18 +164,18 @@ def t2d_check(ctx: Context) -> Iterable[Finding]:
     where = dict(file=entry.file, key=entry.name)
     v, dv = cfg["vocab_size"], cfg["draft_vocab_size"]
     if v is not None and len(t2d) != v:
-        yield error(f"{entry.name}: length {len(t2d)}, vocab_size is {v}", **where, expected=str(v),
+        yield error(f"{entry.name}: length {len(t2d)}, vocab_size is {v}", code="length", **where, expected=str(v),
                     found=str(len(t2d)), why="t2d is a mask over the target vocabulary",
                     fix="rebuild t2d over the verifier's full vocabulary")
         return
     if not np.all((t2d == 0) | (t2d == 1)):
         yield error(f"{entry.name}: holds values other than 0 and 1", **where, expected="a boolean mask",
                     found=_preview(t2d), why="t2d marks which target tokens are in the draft vocabulary",
-                    fix="save t2d as a bool mask")
+                    fix="save t2d as a bool mask", code="not-a-mask")
         return
     marked = np.flatnonzero(t2d)
     if dv is not None and len(marked) != dv:
-        yield error(f"{entry.name}: marks {len(marked)} tokens, draft_vocab_size is {dv}", **where,
+        yield error(f"{entry.name}: marks {len(marked)} tokens, draft_vocab_size is {dv}", code="count", **where,
                     expected=f"t2d.sum() == {dv}", found=str(len(marked)),
                     why="the mask and the draft vocabulary describe different vocabularies",
                     fix="rebuild t2d and d2t together from the training vocabulary mapping")
@@ -177,7 +193,7 @@ def t2d_check(ctx: Context) -> Iterable[Finding]:
     if np.array_equal(marked, d2t):
         yield error(
             f"{d2t_entry.name}: holds absolute target ids (it equals nonzero(t2d)), not offsets",
-            file=d2t_entry.file, key=d2t_entry.name, expected=_OFFSETS, found=_preview(d2t),
+            code="absolute-ids", file=d2t_entry.file, key=d2t_entry.name, expected=_OFFSETS, found=_preview(d2t),
             why="engines add arange(DV) to d2t: every drafted token maps to a wrong (or out-of-range) target id "
             "and acceptance collapses",
             fix="write offsets: d2t = nonzero(t2d) - arange(DV)",
@@ -188,7 +204,7 @@ def t2d_check(ctx: Context) -> Iterable[Finding]:
     yield error(
         f"{entry.name} and {d2t_entry.name} disagree on {len(bad)} of {len(d2t)} draft ids; first: draft id {i} -> "
         f"{int(target[i])} by d2t, {int(marked[i])} by t2d",
-        **where, expected="nonzero(t2d) == arange(DV) + d2t", found=f"differs at draft id {i}",
+        code="disagrees", **where, expected="nonzero(t2d) == arange(DV) + d2t", found=f"differs at draft id {i}",
         why="one of the two comes from another vocabulary mapping; lm_head rows were trained for exactly one",
         fix="embed d2t and t2d from the same vocabulary-mapping file the drafter was trained with",
     )

@@ -376,7 +376,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
     dv_differs = not _same(candidate.config.get("draft_vocab_size"), reference.config.get("draft_vocab_size"))
     if candidate.layout and reference.layout and candidate.layout != reference.layout:
         out.append(info(f"layouts differ: {candidate.layout} vs {ref}'s {reference.layout}; compared by tensor role",
-                        expected=reference.layout, found=candidate.layout))
+                        code="layouts-differ", expected=reference.layout, found=candidate.layout))
 
     dtype_changes: dict[tuple[str, str], list[str]] = {}
     for role in sorted(set(candidate.tensors) | set(reference.tensors)):
@@ -387,9 +387,9 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
             if chosen:
                 out.append(info(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)} (follows "
                                 f"{', '.join(chosen)}: {_CHOICE})", key=role, expected=str(list(r.shape)),
-                                found=str(list(c.shape))))
+                                found=str(list(c.shape)), code="trainer-shape"))
             elif c.shape != r.shape:
-                out.append(error(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)}", key=role,
+                out.append(error(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)}", code="shape", key=role,
                                  expected=str(list(r.shape)), found=str(list(c.shape)),
                                  why="a drafter of another shape family: it cannot be served where the reference is",
                                  fix="compare against the reference of this drafter's size, or fix the export"))
@@ -399,11 +399,12 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
             optional = bool((r and r.optional) or (c and c.optional and role in OPTIONAL_ROLES))
             where = "the candidate" if c_has else ref
             if optional:
-                out.append(info(f"{role}: only {where} has it (optional)", key=role))
+                out.append(info(f"{role}: only {where} has it (optional)", code="optional-tensor", key=role))
             elif role in ("d2t", "t2d") and dv_differs:
-                out.append(info(f"{role}: only {where} has it (follows draft_vocab_size: {_CHOICE})", key=role))
+                out.append(info(f"{role}: only {where} has it (follows draft_vocab_size: {_CHOICE})",
+                                code="draft-vocab-tensor", key=role))
             else:
-                out.append(error(f"{role}: only {where} has it", key=role,
+                out.append(error(f"{role}: only {where} has it", code="tensor-presence", key=role,
                                  expected="present" if r_has else "absent", found="present" if c_has else "absent",
                                  why="the drafter is not built like the reference: a tensor was dropped or added",
                                  fix="re-export the missing tensor" if r_has else "remove the extra tensor or the "
@@ -411,7 +412,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
 
     for (found, want), roles in dtype_changes.items():
         listing = ", ".join(roles[:4]) + (f", ... ({len(roles) - 4} more)" if len(roles) > 4 else "")
-        out.append(error(f"{len(roles)} tensor(s) are {found}, {ref} has {want}: {listing}", key=roles[0],
+        out.append(error(f"{len(roles)} tensor(s) are {found}, {ref} has {want}: {listing}", code="dtype", key=roles[0],
                          expected=want, found=found,
                          why="the export changed precision: memory, speed and numerics differ from the reference "
                          "the deployment was sized for", fix=f"save these tensors as {want}"))
@@ -426,7 +427,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                 out.append(info(
                     f"aux layers: the candidate's ids {c} ({conventions[0]} convention) capture the outputs of target "
                     f"layers {c_layers}, {ref}'s ids {r} ({conventions[1]} convention) capture layers {r_layers}",
-                    key="aux_layer_ids", expected=f"outputs of layers {r_layers}",
+                    code="aux-convention", key="aux_layer_ids", expected=f"outputs of layers {r_layers}",
                     found=f"outputs of layers {c_layers}",
                     why=f"{conventions[0]}: {_AUX_MEANING[conventions[0]]}; {conventions[1]}: "
                     f"{_AUX_MEANING[conventions[1]]}. One layer off cost ~35 points of first-token acceptance "
@@ -439,11 +440,11 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                      for k, v in (("c", c), ("r", r))}
             if name in TRAINER_CHOICES and c is not None:
                 out.append(info(f"config {name}: {shown['c']}, {ref} has {shown['r']} ({_CHOICE})", key=name,
-                                expected=shown["r"], found=shown["c"]))
+                                expected=shown["r"], found=shown["c"], code="trainer-choice"))
                 continue
             out.append(error(f"config {name}: {shown['c']}, {ref} has {shown['r']}", key=name, expected=shown["r"],
                              found=shown["c"],
                              why="a semantic field (it sizes tensors or changes the computation) differs from the "
                              "reference", fix=f"state {name} as the drafter was trained, or diff against the right "
-                             "reference"))
+                             "reference", code="config-field"))
     return out

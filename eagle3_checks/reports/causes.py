@@ -15,7 +15,7 @@ The grouping is data, decided here and nowhere else:
 * any other key is its own cause: findings that share it are about one thing (an engine's refusal of the layout,
   which its load and its forward pass both report).
 
-Notes (info findings) are never grouped: they are not failures.
+Notes (info findings) and waived findings are never grouped: they are not failures.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Causes:
         keys = set()
         n = 0
         for f in self._all:
-            if f.severity is not severity:
+            if f.severity is not severity or f.waived is not None:
                 continue
             c = self.of.get(id(f))
             if c is None:
@@ -158,7 +158,7 @@ def group(result: GateResult) -> Causes:
                 tensor_causes.setdefault(role, f.cause)
     members: dict[str, list[tuple[int, CheckResult, Finding]]] = {}
     for order, (r, f) in enumerate(pairs):
-        if f.severity is Severity.INFO:
+        if not f.failing:  # notes and waived findings are not failures: never grouped
             continue
         key = cause_key(f, ckpt, tensor_causes)
         if key:

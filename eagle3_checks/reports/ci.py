@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
-from ..gate import GateResult, all_checks
+from ..gate import WAIVERS, GateResult, all_checks
 from ..registry import CONFIG, Check, Finding, Severity
 from .causes import Causes, cause_key, group
 from .text import summary_line
@@ -130,6 +130,10 @@ def _text(f: Finding, causes: Causes) -> str:
     cause = causes.cause_of(f)
     if cause is not None and cause.finding is f:
         parts.append(f"root cause {cause.key}; also affects: {cause.also_affects()}")
+    if f.waived is not None:
+        parts.append(f"waived (--skip): {f.waived}")
+    if f.code:
+        parts.append(f"[{f.code}]")
     return ". ".join(p.rstrip(".") for p in parts)
 
 
@@ -167,9 +171,10 @@ def render_github(results: list[GateResult]) -> str:
         where = _Locator(result)
         for f in _reported(result, causes, notes=False):
             cause = causes.cause_of(f)
-            title = f"eagle3-checks {f.check}" + (f": {cause.key}" if cause is not None else "")
-            out.append(github_command(_GH_LEVEL[f.severity], _text(f, causes), file=where.file(f),
-                                      line=where.line(f), title=title))
+            title = f"eagle3-checks {'waived ' if f.waived is not None else ''}{f.code_label}" + \
+                (f": {cause.key}" if cause is not None else "")
+            level = _GH_LEVEL[f.severity] if f.waived is None else "notice"  # a waived finding fails nothing
+            out.append(github_command(level, _text(f, causes), file=where.file(f), line=where.line(f), title=title))
         verdict = f"{result.ckpt.display}: {summary_line(result, causes)}"
         out.append(github_command("error" if result.exit_code else "notice", verdict, title="eagle3-checks verdict"))
     return "\n".join(out) + "\n"
@@ -209,19 +214,20 @@ def _slug(rid: str) -> str:
 
 
 def rule_id(f: Finding) -> str:
-    """One rule per finding code: ``check.id/code``, or the check id where its findings have no code yet."""
-    base = f.check.split("[")[0]
-    return f"{base}/{f.code}" if f.code else base
+    """One rule per finding code (``vocab.d2t/absolute-ids``), or the check id for a finding without one."""
+    return f.code or f.check.split("[")[0]
 
 
 def _rule(rid: str, c: Check | None) -> dict[str, Any]:
-    title = c.title if c else rid
+    meaning = c.meanings.get(rid) if c else None
+    title = meaning.removeprefix("(note) ") if meaning else c.title if c else rid
     rule: dict[str, Any] = {"id": rid, "name": _slug(rid), "shortDescription": {"text": title}}
     if c is not None and c.guards:
         rule["fullDescription"] = {"text": c.guards}
     if c is not None and c.fix:
-        rule["help"] = {"text": f"Fix: {c.fix} (eagle3-checks explain {c.id})"}
-    rule["properties"] = {"level": c.level if c else "header", "tags": ["eagle3", "checkpoint"]}
+        rule["help"] = {"text": f"Fix: {c.fix} (eagle3-checks explain {rid})"}
+    rule["properties"] = {"check": c.id if c else rid.split("/")[0], "level": c.level if c else "header",
+                          "tags": ["eagle3", "checkpoint"]}
     return rule
 
 
@@ -235,7 +241,7 @@ def _uri(path: str) -> str:
 def to_sarif(results: list[GateResult]) -> dict[str, Any]:
     """One run; one result per finding not folded into a root cause (notes as level note), located by the line of
     its config key or its byte offset in a weight file."""
-    by_id = {c.id: c for c in all_checks()}
+    by_id = {c.id: c for c in [*all_checks(), WAIVERS]}
     rules: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     sarif_results = []
@@ -249,6 +255,9 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
                 rules.append(_rule(rid, by_id.get(f.check.split("[")[0])))
             item: dict[str, Any] = {"ruleId": rid, "ruleIndex": index[rid], "level": _SARIF_LEVEL[f.severity],
                                     "message": {"text": _text(f, causes)}}
+            if f.waived is not None:  # SARIF's own word for it: code scanning shows the result as dismissed
+                item["suppressions"] = [{"kind": "external", "status": "accepted",
+                                         "justification": f"--skip: {f.waived}"}]
             file = where.file(f)
             if file:
                 region: dict[str, Any] = {}
@@ -261,7 +270,7 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
                 if region:
                     loc["region"] = region
                 item["locations"] = [{"physicalLocation": loc}]
-            props: dict[str, Any] = {"check": f.check, "checkpoint": result.ckpt.display}
+            props: dict[str, Any] = {"check": f.check, "code": rid, "checkpoint": result.ckpt.display}
             for k in ("key", "expected", "found", "why", "fix"):
                 if getattr(f, k) is not None:
                     props[k] = getattr(f, k)

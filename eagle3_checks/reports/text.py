@@ -7,12 +7,12 @@ import textwrap
 from typing import Any
 
 from .. import __version__
-from ..gate import FAILED, PASSED, SKIPPED, WARNED, CheckResult, GateResult
+from ..gate import FAILED, PASSED, SKIPPED, WAIVED, WARNED, CheckResult, GateResult
 from ..registry import Finding, Severity, describe_op
 from .causes import Causes, group
 
 SCHEMA_VERSION = 1
-_LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP", "n/a": "N/A"}
+_LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP", WAIVED: "WAIV", "n/a": "N/A"}
 
 
 def summary_line(result: GateResult, causes: Causes | None = None) -> str:
@@ -23,7 +23,8 @@ def summary_line(result: GateResult, causes: Causes | None = None) -> str:
     strict = " (--strict: warnings fail)" if result.options.strict and c["warning"] and result.exit_code else ""
     n = causes.count(Severity.ERROR)
     errors = f"{c['error']} error(s)" + (f" from {n} root cause{'s' if n != 1 else ''}" if c["error"] else "")
-    return f"{verdict}: {errors}, {c['warning']} warning(s), {c['info']} note(s){strict}"
+    waived = f", {c['waived']} waived" if c.get("waived") else ""
+    return f"{verdict}: {errors}, {c['warning']} warning(s), {c['info']} note(s){waived}{strict}"
 
 
 class Style:
@@ -42,14 +43,22 @@ class Style:
 
 PLAIN = Style(False)
 _SEVERITY_STYLE = {Severity.ERROR: ("red", "bold"), Severity.WARNING: ("yellow",), Severity.INFO: ("cyan",)}
-_STATUS_STYLE = {FAILED: ("red", "bold"), WARNED: ("yellow",), PASSED: ("green",), SKIPPED: ("dim",)}
+_STATUS_STYLE = {FAILED: ("red", "bold"), WARNED: ("yellow",), PASSED: ("green",), SKIPPED: ("dim",),
+                 WAIVED: ("cyan",)}
 
 
 def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None, style: Style = PLAIN,
                   brief: bool = False) -> list[str]:
-    """A finding as indented lines: the message, then expected / found / why / fix. A why or fix equal to the
-    ``previous`` finding's is not repeated; ``brief``: the message only (its cause, stated elsewhere, has the rest)."""
-    out = [f"{indent}{style(f.severity.value.upper() + ':', *_SEVERITY_STYLE[f.severity])} {f.message}"]
+    """A finding as indented lines: the message, its code (and the waiver's reason), then expected / found / why /
+    fix. A why or fix equal to the ``previous`` finding's is not repeated; ``brief``: the message and code only (its
+    cause, stated elsewhere, has the rest)."""
+    marker = style(("WAIVED " if f.waived is not None else "") + f.severity.value.upper() + ":",
+                   *(_SEVERITY_STYLE[f.severity] if f.waived is None else ("cyan",)))
+    out = [f"{indent}{marker} {f.message}"]
+    if f.code:
+        out.append(f"{indent}  {'code:':<10}{f.code}")
+    if f.waived is not None:
+        out.append(f"{indent}  {'waived:':<10}{f.waived} (--skip)")
     if brief:
         return out
     width = 100
@@ -86,6 +95,8 @@ def check_text(r: CheckResult) -> str:
     lines = [f"{r.label}: {r.check.title}"]
     if r.reason:
         lines.append(f"  skipped: {r.reason}")
+    if r.status == WAIVED:
+        lines.append("  waived: every error or warning it found is waived (--skip)")
     for prev, f in zip([None, *r.findings], r.findings, strict=False):
         lines.extend(finding_lines(f, "  ", prev))
     return "\n".join(lines)
@@ -124,7 +135,7 @@ def render_text(results: list[GateResult], *, color: bool = False, quiet: bool =
             for f in r.findings:
                 if f.severity is Severity.INFO and (r.status == PASSED or quiet):
                     if not quiet:
-                        out.append(f"        note: {f.message}")
+                        out.append(f"        note: {f.message} [{f.code}]" if f.code else f"        note: {f.message}")
                     continue
                 cause = causes.cause_of(f)
                 if cause is not None:
@@ -258,7 +269,9 @@ def _md(text: str | None) -> str:
 
 
 def _md_finding(f: Finding, causes: Causes) -> list[str]:
-    out = [f"- **{f.severity.value}** `{f.check}`: {_md(f.message)}"]
+    out = [f"- **{'waived ' if f.waived is not None else ''}{f.severity.value}** `{f.code_label}`: {_md(f.message)}"]
+    if f.waived is not None:
+        out.append(f"  - waived: {_md(f.waived)}")
     cause = causes.cause_of(f)
     if cause is not None and cause.finding is not f:
         return out + [f"  - follows from: `{_md(cause.key)}` (root cause, above)"]
@@ -286,7 +299,7 @@ def render_markdown(results: list[GateResult]) -> str:
             out += ["", "#### Root causes", ""]
             for c in causes.groups:
                 f = c.finding
-                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.check}`): {_md(f.message)}")
+                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.code_label}`): {_md(f.message)}")
                 if f.fix:
                     out.append(f"  - fix: {_md(f.fix)}")
                 out.append(f"  - also affects: {_md(c.also_affects())}")
@@ -302,11 +315,17 @@ def render_markdown(results: list[GateResult]) -> str:
                     "|---|" + "---|" * len(ids)]
             out += [f"| {engine} | " + " | ".join(_LABEL[row.get(i, SKIPPED)] for i in ids) + " |"
                     for engine, row in table.items()]
-        failing = [f for r in result.results if r.status in (FAILED, WARNED) for f in r.findings]
-        passing = [f for r in result.results if r.status not in (FAILED, WARNED) for f in r.findings]
+        failing = [f for r in result.results if r.status in (FAILED, WARNED) for f in r.findings
+                   if f.waived is None]
+        waived = [f for r in result.results for f in r.findings if f.waived is not None]
+        passing = [f for r in result.results if r.status not in (FAILED, WARNED, WAIVED) for f in r.findings]
         if failing:  # in view: what a reviewer must act on
             out += ["", "#### Findings of failing checks", ""]
             for f in failing:
+                out += _md_finding(f, causes)
+        if waived:  # in view too: what was accepted, and why
+            out += ["", "#### Waived findings (--skip)", ""]
+            for f in waived:
                 out += _md_finding(f, causes)
         if passing:  # notes of passing checks: collapsed (the table counts them)
             out += ["", "<details><summary>Notes from passing checks</summary>", ""]

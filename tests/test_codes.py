@@ -1,0 +1,267 @@
+"""Finding codes and waivers: every finding has a stable, declared code (CHECK_ID/SLUG) shown in every report;
+``--skip`` takes a check id or a code, keeps the check running, reports waived findings as waived and a waiver
+that matches nothing as stale (an error under --strict); ``explain`` takes a code and shows each check's codes and
+its failing and passing example."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from eagle3_checks import checks as checks_package
+from eagle3_checks.cli import main
+from eagle3_checks.examples import EXAMPLES, run_example
+from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
+from eagle3_checks.registry import SLUG
+from helpers import d2t_arange
+
+PACKAGE = Path(checks_package.__file__).resolve().parent.parent
+SOURCES = sorted((PACKAGE / "checks").glob("*.py")) + [PACKAGE / "drafter" / "spec.py"]
+MAKERS = {"error", "warning", "info", "make", "stale"}
+BY_ID = {c.id: c for c in all_checks()}
+# slugs two sites of one check share on purpose: one kind of finding, said in two situations
+SHARED = {("engine.aux-layers", "convention-unknown")}
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----- codes: declared, kebab-case, passed at every site ----------------------------------------------------------
+
+
+def _literals(node: ast.expr) -> list[str] | None:
+    """The string values a code= expression can take, or None when it is computed."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        a, b = _literals(node.body), _literals(node.orelse)
+        return None if a is None or b is None else a + b
+    return None
+
+
+def _check_of(tree: ast.Module, path: Path) -> dict[str, str]:
+    """Function name -> the check id it reports for: the decorated checks, and the helpers they call."""
+    owner: dict[str, str] = {}
+    funcs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    for f in funcs.values():
+        for d in f.decorator_list:
+            if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "check":
+                owner[f.name] = d.args[0].value  # type: ignore[attr-defined]
+    for name, check_id in list(owner.items()):
+        for node in ast.walk(funcs[name]):
+            if isinstance(node, ast.Name) and node.id in funcs and node.id not in owner:
+                owner[node.id] = check_id
+    if path.name == "spec.py":  # the reference diff's findings, made by drafter/spec.py's diff()
+        owner["diff"] = "reference.diff"
+    return owner
+
+
+def _sites():
+    """(file, line, check id, [slugs] or None) of every finding made in the checks and the reference diff."""
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        owner = _check_of(tree, path)
+        for func in [f for f in tree.body if isinstance(f, ast.FunctionDef)]:
+            for node in ast.walk(func):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) in MAKERS:
+                    code = next((k.value for k in node.keywords if k.arg == "code"), None)
+                    assert code is not None, f"{path.name}:{node.lineno}: a finding made without code=\"slug\""
+                    yield path.name, node.lineno, owner.get(func.name), _literals(code)
+
+
+def test_every_finding_is_made_with_a_declared_slug():
+    seen: dict[tuple[str, str], list[str]] = {}
+    computed = []
+    for name, line, check_id, slugs in _sites():
+        assert check_id in BY_ID, f"{name}:{line}: in no check's function (or helper)"
+        if slugs is None:
+            computed.append((check_id, name, line))
+            continue
+        for slug in slugs:
+            assert SLUG.match(slug), f"{name}:{line}: {slug!r} is not kebab-case"
+            assert slug in dict(BY_ID[check_id].codes), f"{name}:{line}: {check_id}/{slug} is not declared"
+            seen.setdefault((check_id, slug), []).append(f"{name}:{line}")
+    # one slug, one kind of finding: two sites of one check share a slug only where that is meant
+    shared = {k: v for k, v in seen.items() if len(v) > 1}
+    assert set(shared) <= SHARED, shared
+    # the computed ones: files (the kind of integrity problem) and engine.semantics (the field misread)
+    assert {c for c, _, _ in computed} == {"files", "engine.semantics"}, computed
+    # every declared code of a literal-coded check is made somewhere (no stale declaration)
+    for c in all_checks():
+        if c.id not in ("files", "engine.semantics"):
+            assert {slug for slug, _ in c.codes} == {s for (cid, s) in seen if cid == c.id}, c.id
+
+
+def test_the_files_check_declares_every_kind_it_reports():
+    tree = ast.parse((PACKAGE / "checks" / "files.py").read_text())
+    why = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "_why")
+    slugs = {r.value.elts[0].value for r in ast.walk(why)
+             if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)}
+    assert slugs == set(dict(BY_ID["files"].codes))
+
+
+def test_codes_are_listed_statically():
+    for c in all_checks():
+        assert c.codes, f"{c.id} declares no finding codes"
+        for code, meaning in c.meanings.items():
+            assert code.startswith(c.id + "/") and SLUG.match(code.split("/", 1)[1]) and meaning.strip(), code
+    assert "engine.semantics/norm-before-residual" in BY_ID["engine.semantics"].meanings
+
+
+def test_list_json_and_explain_show_the_codes(capsys):
+    code, out, _ = cli(capsys, "list", "--format", "json")
+    listed = {c["id"]: c for c in json.loads(out)}
+    assert {"code": "vocab.d2t/arange", "meaning": BY_ID["vocab.d2t"].meanings["vocab.d2t/arange"]} in \
+        listed["vocab.d2t"]["codes"]
+    code, out, _ = cli(capsys, "explain", "gate.waivers/stale")  # what a SARIF rule's help names
+    assert code == 0 and out.startswith("gate.waivers/stale: a waiver matched no finding")
+    code, out, _ = cli(capsys, "explain", "vocab.t2d/absolute-ids", "--no-examples")
+    assert code == 0 and out.startswith("vocab.t2d/absolute-ids: d2t holds absolute target ids")
+    assert "vocab.t2d/disagrees" in out and "fails:  the flat example with d2t holding absolute" in out
+
+
+# ----- the examples explain shows ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check_id", [c.id for c in all_checks()])
+def test_every_check_has_an_example_that_fails_and_one_that_passes(check_id):
+    c = BY_ID[check_id]
+    if c.requires and c.requires():
+        pytest.skip(c.requires())
+    assert check_id in EXAMPLES
+    bad, good = run_example(check_id, True), run_example(check_id, False)
+    assert bad.status in (FAILED, WARNED), (bad.status, bad.reason, [f.message for f in bad.findings])
+    assert good.status == PASSED, (good.status, good.reason, [f.message for f in good.findings])
+    assert all(f.code in c.meanings for f in bad.findings)
+
+
+def test_explain_gates_the_examples(capsys):
+    code, out, _ = cli(capsys, "explain", "config.head-dim")
+    assert code == 0
+    assert "  config.head-dim/missing        head_dim is not stated" in out
+    assert "-> failed: config.head-dim/missing: config.json: head_dim is not stated" in out
+    assert out.rstrip().endswith("-> passed")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["explain", "vocab.d2t/absolut-ids"], "vocab.d2t has no finding code 'vocab.d2t/absolut-ids'; did you mean "
+                                           "vocab.d2t/absolute-ids?"),
+    (["explain", "vocab.d2tt/arange"], "no check named 'vocab.d2tt'; did you mean vocab.d2t/arange?"),
+    (["check", "{good}", "--skip", "vocab.d2t/absolut-ids=x"], "did you mean vocab.d2t/absolute-ids?"),
+    (["check", "{good}", "--skip", "absolute-ids=x"], "did you mean vocab.t2d/absolute-ids, vocab.d2t/absolute-ids"),
+    (["check", "{good}", "--skip", "vocab.d2t/Absolute_IDs=x"], "is not a finding code's slug (kebab-case"),
+    (["check", "{good}", "--skip", "vocab.d2t/arange[vllm]=x"], "vocab.d2t is not a per-engine check"),
+    (["check", "{good}", "--skip", "engine.loads/narrowed[vlm]=x"], "no engine named 'vlm'"),
+    (["check", "{good}", "--skip", "vocab.d2t/arange"], "write CHECK_ID=REASON or CODE=REASON"),
+])
+def test_unknown_codes_are_usage_errors(drafter, capsys, argv, fragment):
+    good = drafter("flat").write()
+    code, out, err = cli(capsys, *[a.format(good=good) for a in argv])
+    assert code == 2 and fragment in err and "Traceback" not in out + err, err
+
+
+# ----- waivers -------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def arange(drafter):
+    d = drafter("flat")
+    d2t_arange(d)
+    return d.write()
+
+
+def _report(capsys, *argv):
+    code, out, err = cli(capsys, "check", *argv, "--level", "header", "--format", "json")
+    assert code in (0, 1), err
+    report = json.loads(out)["checkpoints"][0]
+    return code, report, {(c["id"], c.get("engine")): c for c in report["checks"]}
+
+
+@pytest.mark.parametrize("waiver", ["vocab.d2t/arange", "vocab.d2t"], ids=["by-code", "by-check-id"])
+def test_a_waiver_keeps_the_check_running_and_reports_its_findings_waived(arange, capsys, waiver):
+    code, _, checks = _report(capsys, arange)
+    assert code == 1 and checks[("vocab.d2t", None)]["status"] == FAILED
+    failing_elsewhere = [k for k, c in checks.items() if c["status"] == FAILED and k != ("vocab.d2t", None)]
+    skip = [a for k in failing_elsewhere for a in ("--skip", f"{k[0]}=not this test's business")]
+    code, report, checks = _report(capsys, arange, "--skip", f"{waiver}=a draft vocabulary being rebuilt", *skip)
+    d2t = checks[("vocab.d2t", None)]
+    assert code == 0 and d2t["status"] == WAIVED
+    (f,) = d2t["findings"]
+    assert f["code"] == "vocab.d2t/arange" and f["severity"] == "error"
+    assert f["waived"] == "a draft vocabulary being rebuilt"
+    assert report["counts"]["error"] == 0 and report["counts"]["waived"] >= 1
+    assert "waived" in report["summary"] and checks[(WAIVERS.id, None)]["status"] == PASSED
+
+
+def test_a_code_waiver_waives_only_its_code(arange, capsys):
+    code, _, checks = _report(capsys, arange, "--skip", "vocab.d2t/unsorted=another finding")
+    assert code == 1 and checks[("vocab.d2t", None)]["status"] == FAILED
+    assert not any("waived" in f for f in checks[("vocab.d2t", None)]["findings"])
+    (stale,) = checks[(WAIVERS.id, None)]["findings"]
+    assert stale["code"] == "gate.waivers/stale" and stale["severity"] == "warning"
+    assert "vocab.d2t ran and reported no vocab.d2t/unsorted" in stale["message"]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_stale_waiver_is_a_warning_and_an_error_under_strict(drafter, capsys, strict):
+    path = drafter("flat").write()
+    argv = ["check", path, "--level", "header", "--skip", "config.rope=theta checked by hand"]
+    code, out, _ = cli(capsys, *argv, *(["--strict"] if strict else []))
+    assert code == (1 if strict else 0)
+    assert "PASS  config.rope" in out
+    severity = "ERROR" if strict else "WARNING"
+    assert f"{severity}: stale waiver: --skip config.rope=theta checked by hand matched no finding" in out
+    assert ("FAIL" if strict else "WARN") + "  gate.waivers" in out
+
+
+def test_a_waiver_of_a_check_that_did_not_run_is_a_note(drafter, capsys):
+    path = drafter("flat").write()
+    code, out, _ = cli(capsys, "check", path, "--level", "header", "--strict", "--skip", "scan.values=slow",
+                       "--skip", "engine.loads[sglang]=not served there")
+    assert code == 0
+    assert "waiver not exercised: --skip scan.values=slow: scan.values did not run here" in out
+    assert "waiver not exercised: --skip engine.loads[sglang]=not served there" in out
+
+
+def test_a_code_for_one_engine(drafter, capsys):
+    d = drafter("flat")
+    del d.config["head_dim"]
+    path = d.write()
+    argv = ["--engine", "vllm,sglang", "--skip", "engine.loads[vllm]/narrowed=cut on purpose"]
+    code, _, checks = _report(capsys, path, *argv)
+    assert checks[("engine.loads", "vllm@0.33.0")]["status"] == WAIVED
+    assert checks[("engine.loads", "sglang@0.5.23")]["status"] == FAILED
+    assert parse_options(skip=["engine.loads[vllm]/narrowed=x"]).skip == (("engine.loads/narrowed[vllm]", "x"),)
+
+
+def test_fix_leaves_a_waived_finding_as_it_is(drafter, tmp_path, capsys):
+    d = drafter("flat")
+    del d.config["head_dim"]
+    src = d.write()
+    code, out, _ = cli(capsys, "fix", src, tmp_path / "fixed", "--level", "header",
+                       "--skip", "config.head-dim/missing=judged by hand", "--skip", "engine.loads=judged by hand",
+                       "--skip", "shapes=judged by hand", "--skip", "reference.diff=judged by hand")
+    assert "wrote" in out and "0 config edit(s)" in out
+    assert "head_dim" not in json.loads((tmp_path / "fixed" / "config.json").read_text())
+    code, out, _ = cli(capsys, "fix", src, tmp_path / "fixed2", "--level", "header")
+    assert code == 0 and json.loads((tmp_path / "fixed2" / "config.json").read_text())["head_dim"] == 24
+
+
+def test_a_crashed_check_has_a_code_too():
+    from eagle3_checks.gate import run_check
+    from eagle3_checks.registry import Check, Context
+
+    def broken(ctx):
+        raise RuntimeError("a bug")
+
+    c = Check("team.broken", "breaks", "header", (), broken, guards="", codes=(("fine", "never made"),))
+    r = run_check(c, Context(ckpt=None), {"team.broken/crashed": "known bug"})
+    (f,) = r.findings
+    assert f.code == "team.broken/crashed" and f.code in c.meanings and "check crashed" in f.message
+    assert r.status == WAIVED and f.waived == "known bug"
