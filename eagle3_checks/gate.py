@@ -240,11 +240,11 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
     waivers: list[tuple[str, str]] = []
     for item in skip:
-        target, sep, reason = item.partition("=")
-        target, reason = target.strip(), reason.strip()
+        waived, sep, reason = item.partition("=")
+        waived, reason = waived.strip(), reason.strip()
         if not sep or not reason:
             raise UsageError(f"--skip {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
-        waivers.append((_waiver_id(target, item), reason))
+        waivers.append((_waiver_id(waived, item), reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
                        strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
