@@ -417,6 +417,23 @@ def read_aux_ids(r: Reading, raw: dict, paths: tuple[tuple, ...], why_none: str)
     r.set("aux_layer_ids", None, why_none)
 
 
+def read_layer(r: Reading, fields_: dict, where: str, head_dim_default: tuple[int | None, str], max_position: int,
+               legacy_rope: bool = False) -> None:
+    """The decoder layer's config as a transformers config class reads it: ``read_sizes``, then
+    ``read_max_position`` (``max_position`` its default), then ``read_rope`` (``legacy_rope``: its ``legacy_only``)."""
+    read_sizes(r, fields_, where, head_dim_default)
+    read_max_position(r, fields_, where, max_position)
+    read_rope(r, fields_, where, legacy_only=legacy_rope)
+
+
+def read_stated(r: Reading, raw: dict, key: str, default: Any, why_default: str) -> Any:
+    """``key`` as config.json states it when that is a usable integer, else ``default`` (``why_default`` says whose);
+    returns the raw value (None when absent)."""
+    value = raw.get(key)
+    r.set(key, value if is_int(value) else default, f"config.json: {key}" if is_int(value) else why_default)
+    return value
+
+
 def read_max_position(r: Reading, fields_: dict, where: str, default: int) -> None:
     v = fields_.get("max_position_embeddings")
     r.set("max_position_embeddings", v if is_int(v) else default,

@@ -17,24 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter.config import SPECULATORS_DEFAULTS, class_defaults
+from ..drafter.config import SPECULATORS_DEFAULTS, TLC, class_defaults
 from ..drafter.layout import SPECULATORS
-from . import vllm_0_33
+from . import reading, vllm_0_33
 from .profile import Profile
-from .reading import (
-    TLC,
-    Reading,
-    finish,
-    is_int,
-    layer_fields,
-    lookup,
-    map_roles,
-    model_type_of,
-    read_aux_ids,
-    read_max_position,
-    read_rope,
-    read_sizes,
-)
+from .reading import Reading, lookup
 
 VERSION = "0.9.0"
 NAME = "speculators"
@@ -54,20 +41,18 @@ def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
         r.refusals.append(f"speculators_model_type {raw.get('speculators_model_type')!r}: speculators builds its "
                           "EAGLE-3 model only for \"eagle3\"")
     r.set("architecture", "Eagle3DraftModel", "speculators_model_type")
-    fields_ = layer_fields(raw, True)
+    fields_ = reading.layer_fields(raw, True)
     if not isinstance(raw.get(TLC), dict):
         r.refusals.append("config.json has no transformer_layer_config object")
         return r
-    model_type = model_type_of(r, fields_, "qwen3")
+    model_type = reading.model_type_of(r, fields_, "qwen3")
     if model_type not in ("llama", "qwen3"):  # model_definitions.py model_classes
         r.refusals.append(f"speculators has no EAGLE-3 layer for model_type {model_type!r} (KeyError in "
                           "model_classes: llama and qwen3 only)")
     if raw.get("norm_before_fc") is True and raw.get("fc_norm") is True:
         r.refusals.append("speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")")
     head_dim, max_position, cls = class_defaults(model_type)
-    read_sizes(r, fields_, f"{TLC}.", (head_dim, cls))
-    read_max_position(r, fields_, f"{TLC}.", max_position)
-    read_rope(r, fields_, f"{TLC}.")
+    reading.read_layer(r, fields_, f"{TLC}.", (head_dim, cls), max_position)
     r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
           ("" if "model_type" in fields_ else " (default: speculators builds a Qwen3Config)"))
 
@@ -81,12 +66,11 @@ def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
           "config.json: norm_output" if found else "speculators default: norm_output False")
     r.set("final_norm", True, "speculators applies the final norm before lm_head")
     r.set("lm_head_from_embed", False, "speculators keeps a separate lm_head")
-    dv = raw.get("draft_vocab_size")
     default = SPECULATORS_DEFAULTS["draft_vocab_size"]
-    r.set("draft_vocab_size", dv if is_int(dv) else default,
-          "config.json: draft_vocab_size" if is_int(dv) else f"speculators default: {default}")
+    reading.read_stated(r, raw, "draft_vocab_size", default, f"speculators default: {default}")
     r.set("target_hidden_size", r.hidden_size, "speculators 0.9: fc takes num_aux x hidden_size")
-    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),), "speculators default layers (no ids in the config)")
+    reading.read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),),
+                         "speculators default layers (no ids in the config)")
     r.set("aux_convention", "vllm", "speculators captures its training states through vLLM")
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
     r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
@@ -103,8 +87,8 @@ def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
         return n.role, ""
 
     r.sources["later_norm"] = "speculators model_definitions.py: layers >= 1 are normed by input_layernorm"
-    map_roles(r, ckpt, accept)
-    finish(r, ckpt, "random initialisation (speculators loads non-strictly)")
+    reading.map_roles(r, ckpt, accept)
+    reading.finish(r, ckpt, "random initialisation (speculators loads non-strictly)")
     return r
 
 

@@ -36,21 +36,9 @@ from typing import Any
 
 from ..drafter.config import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
+from . import reading
 from .profile import Capture, Profile, Target, input_of
-from .reading import (
-    Reading,
-    finish,
-    is_int,
-    layer_fields,
-    lookup,
-    map_roles,
-    model_type_of,
-    read_aux_ids,
-    read_max_position,
-    read_rope,
-    read_sizes,
-)
-from .reading import read_mla as read_mla_shape
+from .reading import Reading, is_int, lookup
 
 VERSION = "0.33.0"
 NAME = "vllm"
@@ -86,23 +74,21 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     speculators = ckpt.layout == SPECULATORS
     r = Reading(NAME, VERSION, ckpt.layout)
     where = "transformer_layer_config." if speculators else ""
-    fields_ = layer_fields(raw, speculators)
+    fields_ = reading.layer_fields(raw, speculators)
     if not speculators:  # an MLA drafter class: deepseek_eagle3.py builds another layer (read_mla)
         mla_arch, how = eagle3_architecture(raw.get("architectures"))
         if mla_arch in MLA_ARCHS:
             r.set("architecture", mla_arch, how)
-            model_type_of(r, fields_, "llama")
+            reading.model_type_of(r, fields_, "llama")
             return read_mla(ckpt, target, r, mla_arch)
-    model_type = model_type_of(r, fields_, "llama")
+    model_type = reading.model_type_of(r, fields_, "llama")
     if speculators and model_type not in ("llama", "qwen3"):
         r.refusals.append(f"vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\" "
                           "(configs/speculators/algos.py:41-44)")
     hd, max_pos, cls = (None, 8192, "vLLM: a speculators config has no class default") if speculators else \
         class_defaults(model_type)
-    read_sizes(r, fields_, where, (hd, cls))
     # llama.py: getattr(config, "max_position_embeddings", 8192); a flat config's class has its own default.
-    read_max_position(r, fields_, where, max_pos)
-    read_rope(r, fields_, where)
+    reading.read_layer(r, fields_, where, (hd, cls), max_pos)
     arch: str | None
     if speculators:
         arch = "Eagle3Qwen3ForCausalLM" if model_type == "qwen3" else "Eagle3LlamaForCausalLM"
@@ -171,26 +157,23 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     found, use_aux, _ = lookup(raw, ("eagle_config", "use_aux_hidden_state"))
     uses_aux = not (found and use_aux is False)  # llama_eagle3.py:179-183
 
-    dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
-          "config.json: draft_vocab_size" if is_int(dv) else "vLLM default: vocab_size")
+    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, "vLLM default: vocab_size")
 
     if "target_hidden_size" in raw and raw["target_hidden_size"] is None and not speculators:
         r.refuse("config.json sets target_hidden_size to null: vLLM computes None x 3 for fc's input "
                  "(TypeError at load)", at="target_hidden_size")
         r.set("target_hidden_size", r.hidden_size, "config.json: target_hidden_size is null")
     else:
-        ht = raw.get("target_hidden_size")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
-              "config.json: target_hidden_size" if is_int(ht) else "vLLM default: hidden_size")
+        reading.read_stated(r, raw, "target_hidden_size", r.hidden_size, "vLLM default: hidden_size")
     # The ids captured: the V2 model runner (the default) reads the top-level eagle_aux_hidden_state_layer_ids, then
     # eagle_config["layer_ids"]; never eagle_config["eagle_aux_hidden_state_layer_ids"]. The V1 runner
     # (VLLM_USE_V2_MODEL_RUNNER=0, no Triton, or parallel drafting) reads eagle_config's ids after the top level.
     # update_eagle3 puts a speculators config's ids at the top level.
-    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids")),
-                 "vLLM default: (2, N/2, N-3) of the target's N layers (0.33's default V2 runner reads the top-level "
-                 "eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150; only the V1 runner, "
-                 "VLLM_USE_V2_MODEL_RUNNER=0, reads eagle_config's: gpu_model_runner.py:5202-5224)")
+    reading.read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids")),
+                         "vLLM default: (2, N/2, N-3) of the target's N layers (0.33's default V2 runner reads the "
+                         "top-level eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150; "
+                         "only the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, reads eagle_config's: "
+                         "gpu_model_runner.py:5202-5224)")
     if not uses_aux:
         r.set("aux_layer_ids", None, "eagle_config.use_aux_hidden_state is false: vLLM captures no aux states "
               "(eagle3_utils.py:15-22)")
@@ -267,8 +250,8 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if context and r.max_position_embeddings and context > r.max_position_embeddings and kind in CACHE_ONLY_ROPE_TYPES:
         r.set("max_position_embeddings", context, f"raised to the target's max_model_len {context} (rope_type {kind}: "
               "config/speculative.py:100-113, 1807-1846)")
-    map_roles(r, ckpt, accept)
-    finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)", narrows=True)
+    reading.map_roles(r, ckpt, accept)
+    reading.finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)", narrows=True)
     if not uses_aux:
         r.unfilled.pop("fc.weight", None)
     if "lm_head.weight" in r.unfilled and not r.lm_head_from_embed:
@@ -292,7 +275,7 @@ def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa:
     ``model_executor/models/deepseek_eagle3.py``): DeepSeek-V2 MLA attention (``deepseek_v2.py``) in an EAGLE-3 layer.
     ``r`` already holds the architecture."""
     raw = ckpt.config_raw or {}
-    read_mla_shape(r, raw, "vllm", f"vLLM 0.33 {MLA_FILE}:68-83 (DeepseekV2MLAAttention)")
+    reading.read_mla(r, raw, "vllm", f"vLLM 0.33 {MLA_FILE}:68-83 (DeepseekV2MLAAttention)")
     if "q_lora_rank" in raw and raw["q_lora_rank"] is None:
         r.sources["mla"] += ("; q_lora_rank null: q is one q_proj from the layer input (deepseek_eagle3.py:76, "
                              "deepseek_v2.py:1090-1097)")
@@ -327,17 +310,14 @@ def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa:
     r.set("final_norm", True, f"{MLA_FILE}:251: the final norm before lm_head")
     r.set("lm_head_from_embed", False, f"{MLA_FILE}:299-303: its own lm_head (shared from the target if absent)")
     r.set("later_norm", "input_layernorm", f"{MLA_FILE}:132-134: layers >= 1 are normed by input_layernorm")
-    dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size, "config.json: draft_vocab_size" if is_int(dv)
-          else f"vLLM: vocab_size ({MLA_FILE}:283-285)")
+    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, f"vLLM: vocab_size ({MLA_FILE}:283-285)")
     if "target_hidden_size" in raw and raw["target_hidden_size"] is None:
         r.refuse(f"config.json sets target_hidden_size to null: vLLM computes None x A for fc's input "
                           f"({MLA_FILE}:196-199, TypeError at load)", at="target_hidden_size")
         r.set("target_hidden_size", r.hidden_size, "config.json: target_hidden_size is null")
     else:
-        ht = raw.get("target_hidden_size")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size"
-              if is_int(ht) else f"vLLM default: hidden_size ({MLA_FILE}:196-198)")
+        reading.read_stated(r, raw, "target_hidden_size", r.hidden_size,
+                            f"vLLM default: hidden_size ({MLA_FILE}:196-198)")
     # fc's width: num_aux_hidden_states, else the count of eagle_config's ids, else 3; the top-level ids are not
     # counted (deepseek_eagle3.py:189-194)
     count = raw.get("num_aux_hidden_states")
@@ -350,9 +330,9 @@ def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa:
     else:
         r.set("num_aux", 3, f"vLLM default: 3 ({MLA_FILE}:189-193 counts only num_aux_hidden_states or "
               "eagle_config's ids, never the top-level ones)")
-    read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids")),
-                 "vLLM default: (2, N/2, N-3) of the target's N layers (0.33's default V2 runner reads the top-level "
-                 "eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150)")
+    reading.read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids")),
+                         "vLLM default: (2, N/2, N-3) of the target's N layers (0.33's default V2 runner reads the "
+                         "top-level eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150)")
     r.set("aux_convention", "vllm", "vLLM: id L is the residual stream entering layer L (interfaces.py:1640-1650)")
     target_vocab = getattr(target, "vocab_size", None) or r.vocab_size
     dv_differs = r.draft_vocab_size != target_vocab  # deepseek_eagle3.py:307-314
@@ -397,9 +377,9 @@ def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa:
             return None, "refused: layer beyond num_hidden_layers"
         return n.role, ""
 
-    map_roles(r, ckpt, accept)
-    finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor: load_weights returns None, "
-                    f"{MLA_FILE}:370-398)", narrows=True)
+    reading.map_roles(r, ckpt, accept)
+    reading.finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor: load_weights returns "
+                            f"None, {MLA_FILE}:370-398)", narrows=True)
     if "lm_head.weight" in r.unfilled:
         r.unfilled["lm_head.weight"] = ("shared from the target model (its lm_head: the same vocabulary)"
                                         if r.draft_vocab_size == target_vocab else
