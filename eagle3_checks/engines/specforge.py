@@ -17,19 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
-from .reading import (
-    Reading,
-    finish,
-    is_int,
-    lookup,
-    map_roles,
-    model_type_of,
-    read_aux_ids,
-    read_max_position,
-    read_rope,
-    read_sizes,
-)
-from .reading import read_mla as read_mla_shape
+from . import reading
+from .reading import Reading, lookup
 
 VERSION = "0.2.0"
 NAME = "specforge"
@@ -46,11 +35,9 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
         return r
     if getattr(ckpt, "family", None) == MLA:
         return read_mla_trainer(ckpt, r, raw)
-    read_sizes(r, raw, "", (None, "transformers LlamaConfig"))
-    read_max_position(r, raw, "", 2048)
-    read_rope(r, raw, "")
+    reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
     archs = str_list(raw.get("architectures"))
-    r.set("qk_norm", has_qk_norm(FLAT, model_type_of(r, raw, "llama"), archs), "architectures")
+    r.set("qk_norm", has_qk_norm(FLAT, reading.model_type_of(r, raw, "llama"), archs), "architectures")
     found, value, key = lookup(raw, ("norm_before_residual",))
     r.set("norm_before_residual", bool(value) if found else False,
           f"config.json: {key}" if found else "EAGLE/SpecForge: the residual is the un-normed fc output")
@@ -67,33 +54,39 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
               if "norm_output" in raw else "SpecForge default: final norm before lm_head")
         r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
     r.set("lm_head_from_embed", False, "SpecForge trains a separate draft-vocabulary lm_head")
-    # EAGLE's own flat configs say "bias": true for fc's bias (SpecForge builds fc without one): the trained fc
-    # has one exactly when the checkpoint carries fc.bias under that flag.
-    r.set("fc_bias", raw.get("bias") is True and "fc.bias" in ckpt.roles,
-          "config.json: bias, with fc.bias in the checkpoint" if raw.get("bias") is True else "no fc bias")
-    dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
-          "config.json: draft_vocab_size" if is_int(dv) else "default: vocab_size")
-    ht = raw.get("target_hidden_size")
-    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
-          "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
-    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
-                 "no ids in the config")
+    _read_fc_inputs(r, ckpt, raw)
     _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"),
                           ("eagle_aux_hidden_state_layer_ids",))
     r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
           "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")
-
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if n.role is None:
-            return None, "not a drafter tensor"
-        return n.role, ""
-
     r.sources["later_norm"] = "EAGLE/SpecForge (and vLLM): layers >= 1 are normed by input_layernorm"
-    map_roles(r, ckpt, accept)
-    finish(r, ckpt, "absent")
-    return r
+    return _load(r, ckpt)
 
+
+def _read_fc_inputs(r: Reading, ckpt: Any, raw: dict) -> None:
+    """What fc and the vocabulary layers are built from, the same for every family the trainers build: fc's bias,
+    the draft vocabulary, the width of the captured states, and the aux ids."""
+    # EAGLE's own flat configs say "bias": true for fc's bias (SpecForge builds fc without one): the trained fc
+    # has one exactly when the checkpoint carries fc.bias under that flag.
+    r.set("fc_bias", raw.get("bias") is True and "fc.bias" in ckpt.roles,
+          "config.json: bias, with fc.bias in the checkpoint" if raw.get("bias") is True else "no fc bias")
+    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, "default: vocab_size")
+    reading.read_stated(r, raw, "target_hidden_size", r.hidden_size, "default: hidden_size")
+    reading.read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),
+                                  ("eagle_aux_hidden_state_layer_ids",)), "no ids in the config")
+
+
+def _any_role(name: str, n) -> tuple[str | None, str]:
+    """Names are read leniently: every name that means a drafter tensor fills its role."""
+    if n.role is None:
+        return None, "not a drafter tensor"
+    return n.role, ""
+
+
+def _load(r: Reading, ckpt: Any) -> Reading:
+    reading.map_roles(r, ckpt, _any_role)
+    reading.finish(r, ckpt, "absent")
+    return r
 
 
 def read_mla_trainer(ckpt: Any, r: Reading, raw: dict) -> Reading:
@@ -105,7 +98,7 @@ def read_mla_trainer(ckpt: Any, r: Reading, raw: dict) -> Reading:
     ``norm_before_residual``, ``norm_before_fc``, ``bias`` and the layer count are as stated. Names are read
     leniently."""
     r.engine, r.version = "transformers", "5.19.0"  # DeepSeek-V3's modules: what the config states
-    read_mla_shape(r, raw, "transformers", "the config as stated (transformers 5.19 DeepseekV3Attention)")
+    reading.read_mla(r, raw, "transformers", "the config as stated (transformers 5.19 DeepseekV3Attention)")
     r.set("qk_norm", False, "MLA attention")
     for name in ("attention_bias", "mlp_bias"):
         r.set(name, False, "MLA: no projection biases")
@@ -123,26 +116,9 @@ def read_mla_trainer(ckpt: Any, r: Reading, raw: dict) -> Reading:
           else "default: the pre-norm state is fed back")
     r.set("final_norm", True, "the final norm before lm_head")
     r.set("lm_head_from_embed", False, "a separate draft-vocabulary lm_head")
-    r.set("fc_bias", raw.get("bias") is True and "fc.bias" in ckpt.roles,
-          "config.json: bias, with fc.bias in the checkpoint" if raw.get("bias") is True else "no fc bias")
-    dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
-          "config.json: draft_vocab_size" if is_int(dv) else "default: vocab_size")
-    ht = raw.get("target_hidden_size")
-    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
-          "config.json: target_hidden_size" if is_int(ht) else "default: hidden_size")
-    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"), ("eagle_aux_hidden_state_layer_ids",)),
-                 "no ids in the config")
+    _read_fc_inputs(r, ckpt, raw)
     cfg = ckpt.config
     num_aux = cfg.num_aux if cfg is not None else 3
     r.set("num_aux", num_aux, cfg.fields["num_aux"].source if cfg is not None else "default: 3")
     r.sources["later_norm"] = "layers >= 1 are normed by input_layernorm"
-
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if n.role is None:
-            return None, "not a drafter tensor"
-        return n.role, ""
-
-    map_roles(r, ckpt, accept)
-    finish(r, ckpt, "absent")
-    return r
+    return _load(r, ckpt)
