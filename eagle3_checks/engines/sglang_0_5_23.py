@@ -33,22 +33,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter.config import class_defaults
+from . import reading
 from .profile import Capture, Profile, Target, input_of, output_of
-from .reading import (
-    Reading,
-    finish,
-    is_int,
-    lookup,
-    map_roles,
-    model_type_of,
-    read_aux_ids,
-    read_max_position,
-    read_rope,
-    read_sizes,
-)
-from .reading import read_mla as read_mla_shape
-from .sglang_0_5_6 import context_refusal, flat_reading
+from .reading import Reading, is_int, lookup
+from .sglang_0_5_6 import context_refusal, flat_reading, read_biases, read_fc_input_and_embedding, read_llama_layer
 
 VERSION = "0.5.23"
 NAME = "sglang"
@@ -77,13 +65,13 @@ TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eag
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
 def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
-    raw = ckpt.config_raw or {}
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.23 reads flat configs only (speculators_config and "
                             "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable")
     if not r.layout_ok:
         return r
     if any(a in MLA_ARCHS for a in archs):
         return read_mla(ckpt, target, r)
+    raw = ckpt.config_raw or {}
     if "LlamaForCausalLMEagle3" not in archs:
         nextn = [a for a in archs if a in NEXTN_ARCHS]
         target_cls = [a for a in archs if a in TARGET_CLASSES]
@@ -97,23 +85,13 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
             f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
             "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
         r.refusals.append(r.class_refusal)
-    model_type = model_type_of(r, raw, "llama")
-    hd, max_pos, cls = class_defaults(model_type)  # the config class's defaults (llama.py:196-198, 336)
-    read_sizes(r, raw, "", (hd, cls))
-    read_max_position(r, raw, "", max_pos)
-    read_rope(r, raw, "")  # transformers 5.19 standardizes rope_parameters; llama.py:322-334 reads them first
-    if r.hidden_act != "silu":  # srt/models/llama.py:116-119 LlamaMLP
-        r.refusals.append(f"SGLang's LlamaMLP raises for hidden_act {r.hidden_act!r} (silu only; llama.py:116-119)")
+    # the config class's defaults (llama.py:196-198, 336); transformers 5.19 standardizes rope_parameters and
+    # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
+    read_llama_layer(r, raw, legacy_rope=False, silu_cite="; llama.py:116-119")
     if r.num_layers > 1:
         r.set("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by "
               "hidden_norm")
-    r.set("qk_norm", False, "SGLang 0.5.23 builds Llama layers for LlamaForCausalLMEagle3 (no q/k norms)")
-    o_bias = raw.get("attention_bias") is True or raw.get("bias") is True
-    r.set("attention_bias", False, "llama_eagle3.py:66-75 rebuilds q/k/v without bias")
-    r.set("o_bias", o_bias, "srt/models/llama.py:216-222: o_proj bias = attention_bias or bias")
-    r.set("mlp_bias", False, "srt/models/llama.py:98-110: the MLP has no bias")
-    r.set("fc_bias", raw.get("bias") is True, "llama_eagle3.py:163-167: fc bias = config bias")
-    r.set("norm_before_residual", False, "SGLang 0.5.23: the residual is the un-normed fc output (no such flag)")
+    o_bias = read_biases(r, raw)  # this release's sources: LLAMA_LAYER_SOURCES
     found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
     r.set("input_norm", bool(value) if found else False,
           f"config.json: {key} (llama_eagle3.py:169-182)" if found else "SGLang default: no norm_before_fc")
@@ -133,29 +111,18 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     else:
         r.set("num_aux", 3, "SGLang default: 3 (llama_eagle3.py:156-161 counts num_aux_hidden_states or "
               "eagle_config's ids, never the top-level ones)")
-    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
-                 "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
-                 "spec_aux_hidden_state.py:185-196)")
+    reading.read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+                         "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
+                         "spec_aux_hidden_state.py:185-196)")
     r.set("aux_convention", "sglang",
           "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)")
-    if "target_hidden_size" in raw:
-        ht = raw["target_hidden_size"]
-        if not is_int(ht):
-            r.refuse(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails "
-                     "(llama_eagle3.py:151-154, 163-164)", at="target_hidden_size")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, key="target_hidden_size")
-    else:
-        r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
-    tied = raw.get("tie_word_embeddings") is True
-    r.set("lm_head_from_embed", tied, "config.json: tie_word_embeddings" if tied else "untied")
-    own_embed = "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size  # models/llama.py:910-924
-    dv = raw.get("draft_vocab_size")
+    # own_embed: models/llama.py:910-924
+    tied, own_embed = read_fc_input_and_embedding(r, raw, fc_cite=" (llama_eagle3.py:151-154, 163-164)")
     if not tied and "draft_vocab_size" not in raw:
         r.refuse("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
                  "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
                  "target's lm_head)", at="draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
-          "config.json: draft_vocab_size" if is_int(dv) else "SGLang: vocab_size (lm_head from the target)")
+    dv = reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, "SGLang: vocab_size (lm_head from the target)")
 
     def accept(name: str, n) -> tuple[str | None, str]:
         if "d2t" in name:
@@ -191,14 +158,14 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
         r.refusals.append(f"the target's context {context} exceeds the draft's max_position_embeddings "
                           f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
                           "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
-    map_roles(r, ckpt, accept)
+    reading.map_roles(r, ckpt, accept)
     for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
         r.replaced[name] = r.ignored.pop(name)
     for role in [x for x in r.tensors if x.endswith("input_layernorm.weight") and not x.startswith("layers.0.")]:
         r.unused[role] = ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
                           "(llama_eagle3.py:103-105)")
-    finish(r, ckpt, "ones or uninitialised memory (SGLang drops and leaves parameters without a word; "
-                    "layers/layernorm.py:481 starts norms at ones)", narrows=True)
+    reading.finish(r, ckpt, "ones or uninitialised memory (SGLang drops and leaves parameters without a word; "
+                            "layers/layernorm.py:481 starts norms at ones)", narrows=True)
     if r.replaced:
         r.unfilled.pop("embed_tokens.weight", None)
     if tied and not own_embed:
@@ -219,8 +186,8 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
     (``DeepseekV2AttentionMLA``) whose fused q_a/kv_a projection is rebuilt for the 2H input."""
     raw = ckpt.config_raw or {}
     r.set("architecture", "Eagle3DeepseekV2ForCausalLM", "config.json: architectures")
-    model_type_of(r, raw, "llama")
-    read_mla_shape(r, raw, "sglang", f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
+    reading.model_type_of(r, raw, "llama")
+    reading.read_mla(r, raw, "sglang", f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
     if r.mla is not None and r.mla.q_lora_rank is None:
         r.refuse(f"q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires q_lora_rank in the draft "
                           f"config\" ({MLA_FILE}:113-117); its MLA drafter has no q_proj path", at="q_lora_rank")
@@ -259,20 +226,18 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
               f"falls back to the top-level ids, {MLA_FILE}:55-56)")
     else:
         r.set("num_aux", 3, f"SGLang default: 3 ({MLA_FILE}:57-58; num_aux_hidden_states is not read)")
-    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
-                 "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
-                 "spec_aux_hidden_state.py:185-196)")
+    reading.read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+                         "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
+                         "spec_aux_hidden_state.py:185-196)")
     r.set("aux_convention", "sglang",
           "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)")
-    ht = raw.get("target_hidden_size")
-    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, "config.json: target_hidden_size"
-          if is_int(ht) else f"SGLang: hidden_size (target_hidden_size absent or null, {MLA_FILE}:208-210)")
+    ht = reading.read_stated(r, raw, "target_hidden_size", r.hidden_size,
+                             f"SGLang: hidden_size (target_hidden_size absent or null, {MLA_FILE}:208-210)")
     tied = raw.get("tie_word_embeddings") is True
     r.set("lm_head_from_embed", tied, f"config.json: tie_word_embeddings ({MLA_FILE}:352-353)" if tied else "untied")
     own_embed = is_int(ht) and ht != r.hidden_size  # set_embed keeps the draft's (:404-411)
-    dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size, "config.json: draft_vocab_size" if is_int(dv)
-          else f"SGLang: vocab_size, lm_head from the target ({MLA_FILE}:351-358)")
+    dv = reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size,
+                             f"SGLang: vocab_size, lm_head from the target ({MLA_FILE}:351-358)")
     if r.mla is not None and any(ckpt.tensors[n].dtype.startswith("F8") for n in ckpt.tensors
                                  if n.endswith("self_attn.kv_b_proj.weight")):
         r.refuse(f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
@@ -320,11 +285,11 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
                           "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
     if not built:
         return r
-    map_roles(r, ckpt, accept)
+    reading.map_roles(r, ckpt, accept)
     for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
         r.replaced[name] = r.ignored.pop(name)
-    finish(r, ckpt, f"ones or uninitialised memory (SGLang's MLA loader warns about what it skips and never says "
-                    f"what it left unloaded, {MLA_FILE}:428-501)", narrows=True)
+    reading.finish(r, ckpt, f"ones or uninitialised memory (SGLang's MLA loader warns about what it skips and never "
+                            f"says what it left unloaded, {MLA_FILE}:428-501)", narrows=True)
     if r.replaced:
         r.unfilled.pop("embed_tokens.weight", None)
     if tied and not own_embed:

@@ -19,6 +19,9 @@ Mirrors the 0.5.6 wheel from PyPI (files are ``sglang/srt/`` in it):
   layer i for i < N only, so the last id that captures anything is N-2;
 - ``srt/configs/model_config.py:286-311``: a target context longer than the draft's max_position_embeddings stops
   the server (ValueError) unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``.
+
+What 0.5.23 still reads the same way is here, and ``sglang_0_5_23`` imports it: ``flat_reading``, ``read_llama_layer``,
+``read_biases`` (each release's sources side by side), ``read_fc_input_and_embedding`` and ``context_refusal``.
 """
 
 from __future__ import annotations
@@ -28,21 +31,26 @@ from typing import Any
 
 from ..drafter.config import class_defaults
 from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
+from . import reading
 from .profile import Capture, Profile, Target, output_of
-from .reading import (
-    Reading,
-    finish,
-    is_int,
-    map_roles,
-    model_type_of,
-    read_aux_ids,
-    read_max_position,
-    read_rope,
-    read_sizes,
-)
+from .reading import Reading, is_int
 
 VERSION = "0.5.6"
 NAME = "sglang"
+# What read_biases reads, and where each release builds it: field -> (0.5.6's source, 0.5.23's). llama_eagle3.py
+# rebuilds q/k/v; o_proj stays llama.py's.
+LLAMA_LAYER_SOURCES = {
+    "qk_norm": ("SGLang 0.5.6 builds Llama layers only",
+                "SGLang 0.5.23 builds Llama layers for LlamaForCausalLMEagle3 (no q/k norms)"),
+    "attention_bias": ("SGLang 0.5.6 builds q/k/v without bias", "llama_eagle3.py:66-75 rebuilds q/k/v without bias"),
+    "o_bias": ("srt/models/llama.py: o_proj bias = attention_bias",
+               "srt/models/llama.py:216-222: o_proj bias = attention_bias or bias"),
+    "mlp_bias": ("SGLang 0.5.6 builds the MLP without bias", "srt/models/llama.py:98-110: the MLP has no bias"),
+    "fc_bias": ("llama_eagle3.py:135-139: fc bias = config bias", "llama_eagle3.py:163-167: fc bias = config bias"),
+    "norm_before_residual": ("SGLang 0.5.6: the residual is the un-normed fc output (no such flag)",
+                             "SGLang 0.5.23: the residual is the un-normed fc output (no such flag)"),
+}
+RELEASES = ("0.5.6", "0.5.23")  # the order of each LLAMA_LAYER_SOURCES pair
 
 
 def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Reading, list[str]]:
@@ -62,7 +70,6 @@ def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Rea
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
 def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
-    raw = ckpt.config_raw or {}
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a "
                             "speculators config (Eagle3DraftModel, nested transformer_layer_config) is not loadable")
     if not r.layout_ok:
@@ -75,14 +82,8 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
                                 "srt/models/kimi_k25_eagle3.py and registers Eagle3DeepseekV2ForCausalLM nowhere; "
                                 "0.5.23 added it)")
         r.refusals.append(r.class_refusal)
-    model_type = model_type_of(r, raw, "llama")
-    # srt/models/llama.py takes head_dim and max_position_embeddings from the config object: its class's defaults
-    hd, max_pos, cls = class_defaults(model_type)
-    read_sizes(r, raw, "", (hd, cls))
-    read_max_position(r, raw, "", max_pos)
-    read_rope(r, raw, "", legacy_only=True)
-    if r.hidden_act != "silu":  # srt/models/llama.py LlamaMLP
-        r.refusals.append(f"SGLang's LlamaMLP raises for hidden_act {r.hidden_act!r} (silu only)")
+    raw = ckpt.config_raw or {}
+    read_llama_layer(r, raw, legacy_rope=True, silu_cite="")
     if r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":
         # srt/layers/rotary_embedding.py get_rope: YaRN needs original_max_position_embeddings, reads only factor,
         # extrapolation_factor, attn_factor, beta_fast and beta_slow, and scales by 0.1 ln(factor) + 1.
@@ -98,40 +99,22 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
     if r.num_layers != 1:
         r.refusals.append(f"SGLang 0.5.6 raises \"EAGLE3 currently only supports 1 layer\" "
                           f"(num_hidden_layers {r.num_layers})")
-    r.set("qk_norm", False, "SGLang 0.5.6 builds Llama layers only")
-    # llama_eagle3.py rebuilds q/k/v without bias; o_proj stays llama.py's, with bias=attention_bias.
-    o_bias = raw.get("attention_bias") is True or raw.get("bias") is True
-    r.set("attention_bias", False, "SGLang 0.5.6 builds q/k/v without bias")
-    r.set("o_bias", o_bias, "srt/models/llama.py: o_proj bias = attention_bias")
-    r.set("mlp_bias", False, "SGLang 0.5.6 builds the MLP without bias")
-    r.set("fc_bias", raw.get("bias") is True, "llama_eagle3.py:135-139: fc bias = config bias")
-    r.set("norm_before_residual", False, "SGLang 0.5.6: the residual is the un-normed fc output (no such flag)")
+    o_bias = read_biases(r, raw)
     r.set("input_norm", False, "SGLang 0.5.6 has no norm_before_fc")
     r.set("fc_norm", False, "SGLang 0.5.6 has no fc_norm")
     r.set("feedback", "prenorm", "SGLang 0.5.6 feeds the pre-norm state back (no norm_output)")
     r.set("final_norm", True, "SGLang applies the final norm before lm_head")
     r.set("num_aux", 3, "SGLang 0.5.6: fc always takes 3 aux states")
     # srt/model_executor/model_runner.py reads eagle_config["eagle_aux_hidden_state_layer_ids"] only.
-    read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
-                 "SGLang default layers (no ids in eagle_config; a top-level list is not read)")
+    reading.read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
+                         "SGLang default layers (no ids in eagle_config; a top-level list is not read)")
     r.set("aux_convention", "sglang", "SGLang: an explicit id X is the output of layer X (it adds 1 internally)")
 
-    if "target_hidden_size" in raw:
-        ht = raw["target_hidden_size"]
-        if not is_int(ht):
-            r.refuse(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails",
-                     at="target_hidden_size")
-        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, key="target_hidden_size")
-    else:
-        r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
-    tied = raw.get("tie_word_embeddings") is True
-    r.set("lm_head_from_embed", tied, "config.json: tie_word_embeddings" if tied else "untied")
     # speculative/eagle_worker.py: set_embed(target's embedding) replaces the draft's, unless the draft declares a
     # target_hidden_size different from hidden_size (models/llama.py set_embed).
-    own_embed = "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size
-    dv = raw.get("draft_vocab_size")
-    r.set("draft_vocab_size", dv if is_int(dv) else r.vocab_size,
-          "config.json: draft_vocab_size" if is_int(dv) else "SGLang default: vocab_size (lm_head from the target)")
+    tied, own_embed = read_fc_input_and_embedding(r, raw, fc_cite="")
+    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size,
+                        "SGLang default: vocab_size (lm_head from the target)")
 
     def accept(name: str, n) -> tuple[str | None, str]:
         if "d2t" in name:
@@ -158,13 +141,57 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
             return None, "dropped: with tie_word_embeddings lm_head is the embedding"
         return n.role, ""
 
-    map_roles(r, ckpt, accept)
-    finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)", narrows=True)
+    reading.map_roles(r, ckpt, accept)
+    reading.finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)", narrows=True)
     if tied and not own_embed:
         r.unfilled["lm_head.weight"] = "the target's embedding (tied, after set_embed)"
     if not is_int(raw.get("draft_vocab_size")) and not tied:
         r.unfilled["lm_head.weight"] = "the target's lm_head (load_lm_head_from_target: no draft_vocab_size)"
     return r
+
+
+def read_llama_layer(r: Reading, raw: dict, legacy_rope: bool, silu_cite: str) -> None:
+    """SGLang's Llama layer (srt/models/llama.py, the same in 0.5.6 and 0.5.23): head_dim and max_position_embeddings
+    from the config object, so its model_type class's defaults; rope as the pinned transformers reads it
+    (``legacy_rope``: 4.57, as 0.5.6 pins); LlamaMLP raises for any activation but silu (``silu_cite``: where)."""
+    hd, max_pos, cls = class_defaults(reading.model_type_of(r, raw, "llama"))
+    reading.read_layer(r, raw, "", (hd, cls), max_pos, legacy_rope=legacy_rope)
+    if r.hidden_act != "silu":
+        r.refusals.append(f"SGLang's LlamaMLP raises for hidden_act {r.hidden_act!r} (silu only{silu_cite})")
+
+
+def read_biases(r: Reading, raw: dict) -> bool:
+    """What both releases' llama_eagle3.py builds with or without a bias (each field's source as ``r.version`` says
+    it, LLAMA_LAYER_SOURCES): q/k/v and the MLP never, o_proj with attention_bias or bias (llama.py), fc with the
+    config's bias; no q/k norms and no norm_before_residual. Returns o_proj's bias."""
+    release = RELEASES.index(r.version)
+    why = {name: sources[release] for name, sources in LLAMA_LAYER_SOURCES.items()}
+    o_bias = raw.get("attention_bias") is True or raw.get("bias") is True
+    r.set("qk_norm", False, why["qk_norm"])
+    r.set("attention_bias", False, why["attention_bias"])
+    r.set("o_bias", o_bias, why["o_bias"])
+    r.set("mlp_bias", False, why["mlp_bias"])
+    r.set("fc_bias", raw.get("bias") is True, why["fc_bias"])
+    r.set("norm_before_residual", False, why["norm_before_residual"])
+    return o_bias
+
+
+def read_fc_input_and_embedding(r: Reading, raw: dict, fc_cite: str) -> tuple[bool, bool]:
+    """fc's input width and the embeddings, the same in both releases: fc takes ``target_hidden_size`` whenever the
+    config has that attribute (a value that is not a size breaks it; ``fc_cite``: where); a tied lm_head is the
+    embedding; the worker's set_embed replaces the draft's embedding with the target's unless the draft states a
+    target_hidden_size other than its hidden_size. Returns (tied, the draft keeps its own embedding)."""
+    if "target_hidden_size" in raw:
+        ht = raw["target_hidden_size"]
+        if not is_int(ht):
+            r.refuse(f"config.json sets target_hidden_size to {ht!r}: SGLang builds fc from it and fails{fc_cite}",
+                     at="target_hidden_size")
+        r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size, key="target_hidden_size")
+    else:
+        r.set("target_hidden_size", r.hidden_size, "SGLang default: hidden_size")
+    tied = raw.get("tie_word_embeddings") is True
+    r.set("lm_head_from_embed", tied, "config.json: tie_word_embeddings" if tied else "untied")
+    return tied, "target_hidden_size" in raw and raw["target_hidden_size"] != r.hidden_size
 
 
 def capture(ids: list[int], target: Target | None) -> Capture:
