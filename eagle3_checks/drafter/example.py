@@ -23,24 +23,30 @@ _CONFIG_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
 
 @dataclass(frozen=True)
-class DrafterShape:
-    """Everything that sizes a drafter. The defaults are the embedded example: GQA (4 heads, 2 KV heads),
-    head_dim 24 != hidden_size / heads = 16, a 128-token draft vocabulary of a 512-token target."""
+class _Sizes:
+    """What sizes a drafter of any family: its width, heads, MLP, vocabularies, aux layers and target depth."""
 
     hidden_size: int = 64
     num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 24
     intermediate_size: int = 160
     vocab_size: int = 512
     draft_vocab_size: int = 128
-    target_hidden_size: int | None = None  # None: the drafter's hidden_size
     aux_layer_ids: tuple[int, ...] = (1, 3, 5)
     target_layers: int = 8
     num_layers: int = 1
     dtype: str = "BF16"
-    rope_theta: float = 1_000_000.0
     max_position_embeddings: int = 4096
+
+
+@dataclass(frozen=True)
+class DrafterShape(_Sizes):
+    """Everything that sizes a drafter of Llama (or Qwen3) layers. The defaults are the embedded example: GQA (4
+    heads, 2 KV heads), head_dim 24 != hidden_size / heads = 16, a 128-token draft vocabulary of a 512-token target."""
+
+    num_key_value_heads: int = 2
+    head_dim: int = 24
+    target_hidden_size: int | None = None  # None: the drafter's hidden_size
+    rope_theta: float = 1_000_000.0
     model_type: str = "llama"
     attention_bias: bool = False
     mlp_bias: bool = False
@@ -271,27 +277,18 @@ def write_example(root: Path) -> dict[str, Path]:
 # ----- MLA drafters (drafter/families/mla.py) ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class MlaDrafterShape:
+class MlaDrafterShape(_Sizes):
     """Everything that sizes an MLA drafter (Eagle3DeepseekV2ForCausalLM, flat layout). The defaults are the tiny one
-    the tests build: hidden 64, 4 heads, q_lora_rank 48, kv_lora_rank 32, nope 16, rope 8, v 16, DeepSeek yarn."""
+    the tests build: hidden 64, 4 heads, q_lora_rank 48, kv_lora_rank 32, nope 16, rope 8, v 16, DeepSeek yarn.
+    Its ``aux_layer_ids`` are eagle_config's (SGLang's), counted the SGLang way."""
 
-    hidden_size: int = 64
-    num_attention_heads: int = 4
     q_lora_rank: int | None = 48  # None: stated null, q is one q_proj
     kv_lora_rank: int = 32
     qk_nope_head_dim: int = 16
     qk_rope_head_dim: int = 8
     v_head_dim: int = 16
-    intermediate_size: int = 160
-    vocab_size: int = 512
-    draft_vocab_size: int = 128
-    aux_layer_ids: tuple[int, ...] = (1, 3, 5)  # eagle_config's (SGLang's), counted the SGLang way
     top_level_ids: tuple[int, ...] | None = (2, 4, 6)  # the same layers counted vLLM's way, where vLLM reads them
-    target_layers: int = 8
-    num_layers: int = 1
-    dtype: str = "BF16"
     rope_theta: float = 50000.0
-    max_position_embeddings: int = 4096
     yarn_factor: float | None = 4.0  # None: plain RoPE
     original_max_position_embeddings: int = 1024
     rms_norm_eps: float = 1e-6

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import DraftConfig
+from .families import FAMILIES
+from .families.base import product as _mul
 from .layout import LLAMA, MAX_LAYERS, MLA, MLP_PROJ, has_qk_norm
 
 REQUIRED, OPTIONAL, CONDITIONAL = "required", "optional", "conditional"
@@ -23,15 +25,6 @@ class Expected:
     dims: str  # the same shape in symbols, for messages: "(nh·hd, 2H)"
     presence: str  # REQUIRED, OPTIONAL or CONDITIONAL
     reason: str = ""  # for CONDITIONAL: the config flag that asks for it
-
-
-def _mul(*xs: int | None) -> int | None:
-    out = 1
-    for x in xs:
-        if x is None:
-            return None
-        out *= x
-    return out
 
 
 @dataclass(frozen=True)
@@ -185,4 +178,3 @@ def fmt_shape(shape: tuple | None) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-from .families import FAMILIES  # noqa: E402  (the families build on Expected and add(); imported last)

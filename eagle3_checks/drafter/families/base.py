@@ -23,3 +23,13 @@ class Family:
     attention_forward: Callable[..., Any]
     # the engine classes of the family, for messages
     classes: str = ""
+
+
+def product(*xs: int | None) -> int | None:
+    """The product of sizes, or None when one is unknown (a config field missing)."""
+    out = 1
+    for x in xs:
+        if x is None:
+            return None
+        out *= x
+    return out

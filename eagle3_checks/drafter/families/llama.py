@@ -7,15 +7,7 @@ from typing import Any
 
 from ..layout import ATTN_PROJ, LAYER_SUFFIXES, LLAMA
 from .base import Add, Family
-
-
-def _mul(*xs: int | None) -> int | None:
-    out = 1
-    for x in xs:
-        if x is None:
-            return None
-        out *= x
-    return out
+from .base import product as _mul
 
 
 def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
