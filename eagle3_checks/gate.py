@@ -8,7 +8,6 @@ module, and importing it registers its checks with :func:`eagle3_checks.registry
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 import json
 import os
@@ -49,22 +48,32 @@ _plugins: list[str] | None = None  # the plugin modules loaded, once per process
 
 def plugin_modules() -> list[str]:
     """The modules named by ``eagle3_checks.checks`` entry points of the installed distributions, read from their
-    ``entry_points.txt`` as importlib.metadata would, without its import (40 ms on every run)."""
+    ``entry_points.txt`` as importlib.metadata would, without its import (40 ms on every run); only a file that names
+    the group is parsed."""
     found: list[str] = []
+    header = f"[{ENTRY_POINT_GROUP}]"
     for entry in sys.path:
         try:
             names = sorted(os.listdir(entry or "."))
         except OSError:
             continue
         for folder in names:
-            path = os.path.join(entry or ".", folder, "entry_points.txt")
-            if not folder.endswith((".dist-info", ".egg-info")) or not os.path.isfile(path):
+            if not folder.endswith((".dist-info", ".egg-info")):
                 continue
+            try:
+                with open(os.path.join(entry or ".", folder, "entry_points.txt"), encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if header not in text:
+                continue
+            import configparser  # the standard library's; only for the rare file that names the group
+
             parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
             parser.optionxform = str  # type: ignore[assignment,method-assign]
             try:
-                parser.read(path, encoding="utf-8")
-            except (configparser.Error, UnicodeDecodeError):
+                parser.read_string(text)
+            except configparser.Error:
                 continue
             if parser.has_section(ENTRY_POINT_GROUP):
                 found += [value.split(":")[0].strip() for _, value in parser.items(ENTRY_POINT_GROUP)]
