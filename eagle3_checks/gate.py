@@ -545,6 +545,4 @@ def _waivers_result(options: GateOptions, results: list[CheckResult], used: set[
                                  + (f"[{engine}]" if engine else "") + " did not run here (its level, engine or "
                                  "inputs were not selected, or it skipped)", key=target, code="not-exercised"))
     findings = [dataclasses.replace(f, check=WAIVERS.id, code=finding_code(WAIVERS, f.code)) for f in findings]
-    status = FAILED if any(f.severity is Severity.ERROR for f in findings) else \
-        WARNED if any(f.severity is Severity.WARNING for f in findings) else PASSED
-    return CheckResult(WAIVERS, status, findings)
+    return CheckResult(WAIVERS, status_of(findings), findings)
