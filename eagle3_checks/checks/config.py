@@ -19,6 +19,7 @@ from ..drafter.layout import (
     eagle3_class,
 )
 from ..engines.profile import Target
+from ..numerics.mla import CONFIG_DEFAULTS
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
 from ..storage.safetensors import json_type
 from ._common import CONFIG, config_key, config_of, pointer, require_complete
@@ -106,8 +107,6 @@ def fields(ctx: Context) -> Iterable[Finding]:
 def _mla_fields(cfg) -> Iterable[Finding]:
     """The MLA family's attention sizes: each stated (a positive integer; q_lora_rank may be null, meaning q_proj),
     qk_rope_head_dim even. A wrong type is reported above with every other field."""
-    from ..numerics.mla import CONFIG_DEFAULTS
-
     for name in MLA_CONFIG_FIELDS:
         if name in cfg.raw:
             continue

@@ -344,9 +344,6 @@ def mla_drafter_files(shape: MlaDrafterShape = TINY_MLA, seed: int = 0,
     ``midlayer.``), random (or, ``sparse``, zero-filled holes) but reproducible."""
     import numpy as np
 
-    from .config import read_config
-    from .expected import expected_tensors
-
     cfg_json = mla_config(shape)
     rng = np.random.default_rng(seed)
     out: dict[str, RawTensor] = {}

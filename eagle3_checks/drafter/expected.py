@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from .config import DraftConfig
 from .families import FAMILIES
+from .families.base import CONDITIONAL, OPTIONAL, REQUIRED
 from .families.base import product as _mul
 from .layout import LLAMA, MAX_LAYERS, MLA, MLP_PROJ, has_qk_norm
-
-REQUIRED, OPTIONAL, CONDITIONAL = "required", "optional", "conditional"
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..drafter.config import PROVENANCE, TLC, normalized_rope_scaling, positive_number, rope_scaling_problems
+from ..drafter.config import (
+    PROVENANCE,
+    TLC,
+    class_defaults,
+    normalized_rope_scaling,
+    positive_number,
+    rope_scaling_problems,
+)
 from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
+from ..drafter.families.mla import effective
 from ..drafter.layout import parse_name
+from ..numerics.mla import MlaShape
 
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (
@@ -109,8 +118,6 @@ class Reading:
         """The values that decide the computation (the MLA attention as the numbers it computes with)."""
         out = {f: getattr(self, f) for f in SEMANTIC_FIELDS}
         if self.mla is not None:
-            from ..drafter.families.mla import effective
-
             out["mla"] = effective(self.mla)
         return out
 
@@ -511,9 +518,6 @@ def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
     """The MLA family's attention as ``reader`` ("vllm", "sglang", "transformers": numerics.mla.MlaShape.from_config)
     computes it, into ``r.mla`` (with its source); a value the reader cannot use is a refusal. Also the sizes the
     shared parts read (hidden size, heads, MLP, vocabulary, layers, eps, act, rope for the rope checks)."""
-    from ..drafter.config import class_defaults
-    from ..numerics.mla import MlaShape
-
     r.set("family", "mla", cite)
     model_type: str = raw["model_type"] if isinstance(raw.get("model_type"), str) else "llama"
     _, max_pos, cls = class_defaults(model_type)

@@ -35,6 +35,7 @@ from ..drafter.config import rope_scaling_problems
 from ..drafter.families import FAMILIES
 from ..storage.safetensors import DTYPES
 from ..storage.target import EmbeddingError
+from .ops import _attention, _Cache, _linear, _rms, _rope  # noqa: F401  (_attention: the families')
 
 INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
                 "wheel is enough; in this repository pip install -c constraints.txt torch), then rerun; --level "
@@ -187,12 +188,6 @@ def _stand_in_rows(ids, hidden: int, seed: int):
 
 # ----- the computation ---------------------------------------------------------------------------------------------
 
-def _rms(x, weight, eps: float):
-    import torch
-
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
 def _act(name: str):
     import torch.nn.functional as F
 
@@ -259,56 +254,6 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     extrapolation = 1 - ramp.clamp(0, 1)
     freqs = (base / factor) * (1 - extrapolation) + base * extrapolation
     return freqs.float(), float(mscale)
-
-
-def _rope(x, positions, freqs, scale: float):
-    """Rotate-half RoPE on (heads, T, hd) at integer positions (T,)."""
-    import torch
-
-    angles = positions.to(x.device, torch.float32)[:, None] * freqs.to(x.device)[None, :]
-    emb = torch.cat([angles, angles], dim=-1)
-    cos, sin = emb.cos() * scale, emb.sin() * scale
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
-
-
-class _Cache:
-    def __init__(self) -> None:
-        self.k_ctx: Any = None  # torch tensors once the context is cached
-        self.v_ctx: Any = None
-        self.k_own: list = []
-        self.v_own: list = []
-
-
-def _attention(q, k, v, cache: _Cache, step: int, scale: float | None = None):
-    """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts. ``scale``:
-    the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k."""
-    import torch
-
-    nh, t, hd = q.shape
-    group = nh // k.shape[0]
-    k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
-    scale = 1.0 / math.sqrt(hd) if scale is None else scale
-    if step == 0:
-        cache.k_ctx, cache.v_ctx = k, v
-    else:
-        cache.k_own.append(k)
-        cache.v_own.append(v)
-    scores = (q @ cache.k_ctx.transpose(1, 2)) * scale  # (nh, T, T)
-    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
-    own = [(q * ko).sum(-1, keepdim=True) * scale for ko in cache.k_own]  # each (nh, T, 1)
-    probs = torch.softmax(torch.cat([scores, *own], dim=-1), dim=-1)
-    out = probs[..., :t] @ cache.v_ctx
-    for j, vo in enumerate(cache.v_own):
-        out = out + probs[..., t + j:t + j + 1] * vo
-    return out
-
-
-def _linear(x, reading, weights: Weights, role: str):
-    bias_role = role[: -len(".weight")] + ".bias"
-    return weights.linear(x, reading.tensors[role], reading.tensors.get(bias_role))
 
 
 def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: _Cache, rope):

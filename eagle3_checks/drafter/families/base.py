@@ -6,6 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# whether an expected tensor must be there: always, never necessarily, or when a config flag asks for it
+REQUIRED, OPTIONAL, CONDITIONAL = "required", "optional", "conditional"
+
 # add(role, shape, dims, presence=REQUIRED, reason="") as expected_tensors defines it
 Add = Callable[..., None]
 

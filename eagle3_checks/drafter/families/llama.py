@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...numerics.ops import _attention, _linear, _rms, _rope
 from ..layout import ATTN_PROJ, LAYER_SUFFIXES, LLAMA
-from .base import Add, Family
+from .base import CONDITIONAL, Add, Family
 from .base import product as _mul
 
 
 def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
     """q/k/v take the layer's input (2H on the first layer), o_proj returns H; biases and q/k norms per flags."""
-    from ..expected import CONDITIONAL
-
     h, nh, nkv, hd = d.hidden_size, d.num_heads, d.num_kv_heads, d.head_dim
     add(p + "self_attn.q_proj.weight", (_mul(nh, hd), d_in), f"(nh·hd, {d_sym})")
     add(p + "self_attn.k_proj.weight", (_mul(nkv, hd), d_in), f"(nkv·hd, {d_sym})")
@@ -32,8 +31,6 @@ def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
 def attention_forward(x, p: str, reading: Any, weights: Any, positions, cache: Any, step: int, rope: Any):
     """Grouped-query attention with rotate-half RoPE (``rope`` = (inverse frequencies, attention factor)) and, for
     Qwen3 layers, per-head q/k RMSNorm."""
-    from ...numerics.forward import _attention, _linear, _rms, _rope
-
     nh, nkv, hd = reading.num_heads, reading.num_kv_heads, reading.head_dim
     t = x.shape[0]
     q = _linear(x, reading, weights, p + "self_attn.q_proj.weight")

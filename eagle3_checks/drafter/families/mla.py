@@ -26,6 +26,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from ...numerics.mla import expected_attention_shapes, mla_qkv, rope_cos_sin_factor, yarn_softmax_scale
+from ...numerics.ops import _attention
 from ..layout import MLA, MLA_CONFIG_FIELDS, MLA_LAYER_SUFFIXES
 from .base import Add, Family
 
@@ -68,8 +70,6 @@ def _known(v: int | None) -> Any:
 
 def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
     """The layer's MLA attention tensors, sized by numerics.mla.expected_attention_shapes."""
-    from ...numerics.mla import expected_attention_shapes
-
     m = d.mla
     if m is None:  # the reading could not build the attention (its refusals say why): sizes unknown
         m = SimpleNamespace(q_lora_rank=None, kv_lora_rank=None, qk_nope_head_dim=None, qk_rope_head_dim=None,
@@ -87,9 +87,6 @@ def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
 def attention_forward(x, p: str, reading: Any, weights: Any, positions, cache: Any, step: int, rope: Any):
     """DeepSeek MLA (numerics/mla.py) with the reading's MlaShape (its reader's rope pairing, yarn factors and softmax
     scale), over the drafter's KV-cache pattern: the context keys of step 0 and each row's own drafts."""
-    from ...numerics.forward import _attention
-    from ...numerics.mla import mla_qkv, yarn_softmax_scale
-
     shape = reading.mla
     prefix = p + "self_attn."
     used = {role[len(prefix):]: weights.f32(name) for role, name in reading.tensors.items()
@@ -105,8 +102,6 @@ def effective(shape: Any) -> dict[str, Any] | None:
     derived). The engine semantics compare this."""
     if shape is None:
         return None
-    from ...numerics.mla import rope_cos_sin_factor, yarn_softmax_scale
-
     scaling = shape.rope_scaling
     return {
         "num_heads": shape.num_heads, "q_lora_rank": shape.q_lora_rank, "kv_lora_rank": shape.kv_lora_rank,

@@ -1,0 +1,64 @@
+"""The forward pass's torch primitives, shared by the drafter families' attention (drafter/families/) and the pass
+itself (forward.py): RMSNorm, rotate-half RoPE, a linear layer from a reading's tensors, and causal attention over
+the drafter's KV-cache pattern. torch is imported inside each, as everywhere outside a forward pass."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _rms(x, weight, eps: float):
+    import torch
+
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rope(x, positions, freqs, scale: float):
+    """Rotate-half RoPE on (heads, T, hd) at integer positions (T,)."""
+    import torch
+
+    angles = positions.to(x.device, torch.float32)[:, None] * freqs.to(x.device)[None, :]
+    emb = torch.cat([angles, angles], dim=-1)
+    cos, sin = emb.cos() * scale, emb.sin() * scale
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.k_ctx: Any = None  # torch tensors once the context is cached
+        self.v_ctx: Any = None
+        self.k_own: list = []
+        self.v_own: list = []
+
+
+def _attention(q, k, v, cache: _Cache, step: int, scale: float | None = None):
+    """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts. ``scale``:
+    the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k."""
+    import torch
+
+    nh, t, hd = q.shape
+    group = nh // k.shape[0]
+    k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+    scale = 1.0 / math.sqrt(hd) if scale is None else scale
+    if step == 0:
+        cache.k_ctx, cache.v_ctx = k, v
+    else:
+        cache.k_own.append(k)
+        cache.v_own.append(v)
+    scores = (q @ cache.k_ctx.transpose(1, 2)) * scale  # (nh, T, T)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    own = [(q * ko).sum(-1, keepdim=True) * scale for ko in cache.k_own]  # each (nh, T, 1)
+    probs = torch.softmax(torch.cat([scores, *own], dim=-1), dim=-1)
+    out = probs[..., :t] @ cache.v_ctx
+    for j, vo in enumerate(cache.v_own):
+        out = out + probs[..., t + j:t + j + 1] * vo
+    return out
+
+
+def _linear(x, reading, weights: Any, role: str):
+    bias_role = role[: -len(".weight")] + ".bias"
+    return weights.linear(x, reading.tensors[role], reading.tensors.get(bias_role))
