@@ -16,8 +16,9 @@ import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.reports.causes import group
-from eagle3_checks.reports.ci import json_key_line, parse_github
+from eagle3_checks.reports.ci import json_key_line, parse_github, to_sarif
 from helpers import run
+from test_defects import DEFECTS
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -35,10 +36,50 @@ def sarif_schema():
     return jsonschema, json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
 
 
+def github_rejects(log: dict) -> list[str]:
+    """What GitHub code scanning refuses in a SARIF log that the OASIS schema allows: a result without a location
+    ("locationFromSarifResult: expected at least one location": github/codeql-action#1738 and #2459, where the
+    whole upload fails), a location without a physical one ("expected a physical location"), or one whose
+    artifactLocation has no uri or an empty one ("expected artifact location": microsoft/sarif-sdk#2704, GH1001).
+    Returns one line per offending result (empty: GitHub takes the file)."""
+    out = []
+    for r, run_ in enumerate(log.get("runs", [])):
+        for i, result in enumerate(run_.get("results") or []):
+            where = f"runs[{r}].results[{i}] ({result.get('ruleId')})"
+            locations = result.get("locations") or []
+            if not locations:
+                out.append(f"{where}: expected at least one location")
+            for loc in locations:
+                physical = loc.get("physicalLocation")
+                if not physical:
+                    out.append(f"{where}: expected a physical location")
+                elif not (physical.get("artifactLocation") or {}).get("uri"):
+                    out.append(f"{where}: expected artifact location")
+    return out
+
+
 def validate_sarif(log: dict) -> None:
+    """The log is valid against the shipped SARIF 2.1.0 schema, and GitHub code scanning would take it."""
     jsonschema, schema = sarif_schema()
     jsonschema.Draft4Validator.check_schema(schema)
     jsonschema.Draft4Validator(schema).validate(log)
+    assert not github_rejects(log), github_rejects(log)
+
+
+def test_the_github_rule_rejects_what_code_scanning_rejects():
+    """The helper itself: the three shapes of result GitHub refuses, and a located one it takes."""
+    def log(*results):
+        return {"runs": [{"results": list(results)}]}
+
+    located = {"ruleId": "r", "locations": [{"physicalLocation": {"artifactLocation": {"uri": "d/config.json"}}}]}
+    assert github_rejects(log(located)) == []
+    assert github_rejects(log({"ruleId": "a"}, {"ruleId": "b", "locations": []})) == [
+        "runs[0].results[0] (a): expected at least one location",
+        "runs[0].results[1] (b): expected at least one location"]
+    logical = {"ruleId": "c", "locations": [{"logicalLocations": [{"name": "x"}]}]}
+    assert github_rejects(log(logical)) == ["runs[0].results[0] (c): expected a physical location"]
+    empty = {"ruleId": "d", "locations": [{"physicalLocation": {"artifactLocation": {"uri": ""}}}]}
+    assert github_rejects(log(empty)) == ["runs[0].results[0] (d): expected artifact location"]
 
 
 @pytest.fixture
@@ -219,6 +260,94 @@ def test_sarif_points_into_a_weight_file_by_byte_offset(drafter, capsys):
     assert files and all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == weights.as_uri()
                          for r in files)
     assert any("byteOffset" in r["locations"][0]["physicalLocation"]["region"] for r in files)
+
+
+def _safetensors_ranges(path: Path) -> dict[str, tuple[int, int]]:
+    """Each tensor's (absolute byte offset, byte length) in a safetensors file, read here from its header."""
+    import struct
+
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    return {k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def _sarif_of(capsys, path, *argv) -> list[dict]:
+    code, out, _ = cli(capsys, "check", path, "--format", "sarif", *argv)
+    log = json.loads(out)
+    validate_sarif(log)
+    return log["runs"][0]["results"]
+
+
+def _place(result: dict) -> tuple[str, dict]:
+    (loc,) = result["locations"]
+    physical = loc["physicalLocation"]
+    return physical["artifactLocation"]["uri"].rsplit("/", 1)[-1], physical.get("region", {})
+
+
+def test_sarif_locates_the_results_issue_20_found_without_a_location(drafter, capsys):
+    """Issue 20: engine.loads/replaced, reference.diff/layouts-differ (both on the demo's own flat example),
+    engine.loads/refused and forward.equivalence/agrees carried no location, so upload-sarif refused the file. A
+    tensor's finding points at the tensor's bytes; one with nothing more specific at the checkpoint's config.json."""
+    path = drafter("flat").write()
+    ranges = _safetensors_ranges(path / "model.safetensors")
+    results = _sarif_of(capsys, path, "--level", "header", "--reference", "tiny-example", "--engine", "all")
+    by_code = {r["ruleId"]: r for r in results}
+    replaced = by_code["engine.loads/replaced"]
+    assert _place(replaced) == ("model.safetensors", dict(zip(("byteOffset", "byteLength"),
+                                                                ranges["embed_tokens.weight"], strict=True)))
+    assert _place(by_code["reference.diff/layouts-differ"]) == ("config.json", {"startLine": 1})
+    d = drafter("speculators")
+    helpers.model_prefix(d)  # SGLang refuses the model. names: engine.loads/refused, keyed by a tensor
+    path = d.write()
+    ranges = _safetensors_ranges(path / "model.safetensors")
+    refused = [r for r in _sarif_of(capsys, path, "--level", "header", "--engine", "all")
+               if r["ruleId"] == "engine.loads/refused"]
+    assert refused
+    for r in refused:
+        name, region = _place(r)
+        key = r["properties"].get("key")
+        assert (name, region) == (("model.safetensors", dict(zip(("byteOffset", "byteLength"), ranges[key],
+                                                                   strict=True)))
+                                  if key in ranges else ("config.json", region)), r
+
+
+def test_sarif_locates_the_forward_levels_results(drafter, capsys):
+    pytest.importorskip("torch")
+    results = _sarif_of(capsys, drafter("speculators").write(), "--level", "forward")
+    agrees = [r for r in results if r["ruleId"] == "forward.equivalence/agrees"]
+    assert agrees and all(_place(r) == ("config.json", {"startLine": 1}) for r in agrees)
+
+
+def test_sarif_locates_every_result_of_every_defect(drafter, target_path):
+    """Every defect of the catalogue, both layouts, at the scan level for every engine: each result has a location
+    GitHub takes, and it is the right one: a config key's line in config.json, a named tensor's bytes in its weight
+    file (as its header states them), the file a finding names, or config.json."""
+    located = set()
+    for layout in helpers.LAYOUTS:
+        for _, before, after, shards, options, _, _ in DEFECTS:
+            path = helpers.write_defect(drafter(layout), before, after, shards)
+            result = run(path, level="scan", engine="all", target_config=str(target_path),
+                         reference=options.get("reference", "auto"))
+            log = to_sarif([result])
+            validate_sarif(log)
+            config = (path / "config.json").read_text() if (path / "config.json").is_file() else ""
+            ranges = {n: r for w in result.ckpt.weight_files if (path / w).suffix == ".safetensors"
+                      and (path / w).is_file() for n, r in _safetensors_ranges(path / w).items()}
+            for r in log["runs"][0]["results"]:
+                name, region = _place(r)
+                key = r["properties"].get("key")
+                if "startLine" in region and name == "config.json" and region["startLine"] > 1:
+                    line = config.splitlines()[region["startLine"] - 1]
+                    assert re.match(r'\s*"', line), (r["ruleId"], line)  # a key's line, not a value's
+                if "byteLength" in region:
+                    assert (region["byteOffset"], region["byteLength"]) in ranges.values(), r["ruleId"]
+                    assert key is None or key in ranges or result.ckpt.roles.get(key) in ranges, r["ruleId"]
+                located.add((r["ruleId"], name.rsplit(".", 1)[-1], tuple(sorted(region))))
+    kinds = {(name, region) for _, name, region in located}
+    assert {("json", ("startLine",)), ("safetensors", ("byteLength", "byteOffset")), ("safetensors", ("byteOffset",))} \
+        <= kinds, kinds
 
 
 def test_sarif_on_a_usage_error_is_still_sarif(capsys, tmp_path):

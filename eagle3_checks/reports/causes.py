@@ -86,7 +86,7 @@ class Causes:
     _all: list[Finding] = field(default_factory=list)
 
 
-def _role_of(ckpt: Any, key: str) -> str | None:
+def role_of(ckpt: Any, key: str) -> str | None:
     """The tensor role a finding's key names, or None when it names no tensor."""
     names = getattr(ckpt, "names", {}) or {}
     roles = getattr(ckpt, "roles", {}) or {}
@@ -116,7 +116,7 @@ def cause_key(f: Finding, ckpt: Any, tensor_causes: dict[str, str] | None = None
     if not f.key or f.severity is Severity.INFO:
         return None
     if f.file != CONFIG:
-        role = _role_of(ckpt, f.key)
+        role = role_of(ckpt, f.key)
         if role is not None:
             return (tensor_causes or {}).get(role) or tensor_cause(role)
     if _is_config_field(ckpt, f):
@@ -141,7 +141,7 @@ def _states(f: Finding, key: str, ckpt: Any) -> bool:
     if key.startswith(f"{CONFIG}: "):
         return f.file == CONFIG and f.key is not None and f.key != "" and config_cause(f.key) == key
     if key.startswith("tensor: ") and f.key:
-        return _role_of(ckpt, f.key) == key[len("tensor: "):]
+        return role_of(ckpt, f.key) == key[len("tensor: "):]
     return False
 
 
@@ -153,7 +153,7 @@ def group(result: GateResult) -> Causes:
     tensor_causes: dict[str, str] = {}
     for _, f in pairs:
         if f.cause and f.key:
-            role = _role_of(ckpt, f.key)
+            role = role_of(ckpt, f.key)
             if role is not None:
                 tensor_causes.setdefault(role, f.cause)
     members: dict[str, list[tuple[int, CheckResult, Finding]]] = {}

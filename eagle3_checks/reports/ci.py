@@ -1,7 +1,8 @@
 """Reports for CI services: GitHub workflow commands (annotations) and SARIF 2.1.0 (code scanning).
 
-Both point each finding at a place: the line of its config key in config.json, or its byte offset in a weight
-file. A root cause (see causes.py) is one annotation, one SARIF result, naming what else it affects.
+Both point every finding at a place (_Locator): the line of its config key in config.json, the byte range of its
+tensor in a weight file, the file it names, else the checkpoint's config.json. A root cause (see causes.py) is one
+annotation, one SARIF result, naming what else it affects.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..gate import WAIVERS, GateResult, all_checks
-from ..registry import CONFIG, Check, Finding, Severity
-from .causes import Causes, cause_key, group
+from ..registry import _NESTED, CONFIG, Check, Finding, Severity
+from ..storage.safetensors import TensorEntry
+from .causes import Causes, cause_key, group, role_of
 from .text import summary_line
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -74,48 +76,97 @@ def json_key_line(text: str, path: str | list[str]) -> int | None:
     return best[1] if best else None
 
 
-def _config_text(result: GateResult) -> str | None:
-    try:
-        return (Path(result.ckpt.path) / CONFIG).read_text(encoding="utf-8")
-    except (OSError, ValueError, TypeError):
-        return None
-
-
 class _Locator:
-    """Where a finding points: a file of the checkpoint (as the report names it), and a line or a byte offset."""
+    """Where a finding points: a file of the checkpoint (as the report names it) and a region in it. In this order:
+    the line of its key in config.json (or of the object a missing key belongs in) when the key is a config field;
+    the byte range of the tensor it names, in the weight file that holds it; the file it names (at its byte offset,
+    or at the line of its key in a JSON index); else, as the last resort, the checkpoint's config.json. Every finding
+    gets a place: GitHub code scanning rejects a whole SARIF file in which one result has no location
+    (github/codeql-action#1738 and #2459, "locationFromSarifResult: expected at least one location")."""
 
     def __init__(self, result: GateResult) -> None:
         self.result = result
-        self.config = _config_text(result)
+        self.ckpt = result.ckpt
+        self._raw: dict[str, bytes | None] = {}
 
-    def file(self, f: Finding) -> str | None:
-        name = f.file or (CONFIG if f.key and _is_config_key(f, self.result) else None)
-        if not name:
-            return None
-        return posixpath.join(PurePosixPath(Path(self.result.ckpt.display)).as_posix(), name)
+    def _bytes(self, name: str) -> bytes | None:
+        """The bytes of a JSON file of the checkpoint (config.json, an index), None when unreadable."""
+        if name not in self._raw:
+            try:
+                self._raw[name] = (Path(self.ckpt.path) / name).read_bytes()
+            except (OSError, ValueError, TypeError):
+                self._raw[name] = None
+        return self._raw[name]
 
-    def line(self, f: Finding) -> int | None:
-        name = f.file or (CONFIG if f.key and _is_config_key(f, self.result) else None)
-        if name != CONFIG or self.config is None:
+    def _tensor(self, key: str | None) -> TensorEntry | None:
+        """The header entry of the tensor a key names (an on-disk name, or a role), None when it names none here."""
+        if not key:
             return None
+        tensors = getattr(self.ckpt, "tensors", None) or {}
+        if key in tensors:
+            return tensors[key]
+        role = role_of(self.ckpt, key)
+        name = (getattr(self.ckpt, "roles", None) or {}).get(role) if role else None
+        return tensors.get(name) if name else None
+
+    def _line(self, name: str, f: Finding) -> int:
+        """The line of the finding's key in JSON file ``name`` (or of the object a missing key belongs in; of its
+        byte offset, for a file that does not parse; 1 when neither is known)."""
+        raw = self._bytes(name)
+        if raw is None:
+            return 1
         if f.key:
-            found = json_key_line(self.config, f.key)
+            text = raw.decode("utf-8", errors="replace")
+            found = json_key_line(text, f.key)
             if found is None and "." in f.key:  # a nested field read at the top level, or the reverse
-                found = json_key_line(self.config, f.key.rsplit(".", 1)[1])
+                found = json_key_line(text, f.key.rsplit(".", 1)[1])
+            for prefix in _NESTED if found is None and name == CONFIG else ():
+                found = json_key_line(text, prefix + f.key)
             if found is not None:
                 return found
+        offset = _int(f.offset)
+        if offset is not None and 0 <= offset <= len(raw):
+            return raw[:offset].count(b"\n") + 1
         return 1
 
-    def offset(self, f: Finding) -> int | None:
-        try:
-            return int(f.offset) if f.offset is not None else None
-        except ValueError:
-            return None
+    def place(self, f: Finding) -> tuple[str, dict[str, int]]:
+        """(the file, as named in the checkpoint; the region: startLine, or byteOffset and byteLength)."""
+        if f.file and f.file != CONFIG:
+            entry = self._tensor(f.key)
+            entry = entry if entry is not None and entry.file == f.file else None
+            offset = _int(f.offset)
+            if offset is not None:  # the byte a reader stopped at; the tensor's length when it is the tensor's start
+                whole = entry is not None and entry.offset == offset
+                return f.file, {"byteOffset": offset, **({"byteLength": entry.nbytes} if whole and entry else {})}
+            if entry is not None:
+                return f.file, {"byteOffset": entry.offset, "byteLength": entry.nbytes}
+            if f.key and f.file.endswith(".json"):
+                return f.file, {"startLine": self._line(f.file, f)}
+            return f.file, {}
+        if f.file == CONFIG or _is_config_key(f, self.result):
+            return CONFIG, {"startLine": self._line(CONFIG, f)}
+        entry = self._tensor(f.key)
+        if entry is not None:
+            return entry.file, {"byteOffset": entry.offset, "byteLength": entry.nbytes}
+        return CONFIG, {"startLine": 1}  # the last resort: the checkpoint's config.json
+
+    def path(self, name: str) -> str:
+        """A file of the checkpoint as the report names it: under the checkpoint's path as it was given."""
+        return posixpath.join(PurePosixPath(Path(self.ckpt.display)).as_posix(), name)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_config_key(f: Finding, result: GateResult) -> bool:
-
-    key = cause_key(Finding(f.severity, f.message, key=f.key), result.ckpt)
+    """Whether the finding's key is a config field (as root causes read keys; a note's key too)."""
+    if not f.key:
+        return False
+    key = cause_key(Finding(Severity.ERROR, f.message, key=f.key), result.ckpt)
     return bool(key and key.startswith(f"{CONFIG}: "))
 
 
@@ -174,7 +225,9 @@ def render_github(results: list[GateResult]) -> str:
             title = f"eagle3-checks {'waived ' if f.waived is not None else ''}{f.code_label}" + \
                 (f": {cause.key}" if cause is not None else "")
             level = _GH_LEVEL[f.severity] if f.waived is None else "notice"  # a waived finding fails nothing
-            out.append(github_command(level, _text(f, causes), file=where.file(f), line=where.line(f), title=title))
+            name, region = where.place(f)
+            out.append(github_command(level, _text(f, causes), file=where.path(name), line=region.get("startLine"),
+                                      title=title))
         verdict = f"{result.ckpt.display}: {summary_line(result, causes)}"
         out.append(github_command("error" if result.exit_code else "notice", verdict, title="eagle3-checks verdict"))
     return "\n".join(out) + "\n"
@@ -239,8 +292,8 @@ def _uri(path: str) -> str:
 
 
 def to_sarif(results: list[GateResult]) -> dict[str, Any]:
-    """One run; one result per finding not folded into a root cause (notes as level note), located by the line of
-    its config key or its byte offset in a weight file."""
+    """One run; one result per finding not folded into a root cause (notes as level note), each located (see
+    _Locator): code scanning rejects a file with one result that has no location."""
     by_id = {c.id: c for c in [*all_checks(), WAIVERS]}
     rules: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -258,18 +311,11 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
             if f.waived is not None:  # SARIF's own word for it: code scanning shows the result as dismissed
                 item["suppressions"] = [{"kind": "external", "status": "accepted",
                                          "justification": f"--skip: {f.waived}"}]
-            file = where.file(f)
-            if file:
-                region: dict[str, Any] = {}
-                line, offset = where.line(f), where.offset(f)
-                if line is not None:
-                    region["startLine"] = line
-                elif offset is not None:
-                    region["byteOffset"] = offset
-                loc: dict[str, Any] = {"artifactLocation": {"uri": _uri(file)}}
-                if region:
-                    loc["region"] = region
-                item["locations"] = [{"physicalLocation": loc}]
+            name, region = where.place(f)
+            loc: dict[str, Any] = {"artifactLocation": {"uri": _uri(where.path(name))}}
+            if region:
+                loc["region"] = region
+            item["locations"] = [{"physicalLocation": loc}]
             props: dict[str, Any] = {"check": f.check, "code": rid, "checkpoint": result.ckpt.display}
             for k in ("key", "expected", "found", "why", "fix"):
                 if getattr(f, k) is not None:
