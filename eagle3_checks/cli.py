@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", choices=("header", "forward"),
                    help="verification before DST is written (default forward when torch is installed, else header)")
     p.add_argument("--shift-aux-ids", action="store_true",
-                   help="rewrite the aux-layer ids into the target engine's convention (same layers)")
+                   help="no effect (kept for old scripts): convert always writes each engine's aux-layer ids "
+                   "where that engine reads them, for the trained layers")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the source's trainer counted aux-layer ids, when its config does not say (a flat one)")
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")

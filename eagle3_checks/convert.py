@@ -16,8 +16,11 @@
   ``eagle3_checks_provenance`` block records the trainer and its aux-id convention, which the flat layout cannot
   otherwise say.
 * **d2t/t2d** are kept, or embedded from ``--vocab-mapping``; never made up.
-* **Aux ids** are copied as they are; when the source's convention differs from the target engine's, the
-  conversion stops and says so, and ``shift_aux_ids=True`` rewrites them to feed the same layers.
+* **Aux ids** are written for the layers the drafter was trained on, each engine's ids where that engine reads
+  them (vLLM the top level, SGLang ``eagle_config``: ``engines.ids_where_read``, the rule the gate's fixes follow),
+  and the trained layers are recorded in the provenance block; where the trained layers are unknown (a flat
+  source whose trainer's convention is not given) the ids are copied as they are. ``shift_aux_ids`` is accepted
+  and has no effect: the ids are always written per engine.
 * **Safety**: SRC is never modified; DST is written to a temporary sibling, verified (the gate, and forward
   equivalence against SRC), and only then moved into place, by an atomic exchange when it replaces an existing DST
   (``--force``). On any failure or SIGINT/SIGTERM nothing new is left at DST; a stale temporary from a killed run
@@ -177,7 +180,7 @@ def _layer_base(src: Checkpoint) -> dict:
     return {k: copy.deepcopy(v) for k, v in (base if isinstance(base, dict) else {}).items() if k not in _LAYER_SKIP}
 
 
-def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention: str | None,
+def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None], aux: engines.TrainedAux,
             speculative_tokens: int, verifier: str | None, target: Any) -> dict:
     cfg = src.config
     assert cfg is not None  # plan() gated the source: its config.json is read
@@ -198,7 +201,10 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
     prior = (src.config_raw or {}).get(PROVENANCE)
     prior = prior if isinstance(prior, dict) else {}
     first = prior.get("trainer") if isinstance(prior.get("trainer"), str) else trained.engine.split(" ")[0]
-    provenance: dict[str, Any] = {"converted_from": src.layout, "trainer": first, "aux_layer_convention": convention}
+    provenance: dict[str, Any] = {"converted_from": src.layout, "trainer": first,
+                                  "aux_layer_convention": aux.convention}
+    if aux.layers is not None:  # the trained layers, held: the written ids are each engine's, not the trainer's
+        provenance[engines.HELD] = aux.record()
     spec_cfg = (src.config_raw or {}).get("speculators_config")
     named = spec_cfg.get("verifier") if src.layout == SPECULATORS and isinstance(spec_cfg, dict) else prior.get(
         "verifier")
@@ -213,9 +219,9 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
             **layer,
             **_rope_fields(trained),
             "draft_vocab_size": trained.draft_vocab_size,
-            "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True,
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids.get(NESTED), "use_aux_hidden_state": True,
                              **({"norm_before_fc": True} if trained.input_norm else {})},
-            "eagle_aux_hidden_state_layer_ids": ids,
+            "eagle_aux_hidden_state_layer_ids": ids.get(TOP),
             "num_aux_hidden_states": trained.num_aux,
             "norm_before_residual": trained.norm_before_residual,
             "norm_before_fc": trained.input_norm,
@@ -226,8 +232,9 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
         # SpecForge (default true). Written only when it must be true; absent, every reader gets the usual drafter.
         if trained.feedback == "normed":
             out["norm_output"] = True
-        if ids is None:
+        if ids.get(NESTED) is None:
             del out["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        if ids.get(TOP) is None:
             del out["eagle_aux_hidden_state_layer_ids"]
         if target_hidden is not None:
             out["target_hidden_size"] = target_hidden
@@ -242,7 +249,7 @@ def _config(src: Checkpoint, trained, to: str, ids: list[int] | None, convention
         "speculators_model_type": "eagle3",
         "speculators_version": engines.speculators.VERSION,
         "draft_vocab_size": trained.draft_vocab_size,
-        "eagle_aux_hidden_state_layer_ids": ids,
+        "eagle_aux_hidden_state_layer_ids": ids.get(TOP),
         "norm_before_residual": trained.norm_before_residual,
         "norm_before_fc": trained.input_norm,
         "fc_norm": trained.fc_norm,
@@ -302,7 +309,7 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
                              f"({', '.join(unsupported)}): "
                              "it would drop or ignore what the drafter was trained with; convert --to vllm instead")
 
-    ids, convention = _plan_aux_ids(src, trained, to, shift_aux_ids, aux_convention, notes)
+    ids, aux = _plan_aux_ids(src, trained, to, aux_convention, target, notes)
     names = _plan_names(src, trained, layout, notes)
 
     replaced: dict[str, RawTensor] = {}
@@ -326,7 +333,7 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
             and v is not None and dv < v):
         notes.append("t2d absent: speculators saves t2d with d2t; embed it with --vocab-mapping to keep the pair")
 
-    config = _config(src, trained, to, ids, convention, speculative_tokens, verifier, target)
+    config = _config(src, trained, to, ids, aux, speculative_tokens, verifier, target)
     if target is not None and target.vocab_size not in (None, v):
         raise ConvertRefused(f"vocab_size {v} is not the verifier's {target.vocab_size} (--target-config)")
     if layout == SPECULATORS and config["speculators_config"]["verifier"]["name_or_path"] is None:
@@ -336,29 +343,42 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
     return Plan(src, to, layout, config, names, replaced, notes)
 
 
-def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, shift_aux_ids: bool, aux_convention: str | None,
-                  notes: list[str]) -> tuple[Any, str | None]:
-    """The aux ids to write and their convention (shifted for ``to`` with --shift-aux-ids); says so in ``notes``."""
+TOP = "/" + "/".join(engines.TOP_IDS)
+NESTED = "/" + "/".join(engines.NESTED_IDS)
+
+
+def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, aux_convention: str | None, target: Any,
+                  notes: list[str]) -> tuple[dict[str, list[int] | None], engines.TrainedAux]:
+    """The aux ids to write, by the field's JSON pointer: each engine's ids where that engine reads them, for the
+    trained layers (the rule every engine.aux-layers fix follows: engines.ids_where_read), so that one file serves
+    every engine it is meant for as trained. Without the trained layers (the trainer's convention, or the target
+    class it counts by, unknown) the ids are copied as they are. Says what it did in ``notes``."""
+    aux = engines.trained_aux(src, aux_convention, engines.target_of(src, target))
     ids = trained.aux_layer_ids
-    convention, how = engines.trainer_convention(src, aux_convention)
-    engine_convention = "sglang" if to == "sglang" else "vllm"
-    if ids and convention and convention != engine_convention:
-        layers = engines.captured_layers(ids, convention)
-        shifted = engines.ids_for(layers, engine_convention)
-        if not shift_aux_ids:
-            raise ConvertRefused(
-                f"aux-layer ids {ids} are counted the {convention} way ({how}); {to} counts the {engine_convention} "
-                f"way, where they would capture layers {engines.captured_layers(ids, engine_convention)} instead of "
-                f"{layers}. Pass --shift-aux-ids to write {shifted} (the same layers), or convert for an engine "
-                f"that counts the {convention} way")
-        notes.append(f"aux-layer ids {ids} ({convention} convention) written as {shifted} for {to} (same layers "
-                     f"{layers})")
-        ids, convention = shifted, engine_convention
-    elif ids and convention is None:
-        notes.append(f"aux-layer ids {ids} copied as they are; their convention is {how}")
-    elif ids:
-        notes.append(f"aux-layer ids {ids} copied ({convention} convention, as {to} counts)")
-    return ids, convention
+    if not ids:
+        return {}, aux
+    if aux.layers is None:
+        notes.append(f"aux-layer ids {ids} copied as they are: the layers they were trained on are unknown "
+                     f"({aux.how})")
+        return ({TOP: ids} if TARGETS[to] == SPECULATORS else {TOP: ids, NESTED: ids}), aux
+    readers = ["speculators"] if TARGETS[to] == SPECULATORS else ["vllm", "sglang"]
+    specs = {name: engines.resolve(name).specs[0] for name in readers}
+    counted_by = engines.target_of(src, target)
+    written = engines.ids_where_read(specs.values(), aux.layers, counted_by)
+    for name, spec in specs.items():
+        pointer = engines.profile(spec).ids_pointer
+        field = pointer[1:].replace("/", ".")
+        if written.get(pointer) is None:
+            known = counted_by is not None and counted_by.architecture is not None
+            why = (f"no ids make {spec} capture the trained layers {list(aux.layers)} on this target" if known else
+                   f"{spec} counts aux ids by the target's class: pass --target-config (the verifier's config.json)")
+            if name == to:
+                raise ConvertRefused(f"aux-layer ids: {why}; nothing was written")
+            notes.append(f"{field} not written: {why}; {name} then captures its default layers")
+        else:
+            notes.append(f"aux-layer ids {written[pointer]} in {field}, where {spec} reads them (the trained layers "
+                         f"{list(aux.layers)}; {aux.convention} convention: {aux.how})")
+    return written, aux
 
 
 def _plan_names(src: Checkpoint, trained: Any, layout: str, notes: list[str]) -> dict[str, str]:

@@ -97,10 +97,10 @@ def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "16 tensors copied byte for byte" in out and "verified (forward level, sglang): 0 error(s)" in out
-    assert "aux-layer ids [1, 3, 5] (vllm convention) written as [0, 2, 4] for sglang" in out
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["head_dim"] == 24
-    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == cfg["eagle_aux_hidden_state_layer_ids"]
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]  # SGLang's, where it reads them
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]  # vLLM's
     assert cfg["rope_theta"] == cfg["rope_parameters"]["rope_theta"] == 1e6
     assert cfg["norm_before_residual"] is False and "target_hidden_size" not in cfg
     assert json.loads((tmp_path / "out" / "config_speculators.json").read_text()) == \
@@ -294,9 +294,9 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
     assert before == {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("change, fragment", [({"num_hidden_layers": 4}, "exceed the target's 4 layers"),
-                                              ({"hidden_size": 128}, "the target gives 3 x 128")])
-def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, fragment):
+@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "engine.aux-layers/beyond-last-layer"),
+                                          ({"hidden_size": 128}, "target.hidden-size/fc-width")])
+def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, code):
     """With --target-config, the written drafter must fit the target (aux ids in range, fc width), or nothing is
     written: the verification used to check the vocabulary only and say "0 error(s)"."""
     from eagle3_checks.drafter.example import target_config
@@ -305,36 +305,43 @@ def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, fr
     (tmp_path / "target.json").write_text(json.dumps({**target_config(EXAMPLE), **change}))
     with pytest.raises(ConvertRefused) as exc:
         convert(src, tmp_path / "out", "vllm", target_config=str(tmp_path / "target.json"), verify_level="header")
-    assert any(fragment in f.message for f in exc.value.findings), [f.message for f in exc.value.findings]
+    assert code in {f.code for f in exc.value.findings}, [f.code for f in exc.value.findings]
     assert not (tmp_path / "out").exists()
     (tmp_path / "fits.json").write_text(json.dumps(target_config(EXAMPLE)))
     convert(src, tmp_path / "ok", "vllm", target_config=str(tmp_path / "fits.json"), verify_level="header")
 
 
-def test_aux_convention_gap_needs_shift(drafter, tmp_path):
-    src = drafter("speculators").write()  # speculators counts the vLLM way
-    with pytest.raises(ConvertRefused, match=r"Pass --shift-aux-ids to write \[0, 2, 4\]"):
-        convert(src, tmp_path / "a", "sglang")
-    result = convert(src, tmp_path / "a", "sglang", shift_aux_ids=True)
-    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
-    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]
-    assert cfg["eagle3_checks_provenance"]["aux_layer_convention"] == "sglang"
-    assert result.verification.exit_code == 0
+def test_convert_writes_each_engines_ids_where_it_reads_them(drafter, tmp_path):
+    """speculators counts the vLLM way ([1, 3, 5]: the outputs of layers 0, 2, 4). The flat copy carries vLLM 0.33's
+    ids at the top level (VL v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:113-150 reads only those) and SGLang
+    0.5.23's in eagle_config (SG23 spec_aux_hidden_state.py:185-196 reads only those; +1 on the Llama verifier the
+    config names, SG23 models/llama.py:929-941), and records the trained layers; --shift-aux-ids changes nothing."""
+    src = drafter("speculators").write()
+    for out, shift in ((tmp_path / "a", False), (tmp_path / "b", True)):
+        result = convert(src, out, "sglang", shift_aux_ids=shift, verify_level="header")
+        cfg = json.loads((out / "config.json").read_text())
+        assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+        assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]
+        provenance = cfg["eagle3_checks_provenance"]
+        assert provenance["aux_layer_convention"] == "vllm" and provenance["trained_aux"]["layers"] == [0, 2, 4]
+        assert result.verification.exit_code == 0
+    assert (tmp_path / "a" / "config.json").read_bytes() == (tmp_path / "b" / "config.json").read_bytes()
 
 
 def test_aux_convention_of_a_flat_source_given_by_the_user(drafter, tmp_path, capsys):
-    """A flat config does not say how its trainer counted; the note says to pass --aux-convention, which convert
-    takes: then the gap to the target engine is known, and --shift-aux-ids rewrites the ids."""
+    """A flat config does not say how its trainer counted: its ids are copied as they are (and the note says so)
+    until --aux-convention tells it; then each engine's ids are written for the trained layers."""
     src = drafter("flat").write()
     assert main(["convert", str(src), str(tmp_path / "a"), "--to", "speculators", "--verify", "header"]) == 0
-    assert "their convention is unknown" in capsys.readouterr().out
+    assert "the layers they were trained on are unknown" in capsys.readouterr().out
+    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    assert "trained_aux" not in cfg["eagle3_checks_provenance"]
     assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--aux-convention", "sglang",
-                 "--verify", "header"]) == 1
-    assert "aux-layer ids [1, 3, 5] are counted the sglang way (--aux-convention)" in capsys.readouterr().out
-    assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--aux-convention", "sglang",
-                 "--shift-aux-ids", "--verify", "header"]) == 0
+                 "--verify", "header"]) == 0
     cfg = json.loads((tmp_path / "b" / "config.json").read_text())
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
+    assert cfg["eagle3_checks_provenance"]["trained_aux"]["layers"] == [1, 3, 5]
 
 
 def test_convert_prints_the_warnings_it_counts(drafter, tmp_path, capsys):
@@ -451,3 +458,57 @@ def test_convert_suggests_verifier_when_it_must_write_a_null_one(drafter, tmp_pa
     assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--verify", "header",
                  "--verifier", "org/target"]) == 0
     assert "the verifier is unnamed" not in capsys.readouterr().out
+
+
+# ----- every output serves the engines it is meant for ------------------------------------------------------------
+
+MEANT_FOR = {"vllm": ("vllm", "sglang"), "sglang": ("vllm", "sglang"), "speculators": ("vllm", "speculators")}
+ENGINE_CHECKS = ("engine.loads", "engine.semantics", "engine.aux-layers", "engine.serving")
+
+
+@pytest.mark.parametrize("source, convention", [("speculators", None), ("flat", "sglang"), ("flat", "vllm")])
+@pytest.mark.parametrize("to", sorted(MEANT_FOR))
+@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "DeepseekV3ForCausalLM"])
+def test_every_convert_output_passes_the_engines_it_is_meant_for(drafter, tmp_path, source, convention, to, arch):
+    """One rule writes the aux ids (engines.ids_where_read, the same as engine.aux-layers' fixes): a flat output
+    serves vLLM and SGLang as trained, a speculators one vLLM and speculators; gated with --engine all, each engine it
+    is meant for passes every engine check."""
+    from eagle3_checks.drafter.example import target_config
+
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({**target_config(EXAMPLE), "architectures": [arch],
+                                  "_name_or_path": "example-org/example-target"}))
+    d = drafter(source)  # ids that every engine can be given on both targets (see the next test for one that cannot)
+    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+    if source == "flat":
+        d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+    out = tmp_path / "out"
+    convert(d.write(), out, to, target_config=str(target), aux_convention=convention, verify_level="header")
+    options = dict(engine="all", target_config=str(target), level="header", aux_convention=convention)
+    result = run(out, **options)
+    for engine in MEANT_FOR[to]:
+        for check_id in ENGINE_CHECKS:
+            r = result.result(check_id, engine)
+            assert r.status == "passed", (check_id, r.engine, [(f.code, f.message) for f in r.findings])
+
+
+def test_convert_refuses_ids_its_engine_cannot_be_given(drafter, tmp_path, capsys):
+    """Trained on the embeddings' successor, the output of layer 0 (speculators' id 1): on a DeepSeek-V3 target SGLang
+    0.5.23 cannot capture it (id 1 switches its first-id rule to +1, SG23 models/deepseek_v2.py:3458-3473), so
+    --to sglang writes nothing, and --to vllm writes vLLM's ids and says SGLang's are not written."""
+    from eagle3_checks.drafter.example import target_config
+
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({**target_config(EXAMPLE), "architectures": ["DeepseekV3ForCausalLM"]}))
+    src = drafter("speculators").write()  # ids [1, 3, 5]: the outputs of layers 0, 2, 4
+    assert main(["convert", str(src), str(tmp_path / "s"), "--to", "sglang", "--target-config", str(target),
+                 "--verify", "header"]) == 1
+    assert not (tmp_path / "s").exists()
+    assert main(["convert", str(src), str(tmp_path / "v"), "--to", "vllm", "--target-config", str(target),
+                 "--verify", "header"]) == 0
+    cfg = json.loads((tmp_path / "v" / "config.json").read_text())
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    assert "eagle_aux_hidden_state_layer_ids" not in cfg["eagle_config"]
+    result = run(tmp_path / "v", engine="vllm,sglang", target_config=str(target), level="header")
+    assert result.result("engine.aux-layers", "vllm").status == "passed"
+    assert [f.code for f in result.result("engine.aux-layers", "sglang").findings] == ["engine.aux-layers/ids-not-read"]

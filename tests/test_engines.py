@@ -253,8 +253,10 @@ def test_aux_convention_inferred_from_specforge_fields_or_unknown(drafter):
     assert "SpecForge template fields" in messages(result, "engine.aux-layers", "vllm")
     assert status(result, "engine.aux-layers", "vllm") == FAILED
     plain = gate(drafter("flat").write())
-    r = plain.result("engine.aux-layers", "vllm")
-    assert r.status == PASSED and "how the trainer counted is unknown" in r.findings[0].message
+    r = plain.result("engine.aux-layers", "vllm")  # SGLang captures other layers from this file: at most one is right
+    assert r.status == WARNED and [f.code for f in r.findings] == ["engine.aux-layers/undecided"]
+    alone = run(drafter("flat").write(), engine="vllm", level="header").result("engine.aux-layers", "vllm")
+    assert alone.status == PASSED and [f.code for f in alone.findings] == ["engine.aux-layers/convention-unknown"]
 
 
 def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):

@@ -71,3 +71,17 @@ def release(ctx: Context) -> str:
     """The engine release a per-engine check judges (``ctx.engine``, which the gate sets for each of them)."""
     assert ctx.engine is not None, "a per-engine check ran without an engine release"
     return ctx.engine
+
+
+def engine_captures(ctx: Context) -> dict[str, tuple[str, list[int], tuple[int, ...] | None]]:
+    """For each selected release that reads the layout and finds aux ids: (the field it read, the ids, the target
+    layers it captures from them, None when that depends on the target). config.aux-layers and every
+    engine.aux-layers compare the same captures."""
+    target = engines.target_of(ctx.ckpt, ctx.target)
+    out = {}
+    for spec in (ctx.options.engines() if ctx.options else ()):
+        reading = engines.read(ctx.ckpt, spec, ctx.target)
+        if reading.layout_ok and not reading.not_modelled and reading.aux_layer_ids:
+            out[spec] = (reading.keys["aux_layer_ids"], reading.aux_layer_ids,
+                         engines.profile(spec).capture(reading.aux_layer_ids, target).layers)
+    return out

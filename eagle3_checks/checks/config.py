@@ -18,11 +18,10 @@ from ..drafter.layout import (
     SPECULATORS_ARCHITECTURES,
     eagle3_class,
 )
-from ..engines.profile import Target
 from ..numerics.mla import CONFIG_DEFAULTS
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
 from ..storage.safetensors import json_type
-from ._common import CONFIG, config_key, config_of, pointer, require_complete
+from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete
 
 
 @check(
@@ -431,14 +430,9 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     nested = raw.get("eagle_config", {}).get("eagle_aux_hidden_state_layer_ids") \
         if isinstance(raw.get("eagle_config"), dict) else None
     top = raw.get("eagle_aux_hidden_state_layer_ids")
-    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
-    target = Target.of(ctx.target)
-    captures = {}
-    for spec in (ctx.options.engines() if ctx.options else ()):
-        reading = engines.read(ctx.ckpt, spec, ctx.target)
-        if reading.layout_ok and not reading.not_modelled and reading.aux_layer_ids:
-            captures[spec] = (reading.keys["aux_layer_ids"], reading.aux_layer_ids,
-                              engines.profile(spec).capture(reading.aux_layer_ids, target).layers)
+    target = engines.target_of(ctx.ckpt, ctx.target)
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target)
+    captures = engine_captures(ctx)
     said = "; ".join(f"{spec} reads {field} {ids}: the outputs of layers "
                      f"{list(layers) if layers is not None else '(depends on the target)'}"
                      for spec, (field, ids, layers) in captures.items())

@@ -26,7 +26,7 @@ from ..engines.reading import (
     shown,
 )
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, refusal_cause, warning
-from ._common import CONFIG, config_of, release, require_complete, unread_layout
+from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
 _HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
@@ -215,6 +215,8 @@ def semantics(ctx: Context) -> Iterable[Finding]:
         "count-mismatch": "the release captures another number of layers than fc takes",
         "target-dependent": "what the release captures depends on the target (pass --target-config)",
         "convention-unknown": "(note) what the release captures, not judged: how the trainer counted is unknown",
+        "undecided": "how the trainer counted is unknown and another selected release captures other layers: at "
+        "most one is right",
         "wrong-layers": "the release captures other target layers than the drafter was trained on",
         "beyond-last-layer": "ids past the last layer the release can capture",
     },
@@ -223,11 +225,11 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
     _builds_drafter(served)
-    profile, target = engines.profile(release(ctx)), Target.of(ctx.target)
-    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None)
+    profile, target = engines.profile(release(ctx)), engines.target_of(ctx.ckpt, ctx.target)
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target)
     ids, layers = served.aux_layer_ids, trained.layers
-    right = profile.ids_for(layers, target) if layers else None
-    patch = [add(profile.ids_pointer, right), *trained.keep(profile.ids_pointer)] if right else None
+    right = engines.ids_where_read([profile.spec], layers, target)[profile.ids_pointer] if layers else None
+    patch = [add(profile.ids_pointer, right), *trained.hold(profile.ids_pointer)] if right else None
     key = profile.ids_pointer[1:].replace("/", ".")
     if ids is None:
         default = profile.default_capture(target)
@@ -243,8 +245,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         why=f"{eng} captures its default layers, not the ones the drafter was trained on "
                         "(vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
                         fix=f"write {right} in {profile.reads_ids} (the trained layers {list(layers or ())}, counted "
-                        f"{eng}'s way)" if right else "the ids for this engine depend on how the trainer counted "
-                        f"({trained.how}) and on the target: pass --aux-convention and --target-config",
+                        f"{eng}'s way)" if right else _no_ids_fix(eng, trained, target),
                         patch=patch, code="ids-not-read")
         else:
             yield warning(f"{eng} finds no aux-layer ids and falls back to its default layers",
@@ -272,11 +273,11 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                           "(SGLang PR #25454: about 0.10 accept length on Kimi-K2.5)",
                           fix="pass --target-config (the verifier's config.json) so the gate knows which")
         elif not layers:
-            yield info(f"{eng} captures from ids {ids} layers that depend on the target: {outcomes}; how the "
-                       f"trainer counted is {trained.how}", code="convention-unknown", file=CONFIG, key=where)
+            yield _unjudged(ctx, eng, f"{eng} captures from ids {ids} layers that depend on the target: {outcomes}; "
+                            f"how the trainer counted is {trained.how}", None, where)
     elif layers is None:
-        yield info(f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids} ({cap.rule}); how the "
-                   f"trainer counted is {trained.how}", code="convention-unknown", file=CONFIG, key=where)
+        yield _unjudged(ctx, eng, f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids} "
+                        f"({cap.rule}); how the trainer counted is {trained.how}", cap.layers, where)
     elif cap.layers != layers:
         yield error(
             f"{eng} captures the outputs of layers {list(cap.layers)} from ids {ids}; the drafter was trained on "
@@ -296,6 +297,37 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         expected=f"ids <= {cap.last_id}", found=str(ids),
                         why=f"{cap.rule}; the drafter is fed no state (or the server fails) for those layers",
                         fix="check the ids and that --target-config is the verifier's config")
+
+
+def _unjudged(ctx: Context, eng: str, said: str, layers: tuple[int, ...] | None, where: str) -> Finding:
+    """What a release captures when the trained layers are unknown: a note, unless another selected release
+    captures other layers from this file; then at most one of them feeds the trained layers (the warning
+    config.aux-layers gives), and the matrix shows it for each."""
+    others = {spec: got for spec, (_, _, got) in engine_captures(ctx).items() if spec != release(ctx)}
+    differ = {spec: got for spec, got in others.items() if layers is None or got is None or got != layers}
+    if not differ:
+        return info(said, code="convention-unknown", file=CONFIG, key=where)
+    named = "; ".join(f"{spec}: {list(got) if got is not None else 'depends on the target'}"
+                      for spec, got in differ.items())
+    return warning(said, code="undecided", file=CONFIG, key=where, expected="the layers the drafter was trained on",
+                   found=f"this release: {list(layers) if layers is not None else 'depends on the target'}; "
+                   f"{named}",
+                   why="the selected releases capture different target layers from this file, so at most one of "
+                   "them feeds the drafter what it was trained on; the other is one layer off (vLLM PR #43671: ~10% "
+                   "first-token acceptance instead of ~45%)",
+                   fix="pass --aux-convention vllm or sglang (how the trainer counted) and --target-config, then "
+                   "follow this check's fix for each engine")
+
+
+def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None) -> str:
+    """What to do when no ids can be advised for a release: say which fact is missing."""
+    if trained.convention is None:
+        return f"how the trainer counted is unknown ({trained.how}): pass --aux-convention (and --target-config)"
+    if trained.layers is None or target is None or target.architecture is None:
+        return (f"the ids for {eng} depend on the target's class ({trained.how}): pass --target-config (the "
+                "verifier's config.json)")
+    return (f"no ids make {eng} capture the trained layers {list(trained.layers)} on {target.architecture}: serve "
+            "with another engine or release")
 
 
 @check(

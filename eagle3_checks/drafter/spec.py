@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines import AUX_CONVENTIONS, captured_layers
+from ..engines import AUX_CONVENTIONS, trainer_capture
 from ..errors import UsageError
 from ..registry import Finding, error, info
 from ..storage.checkpoint import open_checkpoint
@@ -422,7 +422,8 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
         c, r = candidate.config.get(name), reference.config.get(name)
         if name == "aux_layer_ids" and c and r and cc and rc and cc != rc:
             conventions = (cc, rc)
-            c_layers, r_layers = captured_layers(c, conventions[0]), captured_layers(r, conventions[1])
+            c_layers, r_layers = (list(trainer_capture(ids, conv, None).layers or ())
+                                  for ids, conv in ((c, conventions[0]), (r, conventions[1])))
             if c_layers != r_layers:
                 out.append(info(
                     f"aux layers: the candidate's ids {c} ({conventions[0]} convention) capture the outputs of target "

@@ -21,7 +21,7 @@ from ..drafter.config import PROVENANCE
 from ..drafter.layout import SPECULATORS
 from ..errors import UsageError
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
-from .profile import Capture, Profile, Target, version_key
+from .profile import Capture, Profile, Target, output_of, version_key
 from .reading import Reading, lookup, valid_ids
 
 # Every modelled release, in the order reports list them (each engine's newest first).
@@ -146,11 +146,13 @@ AUX_CONVENTIONS = ("vllm", "sglang")
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
 # speculators and EAGLE exports do not.
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
+SPECFORGE_INFERRED = "SpecForge template fields in config.json"
 
 
 def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None, str]:
     """How the drafter's trainer counted aux ids: (convention or None when unknown, why). "vllm": id L is the
-    input of target layer L; "sglang": id X is the output of layer X (SGLang 0.5.6 and SpecForge)."""
+    input of target layer L (speculators, through vLLM); "sglang": id X is the output of layer X (SGLang's +1; see
+    :func:`trainer_capture` for the releases that count DeepSeek-style targets otherwise)."""
     if option:
         return option, "--aux-convention"
     provenance = (ckpt.config_raw or {}).get(PROVENANCE)
@@ -161,66 +163,156 @@ def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None
     raw = ckpt.config_raw or {}
     markers = [m for m in SPECFORGE_MARKERS if m in raw]
     if markers:
-        return "sglang", (f"SpecForge template fields in config.json ({', '.join(markers)}): SpecForge trains on "
+        return "sglang", (f"{SPECFORGE_INFERRED} ({', '.join(markers)}): SpecForge trains on "
                           "states captured the SGLang way")
     return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)"
+
+
+TOP_IDS = ("eagle_aux_hidden_state_layer_ids",)
+NESTED_IDS = ("eagle_config", "eagle_aux_hidden_state_layer_ids")
+# Where `fix` keeps the trained ids when it rewrites the field they were read from: the layers a drafter was trained
+# on are a fact of its training, not of the ids an engine needs (which differ by engine and target).
+HELD = "trained_aux"
 
 
 @dataclass(frozen=True)
 class TrainedAux:
     """Which target layers the drafter was trained on: the one model config.aux-layers and every
-    engine.aux-layers judge from. ``layers`` counts outputs (-1: the embeddings); None when the ids or the trainer's
-    convention are unknown."""
+    engine.aux-layers judge from. ``layers`` counts outputs (-1: the embeddings); None when the ids, the trainer's
+    convention or (for a convention that counts by the target's class) the target are unknown."""
 
     ids: list[int] | None  # the ids as the trainer wrote them
     field: str  # where they were read: "eagle_aux_hidden_state_layer_ids" or "eagle_config.eagle_aux_..."
     convention: str | None
-    how: str  # why that convention
+    how: str  # why that convention, and how the ids became layers
     layers: tuple[int, ...] | None
-    home: str = ""  # the field the convention's trainer writes (a fix that rewrites ``field`` keeps ids there)
+    order: tuple[str, ...] = ()  # the ids fields in the order they were looked up (dotted)
+    held: bool = False  # read from the provenance record a fix wrote
 
-    def keep(self, pointer: str) -> list[dict]:
-        """Patch operations that keep the trained ids readable when a fix rewrites the field at ``pointer``:
-        copy them to their home field, where the next reading takes them from."""
-        if self.ids is None or not self.home or pointer != "/" + self.field.replace(".", "/") \
-                or self.field == self.home:
+    def record(self) -> dict:
+        return {"ids": list(self.ids or ()), "field": self.field, "convention": self.convention,
+                "layers": list(self.layers or ())}
+
+    def hold(self, pointer: str) -> list[dict]:
+        """Patch operations that keep the trained layers when a fix writes the ids field at ``pointer``: a record in
+        the provenance block, when the field written is the one the trained ids came from or one looked up before
+        it (the next reading would otherwise take the rewritten ids for the trained ones)."""
+        if self.held or self.layers is None or self.field not in self.order:
             return []
-        return [{"op": "add", "path": "/" + self.home.replace(".", "/"), "value": list(self.ids)}]
+        written = pointer.lstrip("/").replace("/", ".")
+        if written not in self.order or self.order.index(written) > self.order.index(self.field):
+            return []
+        return [{"op": "add", "path": f"/{PROVENANCE}/{HELD}", "value": self.record()}]
 
 
-TOP_IDS = ("eagle_aux_hidden_state_layer_ids",)
-NESTED_IDS = ("eagle_config", "eagle_aux_hidden_state_layer_ids")
+def trainer_capture(ids: list[int], convention: str, target: Target | None) -> Capture:
+    """The target layers a trainer of ``convention`` trained on, from its ids: "vllm", id L = the input of layer L
+    on any target (vLLM's capture, through which speculators 0.9 records its training states); "sglang", id X = the
+    output of layer X on any target, as SGLang counted on every target class before PR #25454 (0.5.6:
+    srt/models/llama.py:740-742, deepseek_v2.py:4097-4101). SpecForge 0.2.0's SGLang 0.5.14 already counts
+    DeepSeek-style targets raw, which is the "vllm" convention (:func:`specforge.capture`)."""
+    if convention == "vllm":
+        return vllm_0_33.capture(ids, target)
+    return Capture(output_of(sorted(set(ids))), "id X = the output of layer X (SGLang's +1, on every target before "
+                   "PR #25454: 0.5.6 srt/models/llama.py:740-742, deepseek_v2.py:4097-4101)")
 
 
-def trained_aux(ckpt: Any, option: str | None = None) -> TrainedAux:
+def _specforge_era(ids: list[int], target: Target | None) -> str | None:
+    """Why an inferred SGLang convention is undecided: on a DeepSeek-style target whose first id is not 1, SpecForge
+    before SGLang PR #25454 trained on the outputs of the ids' layers, SpecForge 0.2.0 (SGLang 0.5.14) on the
+    inputs. None when both count alike."""
+    raw = specforge.capture(ids, target)
+    plus = output_of(sorted(set(ids)))
+    if target is None or target.architecture is None or raw.layers is None or raw.layers == plus:
+        return None
+    return (f"on {target.architecture}, SpecForge with an SGLang before PR #25454 trained on the outputs of layers "
+            f"{list(plus)}, and {raw.rule} on the outputs of layers {list(raw.layers)}: pass --aux-convention sglang "
+            f"(the older) or vllm (SpecForge {specforge.VERSION}'s raw ids)")
+
+
+def _held(raw: dict) -> dict | None:
+    provenance = raw.get(PROVENANCE)
+    record = provenance.get(HELD) if isinstance(provenance, dict) else None
+    if not isinstance(record, dict) or not valid_ids(record.get("ids")) or record.get("convention") not in \
+            AUX_CONVENTIONS or not isinstance(record.get("layers"), list) or \
+            not all(type(x) is int and x >= -1 for x in record["layers"]):
+        return None
+    return record
+
+
+def trained_aux(ckpt: Any, option: str | None = None, target: Target | None = None) -> TrainedAux:
     """The trained layers, from the ids in the field the trainer writes for its own engine: a vLLM-counting trainer
     (speculators) writes the top level, which vLLM reads; an SGLang-counting one (SpecForge) writes eagle_config,
-    which SGLang reads. A fix that writes each engine's ids where that engine reads them therefore never changes
-    what the drafter was trained on."""
+    which SGLang reads. A fix that rewrites that field first records the trained layers in the provenance block
+    (:meth:`TrainedAux.hold`), so following the gate's advice never changes what the drafter was trained on."""
     convention, how = trainer_convention(ckpt, option)
     raw = ckpt.config_raw or {}
+    held = _held(raw)
+    if held is not None and option in (None, held["convention"]):
+        return TrainedAux(list(held["ids"]), str(held["field"]), held["convention"],
+                          f"held in {PROVENANCE}.{HELD} (written by eagle3-checks convert or fix), from "
+                          f"{held['field']} "
+                          f"{held['ids']} ({held['convention']} convention)",
+                          tuple(sorted(set(held["layers"]))), held=True)
     order: tuple[tuple[str, ...], ...]
     if convention == "vllm" or (convention is None and ckpt.layout == SPECULATORS):
         order = (TOP_IDS, NESTED_IDS)
     else:
         order = (NESTED_IDS, TOP_IDS)
-    home = ".".join(order[0]) if convention else ""
-    for path in order:
-        found, value, key = lookup(raw, path)
-        if found and valid_ids(value):
-            layers = tuple(sorted(set(captured_layers(value, convention)))) if convention else None
-            return TrainedAux(list(value), key, convention, how, layers, home)
-    return TrainedAux(None, "", convention, how, None, home)
+    dotted = tuple(".".join(path) for path in order)
+    if held is not None:  # an explicit --aux-convention other than the recorded one: recount the recorded ids
+        value, key = held["ids"], str(held["field"])
+    else:
+        value, key = None, ""
+        for path in order:
+            found, value, key = lookup(raw, path)
+            if found and valid_ids(value):
+                break
+        else:
+            return TrainedAux(None, "", convention, how, None, dotted)
+    if not convention:
+        return TrainedAux(list(value), key, convention, how, None, dotted)
+    undecided = _specforge_era(list(value), target) if how.startswith(SPECFORGE_INFERRED) else None
+    if undecided:
+        return TrainedAux(list(value), key, convention, f"{how}; {undecided}", None, dotted)
+    return TrainedAux(list(value), key, convention, how, trainer_capture(list(value), convention, target).layers,
+                      dotted)
 
 
-def captured_layers(ids: list[int], convention: str) -> list[int]:
-    """The target layer whose output each id captures, under a trainer's convention."""
-    return [i - 1 for i in ids] if convention == "vllm" else list(ids)
+def named_verifier(raw: dict | None) -> list[str]:
+    """The verifier's architectures as the drafter's config names them: speculators_config.verifier, or the
+    provenance block convert writes into a flat config."""
+    raw = raw or {}
+    for holder in (raw.get("speculators_config"), raw.get(PROVENANCE)):
+        verifier = holder.get("verifier") if isinstance(holder, dict) else None
+        archs = verifier.get("architectures") if isinstance(verifier, dict) else None
+        if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs):
+            return list(archs)
+    return []
 
 
-def ids_for(layers: list[int], convention: str) -> list[int]:
-    """The ids that capture the outputs of ``layers`` under ``convention``."""
-    return [i + 1 for i in layers] if convention == "vllm" else list(layers)
+def target_of(ckpt: Any, target_config: Any = None) -> Target | None:
+    """What the capture rules count by: the verifier's config (--target-config), else the verifier the drafter's
+    config names (its class, not its depth)."""
+    target = Target.of(target_config)
+    if target is not None and target.architecture:
+        return target
+    named = named_verifier(getattr(ckpt, "config_raw", None))
+    if named:
+        return Target(named[0], target.num_layers if target is not None else None)
+    return target
+
+
+def ids_where_read(specs: Any, layers: tuple[int, ...], target: Target | None) -> dict[str, list[int] | None]:
+    """The one rule by which the aux ids are written, for ``convert`` and every engine.aux-layers fix alike: for
+    each release, the JSON pointer of the field it reads -> the ids that make it capture ``layers`` on ``target``
+    (None where no ids can, or where that depends on a target class that is not known). Two releases that read
+    one field get the first one's ids: give one release per field."""
+    out: dict[str, list[int] | None] = {}
+    for spec in specs:
+        p = profile(spec)
+        out.setdefault(p.ids_pointer, p.ids_for(layers, target))
+    return out
 
 
 def trainer(ckpt: Any) -> Reading:
@@ -240,4 +332,5 @@ def trainer(ckpt: Any) -> Reading:
 
 __all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "MIRRORED", "AUX_CONVENTIONS", "Capture", "Profile", "Reading",
            "Target", "Resolved", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
-           "trainer_convention", "trained_aux", "TrainedAux", "captured_layers", "ids_for"]
+           "trainer_convention", "trained_aux", "TrainedAux", "trainer_capture", "target_of", "named_verifier",
+           "ids_where_read"]

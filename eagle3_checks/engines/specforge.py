@@ -18,10 +18,48 @@ from typing import Any
 
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
 from . import reading
+from .profile import Capture, Target, input_of, output_of
 from .reading import Reading, lookup
 
 VERSION = "0.2.0"
 NAME = "specforge"
+
+# How SpecForge 0.2.0 counted the aux ids of the drafters it trained: it captures the training states through SGLang's
+# own target model (offline_capture/sglang_backend/capture.py:86-87 calls the target's set_eagle3_layers_to_capture),
+# of the release it pins (METADATA: Requires-Dist sglang==0.5.14). SGLang 0.5.14 counts by the target's class:
+SGLANG_PIN = "0.5.14"
+# ... ids used raw (id L = the input of layer L) unless the first is 1, then +1:
+FIRST_ID_RULE = {"DeepseekV2ForCausalLM": "sglang 0.5.14 srt/models/deepseek_v2.py:2799-2814",
+                 "DeepseekV3ForCausalLM": "sglang 0.5.14 srt/models/deepseek_v2.py:2829 (a DeepseekV2ForCausalLM)",
+                 "DeepseekV32ForCausalLM": "sglang 0.5.14 srt/models/deepseek_v2.py:2833 (a DeepseekV2ForCausalLM)",
+                 "KimiK25ForConditionalGeneration": "sglang 0.5.14 srt/models/kimi_k25.py:834-845 (delegates to its "
+                                                    "DeepseekV3ForCausalLM, :660)",
+                 "Glm4MoeLiteForCausalLM": "sglang 0.5.14 srt/models/glm4_moe_lite.py:1023-1038"}
+# ... every other class adds 1 (id X = the output of layer X), GPT-OSS included (0.5.23 counts GPT-OSS otherwise):
+PLUS_ONE = ("sglang 0.5.14 srt/models/llama.py:812-824 (and qwen2.py:652-665, qwen3.py:692-705, "
+            "gpt_oss.py:1273-1285)")
+CONVENTION = (f"SpecForge {VERSION} captures its states through SGLang {SGLANG_PIN}'s target model "
+              "(offline_capture/sglang_backend/capture.py:86-87), which counts by the target's class")
+
+
+def capture(ids: list[int], target: Target | None) -> Capture:
+    """The target layers whose outputs SpecForge 0.2.0 trained a drafter on, from the ids it was trained with: SGLang
+    0.5.14's rule for the target's class. ``layers`` is None (with both ``outcomes``) when the target's class is
+    unknown and the rules give different layers (a first id other than 1)."""
+    plus, raw = output_of(sorted(set(ids))), input_of(sorted(set(ids)))
+    arch = target.architecture if target is not None else None
+    if arch is not None:
+        if arch in FIRST_ID_RULE and not (ids and ids[0] == 1):
+            return Capture(raw, f"{CONVENTION}: on {arch} the ids are used raw, id L = the input of layer L "
+                           f"({FIRST_ID_RULE[arch]})")
+        cite = FIRST_ID_RULE.get(arch, PLUS_ONE)
+        return Capture(plus, f"{CONVENTION}: on {arch} id X = the output of layer X ({cite})")
+    if not ids or ids[0] == 1:
+        return Capture(plus, f"{CONVENTION}: id X = the output of layer X on every target class ({PLUS_ONE})")
+    return Capture(None, f"{CONVENTION}, and the target's class is unknown (pass --target-config)", None,
+                   ((f"Llama/Qwen-style and GPT-OSS targets (+1, {PLUS_ONE})", plus),
+                    ("DeepSeek-V2/V3, Kimi-K2/K2.5, GLM-4-MoE-Lite targets (ids used raw when the first is not 1, "
+                     f"{FIRST_ID_RULE['DeepseekV2ForCausalLM']})", raw)))
 
 
 def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Reading:
