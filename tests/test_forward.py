@@ -18,6 +18,7 @@ import helpers
 from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
+from eagle3_checks.errors import INSTALL
 from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 from helpers import Drafter, run, write_inputs, write_target
@@ -494,9 +495,16 @@ def test_without_torch(drafter, tmp_path):
     assert default.returncode == 0, default.stderr
     report = json.loads(default.stdout)["checkpoints"][0]
     forward = next(c for c in report["checks"] if c["id"] == FORWARD)
-    assert forward["status"] == "skipped" and "pip install 'eagle3-checks[forward]'" in forward["reason"]
+    assert forward["status"] == "skipped" and INSTALL["forward"] in forward["reason"]
     asked = cli("check", path, "--level", "forward")
     assert asked.returncode == 2 and "the forward level needs torch" in asked.stderr
     command = cli("forward", path, "--engine", "vllm", "--inputs", "x", "--out", "y")
     assert command.returncode == 2 and "the forward level needs torch" in command.stderr
     assert "Traceback" not in default.stderr + asked.stderr + command.stderr
+
+
+def test_install_hints_work_where_the_project_is():
+    """The project is on no package index, and a plain `pip install torch` on Linux is the CUDA build: every hint
+    installs from the checkout, and the forward one names torch's CPU index."""
+    assert all("eagle3-checks[" not in hint and "pip install '.[" in hint for hint in INSTALL.values())
+    assert "--index-url https://download.pytorch.org/whl/cpu" in INSTALL["forward"]

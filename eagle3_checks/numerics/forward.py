@@ -33,13 +33,13 @@ import numpy as np
 
 from ..drafter.config import rope_scaling_problems
 from ..drafter.families import FAMILIES
+from ..errors import INSTALL
 from ..storage.safetensors import DTYPES
 from ..storage.target import EmbeddingError
 from .ops import _attention, _Cache, _linear, _rms, _rope  # noqa: F401  (_attention: the families')
 
-INSTALL_HINT = ("the forward level needs torch, which is not installed: pip install 'eagle3-checks[forward]' (a CPU "
-                "wheel is enough; in this repository pip install -c constraints.txt torch), then rerun; --level "
-                "header runs without it")
+INSTALL_HINT = (f"the forward level needs torch, which is not installed: {INSTALL['forward']}; then rerun (--level "
+                "header and scan run without it)")
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 

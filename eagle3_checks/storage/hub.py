@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import UsageError
+from ..errors import INSTALL, UsageError
 from .checkpoint import BIN, BIN_INDEX, CONFIG, INDEX, SINGLE, Checkpoint, build, locate, open_checkpoint
 from .safetensors import FileHeader, TensorEntry, read_header
 
 PREFIX = "hf://"
 LIBRARY = "eagle3-checks"
-INSTALL_HINT = "pip install 'eagle3-checks[hub]' (huggingface_hub)"
+INSTALL_HINT = INSTALL["hub"]
 TIMEOUT = 30.0  # seconds per range read
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
