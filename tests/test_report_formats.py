@@ -603,3 +603,45 @@ def test_the_readme_workflow_runs_the_gate_in_every_ci_format():
     assert formats == {"github", "markdown", "sarif"}
     assert "github/codeql-action/upload-sarif" in yaml and "sarif_file: eagle3.sarif" in yaml
     assert "> eagle3.sarif" in yaml and "security-events: write" in yaml
+
+
+# ----- issue 20, item 7: the reference line, and diff as check reports ----------------------------------------------
+
+
+def _checkpoint_json(capsys, path, *argv) -> dict:
+    code, out, _ = cli(capsys, "check", path, "--level", "header", "--format", "json", *argv)
+    return json.loads(out)["checkpoints"][0]
+
+
+def _bad_config(drafter, shape=None):
+    path = drafter("flat", *([shape] if shape else [])).write()
+    (path / "config.json").write_text("{not json")
+    return path
+
+
+def test_a_drafter_of_no_shipped_shape_states_why_once_and_short(drafter, capsys):
+    """Issue 20: every report on a drafter of no shipped shape repeated a 600-character "no shipped reference spec
+    matches" note, in the header and again in reference.diff's SKIP row. Now it is said once, naming the nearest spec
+    only."""
+    from dataclasses import replace
+
+    from eagle3_checks.drafter.example import EXAMPLE
+
+    path = drafter("flat", replace(EXAMPLE, hidden_size=32, head_dim=8)).write()
+    report = _checkpoint_json(capsys, path)
+    note = report["reference_note"]
+    assert report["reference"] is None and len(note) < 250, note
+    assert "closest tiny-example" in note
+    for fmt in ("text", "markdown"):
+        code, out, _ = cli(capsys, "check", path, "--level", "header", "--format", fmt)
+        assert out.count(note if fmt == "text" else note.replace("|", "\\|")) == 1, fmt
+        (row,) = [line for line in out.splitlines() if "reference.diff" in line]
+        assert "SKIP" in row and "see the reference line above" in row, row
+
+
+def test_an_unreadable_config_states_no_none_in_the_reference_line(drafter, capsys):
+    """Issue 20: "None heads of None" in the reference line of a drafter whose config.json does not parse."""
+    report = _checkpoint_json(capsys, _bad_config(drafter))
+    assert "None" not in report["reference_note"] and "config.json" in report["reference_note"]
+    assert next(c for c in report["checks"] if c["id"] == "reference.diff")["status"] == "skipped"
+

@@ -253,17 +253,24 @@ def _spec_family(spec: Spec) -> dict[str, Any]:
 
 
 def _describe_family(fam: dict[str, Any]) -> str:
-    return (f"hidden_size {fam['hidden_size']}, vocab_size {fam['vocab_size']}, {fam['num_attention_heads']} heads of "
-            f"{fam['head_dim']}, {fam['num_hidden_layers']} {fam['layers']} layer(s)")
+    """``hidden_size 64, vocab_size 512, 4 heads of 24, 1 Llama layer(s)``; what is not known is left out."""
+    heads, head_dim, n = fam.get("num_attention_heads"), fam.get("head_dim"), fam.get("num_hidden_layers")
+    parts = [f"{k} {fam[k]}" for k in ("hidden_size", "vocab_size") if fam.get(k) is not None]
+    if heads is not None:
+        parts.append(f"{heads} heads" + (f" of {head_dim}" if head_dim is not None else ""))
+    elif head_dim is not None:
+        parts.append(f"head_dim {head_dim}")
+    parts.append(f"{n} {fam['layers']} layer(s)" if n is not None else f"{fam['layers']} layers")
+    return ", ".join(parts)
 
 
-def _family_difference(spec: Spec, fam: dict[str, Any]) -> str | None:
+def _family_difference(spec: Spec, fam: dict[str, Any]) -> list[str] | None:
     """None when the checkpoint is of the spec's family, else what differs."""
     theirs = _spec_family(spec)
     if not spec.family:
-        return "the spec states no family"
+        return ["the spec states no family"]
     off = [f"{k} {fam.get(k)} vs {theirs[k]}" for k in FAMILY if theirs.get(k) is not None and fam.get(k) != theirs[k]]
-    return ", ".join(off) if off else None
+    return off or None
 
 
 def _exists(path: Path, what: str) -> bool:
@@ -315,6 +322,8 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
         if unmodelled:
             return None, (f"not modelled: {unmodelled[0]}: no shipped reference spec is of its family (they are all "
                           "Llama-layer drafters); pass --reference SPEC.json or a trusted checkpoint directory")
+        if getattr(ckpt, "config", None) is None:  # no family to match: its sizes would all read None
+            return None, "none chosen: config.json is missing or unreadable (see the files check)"
         fam = family_of(ckpt)
         mine = _describe_family(fam)
         misses = []
@@ -323,9 +332,10 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
             off = _family_difference(spec, fam)
             if off is None:
                 return spec, f"auto: shipped spec {name} (same family: {mine})"
-            misses.append(f"{name}: {off}")
-        return None, (f"no shipped reference spec matches {mine} ({'; '.join(misses) or 'none shipped'}); pass "
-                      "--reference SPEC.json or a trusted checkpoint directory")
+            # the nearest first: of the same kind of layer, then by the fewest differences
+            misses.append((any(d.startswith("layers ") for d in off), len(off), name, off))
+        closest = f" (closest {min(misses)[2]}: {', '.join(min(misses)[3])})" if misses else " (none shipped)"
+        return None, f"no shipped reference spec matches {mine}{closest}; pass --reference SPEC.json or a checkpoint"
     if option in specs:
         return load_spec(specs[option], option), f"shipped spec {option}"
     raise UsageError(f"--reference {option!r}: no such file, directory or shipped spec "

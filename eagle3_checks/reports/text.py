@@ -115,6 +115,13 @@ def _header(result: GateResult) -> list[str]:
     return lines
 
 
+def _reason(result: GateResult, r: CheckResult) -> str | None:
+    """Why a check was skipped, unless that only repeats the header's reference line (said once, there)."""
+    if r.reason and result.reference_name is None and r.reason == result.reference_note:
+        return "no reference: see the reference line above"
+    return r.reason
+
+
 def render_text(results: list[GateResult], *, color: bool = False, quiet: bool = False) -> str:
     """The report for people. ``color``: ANSI colours (a terminal); ``quiet``: the failures and the verdict only."""
     style = Style(color)
@@ -128,7 +135,7 @@ def render_text(results: list[GateResult], *, color: bool = False, quiet: bool =
         shown = [r for r in result.results if not quiet or r.status in (FAILED, WARNED)]
         width = max(len(r.label) for r in shown) if shown else 10
         for r in shown:
-            tail = f"  ({r.reason})" if r.reason else ""
+            tail = f"  ({_reason(result, r)})" if r.reason else ""
             status = style(_LABEL[r.status], *_STATUS_STYLE[r.status])
             out.append(f"  {status}  {r.label:<{width}}  {r.check.title}{tail}")
             previous = None
@@ -306,7 +313,7 @@ def render_markdown(results: list[GateResult]) -> str:
         out += ["", "| status | check | title | findings |", "|---|---|---|---|"]
         for r in result.results:
             n = len(r.findings)
-            note = _md(r.reason) if r.reason else (f"{n} finding(s)" if n else "")
+            note = _md(_reason(result, r)) if r.reason else (f"{n} finding(s)" if n else "")
             out.append(f"| {_LABEL[r.status]} | `{r.label}` | {_md(r.check.title)} | {note} |")
         table = compatibility(result)
         if table:
