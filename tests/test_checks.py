@@ -190,6 +190,58 @@ def test_d2t_absolute_heuristic_without_t2d_warns(drafter):
     warned(run(d.write()), "vocab.d2t", "strictly increasing everywhere, as absolute target ids are")
 
 
+def _codes(result, check_id):
+    return {f.code: f.severity.value for f in result.result(check_id).findings}
+
+
+@pytest.mark.parametrize("t2d", ["none", "unfilled", "first-dv"])
+def test_d2t_all_zero_with_a_smaller_draft_vocabulary_fails(drafter, t2d):
+    """An all-zero d2t while DV < V is a mapping never filled in: speculators 0.9.0 starts d2t and t2d as zeros
+    (speculators/model.py:51-55), and vLLM 0.33.0 (llama_eagle3.py:385-394) and SGLang 0.5.23
+    (llama_eagle3.py:350-352) then propose target id i for draft id i. Without t2d (the issue's case), with
+    speculators' unfilled all-False t2d (which vocab.t2d also reports), and with a t2d marking ids 0..DV-1 (the
+    default verl-SpeCo wrote before its PR #66, which agrees with the zeros), the zeros are an error."""
+    d = drafter("flat")
+    d.tensors["d2t"] = from_numpy(np.zeros(EXAMPLE.draft_vocab_size, np.int64))
+    if t2d == "none":
+        del d.tensors["t2d"]
+    else:
+        mask = np.zeros(EXAMPLE.vocab_size, bool)
+        mask[:EXAMPLE.draft_vocab_size] = t2d == "first-dv"
+        d.tensors["t2d"] = from_numpy(mask)
+    result = run(d.write())
+    assert result.result("vocab.d2t").status == FAILED
+    assert _codes(result, "vocab.d2t") == {"vocab.d2t/all-zero": "error"}
+    assert _codes(result, "vocab.t2d") == ({"vocab.t2d/count": "error"} if t2d == "unfilled" else {})
+
+
+def test_d2t_constant_offset_warns(drafter):
+    """One nonzero offset throughout: the draft vocabulary is one contiguous run of target ids, which no
+    frequency-built vocabulary is; it stays in range, so it warns."""
+    d = drafter("flat")
+    del d.tensors["t2d"]
+    d.tensors["d2t"] = from_numpy(np.full(EXAMPLE.draft_vocab_size, 7, np.int64))
+    result = run(d.write())
+    assert result.result("vocab.d2t").status == WARNED
+    assert _codes(result, "vocab.d2t") == {"vocab.d2t/constant": "warning"}
+
+
+def test_d2t_all_zero_is_the_identity_when_the_vocabularies_are_equal(drafter):
+    """With DV == V all zeros is the identity mapping: vocab.d2t has nothing to say (keys reports that vLLM
+    builds no draft_id_to_target_id then)."""
+    d = drafter("flat", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size, t2d=False))
+    d.tensors["d2t"] = from_numpy(np.zeros(EXAMPLE.vocab_size, np.int64))
+    result = run(d.write())
+    assert result.result("vocab.d2t").status == PASSED
+
+
+def test_d2t_real_mapping_without_t2d_passes(drafter):
+    """A frequency-built mapping (not one offset throughout) without t2d: neither all-zero nor constant."""
+    result = run(drafter("flat", replace(EXAMPLE, t2d=False)).write())
+    assert result.result("vocab.d2t").status == PASSED
+    assert _codes(result, "vocab.d2t") == {}
+
+
 def test_d2t_non_integer_float(drafter):
     d = drafter("flat")
     d.tensors["d2t"] = from_numpy(np.full(128, 0.5, np.float32))

@@ -81,6 +81,21 @@ def test_speculators_drafter_saved_before_the_verifier_loaded_is_caught(speculat
     }
 
 
+def test_speculators_mapping_never_loaded_is_caught_without_t2d(speculators_drafters, tmp_path):
+    """speculators 0.9.0 starts d2t and t2d as zeros until load_vocab_mappings fills them
+    (speculators/model.py:51-55, 81-121). Saved before that, with t2d then dropped (t2d is optional: engines skip
+    it), d2t is all zeros with a draft vocabulary of 128 of 512: vocab.d2t fails it (it passed with no finding)."""
+    dst = tmp_path / "no-t2d"
+    shutil.copytree(speculators_drafters / SPECULATORS_UNLOADED["name"], dst)
+    header = read_header(dst / "model.safetensors", "model.safetensors")
+    assert read_bytes(header.entries["d2t"]) == bytes(8 * SPECULATORS_UNLOADED["draft_vocab"])  # as saved: zeros
+    write_safetensors(dst / "model.safetensors", {name: RawTensor(e.dtype, e.shape, read_bytes(e))
+                                                  for name, e in header.entries.items() if name != "t2d"})
+    result = run(dst, reference="none", level="header", engine="speculators")
+    assert [f.code for f in result.result("vocab.d2t").findings] == ["vocab.d2t/all-zero"]
+    assert result.result("vocab.d2t").status == "failed" and result.exit_code == 1
+
+
 def test_speculators_own_initialisation_reads_as_untrained(speculators_drafters):
     """The peer drafters are never trained: speculators initialises every projection normal(0, 0.02)
     (initializer_range), and the builder draws embed_tokens normal(0, 1). The scan says so for each, and for

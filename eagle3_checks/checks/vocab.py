@@ -46,9 +46,11 @@ def _preview(values, limit: int = 6) -> str:
 @check(
     "vocab.d2t",
     "d2t: present when the draft vocabulary is smaller, offsets in range and strictly increasing",
-    guards="A missing d2t (draft id i taken as target id i: acceptance ~0), d2t written as absolute ids or as "
-    "arange (target = 2i, out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
+    guards="A missing d2t (draft id i taken as target id i: acceptance ~0), an all-zero d2t with a smaller draft "
+    "vocabulary (a mapping never filled in: the same effect), d2t written as absolute ids or as arange (target = 2i, "
+    "out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
     evidence=("NVIDIA-NeMo/Automodel PR #2447 (missing d2t)", "verl-SpeCo PR #67 (d2t = arange)",
+              "verl-SpeCo PR #66 (d2t all zeros: the draft vocabulary is target ids 0..DV-1)",
               "vLLM PR #18909 (d2t dropped: 0.11 acceptance)"),
     fix="embed the d2t the drafter was trained with, as offsets: d2t = sorted_target_ids - arange(DV)",
     codes={
@@ -58,6 +60,9 @@ def _preview(values, limit: int = 6) -> str:
         "duplicate-ids": "two draft ids map to one target id",
         "unsorted": "the target ids are not increasing",
         "absolute-ids": "d2t looks like absolute target ids, not offsets (no t2d to tell for sure)",
+        "all-zero": "d2t is all zeros with a smaller draft vocabulary: a mapping never filled in (draft id i -> "
+                    "target id i)",
+        "constant": "d2t is one value throughout: the draft vocabulary would be one contiguous run of target ids",
     },
 )
 def d2t_check(ctx: Context) -> Iterable[Finding]:
@@ -104,6 +109,9 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
             fix=("d2t looks like absolute target ids: write offsets, d2t = ids - arange(DV)" if absolute
                  else "rebuild d2t from the vocabulary mapping the drafter was trained with"),
         )
+    elif n >= _ABSOLUTE_MIN_LEN and n < v and np.all(d2t == d2t[0]):
+        yield _constant(entry.name, where, int(d2t[0]), n, v)
+        return  # one offset throughout: strictly increasing targets, nothing else to report
     steps = np.diff(target)
     dup = np.flatnonzero(steps == 0)
     if len(dup):
@@ -138,6 +146,47 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
             "collapses without an error",
             fix="check how d2t was built; embed t2d so the mapping can be verified exactly",
         )
+
+
+# What the engines do with d2t, as each release reads it: vLLM 0.33.0 scatters draft logit i to target id
+# i + d2t[i] (vllm/model_executor/models/llama_eagle3.py:385-394); SGLang 0.5.23 and 0.5.6 propose
+# hot_token_id = d2t + arange (sglang/srt/models/llama_eagle3.py:350-352 in 0.5.23, :244 in 0.5.6).
+_ENGINES_MAP = ("vLLM 0.33.0 scatters draft logit i to target id i + d2t[i] (llama_eagle3.py:385-394) and SGLang "
+                "0.5.23 proposes hot_token_id = d2t + arange (llama_eagle3.py:350-352; 0.5.6: :244)")
+_FILL = ("embed the d2t the drafter was trained with, as offsets (d2t = sorted_target_ids - arange(DV)), with its t2d, "
+         "from the training vocabulary mapping (speculators: model.load_vocab_mappings(t2d, d2t) before "
+         "save_pretrained)")
+
+
+def _constant(name: str, where: dict, value: int, n: int, v: int) -> Finding:
+    """A d2t that is one offset throughout while the draft vocabulary is smaller than the target's: the drafter's
+    n tokens would be the contiguous target ids value..value+n-1, which no vocabulary built from token frequencies
+    is. All zeros is what an unfilled mapping holds: speculators 0.9.0 starts d2t and t2d as zeros until
+    load_vocab_mappings fills them (speculators/model.py:51-55, 81-121), and vLLM 0.33.0 starts
+    draft_id_to_target_id as zeros for a checkpoint that has none (llama_eagle3.py:339-343)."""
+    last = value + n - 1
+    if value == 0:
+        return error(
+            f"{name}: all {n} values are 0 while the draft vocabulary ({n}) is smaller than the target's ({v}): "
+            f"draft id i maps to target id i, so the drafter can only propose target ids 0..{last}",
+            code="all-zero", **where, expected=_OFFSETS + ", for the DV tokens the drafter was trained on",
+            found=f"all zeros: target ids 0..{last}, a contiguous run",
+            why="an all-zero d2t is a vocabulary mapping never filled in (speculators 0.9.0 starts it as zeros, "
+            "speculators/model.py:51-55; verl-SpeCo PR #66). " + _ENGINES_MAP + ": each draft row past the first "
+            "target id the training vocabulary skips proposes another token than the one it was trained for, so "
+            "nearly every drafted token is rejected (acceptance ~0) and no engine raises",
+            fix=_FILL,
+        )
+    return warning(
+        f"{name}: all {n} values are {value}: the draft vocabulary would be the contiguous target ids "
+        f"{value}..{last} of {v}",
+        code="constant", **where, expected=_OFFSETS + ", for the DV tokens the drafter was trained on",
+        found=f"{value} throughout: target ids {value}..{last}, a contiguous run",
+        why="no draft vocabulary built from token frequencies is one contiguous run of ids; if this is not the "
+        "mapping the drafter was trained with, " + _ENGINES_MAP + ": every draft row proposes another token than "
+        "the one it was trained for and acceptance collapses with no error",
+        fix="check how d2t was built; " + _FILL,
+    )
 
 
 @check(
