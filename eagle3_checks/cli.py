@@ -22,7 +22,7 @@ from .convert import ConvertRefused, convert
 from .drafter.config import missing_required
 from .drafter.example import EXAMPLE_DIRS, write_example
 from .drafter.expected import fmt_shape
-from .drafter.spec import diff, load_spec, shipped_specs, snapshot
+from .drafter.spec import load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
 from .examples import EXAMPLES, run_example
@@ -42,9 +42,10 @@ from .gate import (
     unknown_code,
 )
 from .numerics.forward import torch_missing
-from .registry import LEVELS, Severity, error
+from .registry import LEVELS, Severity
 from .reports import RENDERERS
 from .reports.ci import github_command, render_sarif_error
+from .reports.compare import compare, render_diff_json, render_diff_text
 from .reports.text import finding_lines, render_json_error, render_text
 from .storage.checkpoint import open_checkpoint, unique_paths, within
 from .storage.hub import is_hub, local_dir, locate_any, open_any
@@ -361,12 +362,12 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 
 def _as_spec(arg: str, role: str, revision: str | None = None):
-    """A diff operand: an existing checkpoint directory (or hf://ORG/NAME) or spec file wins over a shipped spec
-    name."""
+    """A diff operand, as (its spec, the checkpoint it was taken from or None): an existing checkpoint directory (or
+    hf://ORG/NAME) or spec file wins over a shipped spec name."""
 
     if is_hub(arg):
         ck = open_any(arg, revision=revision, what=role)
-        return snapshot(ck, arg), ck.problems
+        return snapshot(ck, arg), ck
     path = Path(arg)
     try:
         is_dir, exists = path.is_dir(), path.exists()
@@ -374,35 +375,24 @@ def _as_spec(arg: str, role: str, revision: str | None = None):
         raise UsageError(f"{role} {arg[:200]}: not a usable path ({type(exc).__name__})") from exc
     if is_dir:
         ck = open_any(path, revision=revision)
-        return snapshot(ck, arg), ck.problems
+        return snapshot(ck, arg), ck
     if exists:
-        return load_spec(path), []
+        return load_spec(path), None
     specs = shipped_specs()
     if arg in specs:
-        return load_spec(specs[arg], arg), []
+        return load_spec(specs[arg], arg), None
     raise UsageError(f"{role} {arg!r}: no such checkpoint directory, spec file or shipped spec "
                      f"(shipped: {', '.join(specs) or 'none'})")
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
 
-    cand, cand_problems = _as_spec(args.candidate, "A", args.revision)
-    ref, ref_problems = _as_spec(args.reference, "B", args.revision)
-    findings = [error(f"{side}: {p.file}: {p.message}", file=p.file, code="files/corrupt")
-                for side, problems in (("A", cand_problems), ("B", ref_problems)) for p in problems]
-    findings += [dataclasses.replace(f, code=f"reference.diff/{f.code}") for f in diff(cand, ref)]  # as the gate
-    failed = any(f.severity is Severity.ERROR or (args.strict and f.severity is Severity.WARNING) for f in findings)
-    if args.format == "json":
-        _write(json.dumps({"schema_version": 1, "candidate": args.candidate, "reference": args.reference,
-                           "exit_code": int(failed), "findings": [f.to_dict() for f in findings]}, indent=2) + "\n")
-    else:
-        lines = [f"diff {args.candidate} against {ref.name}"]
-        for f in findings:
-            lines += finding_lines(f, "  ")
-        errors = sum(f.severity is Severity.ERROR for f in findings)
-        lines.append(f"  {'DIFFERENT' if failed else 'SAME'}: {errors} error(s), {len(findings) - errors} other")
-        _write("\n".join(lines) + "\n")
-    return int(failed)
+    cand, cand_ck = _as_spec(args.candidate, "A", args.revision)
+    ref, ref_ck = _as_spec(args.reference, "B", args.revision)
+    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict)  # the codes and root causes check gives
+    _write(render_diff_json(report, args.candidate, args.reference) if args.format == "json" else
+           render_diff_text(report, args.candidate, ref.name))
+    return int(report.failed)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

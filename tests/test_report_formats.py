@@ -645,3 +645,49 @@ def test_an_unreadable_config_states_no_none_in_the_reference_line(drafter, caps
     assert "None" not in report["reference_note"] and "config.json" in report["reference_note"]
     assert next(c for c in report["checks"] if c["id"] == "reference.diff")["status"] == "skipped"
 
+
+def test_diff_and_check_give_an_invalid_config_one_code(drafter, capsys):
+    """Issue 20: check said files/invalid-json and diff files/corrupt for the same config.json."""
+    path = _bad_config(drafter)
+    checked = {f["code"] for c in _checkpoint_json(capsys, path)["checks"] if c["id"] == "files"
+               for f in c["findings"]}
+    code, out, _ = cli(capsys, "diff", path, "tiny-example", "--format", "json")
+    diffed = {f["code"] for f in json.loads(out)["findings"] if f["code"].startswith("files/")}
+    assert code == 1 and checked == diffed == {"files/invalid-json"}
+
+
+def test_diff_does_not_compare_a_side_it_cannot_read(drafter, capsys):
+    """Issue 20: with config.json unreadable, diff turned a d2t of another length (the draft vocabulary, the
+    trainer's choice) into an error, and every config field into one more. As check skips reference.diff there, diff
+    reports the file problem alone and says the two were not compared."""
+    from dataclasses import replace
+
+    from eagle3_checks.drafter.example import EXAMPLE
+
+    path = _bad_config(drafter, replace(EXAMPLE, draft_vocab_size=256))
+    code, out, _ = cli(capsys, "diff", path, "tiny-example", "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["compared"] is False and "A (" in data["not_compared"]
+    assert [f["code"] for f in data["findings"]] == ["files/invalid-json"]
+    code, out, _ = cli(capsys, "diff", "tiny-example", path)
+    assert code == 1 and "not compared: B (" in out and "reference.diff/" not in out
+
+
+def test_diff_groups_by_root_cause_as_check_does(drafter, capsys):
+    """Issue 20: diff against a reference of another size repeated one why and fix for every tensor. The shapes
+    hidden_size sizes follow from it, as in check: one root cause, its why and fix once."""
+    path = drafter("flat").write()
+    code, out, _ = cli(capsys, "diff", path, "aq-medai-kimi-k2-eagle3", "--format", "json")
+    data = json.loads(out)
+    causes = {c["key"]: c for c in data["causes"]}
+    hidden = causes["config.json: hidden_size"]
+    shapes = [f for f in data["findings"] if f["code"] == "reference.diff/shape"]
+    assert code == 1 and len(shapes) >= 10
+    assert len(hidden["also_affects"]) == sum(f.get("cause") == "config.json: hidden_size" for f in shapes) >= 10
+    code, text, _ = cli(capsys, "diff", path, "aq-medai-kimi-k2-eagle3")
+    for value in {f[k] for f in data["findings"] for k in ("why", "fix") if f.get(k)}:
+        assert text.count(value[:40]) <= 1, value
+    # check groups the same findings the same way
+    result = run(path, reference="aq-medai-kimi-k2-eagle3", level="header")
+    (cause,) = [c for c in group(result).groups if c.key == "config.json: hidden_size"]
+    assert cause.finding.code == "reference.diff/config-field" and len(cause.also) == len(hidden["also_affects"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..registry import Context, Finding, check, error
+from ..storage.safetensors import Problem
 
 CONFIG = "config.json"
 _WHY = ("safetensors refuses a file like this, and vLLM and SGLang either fail at load or load the drafter "
@@ -12,7 +13,7 @@ _WHY = ("safetensors refuses a file like this, and vLLM and SGLang either fail a
 _WEIGHTS = ("vLLM and SGLang read the weights with safetensors when they start the drafter")
 
 
-def _why(p) -> tuple[str, str]:
+def _why(p: Problem) -> tuple[str, str]:
     """The kind of problem (its code's slug) and why it matters, for the case it is (the readers that found it say
     what, not why)."""
     msg, file = p.message, p.file or ""
@@ -91,16 +92,22 @@ def _why(p) -> tuple[str, str]:
 )
 def files(ctx: Context) -> Iterable[Finding]:
     for p in ctx.ckpt.problems:
-        where = f" (byte {p.offset})" if p.offset is not None else ""
-        code, why = _why(p)
-        yield error(
-            f"{p.file}{where}: {p.message}",
-            code=code,
-            file=p.file,
-            key=p.key,
-            expected=p.expected,
-            found=p.found,
-            why=p.why or why,
-            fix=p.fix or "re-export or re-copy the checkpoint from its source",
-            offset=p.offset,
-        )
+        yield problem_finding(p)
+
+
+def problem_finding(p: Problem) -> Finding:
+    """A problem the readers found in a file, as the files check reports it (its code's slug in ``code``): the
+    ``diff`` command reports each side's problems with the same codes."""
+    where = f" (byte {p.offset})" if p.offset is not None else ""
+    code, why = _why(p)
+    return error(
+        f"{p.file}{where}: {p.message}",
+        code=code,
+        file=p.file,
+        key=p.key,
+        expected=p.expected,
+        found=p.found,
+        why=p.why or why,
+        fix=p.fix or "re-export or re-copy the checkpoint from its source",
+        offset=p.offset,
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..engines import AUX_CONVENTIONS, trainer_capture
 from ..errors import UsageError
-from ..registry import Finding, error, info
+from ..registry import CONFIG, Finding, config_cause, error, info
 from ..storage.checkpoint import open_checkpoint
 from ..storage.hub import cache_snapshot, is_hub, open_any, parse
 from .config import normalized_rope_scaling
@@ -366,6 +366,25 @@ _CHOICE_DIMS = {"lm_head.weight": (("draft_vocab_size", 0),), "d2t": (("draft_vo
                 "mlp.up_proj.bias": (("intermediate_size", 0),)}
 
 
+# The config fields that size tensors, in the order a shape difference is put down to them (hidden_size sizes most).
+_SIZING = ("hidden_size", "vocab_size", "target_hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+           "intermediate_size", "draft_vocab_size")
+
+
+def _sized_by(c: tuple, r: tuple, c_cfg: dict, r_cfg: dict) -> str | None:
+    """The sizing field that differs between the two configs and explains a differing dimension (both sides hold the
+    same multiple of their own value there: 2 x hidden_size in a q_proj of two hidden states), or None."""
+    if len(c) != len(r):
+        return None
+    for name in _SIZING:
+        a, b = c_cfg.get(name), r_cfg.get(name)
+        if not (isinstance(a, int) and isinstance(b, int) and a > 0 and b > 0 and a != b):
+            continue
+        if any(x != y and x % a == 0 and y % b == 0 and x // a == y // b for x, y in zip(c, r, strict=True)):
+            return name
+    return None
+
+
 def _chosen(role: str, c: tuple, r: tuple, c_cfg: dict, r_cfg: dict) -> list[str]:
     """The trainer choices that explain a shape difference entirely (empty: they do not)."""
     dims = next((d for suffix, d in _CHOICE_DIMS.items() if role == suffix or role.endswith("." + suffix)), ())
@@ -399,8 +418,10 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                                 f"{', '.join(chosen)}: {_CHOICE})", key=role, expected=str(list(r.shape)),
                                 found=str(list(c.shape)), code="trainer-shape"))
             elif c.shape != r.shape:
+                sized_by = _sized_by(c.shape, r.shape, candidate.config, reference.config)
                 out.append(error(f"{role}: shape {list(c.shape)}, {ref} has {list(r.shape)}", code="shape", key=role,
                                  expected=str(list(r.shape)), found=str(list(c.shape)),
+                                 cause=config_cause(sized_by) if sized_by else None,
                                  why="a drafter of another shape family: it cannot be served where the reference is",
                                  fix="compare against the reference of this drafter's size, or fix the export"))
             if c.dtype != r.dtype:
@@ -454,7 +475,7 @@ def diff(candidate: Spec, reference: Spec) -> list[Finding]:
                                 expected=shown["r"], found=shown["c"], code="trainer-choice"))
                 continue
             out.append(error(f"config {name}: {shown['c']}, {ref} has {shown['r']}", key=name, expected=shown["r"],
-                             found=shown["c"],
+                             found=shown["c"], file=CONFIG,
                              why="a semantic field (it sizes tensors or changes the computation) differs from the "
                              "reference", fix=f"state {name} as the drafter was trained, or diff against the right "
                              "reference", code="config-field"))

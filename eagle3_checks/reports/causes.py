@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..registry import CONFIG, Finding, Severity, config_cause, tensor_cause
 
 if TYPE_CHECKING:  # the checks name causes (config_cause) and the gate imports the checks
-    from ..gate import CheckResult, GateResult
+    from ..gate import GateResult
 
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 # which checks state a cause best, before those that see its consequences
@@ -147,8 +147,13 @@ def _states(f: Finding, key: str, ckpt: Any) -> bool:
 
 def group(result: GateResult) -> Causes:
     """Group the findings of one gate result by root cause (only causes with two findings or more form a group)."""
-    ckpt = result.ckpt
-    pairs = [(r, f) for r in result.results for f in r.findings]
+    return group_findings([f for r in result.results for f in r.findings], result.ckpt)
+
+
+def group_findings(findings: list[Finding], ckpt: Any) -> Causes:
+    """Group findings about checkpoint ``ckpt`` (None: a spec file, no tensor names to read) by root cause: the
+    gate's, and the ``diff`` command's."""
+    pairs = list(enumerate(findings))
     # tensors another finding already tied to a cause (shapes: q_proj holds heads of another head_dim)
     tensor_causes: dict[str, str] = {}
     for _, f in pairs:
@@ -156,25 +161,25 @@ def group(result: GateResult) -> Causes:
             role = role_of(ckpt, f.key)
             if role is not None:
                 tensor_causes.setdefault(role, f.cause)
-    members: dict[str, list[tuple[int, CheckResult, Finding]]] = {}
-    for order, (r, f) in enumerate(pairs):
+    members: dict[str, list[tuple[int, Finding]]] = {}
+    for order, f in pairs:
         if not f.failing:  # notes and waived findings are not failures: never grouped
             continue
         key = cause_key(f, ckpt, tensor_causes)
         if key:
-            members.setdefault(key, []).append((order, r, f))
+            members.setdefault(key, []).append((order, f))
     groups: list[Cause] = []
     of: dict[int, Cause] = {}
     for key, items in members.items():
         if len(items) < 2:
             continue
-        items.sort(key=lambda t: (_RANK[t[2].severity], not _states(t[2], key, ckpt), _owner_rank(t[2].check),
+        items.sort(key=lambda t: (_RANK[t[1].severity], not _states(t[1], key, ckpt), _owner_rank(t[1].check),
                                   t[0]))
-        lead = items[0][2]
-        also = [f for _, _, f in sorted(items[1:], key=lambda t: t[0])]
+        lead = items[0][1]
+        also = [f for _, f in sorted(items[1:], key=lambda t: t[0])]
         cause = Cause(key, lead, also)
         groups.append(cause)
-        for _, _, f in items:
+        for _, f in items:
             of[id(f)] = cause
     groups.sort(key=lambda c: (_RANK[c.finding.severity], -len(c.findings)))
-    return Causes(groups, of, [f for _, f in pairs])
+    return Causes(groups, of, list(findings))

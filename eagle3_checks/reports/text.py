@@ -78,12 +78,15 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None,
 
 
 def cause_lines(causes: Causes, indent: str = "  ", style: Style = PLAIN) -> list[str]:
-    """The root causes, each once with its fix, then the checks its dependent findings are in."""
+    """The root causes, each once with its fix, then the checks its dependent findings are in (a why or fix equal to
+    the previous cause's is not repeated)."""
     out: list[str] = []
+    previous = None
     for c in causes.groups:
         out.append(f"{indent}{style('ROOT CAUSE', 'bold')} {style(c.key, 'bold')} ({len(c.findings)} findings "
                    f"in {len({f.check for f in c.findings})} checks)")
-        out.extend(finding_lines(c.finding, indent + "      ", style=style))
+        out.extend(finding_lines(c.finding, indent + "      ", previous, style=style))
+        previous = c.finding
         wrapped = textwrap.wrap(f"also affects: {c.also_affects()}", width=100 - len(indent) - 8,
                                 break_on_hyphens=False, break_long_words=False)
         out.extend(f"{indent}        {w}" if i else f"{indent}      {w}" for i, w in enumerate(wrapped))

@@ -1,0 +1,105 @@
+"""The ``diff`` command's report: a candidate against a reference, with the codes ``check`` gives the same findings
+(``files/...`` for a side's file problems, ``reference.diff/...`` for the differences), grouped by root cause as
+``check`` groups them (causes.py): one cause stated once with its why and fix, then what else it affects."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..checks.files import problem_finding
+from ..drafter.spec import Spec, diff
+from ..registry import Finding, Severity
+from .causes import Causes, group_findings
+from .text import cause_lines, causes_json, finding_lines
+
+SIDES = ("A", "B")
+
+
+@dataclass
+class DiffReport:
+    findings: list[Finding]
+    causes: Causes
+    # why the two were not compared (a side whose config.json or tensor list cannot be read), None when they were
+    not_compared: str | None
+    failed: bool
+
+    @property
+    def errors(self) -> int:
+        return sum(f.severity is Severity.ERROR for f in self.findings)
+
+
+def _unreadable(ck: Any) -> str | None:
+    """Why a checkpoint cannot be compared whole (as ``check`` skips reference.diff for it), or None."""
+    if ck is None:  # a spec file: read whole, or refused before
+        return None
+    if ck.config is None:
+        return "its config.json is missing or unreadable"
+    if not ck.complete:
+        return "its tensor list is incomplete (a header or shard could not be read)"
+    return None
+
+
+def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: Any, strict: bool = False) -> DiffReport:
+    """Diff ``candidate`` against ``reference`` (each a spec, with the checkpoint it was taken from or None).
+
+    A side that cannot be read whole is reported by its file problems only: against it every field and tensor
+    would "differ" (each config field as unknown, a d2t of another length as an error for want of its
+    draft_vocab_size), and those findings would bury the one that says what to fix. ``check`` skips its
+    reference.diff for the same reason."""
+    findings = [dataclasses.replace(f, message=f"{side}: {f.message}", code=f"files/{f.code}", check="files")
+                for side, ck in zip(SIDES, (candidate_ck, reference_ck), strict=True) if ck is not None
+                for f in map(problem_finding, ck.problems)]
+    unread = [f"{side} ({why})" for side, ck in zip(SIDES, (candidate_ck, reference_ck), strict=True)
+              if (why := _unreadable(ck))]
+    not_compared = None
+    if unread:
+        not_compared = f"{' and '.join(unread)} cannot be read whole: fix the files findings, then diff again"
+    else:  # the codes the gate gives them
+        findings += [dataclasses.replace(f, code=f"reference.diff/{f.code}", check="reference.diff")
+                     for f in diff(candidate, reference)]
+    failed = any(f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING) for f in findings)
+    return DiffReport(findings, group_findings(findings, candidate_ck), not_compared, failed)
+
+
+def _verdict(report: DiffReport) -> str:
+    n = report.causes.count(Severity.ERROR)
+    errors = f"{report.errors} error(s)" + (f" from {n} root cause{'s' if n != 1 else ''}" if report.errors else "")
+    word = "NOT COMPARED" if report.not_compared else "DIFFERENT" if report.failed else "SAME"
+    return f"{word}: {errors}, {len(report.findings) - report.errors} other"
+
+
+def render_diff_text(report: DiffReport, candidate: str, reference: str) -> str:
+    """Root causes first (each once, with its why and fix), then every finding: one that follows from a cause points
+    at it, one whose why or fix is the previous one's says so instead of repeating it."""
+    lines = [f"diff {candidate} against {reference}", *cause_lines(report.causes, "  ")]
+    previous = report.causes.groups[-1].finding if report.causes.groups else None
+    for f in report.findings:
+        cause = report.causes.cause_of(f)
+        if cause is not None:
+            lines += finding_lines(f, "  ", brief=True)
+            where = "the root cause, above" if cause.finding is f else f"follows from {cause.key}, above"
+            lines.append(f"    {'cause:':<10}{where}")
+            continue
+        lines += finding_lines(f, "  ", previous)
+        previous = f if f.why or f.fix else previous  # a note without either leaves "(as above)" meaning the same
+    if report.not_compared:
+        lines.append(f"  not compared: {report.not_compared}")
+    lines.append(f"  {_verdict(report)}")
+    return "\n".join(lines) + "\n"
+
+
+def render_diff_json(report: DiffReport, candidate: str, reference: str) -> str:
+    """Schema version 1 (candidate, reference, exit_code, findings); causes, a finding's cause, compared and
+    not_compared only add fields."""
+    def finding(f: Finding) -> dict[str, Any]:
+        cause = report.causes.cause_of(f)
+        return {**f.to_dict(), **({"cause": cause.key} if cause is not None else {})}
+
+    return json.dumps({"schema_version": 1, "candidate": candidate, "reference": reference,
+                       "exit_code": int(report.failed), "compared": report.not_compared is None,
+                       **({"not_compared": report.not_compared} if report.not_compared else {}),
+                       "summary": _verdict(report), "causes": causes_json(report.causes),
+                       "findings": [finding(f) for f in report.findings]}, indent=2) + "\n"
