@@ -212,6 +212,46 @@ def test_offline_uses_the_cache_and_says_what_is_missing(drafter, hub, hf, capsy
     assert resolves(hub) == []
 
 
+def test_offline_a_cached_single_file_repo_is_a_single_file_repo(drafter, hub, hf, capsys, monkeypatch):
+    """What `hf download ORG/NAME` leaves of a single-file repository: config.json and model.safetensors in the
+    cache, and no word of model.safetensors.index.json (the client notes a missing file only when it asked for it).
+    Offline, that is a single-file repository: the header level reads the cached file's header and d2t/t2d from
+    disk, --download the scan level, and neither asks the Hub anything (both refused it: the index was not cached)."""
+    from huggingface_hub import constants, hf_hub_download
+
+    hub.add(REPO, drafter("flat").write())
+    for name in ("config.json", "model.safetensors"):  # the client's own downloads, as `hf download` makes them
+        hf_hub_download(REPO, name, cache_dir=constants.HF_HUB_CACHE)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hub.clear()
+    code, out, err = run(capsys, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["checkpoints"][0]["path"] == f"hf://{REPO}"
+    got = statuses(out)
+    assert got["vocab.d2t"][0] == got["vocab.t2d"][0] == "passed"  # their bytes were read from the cached file
+    code, out, err = run(capsys, "check", f"hf://{REPO}", "--level", "scan", "--format", "json")
+    assert code == 0, err
+    assert statuses(out)["scan.values"][0] == "skipped" and "in the Hugging Face cache: pass --download" in \
+        statuses(out)["scan.values"][1]
+    code, out, err = run(capsys, "check", f"hf://{REPO}", "--level", "scan", "--download", "--format", "json")
+    assert code == 0, err
+    assert statuses(out)["scan.values"][0] == "passed"
+    assert hub.requests == []
+
+
+def test_offline_an_uncached_index_of_a_sharded_repo_still_says_so(drafter, hub, hf, capsys, monkeypatch):
+    """Only a cached model.safetensors makes a missing index mean a single-file repository: with config.json alone
+    cached, offline still says what is missing."""
+    from huggingface_hub import constants, hf_hub_download
+
+    hub.add(REPO, drafter("flat").write(shards=2))
+    hf_hub_download(REPO, "config.json", cache_dir=constants.HF_HUB_CACHE)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    code, _, err = run(capsys, "check", f"hf://{REPO}", "--level", "header")
+    assert code == 2 and "model.safetensors.index.json: HF_HUB_OFFLINE is set and it is not in the Hugging Face " \
+        "cache" in err
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

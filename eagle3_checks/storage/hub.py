@@ -11,6 +11,8 @@ was read by range is kept in the assets cache huggingface_hub provides to librar
 request at all; a branch costs the one metadata request that resolves it). The scan and forward levels need the
 weights: with ``download=True`` they are downloaded into the Hugging Face cache (huggingface_hub's progress bars)
 and the snapshot folder is gated like any directory; without it those levels are skipped with a note saying so.
+A weight file the cache already holds whole (``hf download``, an earlier ``--download``) is read from disk, never by
+range; offline, a cached ``model.safetensors`` with no cached index is a single-file repository.
 
 ``HF_ENDPOINT``, ``HF_TOKEN`` and ``HF_HUB_OFFLINE`` are huggingface_hub's own. A missing repository, a gated one,
 no network, a missing file, or offline with nothing cached is a :class:`~eagle3_checks.errors.UsageError` (exit 2)
@@ -279,6 +281,10 @@ class HubRepo:
                 return Path(cached)
             if cached is not None:  # huggingface_hub's _CACHED_NO_EXIST: the 404 is remembered
                 return None
+        if self.offline and filename in (INDEX, BIN_INDEX) and any(self.cached(n) for n in (SINGLE, BIN)):
+            # `hf download` leaves config.json and model.safetensors and no note of the index it never asked for:
+            # with the single weight file cached and no index, the repository is a single-file one
+            return None
         with self._errors(filename):
             try:
                 path = Path(hf_hub_download(self.ref.repo_id, name, revision=self.revision, cache_dir=self.cache_dir,
@@ -294,6 +300,17 @@ class HubRepo:
                 snap = snap.parent
             self.commit = snap.name
         return path
+
+    def cached(self, filename: str) -> Path | None:
+        """The file, whole, in the Hugging Face cache at this commit (what ``hf download`` or ``--download`` left
+        there), or None. Asks nothing of the Hub."""
+        if not self.commit:
+            return None
+        from huggingface_hub import try_to_load_from_cache
+
+        got = try_to_load_from_cache(self.ref.repo_id, self.name(filename), cache_dir=self.cache_dir,
+                                     revision=self.commit)
+        return Path(got) if isinstance(got, str) else None
 
     def _cached_ref(self) -> str | None:
         ref = self.folder / "refs" / (self.ref.revision or "main")
@@ -345,6 +362,8 @@ class HubRepo:
         if not self.offline:
             self.resolve()
         path = self.snapshot / filename
+        if self.cached(filename) is not None:  # the whole file is in the cache: its header from disk
+            return read_header(path, filename)
         store = self._assets("safetensors-headers") / (quote(self.name(filename), safe="") + ".bin")
         try:
             cached = store.read_bytes()
@@ -382,6 +401,8 @@ class HubRepo:
 
     def header_exists(self, filename: str) -> bool:
         """Whether the repository has the file (its first byte read, or the cache's answer)."""
+        if self.cached(filename) is not None:
+            return True
         store = self._assets("safetensors-headers") / (quote(self.name(filename), safe="") + ".bin")
         try:
             return store.read_bytes() != b"absent"
@@ -394,6 +415,14 @@ class HubRepo:
 
     def read_range(self, filename: str, begin: int, nbytes: int) -> bytes:
         """Bytes of a file by range (a tensor a header-level check reads, embedding rows), cached per commit."""
+        local = self.cached(filename)
+        if local is not None:  # the whole file is in the cache
+            with open(local, "rb") as fh:
+                fh.seek(begin)
+                data = fh.read(nbytes)
+            if len(data) != nbytes:
+                raise OSError(f"{filename}: asked for {nbytes} bytes at {begin}, got {len(data)}")
+            return data
         store = self._assets("ranges") / f"{quote(self.name(filename), safe='')}@{begin}+{nbytes}"
         try:
             data = store.read_bytes()
@@ -511,6 +540,10 @@ def open_hub(spec: str, *, revision: str | None = None, download: bool = False, 
     ckpt = HubCheckpoint(path=repo.snapshot, display=str(ref), hub=repo)
     build(ckpt, repo.snapshot, children, st_files)
     size = sum(f.size for f in ckpt.files)
+    if ckpt.files and all(repo.cached(f.file) is not None for f in ckpt.files):  # what `hf download` left
+        ckpt.weights_elsewhere = (f"the weights ({size / 1e9:.2f} GB) are in the Hugging Face cache: pass "
+                                  "--download to run this level on them (nothing more is fetched)")
+        return ckpt
     ckpt.weights_elsewhere = (f"the weights ({size / 1e9:.2f} GB) are on the Hub, not on this machine: pass "
                               "--download to fetch them into the Hugging Face cache and run this level")
     return ckpt
