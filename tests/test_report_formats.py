@@ -40,8 +40,9 @@ def github_rejects(log: dict) -> list[str]:
     """What GitHub code scanning refuses in a SARIF log that the OASIS schema allows: a result without a location
     ("locationFromSarifResult: expected at least one location": github/codeql-action#1738 and #2459, where the
     whole upload fails), a location without a physical one ("expected a physical location"), or one whose
-    artifactLocation has no uri or an empty one ("expected artifact location": microsoft/sarif-sdk#2704, GH1001).
-    Returns one line per offending result (empty: GitHub takes the file)."""
+    artifactLocation has no uri or an empty one ("expected artifact location": microsoft/sarif-sdk#2704, GH1001),
+    or one without region.startLine, which code scanning needs to show it (sarif-sdk's GitHub rule GH1003,
+    ProvideRequiredRegionProperties). Returns one line per offending result (empty: GitHub takes the file)."""
     out = []
     for r, run_ in enumerate(log.get("runs", [])):
         for i, result in enumerate(run_.get("results") or []):
@@ -55,6 +56,8 @@ def github_rejects(log: dict) -> list[str]:
                     out.append(f"{where}: expected a physical location")
                 elif not (physical.get("artifactLocation") or {}).get("uri"):
                     out.append(f"{where}: expected artifact location")
+                elif not isinstance((physical.get("region") or {}).get("startLine"), int):
+                    out.append(f"{where}: expected region.startLine")
     return out
 
 
@@ -67,12 +70,16 @@ def validate_sarif(log: dict) -> None:
 
 
 def test_the_github_rule_rejects_what_code_scanning_rejects():
-    """The helper itself: the three shapes of result GitHub refuses, and a located one it takes."""
+    """The helper itself: the four shapes of result GitHub refuses, and a located one it takes."""
     def log(*results):
         return {"runs": [{"results": list(results)}]}
 
-    located = {"ruleId": "r", "locations": [{"physicalLocation": {"artifactLocation": {"uri": "d/config.json"}}}]}
+    located = {"ruleId": "r", "locations": [{"physicalLocation": {"artifactLocation": {"uri": "d/config.json"},
+                                                                  "region": {"startLine": 3}}}]}
     assert github_rejects(log(located)) == []
+    lineless = {"ruleId": "e", "locations": [{"physicalLocation": {"artifactLocation": {"uri": "d/model.safetensors"},
+                                                                   "region": {"byteOffset": 8}}}]}
+    assert github_rejects(log(lineless)) == ["runs[0].results[0] (e): expected region.startLine"]
     assert github_rejects(log({"ruleId": "a"}, {"ruleId": "b", "locations": []})) == [
         "runs[0].results[0] (a): expected at least one location",
         "runs[0].results[1] (b): expected at least one location"]
@@ -295,8 +302,8 @@ def test_sarif_locates_the_results_issue_20_found_without_a_location(drafter, ca
     results = _sarif_of(capsys, path, "--level", "header", "--reference", "tiny-example", "--engine", "all")
     by_code = {r["ruleId"]: r for r in results}
     replaced = by_code["engine.loads/replaced"]
-    assert _place(replaced) == ("model.safetensors", dict(zip(("byteOffset", "byteLength"),
-                                                                ranges["embed_tokens.weight"], strict=True)))
+    assert _place(replaced) == ("model.safetensors", {"startLine": 1, **dict(zip(("byteOffset", "byteLength"),
+                                                                ranges["embed_tokens.weight"], strict=True))})
     assert _place(by_code["reference.diff/layouts-differ"]) == ("config.json", {"startLine": 1})
     d = drafter("speculators")
     helpers.model_prefix(d)  # SGLang refuses the model. names: engine.loads/refused, keyed by a tensor
@@ -308,8 +315,8 @@ def test_sarif_locates_the_results_issue_20_found_without_a_location(drafter, ca
     for r in refused:
         name, region = _place(r)
         key = r["properties"].get("key")
-        assert (name, region) == (("model.safetensors", dict(zip(("byteOffset", "byteLength"), ranges[key],
-                                                                   strict=True)))
+        assert (name, region) == (("model.safetensors", {"startLine": 1, **dict(zip(("byteOffset", "byteLength"),
+                                                                                   ranges[key], strict=True))})
                                   if key in ranges else ("config.json", region)), r
 
 
@@ -346,8 +353,8 @@ def test_sarif_locates_every_result_of_every_defect(drafter, target_path):
                     assert key is None or key in ranges or result.ckpt.roles.get(key) in ranges, r["ruleId"]
                 located.add((r["ruleId"], name.rsplit(".", 1)[-1], tuple(sorted(region))))
     kinds = {(name, region) for _, name, region in located}
-    assert {("json", ("startLine",)), ("safetensors", ("byteLength", "byteOffset")), ("safetensors", ("byteOffset",))} \
-        <= kinds, kinds
+    assert {("json", ("startLine",)), ("safetensors", ("byteLength", "byteOffset", "startLine")),
+            ("safetensors", ("byteOffset", "startLine"))} <= kinds, kinds
 
 
 def test_sarif_on_a_usage_error_is_still_sarif(capsys, tmp_path):

@@ -313,8 +313,9 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
                                          "justification": f"--skip: {f.waived}"}]
             name, region = where.place(f)
             loc: dict[str, Any] = {"artifactLocation": {"uri": _uri(where.path(name))}}
-            if region:
-                loc["region"] = region
+            # GitHub shows a result only with a line (sarif-sdk's GitHub rule GH1003: region.startLine at minimum);
+            # a weight file's bytes are located on its line 1, the safetensors header, beside the byte range.
+            loc["region"] = {"startLine": 1, **region} if "startLine" not in region else region
             item["locations"] = [{"physicalLocation": loc}]
             props: dict[str, Any] = {"check": f.check, "code": rid, "checkpoint": result.ckpt.display}
             for k in ("key", "expected", "found", "why", "fix"):
