@@ -344,13 +344,106 @@ def test_s15_the_mla_drafter_is_read_by_sglang_0_5_23_and_refused_by_0_5_6(draft
 
 
 def test_s16_a_served_context_beyond_the_draft_stops_sglang(drafter):
-    """S16: SG23/configs/model_config.py:1291-1316 (SG06 :286-311) raise ValueError at startup when the target's
-    context exceeds the draft's, unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1."""
+    """S16: SG23/configs/model_config.py:1291-1316 (SG06 :286-311) raise ValueError at startup when the served context
+    (--context-length, which --max-model-len stands for) exceeds the draft's, unless
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1."""
     result = gate(drafter("flat").write(), max_model_len=8192)
     for spec in (SG23, SG06):
-        assert "refuses to start: the target's context 8192 exceeds the draft's max_position_embeddings 4096" in \
-            text(result, "engine.serving", spec)
+        assert [f.code for f in result.result("engine.serving", spec).findings] == ["engine.serving/context-too-short"]
     assert status(gate(drafter("flat").write(), max_model_len=4096), "engine.serving", SG23) == PASSED
+
+
+# ----- issue 20 item 3: SGLang's context refusal is a serving limit, stated once, with its config edit --------------
+
+def test_sglangs_context_refusal_is_engine_servings_verdict_and_a_config_edit_lifts_it(drafter, tmp_path):
+    """A target context of 8192 over a drafter's max_position_embeddings 2048: SGLang's draft worker builds the
+    drafter's ModelConfig with the target's context_len (SG23/speculative/eagle_worker_v2.py:222-232; SG06/speculative/
+    eagle_worker.py:100-101) and _derive_context_length raises (SG23/configs/model_config.py:1291-1316; SG06 :286-311).
+    engine.serving states it (engine.loads has nothing to say: the tensors load), with the edit that lifts it as a
+    patch; the conformance recordings target-longer-context-{flat,raised-flat} show SGLang 0.5.23 refusing, then
+    loading once max_position_embeddings is raised."""
+    d = drafter("flat")
+    d.config["max_position_embeddings"] = 2048
+    target = target_file(tmp_path, max_position_embeddings=8192)
+    result = gate(d.write(), target_config=str(target), engine=f"{SG23},{SG06}", level="forward")
+    for spec in (SG23, SG06):
+        assert status(result, "engine.loads", spec) == PASSED, text(result, "engine.loads", spec)
+        [finding] = result.result("engine.serving", spec).findings
+        assert finding.code == "engine.serving/context-too-short" and finding.key == "max_position_embeddings"
+        assert finding.patch == ({"op": "add", "path": "/max_position_embeddings", "value": 8192},)
+        assert finding.to_dict()["fixable_by_config"] is True
+    # forward.equivalence computes the drafter (the layout is right): no "would not compute", no convert advice
+    assert status(result, "forward.equivalence", SG23) == PASSED, text(result, "forward.equivalence", SG23)
+    # SGLang's own way out: --context-length 2048 (SG23/arg_groups/fields/model.py:110-117), which --max-model-len
+    # stands for; above the draft's context it refuses the same way
+    assert status(gate(d.write(), target_config=str(target), engine=SG23, max_model_len=2048), "engine.serving", SG23) \
+        == PASSED
+    assert status(gate(d.write(), target_config=str(target), engine=SG23, max_model_len=4096), "engine.serving", SG23) \
+        == FAILED
+    d.config["max_position_embeddings"] = 8192  # the patch applied
+    fixed = gate(d.write(), target_config=str(target), engine=f"{SG23},{SG06}")
+    assert [status(fixed, "engine.serving", spec) for spec in (SG23, SG06)] == [PASSED, PASSED]
+
+
+def test_sglangs_derived_context_follows_its_context_keys_and_rope_factor(drafter, tmp_path):
+    """get_context_length (SG23/utils/hf_transformers/common.py:668-695, SG06/utils/hf_transformers_utils.py:327-353)
+    reads the first of max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings, times
+    rope_scaling's factor unless the dict holds original_max_position_embeddings or is llama3. transformers 5.19 (which
+    0.5.23 pins) fills original_max_position_embeddings into yarn parameters (modeling_rope_utils.py:812-820): a yarn
+    factor counts for 0.5.6 (transformers 4.57.1) only; the recording target-longer-context-yarn-flat shows 0.5.23
+    refusing such a drafter (derived context 4096)."""
+    target = target_file(tmp_path, max_position_embeddings=8192)
+    d = drafter("flat")
+    d.config["seq_length"] = 2048  # read before max_position_embeddings (4096): the edit goes there
+    [finding] = gate(d.write(), target_config=str(target), engine=SG23).result("engine.serving", SG23).findings
+    assert finding.key == "seq_length" and finding.patch == ({"op": "add", "path": "/seq_length", "value": 8192},)
+    d = drafter("flat")
+    d.config["rope_scaling"] = {"rope_type": "linear", "factor": 4.0}  # 4 x 1500 = 6000 < 8192: needs 2048
+    d.config["max_position_embeddings"] = 1500
+    [finding] = gate(d.write(), target_config=str(target), engine=SG23).result("engine.serving", SG23).findings
+    assert finding.patch == ({"op": "add", "path": "/max_position_embeddings", "value": 2048},)
+    d = drafter("flat")
+    d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+    yarn = gate(d.write(), target_config=str(target), engine=f"{SG23},{SG06}")
+    assert status(yarn, "engine.serving", SG23) == FAILED and status(yarn, "engine.serving", SG06) == PASSED
+
+
+# ----- issue 20 item 11: what SGLang 0.5.23's own loader does with an unknown tensor and a short embedding ----------
+
+def test_sglang_skipping_an_unknown_layer_tensor_fails_engine_loads(drafter):
+    """SG23/models/llama_eagle3.py:358-378 (SG06 the same) loads a name only when it is a parameter and drops any
+    other without a word: the recording unknown-layer-tensor-flat lists midlayer.mlp.extra_proj.weight as ignored and
+    the load as successful. engine.loads says SGLang serves without it (keys says what it is); vLLM refuses it."""
+    import numpy as np
+
+    from eagle3_checks.storage.safetensors import from_numpy
+
+    d = drafter("flat")
+    d.tensors["midlayer.mlp.extra_proj.weight"] = from_numpy(np.zeros((64, 64), np.float32), "BF16")
+    result = gate(d.write())
+    for spec in (SG23, SG06):
+        codes = [f.code for f in result.result("engine.loads", spec).findings if f.severity.value == "error"]
+        assert codes == ["engine.loads/ignored-unknown"], (spec, text(result, "engine.loads", spec))
+    assert [f.code for f in result.result("engine.loads", VLLM).findings] == ["engine.loads/refused"]
+    assert [f.code for f in result.result("keys").findings] == ["keys/unknown-tensor"]
+
+
+def test_sglang_refuses_an_embedding_one_row_short_even_though_the_target_replaces_it(drafter):
+    """The worker replaces the drafter's embedding with the target's after load (SG23/speculative/eagle_worker_v2.py:
+    353-363), but the load reads it first: VocabParallelEmbedding.weight_loader asserts vocab_size rows
+    (SG23/layers/vocab_parallel_embedding.py:436-441; SG06 :446-455). The recording embed-tokens-short-flat is that
+    AssertionError at load."""
+    import numpy as np
+
+    from eagle3_checks.storage.safetensors import from_numpy
+
+    d = drafter("flat")
+    d.tensors["embed_tokens.weight"] = from_numpy(np.zeros((EXAMPLE.vocab_size - 1, 64), np.float32), "BF16")
+    result = gate(d.write())
+    for spec in (SG23, SG06, VLLM):
+        [finding] = [f for f in result.result("engine.loads", spec).findings if f.severity.value == "error"]
+        assert finding.code == "engine.loads/refused" and finding.key == "embed_tokens.weight", spec
+    assert "embed_tokens.weight" in reading(d.write(), SG23).refused_at.values()
 
 
 def test_s17_v5_a_flat_qwen3_config_without_head_dim(drafter):

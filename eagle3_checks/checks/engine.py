@@ -85,6 +85,7 @@ def _readings(ctx: Context):
         "unfilled": "trained parameters the release leaves unfilled",
         "no-tensor": "parameters the release builds that no tensor fills",
         "dropped": "trained tensors the release drops or never uses",
+        "ignored-unknown": "tensors the release has no parameter for and skips (silently, or with a log line)",
         "narrowed": "tensors the release cuts to the (smaller) shapes it builds",
         "shared-from-target": "(note) tensors the release takes from the target model",
         "target-tensor-used": "(note) the release uses the target's tensor instead of the checkpoint's",
@@ -142,6 +143,19 @@ def loads(ctx: Context) -> Iterable[Finding]:
             code="dropped", key=dropped[0], expected="every trained tensor used", found=unused[dropped[0]],
             why=f"{name} computes without them, so the drafter runs without what it was trained with",
             fix="serve with an engine that computes with these tensors, or convert the drafter so that it needs none")
+    # tensors no drafter role matches (keys reports what they are): an engine that refuses them says so above; one
+    # that skips them (SGLang's loaders: no parameter, no error) serves without them
+    skipped = sorted(n for n, why in served.ignored.items()
+                     if ctx.ckpt.names[n].role is None and not why.startswith("refused"))
+    if skipped:
+        yield error(
+            f"{name} skips {len(skipped)} tensor(s) it has no parameter for: {_listing(skipped)}",
+            code="ignored-unknown", key=skipped[0], expected="every tensor of the checkpoint loaded into the drafter",
+            found=served.ignored[skipped[0]],
+            why=f"{name} loads the drafter without them and raises nothing: if the drafter was trained with them it "
+            "computes something else, and if they are leftovers the file is not what the config describes (keys "
+            "names them)",
+            fix="remove the tensors if they are not part of the drafter, or rename each to the parameter it fills")
     if served.narrowed:
         cut = sorted(served.narrowed)
         yield error(
@@ -164,6 +178,8 @@ def loads(ctx: Context) -> Iterable[Finding]:
             yield info(f"{name} uses the target model's {role}, not the checkpoint's {ctx.ckpt.roles[role]}",
                        code="target-tensor-used", key=ctx.ckpt.roles[role])
     for on_disk, how in sorted(served.replaced.items()):
+        if on_disk in served.refused_at.values():  # its load is refused: nothing serves in its place
+            continue
         yield info(f"{name} uses the target model's {ctx.ckpt.names[on_disk].role}, not the checkpoint's "
                    f"{on_disk}: {how}", code="replaced", key=on_disk)
 
@@ -334,17 +350,19 @@ def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None) ->
     "engine.serving",
     "Serving limits: context length, verifier path",
     per_engine=True,
-    guards="A drafter max_position_embeddings below the context the engine serves (SGLang refuses to start unless "
-    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; vLLM 0.33 raises it for plain RoPE but caps max_model_len for "
-    "yarn), a speculators verifier that is a "
+    guards="A drafter max_position_embeddings below the context the engine serves (SGLang, from the target's "
+    "context or --context-length, refuses to start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; vLLM 0.33 "
+    "raises it for plain RoPE but caps max_model_len for yarn), a speculators verifier that is a "
     "local path (vLLM's `vllm serve DRAFTER` shortcut refuses it).",
     evidence=("vLLM #34734 (no drafting past 2048 tokens)", "SGLang 0.5.23 srt/configs/model_config.py:1291-1316 "
-              "(startup ValueError)", "vLLM 0.33.0 config/speculative.py "
-              "_maybe_override_draft_max_position_embeddings"),
+              "(startup ValueError), srt/speculative/eagle_worker_v2.py:222-232 (the draft gets the target's "
+              "context), srt/arg_groups/fields/model.py:110-117 (--context-length)", "vLLM 0.33.0 "
+              "config/speculative.py _maybe_override_draft_max_position_embeddings"),
     fix="state the max_position_embeddings of the target, and name the verifier by its hub id",
     codes={
         "context-raised": "(note) the release raises the draft's max_position_embeddings to --max-model-len",
-        "context-too-short": "max_position_embeddings below --max-model-len: the release refuses or caps it",
+        "context-too-short": "max_position_embeddings below the served context (--max-model-len, or the target's "
+        "on SGLang): the release refuses or caps it",
         "local-verifier": "the speculators verifier is not a hub id (`vllm serve DRAFTER` refuses it)",
     },
 )
@@ -354,15 +372,13 @@ def serving(ctx: Context) -> Iterable[Finding]:
     _builds_drafter(served)
     want = ctx.options.max_model_len if ctx.options else None
     limit = engines.profile(release(ctx)).serving
-    said = limit(served, want) if want and limit else None
+    said = limit(served, want, ctx.target) if limit else None  # the one place a context verdict is made
     if said:
-        severity, message, why, fix = said
-        where = served.sources.get("max_position_embeddings", "?")
-        if severity == "info":
-            yield info(f"{eng} {message}", code="context-raised", file=CONFIG, key="max_position_embeddings")
+        if said.severity == "info":
+            yield info(f"{eng} {said.message}", code="context-raised", file=CONFIG, key=said.key)
         else:
-            yield error(f"{eng} {message}", file=CONFIG, key="max_position_embeddings", expected=f">= {want}",
-                        found=f"{served.max_position_embeddings} ({where})", why=why, fix=fix, code="context-too-short")
+            yield error(f"{eng} {said.message}", file=CONFIG, key=said.key, expected=said.expected,
+                        found=said.found, why=said.why, fix=said.fix, patch=said.patch, code="context-too-short")
     if served.engine == "vllm" and ctx.ckpt.layout == SPECULATORS:
         spec = ctx.ckpt.config_raw.get("speculators_config")
         verifier = spec.get("verifier") if isinstance(spec, dict) else None

@@ -120,8 +120,10 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
             key=subject, cause=None if subject else refusal_cause(problems[0]),
             expected=f"a drafter {eng} loads completely", found="; ".join(problems),
             why=f"{eng} either refuses the checkpoint at load or serves parameters the checkpoint does not fill",
-            fix="convert the checkpoint to the layout this engine reads (eagle3-checks convert), or fix the names "
-            "and config fields listed",
+            # the layout is already the engine's: converting it changes nothing
+            fix="fix the tensor names and config fields listed (engine.loads says what for each)" if served.layout_ok
+            else "convert the checkpoint to the layout this engine reads (eagle3-checks convert), then fix what "
+            "engine.loads lists",
         )
         return
     # servable readings state their sizes

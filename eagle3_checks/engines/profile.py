@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .reading import Reading
 
@@ -47,6 +47,21 @@ class Capture:
     outcomes: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
+class Limit(NamedTuple):
+    """What a release does with the context it is served with (``Profile.serving``): a note ("info") or an error,
+    with the config key it is about, the value it needs there and, where a config edit lifts it, that edit."""
+
+    severity: str  # "info" or "error"
+    message: str
+    why: str = ""
+    fix: str = ""
+    key: str = "max_position_embeddings"
+    expected: str | None = None
+    found: str | None = None
+    patch: list[dict] | None = None  # JSON Patch operations on config.json (None: no config edit)
+    refuses: bool = False  # the release refuses to start (SGLang), rather than serving a shorter context (vLLM)
+
+
 def input_of(ids: list[int]) -> tuple[int, ...]:
     """id L = the residual stream entering layer L: the output of layer L-1."""
     return tuple(i - 1 for i in ids)
@@ -75,9 +90,10 @@ class Profile:
     sources: tuple[str, ...]  # the engine files the profile follows, with lines
     reads_ids: str  # where this release reads the aux ids, for messages
     ids_path: tuple[str, ...]  # the same, as a key path in config.json (for a fix as data)
-    # serving(reading, max_model_len) -> None or (severity, message, why, fix): what a context longer than the
-    # draft's max_position_embeddings does
-    serving: Callable[[Reading, int], tuple[str, str, str, str] | None] | None = None
+    # serving(reading, max_model_len or None, target config or None) -> None or a Limit: what the context the server
+    # is started with (--max-model-len, else what the release takes from the target) does to the drafter. The one
+    # place the gate states a context verdict (engine.serving; the readings do not refuse for it).
+    serving: Callable[[Reading, int | None, Any], Limit | None] | None = None
     # cannot_compute(trained reading) -> what of a drafter this release has no parameter or flag for (convert
     # refuses those before writing a flat checkpoint for it)
     cannot_compute: Callable[[Reading], list[str]] | None = None

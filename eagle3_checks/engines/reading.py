@@ -79,6 +79,9 @@ class Reading:
     aux_convention: str = "vllm"
     architecture: str | None = None  # the model class the engine builds
     max_position_embeddings: int | None = None
+    # the context the engine derives for the drafter from its config, where it checks the served context against it
+    # (SGLang's get_context_length: the first context key it finds, times a rope factor); None: not derived
+    context_length: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)  # field -> the config key path it was read from
     # loading

@@ -26,7 +26,8 @@ What changed from 0.5.6 (``sglang_0_5_6``), each read from the wheel:
 Unchanged from 0.5.6: no speculators configs, no ``norm_before_residual``, q/k/v and MLP without bias, o_proj's bias
 from ``attention_bias or bias``, ``hot_token_id = d2t + arange`` with t2d ignored, the target's embedding unless
 ``target_hidden_size`` differs from ``hidden_size``, silu only, the context-length refusal
-(``configs/model_config.py:1291-1316``).
+(``configs/model_config.py:1291-1316``, against the context ``utils/hf_transformers/common.py:668-695`` derives from
+the draft's config; engine.serving reports it, the reading does not refuse for it).
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ from typing import Any
 from . import reading
 from .profile import Capture, Profile, Target, input_of, output_of
 from .reading import Reading, is_int, lookup
-from .sglang_0_5_6 import context_refusal, flat_reading, read_biases, read_fc_input_and_embedding, read_llama_layer
+from .sglang_0_5_6 import (
+    check_replaced_embedding,
+    context_refusal,
+    flat_reading,
+    read_biases,
+    read_context,
+    read_fc_input_and_embedding,
+    read_llama_layer,
+)
 
 VERSION = "0.5.23"
 NAME = "sglang"
@@ -153,14 +162,12 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
             return None, "dropped: with tie_word_embeddings lm_head is the embedding"
         return role, ""
 
-    context = getattr(target, "max_position_embeddings", None)
-    if context and r.max_position_embeddings and context > r.max_position_embeddings:
-        r.refusals.append(f"the target's context {context} exceeds the draft's max_position_embeddings "
-                          f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
-                          "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    # the context a target (or --context-length) must not exceed: engine.serving's verdict (context_refusal)
+    read_context(r, raw)
     reading.map_roles(r, ckpt, accept)
     for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
         r.replaced[name] = r.ignored.pop(name)
+    check_replaced_embedding(r, ckpt, list(r.replaced))
     for role in [x for x in r.tensors if x.endswith("input_layernorm.weight") and not x.startswith("layers.0.")]:
         r.unused[role] = ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
                           "(llama_eagle3.py:103-105)")
@@ -278,16 +285,13 @@ def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
             return None, f"{skipped} (tied: lm_head is the embedding, {MLA_FILE}:352-353)"
         return role, ""
 
-    context = getattr(target, "max_position_embeddings", None)
-    if context and r.max_position_embeddings and context > r.max_position_embeddings:
-        r.refuse(f"the target's context {context} exceeds the draft's max_position_embeddings "
-                          f"{r.max_position_embeddings}: SGLang refuses to start (ValueError in "
-                          "configs/model_config.py:1291-1316) unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")
+    read_context(r, raw)  # engine.serving's verdict on the served context (context_refusal)
     if not built:
         return r
     reading.map_roles(r, ckpt, accept)
     for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
         r.replaced[name] = r.ignored.pop(name)
+    check_replaced_embedding(r, ckpt, list(r.replaced))
     reading.finish(r, ckpt, f"ones or uninitialised memory (SGLang's MLA loader warns about what it skips and never "
                             f"says what it left unloaded, {MLA_FILE}:428-501)", narrows=True)
     if r.replaced:
@@ -378,6 +382,6 @@ PROFILE = Profile(
              "srt/layers/rotary_embedding/factory.py"),
     reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids",
     ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
-    serving=context_refusal("srt/configs/model_config.py:1291-1316"),
+    serving=context_refusal(VERSION),
     cannot_compute=cannot_compute,
 )

@@ -17,11 +17,14 @@ Mirrors the 0.5.6 wheel from PyPI (files are ``sglang/srt/`` in it):
 - ``srt/model_executor/model_runner.py:540-552``: aux ids only from ``eagle_config``; every target class adds 1
   (``srt/models/llama.py:730-742``, ``deepseek_v2.py:4097-4101``, ``gpt_oss.py:1091-1103``) and captures the input of
   layer i for i < N only, so the last id that captures anything is N-2;
-- ``srt/configs/model_config.py:286-311``: a target context longer than the draft's max_position_embeddings stops
-  the server (ValueError) unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``.
+- ``srt/configs/model_config.py:286-311``: a served context (``--context-length``, else the target's) longer than
+  the context derived from the draft's config (``srt/utils/hf_transformers_utils.py:327-353``) stops the server
+  (ValueError) unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``: ``read_context`` and ``context_refusal``, which
+  engine.serving reports (the reading itself does not refuse for it).
 
 What 0.5.23 still reads the same way is here, and ``sglang_0_5_23`` imports it: ``flat_reading``, ``read_llama_layer``,
-``read_biases`` (each release's sources side by side), ``read_fc_input_and_embedding`` and ``context_refusal``.
+``read_biases`` (each release's sources side by side), ``read_fc_input_and_embedding``, ``read_context`` and
+``context_refusal``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ import math
 from typing import Any
 
 from ..drafter.config import class_defaults
+from ..drafter.expected import fmt_shape
 from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
 from . import reading
-from .profile import Capture, Profile, Target, output_of
+from .profile import Capture, Limit, Profile, Target, output_of
 from .reading import Reading, is_int
 
 VERSION = "0.5.6"
@@ -96,6 +100,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
                                                           "beta_fast", "beta_slow")}
         r.set("rope_scaling", {**kept, "attention_factor": mscale},
               "config.json: rope_scaling (as SGLang's YaRNScalingRotaryEmbedding reads it)")
+    read_context(r, raw)  # the context the served one must not exceed (engine.serving: context_refusal)
     if r.num_layers != 1:
         r.refusals.append(f"SGLang 0.5.6 raises \"EAGLE3 currently only supports 1 layer\" "
                           f"(num_hidden_layers {r.num_layers})")
@@ -142,6 +147,7 @@ def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
         return n.role, ""
 
     reading.map_roles(r, ckpt, accept)
+    check_replaced_embedding(r, ckpt, [n for n, why in r.ignored.items() if why.startswith("replaced by the target")])
     reading.finish(r, ckpt, "uninitialised memory (SGLang drops unknown names silently)", narrows=True)
     if tied and not own_embed:
         r.unfilled["lm_head.weight"] = "the target's embedding (tied, after set_embed)"
@@ -206,19 +212,105 @@ def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
     return list(layers)
 
 
-def context_refusal(model_config: str):
-    """SGLang refuses to start when the target's context exceeds the draft's max_position_embeddings (the same in
-    0.5.6 and 0.5.23; ``model_config`` cites the file and lines of the version)."""
+# Where each release derives and checks a drafter's context: field -> (0.5.6's source, 0.5.23's).
+CONTEXT_SOURCES = {
+    # ModelConfig._derive_context_length: a context_length above the derived one raises ValueError, unless
+    # SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which sets the draft's max_position_embeddings to it
+    "check": ("srt/configs/model_config.py:286-311", "srt/configs/model_config.py:1291-1316"),
+    # get_context_length: the first of CONTEXT_LENGTH_KEYS the config has, times rope_scaling's factor unless the
+    # dict holds original_max_position_embeddings or is llama3
+    "derive": ("srt/utils/hf_transformers_utils.py:327-353", "srt/utils/hf_transformers/common.py:668-695"),
+    # the draft worker is built with the target's context_len
+    "handoff": ("srt/speculative/eagle_worker.py:100-101", "srt/speculative/eagle_worker_v2.py:222-232, "
+                "managers/tp_worker.py:465-482"),
+    # the server's context: --context-length, else the target's derived one
+    "flag": ("srt/server_args.py:2117-2122", "srt/arg_groups/fields/model.py:110-117"),
+}
+CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
 
-    def serving(r: Reading, want: int) -> tuple[str, str, str, str] | None:
-        have = r.max_position_embeddings
-        if not have or have >= want:
+
+# VocabParallelEmbedding.weight_loader: asserts vocab_size rows, then copies into the (vocab_size, hidden_size)
+# parameter; the embedding the worker later replaces with the target's (set_embed) is loaded through it all the same
+EMBED_LOADER = ("srt/layers/vocab_parallel_embedding.py:446-460", "srt/layers/vocab_parallel_embedding.py:436-447")
+
+
+def check_replaced_embedding(r: Reading, ckpt: Any, names: list[str]) -> None:
+    """Refuse an embedding of another shape than (vocab_size, hidden_size) among ``names`` (the tensors set_embed
+    replaces after load): the loader raises on it first (AssertionError for the rows, a copy error for the width)."""
+    want = (r.vocab_size, r.hidden_size)
+    if None in want:
+        return
+    for name in names:
+        shape = tuple(ckpt.tensors[name].shape)
+        if shape != want:
+            r.refuse(f"{name}: shape {fmt_shape(shape)}, SGLang {r.version} builds the embedding as "
+                     f"{fmt_shape(want)} (vocab_size, hidden_size) and its weight loader raises "
+                     f"({EMBED_LOADER[RELEASES.index(r.version)]}: AssertionError on the rows) before the worker "
+                     "replaces it with the target's", at=name)
+
+
+def read_context(r: Reading, raw: dict) -> None:
+    """The drafter's context as SGLang derives it (get_context_length, the same code in 0.5.6 and 0.5.23): the first
+    of CONTEXT_KEYS the config holds, times the rope factor, which does not apply when the rope dict holds
+    original_max_position_embeddings or is llama3. The rope dict is the reading's, as the release's transformers
+    leaves it: 0.5.23's transformers 5.19 fills original_max_position_embeddings into llama3 / yarn / longrope
+    parameters (modeling_rope_utils.py:812-820), so only linear / dynamic factors count there; 0.5.6's 4.57.1 does
+    not. Call after the rope and max_position_embeddings are read."""
+    key = next((k for k in CONTEXT_KEYS[:-1] if is_int(raw.get(k)) and raw[k] > 0), "max_position_embeddings")
+    base = raw[key] if key != "max_position_embeddings" else r.max_position_embeddings
+    if not isinstance(base, int) or isinstance(base, bool):
+        return
+    factor = _context_factor(r)
+    how = f"{key} {base}" + (f" x rope factor {factor:g}" if factor != 1 else "")
+    where = f"config.json: {key}" if key in raw else r.sources.get("max_position_embeddings", "?")
+    r.set("context_length", int(factor * base), f"{how} ({where})", key=key)
+
+
+def _context_factor(r: Reading) -> float:
+    """get_context_length's rope factor: rope_scaling's factor, 1 when the dict holds original_max_position_embeddings
+    or is llama3 (or states no usable factor)."""
+    scaling = r.rope_scaling or {}
+    factor = scaling.get("factor", 1)
+    if "original_max_position_embeddings" in scaling or scaling.get("rope_type") == "llama3" or \
+            not isinstance(factor, (int, float)) or isinstance(factor, bool) or not 0 < factor < math.inf:
+        return 1
+    return factor
+
+
+def context_refusal(version: str):
+    """SGLang refuses to start when the context it serves exceeds the drafter's derived context (the same in 0.5.6 and
+    0.5.23; ``version`` picks CONTEXT_SOURCES' citations). The served context is ``--context-length`` (the gate's
+    --max-model-len stands for it), else the target's own (its max_position_embeddings: the target's rope factor, which
+    get_context_length would also apply, is not read here). The config edit that lifts it: the key the context is
+    derived from, raised so that the derived context covers the served one (what SGLANG_ALLOW_OVERWRITE_LONGER_
+    CONTEXT_LEN=1 does to the draft's max_position_embeddings at startup)."""
+    cite = {name: sources[RELEASES.index(version)] for name, sources in CONTEXT_SOURCES.items()}
+
+    def serving(r: Reading, want: int | None, target: Any = None) -> Limit | None:
+        context = want or getattr(target, "max_position_embeddings", None)
+        have = r.context_length
+        if not context or not have or have >= context:
             return None
-        return ("error", f"refuses to start: the target's context {want} exceeds the draft's max_position_embeddings "
-                f"{have} (ValueError in {model_config})",
-                "the draft model config receives the target's context_len and raises unless "
-                "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which then raises the draft's max_position_embeddings",
-                f"state \"max_position_embeddings\": {want} or more")
+        served = f"--max-model-len {context} (as SGLang's --context-length)" if want else \
+            f"the target's context {context}"
+        key = r.keys.get("context_length", "max_position_embeddings")
+        factor = _context_factor(r)
+        needed = math.ceil(context / factor)
+        while int(factor * needed) < context:  # get_context_length truncates factor x value
+            needed += 1
+        return Limit(
+            "error", f"refuses to start: {served} exceeds the context {have} it derives from the drafter's config "
+            f"(ValueError in {cite['check']})",
+            f"the server's context is --context-length, else the target's ({cite['flag']}); the draft worker builds "
+            f"the drafter's model config with it ({cite['handoff']}), which raises when it exceeds the context "
+            f"get_context_length derives from the drafter's config ({cite['derive']}), unless "
+            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which instead sets the draft's max_position_embeddings to "
+            "the served context",
+            f"state \"{key}\": {needed} (the override SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 makes at startup), "
+            f"or start SGLang with --context-length {have} or less, so that the whole server serves at most {have} "
+            f"tokens (check that with --max-model-len {have})",
+            key=key, expected=f"a context of {context} or more", found=f"{have}: {r.sources.get('context_length')}",
+            patch=[{"op": "add", "path": f"/{key}", "value": needed}], refuses=True)
 
     return serving
 
@@ -241,6 +333,6 @@ PROFILE = Profile(
              "srt/speculative/eagle_worker.py", "srt/configs/model_config.py"),
     reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids",
     ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
-    serving=context_refusal("srt/configs/model_config.py:286-311"),
+    serving=context_refusal(VERSION),
     cannot_compute=cannot_compute,
 )

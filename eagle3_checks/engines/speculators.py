@@ -92,7 +92,7 @@ def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
     return r
 
 
-def _serving(r: Reading, want: int) -> None:
+def _serving(r: Reading, want: int | None, target: Any = None) -> None:
     return None  # speculators is a trainer: no serving context
 
 

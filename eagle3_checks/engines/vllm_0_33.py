@@ -37,7 +37,7 @@ from typing import Any
 from ..drafter.config import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
 from . import reading
-from .profile import Capture, Profile, Target, input_of
+from .profile import Capture, Limit, Profile, Target, input_of
 from .reading import Reading, is_int, lookup
 
 VERSION = "0.33.0"
@@ -401,18 +401,21 @@ def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
     return [x + 1 for x in layers]
 
 
-def serving(r: Reading, want: int) -> tuple[str, str, str, str] | None:
+def serving(r: Reading, want: int | None, target: Any = None) -> Limit | None:
+    """--max-model-len against the draft (without it, the reading has already raised the draft to the target's
+    max_model_len where vLLM does)."""
     have = r.max_position_embeddings
-    if not have or have >= want:
+    if want is None or not have or have >= want:
         return None
     kind = (r.rope_scaling or {}).get("rope_type", "default")
     if kind in CACHE_ONLY_ROPE_TYPES:
-        return ("info", f"raises the draft's max_position_embeddings {have} to max_model_len {want} (rope_type "
-                f"{kind}; config/speculative.py:100-113)", "", "")
-    return ("error", f"limits max_model_len to the draft's max_position_embeddings {have} (rope_type {kind}), below "
-            f"the planned {want}", "vLLM resizes the rotary cache only for plain RoPE types (config/speculative.py:"
-            "100-113, config/vllm.py:3025-3051); otherwise the whole server serves a shorter context",
-            f"state \"max_position_embeddings\": {want} or more")
+        return Limit("info", f"raises the draft's max_position_embeddings {have} to max_model_len {want} (rope_type "
+                     f"{kind}; config/speculative.py:100-113)")
+    return Limit("error", f"limits max_model_len to the draft's max_position_embeddings {have} (rope_type {kind}), "
+                 f"below the planned {want}", "vLLM resizes the rotary cache only for plain RoPE types "
+                 "(config/speculative.py:100-113, config/vllm.py:3025-3051); otherwise the whole server serves a "
+                 "shorter context", f"state \"max_position_embeddings\": {want} or more", expected=f">= {want}",
+                 found=f"{have} ({r.sources.get('max_position_embeddings', '?')})")
 
 
 PROFILE = Profile(
