@@ -117,6 +117,23 @@ def test_rope_pairing_and_latent_eps_matter():
         assert (mla.mla_attention(hidden, weights, variant, positions) - expected).abs().max() > 1e-3
 
 
+def test_the_eps_bound_is_where_the_normed_latents_reach_the_tolerance():
+    """eps_mean_square_bound: for inputs of mean square m at or above it, an RMSNorm's output with eps a and with eps b
+    differ by at most the tolerance (relative), measured on torch's own arithmetic; below it, by more."""
+    a, b, tol = 1e-5, 1e-6, 1e-5
+    m = mla.eps_mean_square_bound(a, b, tol)
+    assert abs(m - 0.45) < 1e-3 and mla.eps_mean_square_bound(b, a, tol) == m
+    assert mla.eps_scale_change(a, b, m) == pytest.approx(tol, rel=1e-6) and mla.eps_mean_square_bound(a, a, tol) == 0
+    x = torch.randn(64, 512, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = torch.ones(512, dtype=torch.float64)
+    for scale, within in ((1.0, True), (math.sqrt(m) * 1.01, True), (math.sqrt(m) * 0.5, False)):
+        v = x / x.pow(2).mean(-1, keepdim=True).sqrt() * scale  # mean square scale**2 in every row
+        ya, yb = mla._rms(v, w, a), mla._rms(v, w, b)
+        change = float(((ya - yb).norm(dim=-1) / yb.norm(dim=-1)).max())
+        assert (change <= tol) is within, (scale, change)
+        assert change == pytest.approx(mla.eps_scale_change(a, b, scale ** 2), rel=1e-3)
+
+
 def test_rope_tables_match_transformers_yarn():
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
 

@@ -334,6 +334,40 @@ def test_the_forward_pass_sees_a_changed_mla_weight(mla, tmp_path):
         messages(result, "forward.equivalence", VLLM)
 
 
+# ----- issue 20 item 9: the latent norms' eps, judged by its effect ---------------------------------------------
+
+def test_a_latent_eps_difference_within_the_forward_tolerance_is_a_note_on_both_engines(mla):
+    """Both engines build q_a_layernorm / kv_a_layernorm with rms_norm_eps (VL/model_executor/models/deepseek_v2.py:
+    1082, 1098; SG23/models/deepseek_v2.py:2077, 2163; read back from the built modules in the recordings
+    mla-eps-1e-5-*-flat), transformers' DeepseekV3Attention (the trainer reading) with 1e-6 whatever the config says.
+    At rms_norm_eps 1e-5 unit-RMS latents change by 4.5e-6 of their length, under the forward tolerance: a note, not
+    an error. A second MLA difference (rope_interleave, which vLLM ignores) keeps the error."""
+    d = mla(replace(TINY_MLA, rms_norm_eps=1e-5))
+    result = run(d.write(), level="header", engine="vllm,sglang")
+    for spec in (VLLM, SG23):
+        assert status(result, "engine.semantics", spec) == PASSED, messages(result, "engine.semantics", spec)
+        assert [f.code for f in result.result("engine.semantics", spec).findings] == \
+            ["engine.semantics/latent-norm-eps"]
+    d.config["rope_interleave"] = False
+    both = run(d.write(), level="header", engine="vllm,sglang")
+    assert [f.code for f in both.result("engine.semantics", VLLM).findings] == ["engine.semantics/mla"]
+    assert [f.code for f in both.result("engine.semantics", SG23).findings] == ["engine.semantics/latent-norm-eps"]
+    # ten times further off: unit-RMS latents change by 5e-5, beyond the tolerance: the error stays
+    far = run(mla(replace(TINY_MLA, rms_norm_eps=1e-4)).write(), level="header", engine="vllm,sglang")
+    for spec in (VLLM, SG23):
+        assert [f.code for f in far.result("engine.semantics", spec).findings] == ["engine.semantics/mla"]
+
+
+def test_the_forward_level_measures_the_latent_eps_effect_and_fails_only_beyond_the_tolerance(mla):
+    """Measured on the tiny drafter (unit-scale random weights and inputs): eps 1e-5 against 1e-6 moves the logits by
+    at most 8.6e-6 of the largest one (tolerance 1e-5: agrees); 1e-4 by 9.1e-5 (differs)."""
+    near = run(mla(replace(TINY_MLA, rms_norm_eps=1e-5)).write(), level="forward", engine="vllm,sglang")
+    far = run(mla(replace(TINY_MLA, rms_norm_eps=1e-4)).write(), level="forward", engine="vllm,sglang")
+    for spec in (VLLM, SG23):
+        assert [f.code for f in near.result("forward.equivalence", spec).findings] == ["forward.equivalence/agrees"]
+        assert [f.code for f in far.result("forward.equivalence", spec).findings] == ["forward.equivalence/differs"]
+
+
 # ----- the engines' disagreements (ENGINES.md section 4): each a passing and a failing checkpoint ------------------
 
 def test_sglang_0_5_6_has_no_mla_class(mla):

@@ -122,6 +122,14 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "rope_interleave": True,
 }
 DEEPSEEK_LATENT_NORM_EPS = 1e-6  # DeepseekV3RMSNorm's default, used by transformers for q_a/kv_a_layernorm
+# Where each reader builds q_a_layernorm and kv_a_layernorm, and with which eps (the conformance recordings
+# mla-eps-1e-5-*-flat read it back from the built modules: rms_norm_eps, in both engines)
+LATENT_NORM_SOURCES = {
+    "vllm": "vLLM 0.33.0 model_executor/models/deepseek_v2.py:1082, 1098: RMSNorm(..., eps=config.rms_norm_eps)",
+    "sglang": "SGLang 0.5.23 srt/models/deepseek_v2.py:2077, 2163: RMSNorm(..., eps=config.rms_norm_eps)",
+    "transformers": "transformers 5.19 models/deepseek_v3/modeling_deepseek_v3.py:381, 393: DeepseekV3RMSNorm(...) "
+                    "with its default eps 1e-6 (:38), whatever rms_norm_eps says",
+}
 YARN_DEFAULTS: dict[str, float] = {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
 
 ATTENTION_KEYS = ("q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight", "q_proj.weight",
@@ -241,6 +249,23 @@ class MlaShape:
                    qk_nope_head_dim=get("qk_nope_head_dim"), qk_rope_head_dim=get("qk_rope_head_dim"),
                    v_head_dim=get("v_head_dim"), rms_norm_eps=eps, rope_theta=theta, rope_scaling=scaling,
                    max_position_embeddings=max_pos, rope_interleave=interleave, latent_norm_eps=latent_eps, **knobs)
+
+
+def eps_scale_change(eps_a: float, eps_b: float, mean_square: float) -> float:
+    """How much an RMS-normed vector changes when its norm's eps is ``eps_b`` instead of ``eps_a``: the output is
+    ``w * x / sqrt(m + eps)`` with ``m = mean(x ** 2)``, so only its length changes, by ``sqrt((m + a) / (m + b))``;
+    returns ``|that - 1|`` (relative)."""
+    return abs(math.sqrt((mean_square + eps_a) / (mean_square + eps_b)) - 1.0)
+
+
+def eps_mean_square_bound(eps_a: float, eps_b: float, tolerance: float) -> float:
+    """The smallest mean square ``m`` of a norm's input from which ``eps_scale_change(eps_a, eps_b, m) <= tolerance``
+    (0.0 when that holds for every input). With ``a = max``, ``b = min`` the factor ``f = sqrt((m + a) / (m + b)) >= 1``
+    falls as ``m`` grows, and ``f - 1 <= t  <=>  m + a <= (1 + t)**2 (m + b)  <=>  m >= (a - (1 + t)**2 b) /
+    ((1 + t)**2 - 1)``; the change the other way (``1 - 1/f``) is smaller still."""
+    a, b = max(eps_a, eps_b), min(eps_a, eps_b)
+    grow = (1.0 + tolerance) ** 2
+    return max(0.0, (a - grow * b) / (grow - 1.0))
 
 
 def _is_int(value: Any) -> bool:
