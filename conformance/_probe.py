@@ -81,8 +81,10 @@ def read_built_model(cfg: dict[str, Any], model: Any) -> None:
     """The config values both engines' built drafters expose alike (their ``model.model``): layer count, head size,
     the rotary embedding, the norm flags, the vocabulary sizes. Each recorder adds what is its engine's own."""
     inner = model.model
-    cfg["num_hidden_layers"] = len(inner.layers)
-    attn = inner.layers[0].self_attn
+    # SGLang 0.5.23's MLA drafter holds its one layer as midlayer (srt/models/kimi_k25_eagle3.py:245-250)
+    layers = inner.layers if hasattr(inner, "layers") else [inner.midlayer]
+    cfg["num_hidden_layers"] = len(layers)
+    attn = layers[0].self_attn
     cfg["head_dim"] = getattr(attn, "head_dim", None) or getattr(attn, "qk_head_dim", None)
     rotary = getattr(attn, "rotary_emb", None)
     if rotary is not None:
@@ -94,6 +96,13 @@ def read_built_model(cfg: dict[str, Any], model: Any) -> None:
     cfg["norm_output"] = bool(getattr(inner, "norm_output", False))
     cfg["vocab_size"] = getattr(inner.embed_tokens, "org_vocab_size", cfg["vocab_size"])
     cfg["draft_vocab_size"] = getattr(model.lm_head, "org_vocab_size", cfg["draft_vocab_size"])
+    # MLA attention: the eps its latent norms were built with, beside the layer's own norm (both engines' RMSNorm
+    # keep it as variance_epsilon)
+    latent = {name: getattr(getattr(attn, name), "variance_epsilon", None)
+              for name in ("q_a_layernorm", "kv_a_layernorm") if getattr(attn, name, None) is not None}
+    if latent:
+        cfg["norm_eps"] = {**latent, "input_layernorm": getattr(getattr(layers[0], "input_layernorm", None),
+                                                                 "variance_epsilon", None)}
 
 
 def _engine_frame(exc: BaseException, roots: tuple[str, ...]) -> str | None:

@@ -297,6 +297,7 @@ class Target:
 LLAMA = Target()
 QWEN3 = Target("Qwen3ForCausalLM")
 DEEPSEEK = Target("DeepseekV3ForCausalLM")
+DEEPSEEK_61 = Target("DeepseekV3ForCausalLM", num_layers=61)  # Kimi-K2 / DeepSeek-V3's depth (only the count is read)
 KIMI_K25 = Target("KimiK25ForConditionalGeneration")
 GPT_OSS = Target("GptOssForCausalLM")
 
@@ -310,6 +311,8 @@ class Case:
     shape: DrafterShape = EXAMPLE
     target: Target = LLAMA
     first_layer: str = "midlayer"
+    # the context the server is started with (SGLang --context-length, vLLM --max-model-len); None: the target's
+    context_length: int | None = None
 
 
 TWO_LAYERS = replace(EXAMPLE, num_layers=2)
@@ -370,6 +373,10 @@ def cases() -> list[Case]:
              edit=adding({"fc.weight": (H, 2 * HT)})),
         Case("unknown-tensor-flat", "defect keys: a tensor no engine parameter matches (not a .bias)",
              edit=adding({"extra_proj.weight": (H, H)})),
+        Case("unknown-layer-tensor-flat", "issue 20: a tensor inside the layer that no engine parameter matches",
+             edit=adding({"midlayer.mlp.extra_proj.weight": (H, H)})),
+        Case("embed-tokens-short-flat", "issue 20: embed_tokens with vocab_size - 1 rows",
+             edit=adding({"embed_tokens.weight": (EXAMPLE.vocab_size - 1, H)})),
         *[Case(f"missing-{kind}-flat", f"defect keys: {role} missing", edit=without(role))
           for kind, role in MISSING_KINDS.items()],
         Case("missing-up-proj-speculators", "defect keys: layers.0.mlp.up_proj.weight missing (speculators)",
@@ -414,6 +421,16 @@ def cases() -> list[Case]:
                                        "mscale": 1.0, "mscale_all_dim": 1.0})),
         Case("target-longer-context-flat", "S16: target context 32768 above the drafter's 4096",
              target=replace(LLAMA, max_position_embeddings=32768)),
+        Case("target-longer-context-at-4096-flat", "issue 20: target context 32768, drafter 4096, the server "
+             "started with a context of 4096 (SGLang --context-length, vLLM --max-model-len)",
+             target=replace(LLAMA, max_position_embeddings=32768), context_length=4096),
+        Case("target-longer-context-raised-flat", "issue 20: target context 32768, the drafter's "
+             "max_position_embeddings raised to 32768 (the config edit for S16)",
+             edit=config(max_position_embeddings=32768), target=replace(LLAMA, max_position_embeddings=32768)),
+        Case("target-longer-context-yarn-flat", "issue 20: target context 8192, drafter 4096 with yarn factor 4 and "
+             "no original_max_position_embeddings (does the derived context count the factor?)",
+             edit=config(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+             target=replace(LLAMA, max_position_embeddings=8192)),
         # ----- vocabulary
         Case("draft-vocab-absent-flat", "S14: draft_vocab_size key absent (lm_head has 128 rows)",
              edit=config(draft_vocab_size=REMOVE)),
@@ -451,6 +468,14 @@ def cases() -> list[Case]:
              SPECULATORS, layer_config(max_position_embeddings=REMOVE), QWEN3_LAYER),
         Case("mla-flat", "S15: Eagle3DeepseekV2ForCausalLM (MLA) drafter, model_type kimi_k2", edit=mla_drafter,
              target=DEEPSEEK),
+        *[Case(f"mla-eps-1e-5{suffix}-flat", f"issue 20: MLA drafter, rms_norm_eps 1e-5{why} (the eps of "
+               "q_a_layernorm / kv_a_layernorm as built)",
+               edit=combined(mla_drafter, config(rms_norm_eps=1e-5, **rope)), target=DEEPSEEK)
+          for suffix, why, rope in (("", "", {}),
+                                    ("-yarn", ", Kimi-style yarn rope (SGLang builds its rotary on a CPU only for it)",
+                                     {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                       "original_max_position_embeddings": 1024, "mscale": 1.0,
+                                                       "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1}}))],
         # ----- the MLA family's engine disagreements (issue 12; ENGINES.md section 4)
         *[Case(f"mla-{name}-flat", f"issue 12: MLA drafter, {why}", edit=combined(mla_drafter, edit), target=DEEPSEEK)
           for name, why, edit in MLA_VARIANTS],
@@ -478,6 +503,15 @@ def cases() -> list[Case]:
              edit=aux_ids([2, 4, 8], [2, 4, 8]), target=GPT_OSS),
         Case("aux-gpt-oss-below-n-flat", "S12: GptOssForCausalLM target (8 layers), ids [1,3,5]: max id < N",
              target=GPT_OSS),
+        # ----- issue 20: Kimi-K2-shaped ids on a 61-layer DeepSeek-V3 target, trained (SGLang's counting) on the
+        # outputs of layers 2, 30, 58: as `fix` writes them, and as a trainer may have left them
+        Case("aux-kimi-3-31-59-both-flat", "issue 20: ids [3,31,59] top level and eagle_config on a 61-layer "
+             "DeepSeek-V3 target (trained outputs [2,30,58], written for both engines)",
+             edit=aux_ids([3, 31, 59], [3, 31, 59]), target=DEEPSEEK_61),
+        *[Case(f"aux-kimi-2-30-58-{where}-flat", f"issue 20: ids [2,30,58] {where} on a 61-layer DeepSeek-V3 target",
+               edit=aux_ids([2, 30, 58] if where != "eagle-config-only" else None,
+                            [2, 30, 58] if where != "top-only" else None), target=DEEPSEEK_61)
+          for where in ("eagle-config-only", "both", "top-only")],
     ]
     names = [c.name for c in out]
     assert len(names) == len(set(names)), "duplicate checkpoint names"
@@ -516,7 +550,8 @@ def build(out_dir: Path | str) -> list[dict[str, Any]]:
             _write_json(out_dir / target, case.target.config())
         manifest.append({"name": case.name, "dir": case.name, "layout": case.layout,
                          "target_config": target.as_posix(), "target_architecture": case.target.architecture,
-                         "why": case.why, "source_hash": source_hash(out_dir / case.name)})
+                         "why": case.why, "source_hash": source_hash(out_dir / case.name),
+                         **({"context_length": case.context_length} if case.context_length else {})})
     _write_json(out_dir / "manifest.json", manifest)
     return manifest
 

@@ -18,7 +18,8 @@ where a GPU would be needed (paths: sglang/srt/ in the 0.5.23 wheel):
 
 The harness observes, it does not steer: ``DefaultModelLoader.load_weights_only`` is wrapped to sentinel-fill the
 freshly built model and tap its parameters' weight loaders (see _probe.py) before calling the original. One stub
-replaces engine code:
+replaces engine code (and ``serve_with`` makes ``torch.cuda.synchronize`` a no-op after the MLA drafter's embedding
+swap on a machine without CUDA, see there):
 
 * ``sglang.srt.layers.rotary_embedding.base._is_cpu`` is set to True. It is computed at import from
   ``SGLANG_USE_CPU_ENGINE`` (utils/common.py:221-224); when false, every rotary embedding built off CUDA imports
@@ -91,11 +92,12 @@ def fused_shards(module: nn.Module) -> list[tuple[Any, int]] | None:
     return None
 
 
-def server_args(target_dir: Path, draft_dir: Path) -> ServerArgs:
+def server_args(target_dir: Path, draft_dir: Path, context_length: int | None = None) -> ServerArgs:
+    """``context_length``: ``--context-length`` (None: the target's, derived from its config)."""
     return ServerArgs(model_path=str(target_dir), speculative_algorithm="EAGLE3",
                       speculative_draft_model_path=str(draft_dir), speculative_num_steps=NUM_SPECULATIVE_TOKENS,
                       speculative_eagle_topk=1, speculative_num_draft_tokens=NUM_SPECULATIVE_TOKENS + 1,
-                      device="cpu", skip_tokenizer_init=True, dtype="bfloat16")
+                      device="cpu", skip_tokenizer_init=True, dtype="bfloat16", context_length=context_length)
 
 
 def _standin(cls: type, config: Any, layers: Any) -> nn.Module:
@@ -204,14 +206,20 @@ def read_hot_token_id(record: dict, model: nn.Module, names: list[str]) -> None:
 
 def serve_with(model: nn.Module, target: ModelConfig) -> dict[str, str]:
     """Run the worker's embedding / lm_head sharing (eagle_worker_v2.py:336-365) with stand-in target tensors,
-    and say which tensors the drafter then serves with."""
+    and say which tensors the drafter then serves with. The MLA drafter's set_embed / set_embed_and_head end with
+    ``torch.cuda.empty_cache(); torch.cuda.synchronize()`` (models/kimi_k25_eagle3.py:413-414, 421-422): device
+    housekeeping after the swap, which raises without a CUDA driver; on a machine without one, synchronize is a no-op
+    here (the second stub, confined to this call: the tensors are swapped before it)."""
     text = target.hf_text_config
     embed = torch.empty(text.vocab_size, text.hidden_size)
     head = torch.empty(text.vocab_size, text.hidden_size)
-    if getattr(model, "load_lm_head_from_target", False):
-        model.set_embed_and_head(embed, head)
-    else:
-        model.set_embed(embed)
+    no_cuda = mock.patch.object(torch.cuda, "synchronize", lambda *a, **k: None) if not torch.cuda.is_available() \
+        else ExitStack()
+    with no_cuda:
+        if getattr(model, "load_lm_head_from_target", False):
+            model.set_embed_and_head(embed, head)
+        else:
+            model.set_embed(embed)
 
     def which(weight: torch.Tensor) -> str:
         return "target.embed_tokens" if weight is embed else "target.lm_head" if weight is head else "draft"
@@ -240,7 +248,7 @@ def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
     draft = None
     try:
         with engine_stage(record, "config", ROOTS):
-            args = server_args(target_dir, draft_dir)
+            args = server_args(target_dir, draft_dir, entry.get("context_length"))
             # The scheduler publishes its runtime context with its placement (managers/scheduler.py:6327-6335).
             publish(args, role="scheduler", ranks=SpawnRanks(world_rank=0, dp_rank=None, gpu_id=0))
             target = ModelConfig.from_server_args(args)

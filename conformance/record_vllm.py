@@ -203,8 +203,9 @@ def serve_with(model: nn.Module) -> dict[str, str]:
 def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
     draft_dir = root / entry["dir"]
     with harness("reading the target config"):
+        # --max-model-len, when the entry names a context (None: the target's, derived from its config)
         target = ModelConfig(model=str((root / entry["target_config"]).parent), skip_tokenizer_init=True,
-                             dtype="bfloat16", enforce_eager=True)
+                             dtype="bfloat16", enforce_eager=True, max_model_len=entry.get("context_length"))
     parallel = ParallelConfig()
     spec = None
     try:
