@@ -289,6 +289,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect_label(name: str, source: str) -> str:
+    """A config field as inspect's text labels it: the key the config wrote when the field is read from either of
+    two real keys (rope_scaling from rope_parameters, where speculators configs keep it), so the label is never a
+    key the file does not hold; JSON keeps the field's own name, with the same source."""
+    key = source.rpartition(".")[2].rpartition(" ")[2]
+    return key if name == "rope_scaling" and key == "rope_parameters" else name
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
 
     ck = open_any(args.ckpt, revision=args.revision)
@@ -307,9 +315,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     lines = [f"{ck.display}", f"  layout: {ck.layout} ({ck.layout_source})",
              f"  weights: {', '.join(ck.weight_files) or 'none readable'}", "",
              "config (value, and where it came from):"]
-    width = max((len(k) for k in fields), default=10)
+    labels = {k: _inspect_label(k, v["source"]) for k, v in fields.items()}
+    width = max((len(k) for k in labels.values()), default=10)
     for k, v in fields.items():
-        lines.append(f"  {k:<{width}}  {json.dumps(v['value'], default=str):<24} {v['source']}")
+        lines.append(f"  {labels[k]:<{width}}  {json.dumps(v['value'], default=str):<24} {v['source']}")
     if cfg is None:
         lines.append("  (no readable config.json)")
     lines += ["", "tensors:"]

@@ -143,6 +143,23 @@ def test_inspect_shows_provenance_and_tensors(drafter, capsys):
     assert data["config"]["head_dim"] == {"value": 24, "source": "config.json: head_dim"}
 
 
+def test_inspect_labels_rope_parameters_as_the_config_writes_it(drafter, capsys):
+    """A speculators config keeps its rope in transformer_layer_config.rope_parameters: inspect labels the field
+    rope_parameters (it said rope_scaling, a key the file does not hold); a flat config's rope_scaling stays so."""
+    code, out, _ = cli(capsys, "inspect", drafter("speculators").write())
+    assert code == 0
+    rope = [line.split()[0] for line in out.splitlines() if line.endswith("transformer_layer_config.rope_parameters")]
+    assert rope == ["rope_parameters"]
+    d = drafter("flat")
+    d.config["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+    code, out, _ = cli(capsys, "inspect", d.write())
+    assert [line.split()[0] for line in out.splitlines() if line.endswith("config.json: rope_scaling")] == \
+        ["rope_scaling"]
+    code, out, _ = cli(capsys, "inspect", drafter("speculators").write(), "--format", "json")
+    assert json.loads(out)["config"]["rope_scaling"]["source"] == \
+        "config.json: transformer_layer_config.rope_parameters"
+
+
 def test_spec_writes_refuses_overwrite_and_broken_input(drafter, tmp_path, capsys):
     out_file = tmp_path / "ref.json"
     code, out, _ = cli(capsys, "spec", drafter("flat").write(), "-o", out_file, "--name", "mine")
