@@ -16,15 +16,20 @@ from typing import Any
 from . import engines
 from .errors import UsageError
 from .numerics.forward import ForwardError, Inputs, Weights, nonfinite, run
-from .storage.checkpoint import real_path, within
+from .storage.checkpoint import not_there, real_path, within
 from .storage.safetensors import from_numpy, load_array, read_header, write_safetensors
+
+
+def check_inputs_path(path: Path) -> None:
+    """Raise UsageError unless ``path`` (--inputs) is a file; asked before torch is imported."""
+    if not path.is_file():
+        raise UsageError(f"--inputs {path}: " + ("not a file" if path.exists() else not_there(path)))
 
 
 def read_inputs(path: Path, reading: Any, target_embedding: Any = None) -> Inputs:
     import torch
 
-    if not path.is_file():
-        raise UsageError(f"--inputs {path}: " + ("not a file" if path.exists() else "no such file"))
+    check_inputs_path(path)
     header = read_header(path, str(path))
     if header.problems:
         raise UsageError(f"--inputs {path}: {header.problems[0].message}")

@@ -38,7 +38,7 @@ from .registry import (
     registered,
     warning,
 )
-from .storage.checkpoint import Checkpoint
+from .storage.checkpoint import Checkpoint, not_there
 from .storage.hub import HubRepo, cache_snapshot, is_hub, open_any, parse
 from .storage.target import TargetEmbedding
 
@@ -148,7 +148,7 @@ def load_target_checkpoint(path: str | os.PathLike, revision: str | None = None)
     if not root.is_dir():
         raise UsageError(f"--target {path}: " + ("not a directory (give the target checkpoint's folder; "
                                                   "--target-config takes a config.json)" if root.exists()
-                                                  else "no such file or directory"))
+                                                  else not_there(root)))
     return load_target(root, "--target"), TargetEmbedding(str(path), root=root)
 
 

@@ -122,6 +122,26 @@ def test_usage_errors_exit_2(drafter, tmp_path, capsys, argv, fragment):
     assert code == 2 and fragment in err and "Traceback" not in err + out
 
 
+@pytest.mark.parametrize("argv", [
+    ["check", "{path}"], ["inspect", "{path}"], ["check", "{good}", "--target", "{path}"],
+    ["forward", "{good}", "--engine", "vllm", "--inputs", "{path}", "--out", "{out}"],
+])
+@pytest.mark.parametrize("kind, fragment", [
+    ("loop", "a symbolic link loop"), ("loop-on-the-way", "a symbolic link loop"),
+    ("dangling", "a symbolic link to gone, which does not exist"), ("missing", "no such file or directory"),
+])
+def test_a_symlink_loop_is_named_as_one(drafter, tmp_path, capsys, argv, kind, fragment):
+    """A checkpoint (or --target, --inputs) path that is a symbolic link loop said "no such file or directory"
+    (pathlib says a loop does not exist): it says what it is, exit 2, as does a link to a missing target."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to("gone")
+    path = {"loop": tmp_path / "loop", "loop-on-the-way": tmp_path / "loop" / "drafter",
+            "dangling": tmp_path / "dangling", "missing": tmp_path / "missing"}[kind]
+    paths = {"path": path, "good": drafter("flat").write(), "out": tmp_path / "out.safetensors"}
+    code, out, err = cli(capsys, *[a.format(**paths) for a in argv])
+    assert code == 2 and fragment in err and "Traceback" not in err + out, err
+
+
 def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["check", "x", "--level", "bogus"])

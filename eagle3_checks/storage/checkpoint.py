@@ -13,6 +13,8 @@ checkpoint is collected in :attr:`Checkpoint.problems` for the ``files`` check t
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -225,6 +227,23 @@ def real_path(path: str | os.PathLike, what: str) -> Path:
         raise UsageError(f"{what} {str(path)[:200]}: not a usable path ({type(exc).__name__})") from exc
 
 
+def not_there(path: str | os.PathLike) -> str:
+    """Why ``path``, which does not exist as a file or folder, is not there: a symbolic link loop (the path or a
+    folder on it links back to itself; pathlib says it does not exist), a symbolic link to a missing target, or
+    nothing of that name."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop (it, or a folder on the way, links back to itself): give the real path"
+        with contextlib.suppress(OSError, ValueError):
+            if os.path.islink(path):
+                return f"a symbolic link to {os.readlink(os.fspath(path))}, which does not exist"
+    except ValueError:
+        pass
+    return "no such file or directory"
+
+
 def within(path: str | os.PathLike, folder: str | os.PathLike, what: str) -> bool:
     """Whether ``path`` is ``folder`` or lies inside it, symlinks resolved."""
     p, f = real_path(path, what), real_path(folder, what)
@@ -256,7 +275,7 @@ def locate(path: str | os.PathLike) -> tuple[Path, list[str], list[str]]:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{display[:200]}: not a usable path ({exc.__class__.__name__})") from exc
     if not exists:
-        raise UsageError(f"{display}: no such file or directory")
+        raise UsageError(f"{display}: {not_there(root)}")
     if not is_dir:
         raise UsageError(f"{display}: not a directory (give the folder that holds config.json and the "
                          "safetensors files)")
