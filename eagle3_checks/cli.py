@@ -27,7 +27,7 @@ from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, ch
 from .errors import UsageError
 from .examples import EXAMPLES, run_example
 from .fix import fix
-from .forward_command import run_forward_files
+from .forward_command import check_inputs_path, run_forward_files
 from .gate import (
     WAIVERS,
     all_checks,
@@ -540,15 +540,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_forward(args: argparse.Namespace) -> int:
 
-    hint = torch_missing()
-    if hint:
-        raise UsageError(hint)
-
+    # the options first: importing torch (below) takes seconds, and a refused option should not wait for it
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
     specs = resolve(args.engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
+    check_inputs_path(Path(args.inputs))
+    hint = torch_missing()
+    if hint:
+        raise UsageError(hint)
     ckpt = open_any(local_dir(args.ckpt, revision=args.revision, download=args.download,
                               needs="forward runs the weights"))
     ckpt.display = args.ckpt

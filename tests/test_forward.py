@@ -407,6 +407,29 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
     assert (ckpt / "model.safetensors").read_bytes() == weights_before
 
 
+@pytest.mark.parametrize("extra, fragment", [
+    (["--engine", "vllm", "--steps", "40"], "--steps must be between 1 and 32, not 40"),
+    (["--engine", "all"], "--engine 'all': forward runs one engine release, not 3"),
+    (["--engine", "vllm", "--inputs", "{missing}"], "no such file or directory"),
+])
+def test_forward_options_are_refused_before_torch_is_imported(drafter, tmp_path, capsys, monkeypatch, extra,
+                                                              fragment):
+    """--steps 40 was refused only after torch was imported (seconds on a cold start): every option the command
+    can judge without torch is judged first."""
+    import eagle3_checks.cli as cli_module
+
+    def torch_asked() -> str | None:
+        raise AssertionError("torch was imported before the options were checked")
+
+    monkeypatch.setattr(cli_module, "torch_missing", torch_asked)
+    path = tmp_path / "in.safetensors"
+    write_inputs(path)
+    argv = ["forward", str(drafter("flat").write()), "--inputs", str(path), "--out", str(tmp_path / "o"), *extra]
+    code = main([a.format(missing=tmp_path / "missing") for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err, err
+
+
 def engine_of(case):
     return "sglang@0.5.6" if case == "engine-cannot-read" else "vllm"
 
@@ -498,7 +521,8 @@ def test_without_torch(drafter, tmp_path):
     assert forward["status"] == "skipped" and INSTALL["forward"] in forward["reason"]
     asked = cli("check", path, "--level", "forward")
     assert asked.returncode == 2 and "the forward level needs torch" in asked.stderr
-    command = cli("forward", path, "--engine", "vllm", "--inputs", "x", "--out", "y")
+    write_inputs(tmp_path / "in.safetensors")  # an --inputs that is no file is refused first, before torch is asked
+    command = cli("forward", path, "--engine", "vllm", "--inputs", tmp_path / "in.safetensors", "--out", "y")
     assert command.returncode == 2 and "the forward level needs torch" in command.stderr
     assert "Traceback" not in default.stderr + asked.stderr + command.stderr
 
