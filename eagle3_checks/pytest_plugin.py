@@ -112,10 +112,26 @@ def _ini_relative(config: pytest.Config, name: str) -> str | None:
     return value
 
 
+def _shown(path: str) -> str:
+    """A checkpoint's path as the summary and the failures show it: normalised (an ini file's ``../drafter`` is
+    joined to the ini's folder as ``/repo/tests/../drafter``; ``a/../b`` reads ``b``), unless a symbolic link on
+    the way makes the normalised path another place; an hf:// name as given."""
+    if is_hub(path):
+        return path
+    norm = os.path.normpath(path)
+    if norm == path:
+        return path
+    try:
+        same = os.path.realpath(norm) == os.path.realpath(path)
+    except (OSError, ValueError):
+        same = False
+    return norm if same else path
+
+
 def _labels(paths: list[str]) -> list[str]:
     labels: list[str] = []
     for p in paths:
-        base = re.sub(r"[^A-Za-z0-9._-]", "_", Path(p).name or "checkpoint")
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", Path(_shown(p)).name or "checkpoint")
         label, n = base, 2
         while label in labels:
             label, n = f"{base}-{n}", n + 1
@@ -276,9 +292,9 @@ class CheckItem(pytest.Item):
         try:
             gate_result = state.result(self.collector.ckpt_path)
         except UsageError as exc:
-            raise CheckFailed(f"{self.label}: cannot gate {self.collector.ckpt_path}: {exc}") from None
+            raise CheckFailed(f"{self.label}: cannot gate {_shown(self.collector.ckpt_path)}: {exc}") from None
         except Exception as exc:  # noqa: BLE001  (an internal error: one line, not a traceback into the package)
-            raise CheckFailed(f"{self.label}: eagle3-checks failed on {self.collector.ckpt_path} "
+            raise CheckFailed(f"{self.label}: eagle3-checks failed on {_shown(self.collector.ckpt_path)} "
                               f"({type(exc).__name__}: {exc}); this is a bug, please report it") from None
         r = gate_result.by_label(self.label)
         self.user_properties.append(("eagle3_status", r.status))
@@ -296,7 +312,8 @@ class CheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, CheckFailed):
-            return _failure_repr(self.nodeid, f"{self.collector.ckpt_path}\n{excinfo.value.text}", self.user_properties)
+            return _failure_repr(self.nodeid, f"{_shown(self.collector.ckpt_path)}\n{excinfo.value.text}",
+                                 self.user_properties)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
@@ -406,7 +423,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             t = state.tallies.get(label)
             if t:
                 terminalreporter.write_line(
-                    f"{path}: {'FAILED' if t['failed'] else 'PASSED'}: {t['error']} error(s), {t['warning']} "
+                    f"{_shown(path)}: {'FAILED' if t['failed'] else 'PASSED'}: {t['error']} error(s), {t['warning']} "
                     f"warning(s), {t['info']} note(s) (from the {t['checks']} checks the workers reported)")
         return
     for path, result in state.results.items():
@@ -414,4 +431,4 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         ran, total = len(state.ran.get(path, ())), len(getattr(result, "results", ()))
         if 0 < ran < total:  # the gate judged every check; say so when this run reported only some
             line += f" (the whole gate, {total} checks; {ran} reported in this run)"
-        terminalreporter.write_line(f"{path}: {line}")
+        terminalreporter.write_line(f"{_shown(path)}: {line}")

@@ -164,6 +164,27 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     result.stdout.fnmatch_lines(["XFAIL eagle3-checks::mine::dtypes - waived: known"])
 
 
+def test_summary_and_failures_show_normalised_paths(pytester, drafter):
+    """A path given as a/../b (or an ini file's ../drafter, joined to the ini's folder) is shown normalised in the
+    summary, the failure's header and the item's label; the gate runs on it as given."""
+    d = drafter("flat")
+    helpers.d2t_missing(d)
+    d.root = pytester.path / "ckpts" / "mine"
+    d.write()
+    (pytester.path / "tests").mkdir()
+    pytester.makeini("""
+        [pytest]
+        eagle3_ckpt = tests/../ckpts/./mine
+        eagle3_reference = none
+    """)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "keys")
+    out = result.stdout.str()
+    shown = str(pytester.path / "ckpts" / "mine")
+    result.stdout.fnmatch_lines([f"{shown}: FAILED: *", "FAILED eagle3-checks::mine::keys - ERROR: *"])
+    assert "/../" not in out and "/./" not in out, out
+    assert f"\n{shown}\n" in out  # the failure's header line: the checkpoint
+
+
 @pytest.mark.parametrize("args, message", [
     (["--eagle3-skip", "nope=x"], "no check named 'nope'"),
     (["--eagle3-skip", "keys"], "write CHECK_ID=REASON"),
