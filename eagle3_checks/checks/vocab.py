@@ -60,9 +60,10 @@ def _preview(values, limit: int = 6) -> str:
         "duplicate-ids": "two draft ids map to one target id",
         "unsorted": "the target ids are not increasing",
         "absolute-ids": "d2t looks like absolute target ids, not offsets (no t2d to tell for sure)",
-        "all-zero": "d2t is all zeros with a smaller draft vocabulary: a mapping never filled in (draft id i -> "
-                    "target id i)",
-        "constant": "d2t is one value throughout: the draft vocabulary would be one contiguous run of target ids",
+        "all-zero": "d2t is all zeros (no t2d) with a smaller draft vocabulary: a mapping never filled in (draft "
+                    "id i -> target id i)",
+        "constant": "d2t is one value throughout (no t2d): the draft vocabulary would be one contiguous run of "
+                    "target ids",
     },
 )
 def d2t_check(ctx: Context) -> Iterable[Finding]:
@@ -109,9 +110,6 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
             fix=("d2t looks like absolute target ids: write offsets, d2t = ids - arange(DV)" if absolute
                  else "rebuild d2t from the vocabulary mapping the drafter was trained with"),
         )
-    elif n >= _ABSOLUTE_MIN_LEN and n < v and np.all(d2t == d2t[0]):
-        yield _constant(entry.name, where, int(d2t[0]), n, v)
-        return  # one offset throughout: strictly increasing targets, nothing else to report
     steps = np.diff(target)
     dup = np.flatnonzero(steps == 0)
     if len(dup):
@@ -137,6 +135,9 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
         )
     if ctx.ckpt.has("t2d") or len(out) or n < _ABSOLUTE_MIN_LEN:
         return  # with t2d the vocab.t2d check decides; out-of-range already reported
+    if n < v and np.all(d2t == d2t[0]):
+        yield _constant(entry.name, where, int(d2t[0]), n, v)
+        return  # one offset throughout: strictly increasing targets, nothing else to report
     if np.all(np.diff(d2t) > 0) and np.all(d2t < v):
         yield warning(
             f"{entry.name}: strictly increasing everywhere, as absolute target ids are; offsets repeat wherever two "
@@ -159,11 +160,13 @@ _FILL = ("embed the d2t the drafter was trained with, as offsets (d2t = sorted_t
 
 
 def _constant(name: str, where: dict, value: int, n: int, v: int) -> Finding:
-    """A d2t that is one offset throughout while the draft vocabulary is smaller than the target's: the drafter's
-    n tokens would be the contiguous target ids value..value+n-1, which no vocabulary built from token frequencies
-    is. All zeros is what an unfilled mapping holds: speculators 0.9.0 starts d2t and t2d as zeros until
+    """A d2t without t2d that is one offset throughout while the draft vocabulary is smaller than the target's: the
+    drafter's n tokens would be the contiguous target ids value..value+n-1, which no vocabulary built from token
+    frequencies is. All zeros is what an unfilled mapping holds: speculators 0.9.0 starts d2t and t2d as zeros until
     load_vocab_mappings fills them (speculators/model.py:51-55, 81-121), and vLLM 0.33.0 starts
-    draft_id_to_target_id as zeros for a checkpoint that has none (llama_eagle3.py:339-343)."""
+    draft_id_to_target_id as zeros for a checkpoint that has none (llama_eagle3.py:339-343). With t2d, vocab.t2d
+    decides (speculators' unfilled all-False t2d fails its count); a t2d that marks exactly the same run agrees
+    with d2t, and two tensors saying the same thing are not second-guessed."""
     last = value + n - 1
     if value == 0:
         return error(
