@@ -46,9 +46,9 @@ def _preview(values, limit: int = 6) -> str:
 @check(
     "vocab.d2t",
     "d2t: present when the draft vocabulary is smaller, offsets in range and strictly increasing",
-    guards="A missing d2t (draft id i taken as target id i: acceptance ~0), an all-zero d2t with a smaller draft "
-    "vocabulary (a mapping never filled in: the same effect), d2t written as absolute ids or as arange (target = 2i, "
-    "out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
+    guards="A missing d2t (draft id i taken as target id i: acceptance ~0), an all-zero d2t without t2d and with a "
+    "smaller draft vocabulary (a mapping never filled in: the same effect), d2t written as absolute ids or as arange "
+    "(target = 2i, out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
     evidence=("NVIDIA-NeMo/Automodel PR #2447 (missing d2t)", "verl-SpeCo PR #67 (d2t = arange)",
               "verl-SpeCo PR #66 (d2t all zeros: the draft vocabulary is target ids 0..DV-1)",
               "vLLM PR #18909 (d2t dropped: 0.11 acceptance)"),
