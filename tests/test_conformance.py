@@ -10,6 +10,7 @@ value the gate reports. A disagreement names the checkpoint, the release and the
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -162,6 +163,10 @@ def test_the_gate_predicts_what_the_engine_did(built, engine_dir, name):
     rec, entry = recording(engine_dir, name), entries[name]
     spec = f"{rec['engine']}@{rec['version']}"
     target_config = load_target(str(out / entry["target_config"]))
+    if entry.get("context_length"):
+        # served with a context of its own: that is the target's max_model_len, which vLLM raises a plain-RoPE draft's
+        # max_position_embeddings to (config/speculative.py:1807-1846), and the context SGLang checks the draft against
+        target_config = dataclasses.replace(target_config, max_position_embeddings=entry["context_length"])
     reading = engines.read(open_checkpoint(out / entry["dir"]), spec, target_config)
     cpu_only = bool(rec["refused"] and rec["refused"].get("cpu_only"))
     if cpu_only and reading.family != "mla":
