@@ -104,7 +104,7 @@ def test_every_surface_takes_the_engines_from_the_profiles(capsys):
     specs = [p.spec for p in engines.PROFILES]
     help_text = build_parser()._subparsers._group_actions[0].choices["check"].format_help()
     assert all(s in " ".join(help_text.split()) for s in specs)
-    assert all(s in OPTIONS["engine"][2] for s in specs)
+    assert "eagle3-checks check --help" in OPTIONS["engine"][2]  # the plugin imports no engine list: it points there
     assert set(convert.TARGETS) == set(engines.ENGINE_NAMES)
     with pytest.raises(SystemExit):
         main(["--version"])

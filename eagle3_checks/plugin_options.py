@@ -1,0 +1,67 @@
+"""The pytest plugin's options and shared names: standard library and pytest only, so that the plugin's entry
+point costs nothing when no checkpoint is given (see :mod:`eagle3_checks.pytest_plugin`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
+GATE_NODEID = "eagle3-checks"
+
+# name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
+IniType = Literal["string", "linelist", "bool"]
+OPTIONS: dict[str, tuple[IniType, Any, str]] = {
+    "ckpt": ("linelist", [], "drafter checkpoint to gate (repeatable): a directory, a Hugging Face cache folder "
+             "(models--ORG--NAME) or hf://ORG/NAME[@REVISION]"),
+    "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR, hf://ORG/NAME or none"),
+    "target-config": ("string", None, "the verifier's config.json (or its directory, or hf://ORG/NAME)"),
+    "target": ("string", None, "the verifier's checkpoint (a directory or hf://ORG/NAME): its config.json, and its "
+               "embed_tokens for the later draft steps of a drafter without one"),
+    "revision": ("string", None, "the revision of Hugging Face cache folders and hf:// names without @REVISION"),
+    "download": ("bool", False, "download hf:// checkpoints' weights into the Hugging Face cache (scan, forward)"),
+    "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
+    "strict": ("bool", False, "warnings fail too"),
+    "skip": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
+             "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "
+             "--eagle3-strict"),
+    "engine": ("linelist", [], "engine releases to judge, as the CLI's --engine (repeatable; default: the CLI's; "
+               "`eagle3-checks check --help` lists the modelled releases)"),
+    "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
+    "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
+    "max-model-len": ("string", None, "the context length the drafter will be served with"),
+}
+
+_STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint
+
+
+def _dest(name: str) -> str:
+    return "eagle3_" + name.replace("-", "_")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("eagle3", "EAGLE-3 drafter checkpoint gate (eagle3-checks)")
+    for name, (kind, default, help_) in OPTIONS.items():
+        if kind == "linelist":
+            group.addoption(f"--eagle3-{name}", dest=_dest(name), action="append", default=None, help=help_)
+        elif kind == "bool":
+            group.addoption(f"--eagle3-{name}", dest=_dest(name), action="store_true", default=None, help=help_)
+        else:
+            group.addoption(f"--eagle3-{name}", dest=_dest(name), default=None, help=help_)
+        parser.addini(_dest(name), help_, type=kind, default=default)
+
+
+
+
+def _value(config: pytest.Config, name: str) -> Any:
+    cli = config.getoption(_dest(name))
+    if cli is not None:
+        return cli
+    ini = config.getini(_dest(name))
+    return ini if ini not in ("", None) else None
+
+
+# The plugin's fixtures: a test using one is parametrized over the --eagle3-ckpt checkpoints.
+_FIXTURES = {"eagle3_checkpoint", "eagle3_findings", "eagle3_gate_result"}
