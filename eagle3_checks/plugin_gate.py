@@ -1,14 +1,5 @@
-"""The pytest plugin's gate: registered by :mod:`eagle3_checks.pytest_plugin` once an eagle3 option is given.
-
-Options follow one rule: CLI ``--NAME`` is ``--eagle3-NAME`` here and ``eagle3_NAME`` (dashes as
-underscores) in an ini file; the command line wins over the ini. When a checkpoint is given, the
-plugin appends the package's ``gate.eagle3`` file to the collection arguments, and that file
-collects ``<checkpoint>::<check id>`` items, so ``-k``, ``--junitxml``, ``--lf`` and ``-n`` work as for
-any test. A failing item prints the finding, not a traceback into this package.
-
-Fixtures for your own tests: ``eagle3_checkpoint`` (the normalized view) and ``eagle3_findings``
-(every finding), parametrized over the ``--eagle3-ckpt`` checkpoints.
-"""
+"""The pytest plugin's gate: its items, reports and summary, registered by :mod:`eagle3_checks.pytest_plugin` (which
+documents the options and fixtures) once an eagle3 option is given."""
 
 from __future__ import annotations
 
