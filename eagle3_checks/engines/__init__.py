@@ -146,26 +146,32 @@ AUX_CONVENTIONS = ("vllm", "sglang")
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
 # speculators and EAGLE exports do not.
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
-SPECFORGE_INFERRED = "SpecForge template fields in config.json"
+
+
+def _convention(ckpt: Any, option: str | None) -> tuple[str | None, str, str]:
+    """(convention, why, how it was known: "option", "provenance", "layout", "specforge-fields" or "unknown")."""
+    if option:
+        return option, "--aux-convention", "option"
+    provenance = (ckpt.config_raw or {}).get(PROVENANCE)
+    if isinstance(provenance, dict) and provenance.get("aux_layer_convention") in AUX_CONVENTIONS:
+        return (provenance["aux_layer_convention"], f"{PROVENANCE} in config.json (written by eagle3-checks convert)",
+                "provenance")
+    if ckpt.layout == SPECULATORS:
+        return "vllm", "a speculators checkpoint: speculators captures its training states through vLLM", "layout"
+    raw = ckpt.config_raw or {}
+    markers = [m for m in SPECFORGE_MARKERS if m in raw]
+    if markers:
+        return "sglang", (f"SpecForge template fields in config.json ({', '.join(markers)}): SpecForge trains on "
+                          "states captured the SGLang way"), "specforge-fields"
+    return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)", "unknown"
 
 
 def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None, str]:
     """How the drafter's trainer counted aux ids: (convention or None when unknown, why). "vllm": id L is the
     input of target layer L (speculators, through vLLM); "sglang": id X is the output of layer X (SGLang's +1; see
     :func:`trainer_capture` for the releases that count DeepSeek-style targets otherwise)."""
-    if option:
-        return option, "--aux-convention"
-    provenance = (ckpt.config_raw or {}).get(PROVENANCE)
-    if isinstance(provenance, dict) and provenance.get("aux_layer_convention") in AUX_CONVENTIONS:
-        return provenance["aux_layer_convention"], f"{PROVENANCE} in config.json (written by eagle3-checks convert)"
-    if ckpt.layout == SPECULATORS:
-        return "vllm", "a speculators checkpoint: speculators captures its training states through vLLM"
-    raw = ckpt.config_raw or {}
-    markers = [m for m in SPECFORGE_MARKERS if m in raw]
-    if markers:
-        return "sglang", (f"{SPECFORGE_INFERRED} ({', '.join(markers)}): SpecForge trains on "
-                          "states captured the SGLang way")
-    return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)"
+    convention, how, _ = _convention(ckpt, option)
+    return convention, how
 
 
 TOP_IDS = ("eagle_aux_hidden_state_layer_ids",)
@@ -245,7 +251,7 @@ def trained_aux(ckpt: Any, option: str | None = None, target: Target | None = No
     (speculators) writes the top level, which vLLM reads; an SGLang-counting one (SpecForge) writes eagle_config,
     which SGLang reads. A fix that rewrites that field first records the trained layers in the provenance block
     (:meth:`TrainedAux.hold`), so following the gate's advice never changes what the drafter was trained on."""
-    convention, how = trainer_convention(ckpt, option)
+    convention, how, known_by = _convention(ckpt, option)
     raw = ckpt.config_raw or {}
     held = _held(raw)
     if held is not None and option in (None, held["convention"]):
@@ -272,7 +278,7 @@ def trained_aux(ckpt: Any, option: str | None = None, target: Target | None = No
             return TrainedAux(None, "", convention, how, None, dotted)
     if not convention:
         return TrainedAux(list(value), key, convention, how, None, dotted)
-    undecided = _specforge_era(list(value), target) if how.startswith(SPECFORGE_INFERRED) else None
+    undecided = _specforge_era(list(value), target) if known_by == "specforge-fields" else None
     if undecided:
         return TrainedAux(list(value), key, convention, f"{how}; {undecided}", None, dotted)
     return TrainedAux(list(value), key, convention, how, trainer_capture(list(value), convention, target).layers,
