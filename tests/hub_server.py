@@ -6,7 +6,9 @@ safetensors header: ``HEAD`` and ``GET /{org}/{name}/resolve/{revision}/{path}``
 ``Accept-Ranges``), ``Range: bytes=A-B`` reads answered ``206``, and the Hub's error codes (``X-Error-Code``:
 ``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``, ``GatedRepo`` with 401 without the repo's token).
 
-Every request is recorded (method, path, range, body bytes sent), so a test can say exactly what was fetched.
+Every request is recorded (method, path, range, body bytes sent), so a test can say exactly what was fetched. A request
+is recorded after its body is sent, which can be after the client has returned; ``requests`` and ``clear()`` therefore
+first wait for the requests in flight, so no request lands in the log after a test cleared it.
 Files are served from disk by range, so a sparse Kimi-sized checkpoint costs nothing to serve.
 """
 
@@ -48,8 +50,32 @@ class Request:
 @dataclass
 class HubServer:
     repos: dict[str, Repo] = field(default_factory=dict)
-    requests: list[Request] = field(default_factory=list)
     url: str = ""
+    _log: list[Request] = field(default_factory=list)
+    _busy: int = 0
+    _idle: threading.Condition = field(default_factory=threading.Condition)
+
+    def begin(self) -> None:
+        with self._idle:
+            self._busy += 1
+
+    def end(self, request: Request | None) -> None:
+        with self._idle:
+            if request is not None:
+                self._log.append(request)
+            self._busy -= 1
+            self._idle.notify_all()
+
+    def _settle(self) -> None:
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._busy == 0, timeout=30):
+                raise TimeoutError(f"the stand-in Hub still has {self._busy} request(s) in flight after 30 s")
+
+    @property
+    def requests(self) -> list[Request]:
+        """What was asked since the last clear(), once every request in flight has been answered."""
+        self._settle()
+        return list(self._log)
 
     def add(self, repo_id: str, folder: Path, **kw) -> Repo:
         """Serve every file under ``folder`` (symlinks followed) as the repository ``repo_id``."""
@@ -62,7 +88,9 @@ class HubServer:
         return sum(r.sent for r in self.requests)
 
     def clear(self) -> None:
-        self.requests.clear()
+        self._settle()
+        with self._idle:
+            self._log.clear()
 
 
 def _etag(repo: Repo, name: str, path: Path) -> str:
@@ -93,7 +121,7 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(body)
                 sent = len(body)
-            hub.requests.append(Request(self.command, self.path, status, self.headers.get("Range"), sent))
+            self.record = Request(self.command, self.path, status, self.headers.get("Range"), sent)
 
         def _serve(self) -> None:
             parts = unquote(self.path.split("?")[0]).lstrip("/").split("/")
@@ -146,10 +174,18 @@ def _handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                         self.wfile.write(chunk)
                         left -= len(chunk)
                         sent += len(chunk)
-            hub.requests.append(Request(self.command, self.path, status, rng, sent))
+            self.record = Request(self.command, self.path, status, rng, sent)
 
-        do_GET = _serve
-        do_HEAD = _serve
+        def _answer(self) -> None:
+            self.record: Request | None = None
+            hub.begin()
+            try:
+                self._serve()
+            finally:
+                hub.end(self.record)
+
+        do_GET = _answer
+        do_HEAD = _answer
 
     return Handler
 
