@@ -25,7 +25,8 @@ from eagle3_checks.storage.safetensors import read_bytes
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
 from helpers import run
 
-SLOW = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+# The property tests below (each example converts and gates drafters on disk, too slow for hypothesis' health check).
+CONVERT_SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 def role_bytes(path: Path) -> dict[str, bytes]:
@@ -39,7 +40,8 @@ def semantics(path: Path) -> dict:
 
 # ----- properties ----------------------------------------------------------------------------------------------
 
-@SLOW
+@pytest.mark.slow  # over 8 s: 60 examples (the ci profile), each converting and gating drafters on disk
+@CONVERT_SETTINGS
 @given(drafters(layouts=("speculators",)))
 def test_round_trip_is_bit_exact(tmp_path_factory, case: DrafterCase):
     """speculators -> flat (vLLM) -> speculators: tensors bit for bit, semantic config fields equal; each converted
@@ -53,7 +55,8 @@ def test_round_trip_is_bit_exact(tmp_path_factory, case: DrafterCase):
     assert semantics(root / "back") == semantics(src)
 
 
-@SLOW
+@pytest.mark.slow  # over 8 s: 60 examples (the ci profile), each converting and gating drafters on disk
+@CONVERT_SETTINGS
 @given(drafters(layouts=("flat",)))
 def test_flat_sources_convert_for_vllm_and_speculators(tmp_path_factory, case: DrafterCase):
     root = tmp_path_factory.mktemp("flat")
