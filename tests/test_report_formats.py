@@ -592,14 +592,14 @@ def test_a_drafter_config_as_target_config_in_the_plugin_and_convert(drafter, tm
     assert code == 2 and "drafter's config" in err and not (tmp_path / "out").exists()
 
 
-def test_the_readme_workflow_runs_the_gate_in_every_ci_format():
-    """The README's GitHub Actions job: its eagle3-checks commands parse, and it uploads the SARIF it writes."""
+def test_the_docs_workflow_runs_the_gate_in_every_ci_format():
+    """docs/ci.md's GitHub Actions job: its eagle3-checks commands parse, and it uploads the SARIF it writes."""
     import shlex
 
     from eagle3_checks.cli import build_parser
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme.split("## In CI: annotations, code scanning and the job summary", 1)[1]
+    page = (Path(__file__).parent.parent / "docs" / "ci.md").read_text()
+    section = page.split("## Annotations, code scanning and the job summary", 1)[1]
     yaml = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     commands = [line.split("run:", 1)[1].split(">", 1)[0].strip() for line in yaml.splitlines()
                 if "run: eagle3-checks" in line]
