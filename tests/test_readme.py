@@ -145,3 +145,8 @@ def test_every_docs_page_is_in_the_nav():
     assert len(listed) == len(set(listed))
     assert set(listed) == {str(p.relative_to(DOCS)) for p in _pages()}
 
+
+def test_ci_builds_the_docs_strictly():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert 'mkdocs build --strict --site-dir "$work/site"' in script
+    assert re.search(r"^mkdocs==\d", (ROOT / "requirements-lint.txt").read_text(), re.M)
