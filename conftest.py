@@ -9,9 +9,26 @@ try:
 except ImportError:  # the plugin in an editable install, run without the test extras
     settings = None
 
+# Examples per test, by profile and suite: the one place the suite's hypothesis counts are set. ``default`` is the
+# profile's own max_examples (every @given test that names no suite). Each other suite is registered as the profile
+# ``PROFILE.SUITE`` (PROFILE's settings, the suite's count) and, for the profile loaded, as ``SUITE``: its tests take
+# ``settings.get_profile(SUITE)`` as their settings' parent.
+#   fuzz     tests/helpers.py FUZZ (test_fuzz.py, test_torch_bin.py): cheap examples, the most of them
+#   convert  fuzz_converter on our own converter (test_convert.py): each example converts and forward-verifies
+#   fix      test_fix.py's drawn drafters: each example runs fix until it converges
+EXAMPLES = {
+    "ci": {"default": 60, "fuzz": 150, "convert": 8, "fix": 25},
+    "thorough": {"default": 2000, "fuzz": 10_000, "convert": 100, "fix": 500},
+}
+
 if settings is not None:
-    settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
-    settings.register_profile("thorough", max_examples=2000, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+    for name, counts in EXAMPLES.items():
+        settings.register_profile(name, max_examples=counts["default"], derandomize=name == "ci", deadline=None,
+                                  suppress_health_check=[HealthCheck.too_slow])
+        for suite, n in counts.items():
+            if suite != "default":
+                settings.register_profile(f"{name}.{suite}", settings.get_profile(name), max_examples=n)
+    PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+    settings.load_profile(PROFILE)
+    for suite in EXAMPLES[PROFILE].keys() - {"default"}:
+        settings.register_profile(suite, settings.get_profile(f"{PROFILE}.{suite}"))

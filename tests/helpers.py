@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import signal
 from dataclasses import replace
 from pathlib import Path
@@ -234,10 +233,7 @@ CLEAN = [
 
 # ----- fuzzing: every command on one checkpoint -----------------------------------------------------------------------
 
-EXAMPLES = 10_000 if os.environ.get("HYPOTHESIS_PROFILE") == "thorough" else 150
-
-
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(settings.get_profile("fuzz"), suppress_health_check=list(HealthCheck))  # its count: conftest.py
 
 
 TIME_LIMIT_S = 20  # per example, all commands together; an example takes ~0.1 s

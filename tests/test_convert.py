@@ -89,7 +89,7 @@ def test_fuzz_a_users_converter_and_shrink_its_failure():
 
 
 def test_fuzz_our_own_converter_passes():
-    fuzz_converter(lambda s, d: convert(s, d, "vllm"), settings=settings(max_examples=8, deadline=None))
+    fuzz_converter(lambda s, d: convert(s, d, "vllm"), settings=settings.get_profile("convert"))
 
 
 # ----- the command, and what it keeps -----------------------------------------------------------------------------

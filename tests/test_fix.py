@@ -140,7 +140,7 @@ def test_the_examples_converge(drafter, target_path, layout, engine, convention)
     converges(drafter(layout).write(), engine=engine, aux_convention=convention, target_config=str(target_path))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(settings.get_profile("fix"))  # fewer examples than the profile's: conftest.py EXAMPLES
 @given(case=drafters(), engine=st.sampled_from(["vllm", "sglang", BOTH, "all", "vllm,sglang@0.5.6"]),
        convention=st.sampled_from([None, "vllm", "sglang"]), with_target=st.booleans())
 def test_drawn_drafters_converge(tmp_path_factory, case, engine, convention, with_target):

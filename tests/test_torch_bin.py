@@ -378,7 +378,7 @@ def test_convert_reads_a_bin_source_without_torch_load(pair, tmp_path, monkeypat
 
 # ----- fuzz: mutated opcodes, zip records, offsets -----------------------------------------------------------
 
-BIN_FUZZ = FUZZ  # 150 examples per test (10,000 with HYPOTHESIS_PROFILE=thorough), as for safetensors
+BIN_FUZZ = FUZZ  # the fuzz suite's examples per test (conftest.py EXAMPLES), as for safetensors
 _ROOT = tempfile.TemporaryDirectory(prefix="eagle3-fuzz-bin-")
 _BASE: list[Path] = []
 
