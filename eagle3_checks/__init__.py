@@ -3,7 +3,7 @@
 Importing the package is cheap (no numpy, no torch). The main entry points:
 
 * :func:`eagle3_checks.gate.gate` - run every check on a checkpoint directory;
-* :func:`eagle3_checks.storage.checkpoint.open_checkpoint` - the normalized view of a checkpoint;
+* :func:`eagle3_checks.drafter.checkpoint.open_checkpoint` - the normalized view of a checkpoint;
 * :mod:`eagle3_checks.registry` - what a check is (``check`` registers one), :func:`eagle3_checks.gate.all_checks`
   every check the gate runs;
 * the ``eagle3-checks`` command and the pytest plugin (``pytest --eagle3-ckpt=PATH``).

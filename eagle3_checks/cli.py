@@ -19,15 +19,16 @@ from typing import Any
 
 from . import __version__
 from .convert import ConvertRefused, convert
-from .drafter.config import missing_required
+from .defects import EXAMPLES, run_example
+from .draft_outputs import check_inputs_path, run_forward_files
+from .drafter.checkpoint import open_any, open_checkpoint
+from .drafter.config_values import missing_required
 from .drafter.example import EXAMPLE_DIRS, write_example
 from .drafter.expected import fmt_shape
 from .drafter.spec import load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
-from .examples import EXAMPLES, run_example
 from .fix import fix
-from .forward_command import check_inputs_path, run_forward_files
 from .gate import (
     WAIVERS,
     all_checks,
@@ -41,14 +42,14 @@ from .gate import (
     unknown_check,
     unknown_code,
 )
-from .numerics.forward import torch_missing
+from .numerics.draft_steps import torch_missing
 from .registry import LEVELS, Severity
 from .reports import RENDERERS
 from .reports.ci import github_command, render_sarif_error
 from .reports.compare import compare, render_diff_json, render_diff_text
 from .reports.text import finding_lines, render_json_error, render_text
-from .storage.checkpoint import open_checkpoint, unique_paths, within
-from .storage.hub import is_hub, local_dir, locate_any, open_any
+from .storage.folder import unique_paths, within
+from .storage.hub import is_hub, local_dir, locate_any
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
 DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
@@ -77,9 +78,10 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", choices=LEVELS,
                    help="run checks up to this level (default: all three; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
-    p.add_argument("--skip", action="append", default=[], metavar="CHECK_ID=REASON",
-                   help="waive a check, with the reason (repeatable); a per-engine check for one engine or release: "
-                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=...")
+    p.add_argument("--waive", "--skip", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
+                   help="waive a check or a finding code, with the reason (repeatable): it still runs and its "
+                   "findings are reported as waived; a per-engine check for one engine or release: "
+                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=... (--skip: the old name)")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
                    help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--source", metavar="SRC",
@@ -254,7 +256,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _parse_gate_options(args: argparse.Namespace):
     return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                         strict=args.strict, skip=args.skip, engine=args.engine, source=args.source,
+                         strict=args.strict, waive=args.waive, engine=args.engine, source=args.source,
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
                          revision=args.revision, download=args.download)
 
@@ -471,7 +473,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         lines += ["", "fix:", f"  {c.fix}"]
     if c.codes:
         width = max(len(code) for code in c.meanings)
-        lines += ["", "finding codes (--skip CODE=REASON waives one):"]
+        lines += ["", "finding codes (--waive CODE=REASON waives one):"]
         lines += [f"  {code:<{width}}  {meaning}" for code, meaning in c.meanings.items()]
     lines += _example_lines(c, run=not args.no_examples)
     _write("\n".join(lines) + "\n")

@@ -42,13 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
-from .drafter.config import PROVENANCE, TLC
+from .drafter.checkpoint import Checkpoint, open_checkpoint
+from .drafter.config_values import PROVENANCE, TLC
 from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
-from .numerics.forward import torch_missing
+from .numerics.draft_steps import torch_missing
 from .registry import Finding, Severity
-from .storage.checkpoint import Checkpoint, open_checkpoint, real_path
+from .storage.folder import real_path
 from .storage.safetensors import RawTensor, encode_header, from_numpy
 
 # The layout each engine reads (speculators its own; vLLM and SGLang the flat one), for every modelled engine.

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from .convert import TMP_TAG, Plan, _check_paths, _move_into_place, _signals_raise, remove_stale, write
+from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
-from .storage.checkpoint import Checkpoint, open_checkpoint
 
 MAX_ROUNDS = 3
 

@@ -15,17 +15,17 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import checks as _builtin_checks  # noqa: F401  (importing the package registers the built-in checks)
-from .drafter.config import TargetConfig, read_target_config
-from .drafter.spec import resolve_reference
+from .drafter.checkpoint import Checkpoint, open_any
+from .drafter.config_values import TargetConfig, read_target_config
+from .drafter.spec import Spec, resolve_reference
 from .engines import AUX_CONVENTIONS, ENGINE_NAMES
 from .engines import resolve as resolve_engines
 from .errors import UsageError
+from .options import LEVELS, GateOptions
 from .registry import (
     CRASHED,
-    LEVELS,
     SLUG,
     Check,
     Context,
@@ -38,9 +38,9 @@ from .registry import (
     registered,
     warning,
 )
-from .storage.checkpoint import Checkpoint, not_there
-from .storage.hub import HubRepo, cache_snapshot, is_hub, open_any, parse
-from .storage.target import TargetEmbedding
+from .storage.folder import not_there
+from .storage.hub import HubRepo, cache_snapshot, is_hub, parse
+from .storage.target_weights import TargetEmbedding
 
 ENTRY_POINT_GROUP = "eagle3_checks.checks"
 _plugins: list[str] | None = None  # the plugin modules loaded, once per process
@@ -102,7 +102,7 @@ DRAFTER_KEYS = ("eagle_config", "eagle_aux_hidden_state_layer_ids", "speculators
 
 
 def load_target(path: str | os.PathLike, option: str = "--target-config", revision: str | None = None,
-                repo: Any = None) -> TargetConfig:
+                repo: HubRepo | None = None) -> TargetConfig:
     """The verifier's config.json (a file, or a directory holding one: a checkpoint folder, a Hugging Face cache
     folder, hf://ORG/NAME). Raises UsageError."""
     if is_hub(path):
@@ -136,9 +136,10 @@ def load_target(path: str | os.PathLike, option: str = "--target-config", revisi
         raise UsageError(f"{option} {exc}") from exc
 
 
-def load_target_checkpoint(path: str | os.PathLike, revision: str | None = None) -> tuple[TargetConfig, Any]:
+def load_target_checkpoint(path: str | os.PathLike,
+                           revision: str | None = None) -> tuple[TargetConfig, TargetEmbedding]:
     """``--target``: the target checkpoint's config.json, and its embed_tokens to be read lazily (a
-    :class:`~eagle3_checks.storage.target.TargetEmbedding`). Raises UsageError."""
+    :class:`~eagle3_checks.storage.target_weights.TargetEmbedding`). Raises UsageError."""
     if is_hub(path):
         ref = parse(str(path), revision, "--target")
         repo = HubRepo(ref)
@@ -183,49 +184,8 @@ def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateRes
     return gate_checkpoint(open_any(path, revision=options.revision, download=options.download), options)
 
 
-@dataclass(frozen=True)
-class GateOptions:
-    """Options every shell shares. Plain values only, so they serialize (pytest-xdist)."""
-
-    reference: str = "auto"
-    target_config: str | None = None
-    target: str | None = None  # the target checkpoint (a folder or hf://): its config.json and embed_tokens
-    revision: str | None = None  # for Hugging Face cache folders and hf:// names without @REVISION
-    download: bool = False  # fetch a Hub checkpoint's weights into the Hugging Face cache (scan, forward levels)
-    level: str | None = None  # None: every level the project has
-    strict: bool = False
-    # --skip waivers: (target, reason); a target is a check id or a finding code, optionally for one engine
-    # (``vocab.d2t``, ``engine.loads[vllm]``, ``engine.loads/narrowed[vllm@0.33.0]``). The check still runs: the
-    # findings a waiver matches are reported as waived, and a waiver that matches nothing as stale.
-    skip: tuple[tuple[str, str], ...] = ()
-    # checks not run at all, with the reason (the converter's own verification: scan.values reads every byte)
-    omit: tuple[tuple[str, str], ...] = ()
-    # the engine releases per-engine checks judge ("vllm@0.33.0", ...; see engines.resolve) and why each version
-    engine: tuple[str, ...] = ()
-    engine_notes: tuple[str, ...] = ()
-    # releases only `--engine all` brought in: a layout such a release does not read is not applicable to it, and
-    # fails the gate only when no release in the set reads the checkpoint (or under --strict)
-    optional_engines: tuple[str, ...] = ()
-    source: str | None = None  # the checkpoint the candidate was converted from
-    aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
-    max_model_len: int | None = None  # the context the drafter will be served with
-    progress: bool = False  # show progress on a terminal (long scans)
-
-    @property
-    def skipped(self) -> dict[str, str]:
-        return dict(self.skip)
-
-    def engines(self) -> tuple[str, ...]:
-        return self.engine or resolve_engines(None)[0]
-
-    def levels(self) -> tuple[str, ...]:
-        if self.level is None:
-            return LEVELS
-        return LEVELS[: LEVELS.index(self.level) + 1]
-
-
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
-                  strict: bool = False, skip: Iterable[str] = (), engine: str | Iterable[str] | None = None,
+                  strict: bool = False, waive: Iterable[str] = (), engine: str | Iterable[str] | None = None,
                   source: str | None = None, aux_convention: str | None = None,
                   max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
                   download: bool = False) -> GateOptions:
@@ -248,14 +208,14 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
         if max_model_len <= 0:
             raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
     waivers: list[tuple[str, str]] = []
-    for item in skip:
+    for item in waive:
         waived, sep, reason = item.partition("=")
         waived, reason = waived.strip(), reason.strip()
         if not sep or not reason:
-            raise UsageError(f"--skip {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
+            raise UsageError(f"--waive {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
         waivers.append((_waiver_id(waived, item), reason))
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
-                       strict=bool(strict), skip=tuple(waivers), engine=specs, engine_notes=notes,
+                       strict=bool(strict), waive=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
                        revision=revision or None, download=bool(download))
@@ -312,32 +272,32 @@ def split_target(target: str) -> tuple[str, str | None, str | None]:
 
 
 def _waiver_id(target: str, item: str) -> str:
-    """A --skip target: a check id, or a finding code (``vocab.d2t/absolute-ids``), either for one engine
+    """A --waive target: a check id, or a finding code (``vocab.d2t/absolute-ids``), either for one engine
     (``engine.loads[vllm]``) or one release (``engine.loads/narrowed[vllm@0.33.0]``) of a per-engine check. Returns
     it normalized: ``CHECK_ID[/SLUG][[ENGINE]]``. Raises UsageError."""
     try:
         base, slug, engine = split_target(target)
     except ValueError as exc:
-        raise UsageError(f"--skip {item!r}: write {exc}[ENGINE] or {exc}[ENGINE@VERSION]") from None
+        raise UsageError(f"--waive {item!r}: write {exc}[ENGINE] or {exc}[ENGINE@VERSION]") from None
     by_id = {c.id: c for c in all_checks()}
     if base not in by_id:
-        raise UsageError(f"--skip {item!r}: {unknown_check(base, f'{base}/{slug}' if slug else None)}")
+        raise UsageError(f"--waive {item!r}: {unknown_check(base, f'{base}/{slug}' if slug else None)}")
     if slug is not None:
         why = unknown_code(by_id[base], slug)
         if why:
-            raise UsageError(f"--skip {item!r}: {why}")
+            raise UsageError(f"--waive {item!r}: {why}")
         base = by_id[base].code(slug)
     if engine is None:
         return base
     if not by_id[base.split("/")[0]].per_engine:
-        raise UsageError(f"--skip {item!r}: {base.split('/')[0]} is not a per-engine check; waive it as {base}")
+        raise UsageError(f"--waive {item!r}: {base.split('/')[0]} is not a per-engine check; waive it as {base}")
     if "@" in engine:
         try:
             resolve_engines(engine)
         except UsageError as exc:
-            raise UsageError(f"--skip {item!r}: {exc}") from None
+            raise UsageError(f"--waive {item!r}: {exc}") from None
     elif engine not in ENGINE_NAMES:
-        raise UsageError(f"--skip {item!r}: no engine named {engine!r}; choose {', '.join(ENGINE_NAMES)}")
+        raise UsageError(f"--waive {item!r}: no engine named {engine!r}; choose {', '.join(ENGINE_NAMES)}")
     return f"{base}[{engine}]"
 
 
@@ -373,7 +333,7 @@ class CheckResult:
 
 @dataclass
 class GateResult:
-    ckpt: Any
+    ckpt: Checkpoint
     options: GateOptions
     results: list[CheckResult]
     reference_name: str | None
@@ -481,14 +441,15 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str], used: set[str] | N
     return out
 
 
-def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = None, reference_note: str = "",
-             target: Any = None, source: Any = None, target_embedding: Any = None) -> GateResult:
+def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference: Spec | None = None,
+             reference_note: str = "", target: TargetConfig | None = None, source: Checkpoint | None = None,
+             target_embedding: TargetEmbedding | None = None) -> GateResult:
     """Run every registered check of the selected levels on an opened checkpoint (per-engine checks once per
     engine). ``reference``, ``target`` and ``source`` are already resolved (see :mod:`eagle3_checks.gate`)."""
     options = options or GateOptions()
     ctx = Context(ckpt, reference, reference_note, target, options, source, target_embedding=target_embedding)
     levels = options.levels()
-    waived = options.skipped
+    waived = options.waivers
     used: set[str] = set()
     results = []
     for c in all_checks():
@@ -496,9 +457,9 @@ def run_gate(ckpt: Any, options: GateOptions | None = None, *, reference: Any = 
             continue
         for engine in options.engines() if c.per_engine else (None,):
             results.append(run_check(c, dataclasses.replace(ctx, engine=engine), waived, used))
-    if options.skip:
+    if options.waive:
         results.append(_waivers_result(options, results, used))
-    ref_name = getattr(reference, "name", None)
+    ref_name = reference.name if reference is not None else None
     return GateResult(ckpt, options, results, ref_name, reference_note)
 
 
@@ -506,14 +467,14 @@ def _judge_waivers(ctx: Context) -> Iterable[Finding]:  # pragma: no cover  (the
     return ()
 
 
-# Not a check of the checkpoint: the gate's own result about the --skip waivers, added after the checks whenever a
+# Not a check of the checkpoint: the gate's own result about the --waive waivers, added after the checks whenever a
 # waiver was given (every report shows it; the pytest plugin collects it as an item). As scikit-learn's expected
 # failed checks: a waiver that matches nothing is stale, a warning (an error under --strict), so that a waiver no
 # longer needed is noticed and removed before it hides the next failure of its kind.
 WAIVERS = Check(
-    "gate.waivers", "Every --skip waiver matches a finding", "header", (), _judge_waivers,
+    "gate.waivers", "Every --waive waiver matches a finding", "header", (), _judge_waivers,
     guards="A waiver left in place after the finding it waived was fixed: it would hide the next finding of its kind.",
-    fix="remove the stale --skip waiver (or the eagle3_skip line of the ini file)",
+    fix="remove the stale --waive waiver (or the eagle3_waive line of the ini file)",
     codes=(("stale", "a waiver matched no finding of a check that ran (an error under --strict)"),
            ("not-exercised", "a waiver's check did not run here (level, engine, or the check skipped): not judged")),
 )
@@ -524,13 +485,13 @@ def _waivers_result(options: GateOptions, results: list[CheckResult], used: set[
     error under --strict; one whose check did not run here is a note."""
     stale = error if options.strict else warning
     findings = []
-    for target, reason in options.skip:
+    for target, reason in options.waive:
         if target in used:
             continue
         base, slug, engine = split_target(target)
         judged = [r for r in results if r.check.id == base and r.status != SKIPPED
                   and (engine is None or r.engine == engine or (r.engine or "").split("@")[0] == engine)]
-        what = f"--skip {target}={reason}"
+        what = f"--waive {target}={reason}"
         if judged:
             labels = ", ".join(r.label for r in judged)
             findings.append(stale(
@@ -539,7 +500,7 @@ def _waivers_result(options: GateOptions, results: list[CheckResult], used: set[
                 key=target, expected="a finding for the waiver to waive", found="none",
                 why="the waived problem is gone (fixed, or the check changed): a waiver left in place would hide the "
                 "next finding of its kind",
-                fix=f"remove the waiver --skip {target}", code="stale"))
+                fix=f"remove the waiver --waive {target}", code="stale"))
         else:
             findings.append(info(f"waiver not exercised: {what}: {base}"
                                  + (f"[{engine}]" if engine else "") + " did not run here (its level, engine or "

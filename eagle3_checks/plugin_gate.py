@@ -14,9 +14,9 @@ import pytest
 from .drafter.spec import check_reference_option
 from .errors import UsageError
 from .gate import FAILED, SKIPPED, WAIVED, WAIVERS, WARNED, all_checks, gate, load_source, load_target, parse_options
-from .plugin_options import _STATE, GATE_FILE, GATE_NODEID, OPTIONS, _dest, _value
+from .plugin_options import GATE_FILE, GATE_NODEID, OPTIONS, STATE, dest, value
 from .reports.text import check_text, summary_line
-from .storage.checkpoint import unique_paths
+from .storage.folder import unique_paths
 from .storage.hub import is_hub, locate_any
 
 
@@ -45,11 +45,11 @@ class _Eagle3State:
 
 def _ini_relative(config: pytest.Config, name: str) -> str | None:
     """An option's value; a relative path from the ini file is relative to that file."""
-    value = _value(config, name)
-    if value and config.getoption(_dest(name)) is None and config.inipath and not os.path.isabs(value) \
-            and not value.startswith("hf://"):
-        return str(config.inipath.parent / value)
-    return value
+    got = value(config, name)
+    if got and config.getoption(dest(name)) is None and config.inipath and not os.path.isabs(got) \
+            and not got.startswith("hf://"):
+        return str(config.inipath.parent / got)
+    return got
 
 
 def _shown(path: str) -> str:
@@ -81,18 +81,18 @@ def _labels(paths: list[str]) -> list[str]:
 
 def configure(config: pytest.Config) -> None:
     """Validate the options and set up the gate: pytest_plugin calls this when an eagle3 option is given."""
-    ckpts = _value(config, "ckpt") or []
-    from_ini = config.getoption(_dest("ckpt")) is None
+    ckpts = value(config, "ckpt") or []
+    from_ini = config.getoption(dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
     ckpts = [str(base / p) if from_ini and not os.path.isabs(p) and not is_hub(p) else p for p in ckpts]
     target, source, target_ckpt = (_ini_relative(config, name) for name in ("target-config", "source", "target"))
     try:
-        options = parse_options(reference=_value(config, "reference"), target_config=target,
-                                level=_value(config, "level"), strict=bool(_value(config, "strict")),
-                                skip=_value(config, "skip") or [], engine=_value(config, "engine"), source=source,
-                                aux_convention=_value(config, "aux-convention"),
-                                max_model_len=_value(config, "max-model-len"), target=target_ckpt,
-                                revision=_value(config, "revision"), download=bool(_value(config, "download")))
+        options = parse_options(reference=value(config, "reference"), target_config=target,
+                                level=value(config, "level"), strict=bool(value(config, "strict")),
+                                waive=value(config, "waive") or [], engine=value(config, "engine"), source=source,
+                                aux_convention=value(config, "aux-convention"),
+                                max_model_len=value(config, "max-model-len"), target=target_ckpt,
+                                revision=value(config, "revision"), download=bool(value(config, "download")))
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:
@@ -115,8 +115,8 @@ def configure(config: pytest.Config) -> None:
         check_reference_option(options.reference)
     except UsageError as exc:
         raise pytest.UsageError(f"eagle3-checks: {_plugin_names(str(exc))}") from None
-    config.stash[_STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
-    config.pluginmanager.register(_ReportTally(config.stash[_STATE]), "eagle3-checks-tally")
+    config.stash[STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
+    config.pluginmanager.register(_ReportTally(config.stash[STATE]), "eagle3-checks-tally")
     if not ckpts:
         return
     if not any(_is_gate_file(a) for a in config.args):
@@ -146,7 +146,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist with the default ``--dist load``: keep each checkpoint's items on one worker, so its files
     are read once; every other test is scheduled on its own, as ``load`` does. (``loadscope`` and ``loadfile``
     keep a checkpoint together by themselves.)"""
-    state = config.stash.get(_STATE, None)
+    state = config.stash.get(STATE, None)
     if state is None or not state.ckpts or config.getoption("dist") != "load":
         return None
     try:
@@ -171,7 +171,7 @@ def _is_gate_file(arg: str) -> bool:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if file_path.resolve() == GATE_FILE and parent.config.stash.get(_STATE, None) is not None:
+    if file_path.resolve() == GATE_FILE and parent.config.stash.get(STATE, None) is not None:
         # A stable node id: the file lives in site-packages, outside any rootdir.
         return GateFile.from_parent(parent, path=file_path, name=GATE_NODEID, nodeid=GATE_NODEID)
     return None
@@ -181,7 +181,7 @@ class GateFile(pytest.File):
     """The gate: one collector per checkpoint given with --eagle3-ckpt."""
 
     def collect(self):
-        state = self.config.stash[_STATE]
+        state = self.config.stash[STATE]
         for path, label in zip(state.ckpts, state.labels, strict=True):
             yield CheckpointCollector.from_parent(self, name=label, ckpt_path=path)
 
@@ -193,11 +193,11 @@ class CheckpointCollector(pytest.Collector):
 
     def collect(self):
 
-        options = self.config.stash[_STATE].options
+        options = self.config.stash[STATE].options
         levels = options.levels()
         labels = [f"{c.id}[{engine}]" if engine else c.id for c in all_checks() if c.level in levels
                   for engine in (options.engines() if c.per_engine else (None,))]
-        for label in labels + ([WAIVERS.id] if options.skip else []):  # the waivers' own item: stale ones
+        for label in labels + ([WAIVERS.id] if options.waive else []):  # the waivers' own item: stale ones
             # The node id parsed as pytest parses the ids it stores: "check[engine]" reads as name and params
             # (pytest 9), so --lf finds a failed per-engine check again.
             item = CheckItem.from_parent(self, name=label, label=label, nodeid=f"{self.nodeid}::{label}")
@@ -226,7 +226,7 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
 
-        state = self.config.stash[_STATE]
+        state = self.config.stash[STATE]
         state.ran.setdefault(self.collector.ckpt_path, set()).add(self.label)
         try:
             gate_result = state.result(self.collector.ckpt_path)
@@ -321,7 +321,7 @@ class _ReportTally:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    state = terminalreporter.config.stash.get(_STATE, None)
+    state = terminalreporter.config.stash.get(STATE, None)
     if state is None or not (state.results or state.tallies):
         return
 

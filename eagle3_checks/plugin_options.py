@@ -24,9 +24,9 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "download": ("bool", False, "download hf:// checkpoints' weights into the Hugging Face cache (scan, forward)"),
     "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
     "strict": ("bool", False, "warnings fail too"),
-    "skip": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
-             "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "
-             "--eagle3-strict"),
+    "waive": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
+              "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "
+              "--eagle3-strict (--eagle3-skip, eagle3_skip: the old name)"),
     "engine": ("linelist", [], "engine releases to judge, as the CLI's --engine (repeatable; default: the CLI's; "
                "`eagle3-checks check --help` lists the modelled releases)"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
@@ -34,10 +34,14 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "max-model-len": ("string", None, "the context length the drafter will be served with"),
 }
 
-_STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint
+STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint
 
 
-def _dest(name: str) -> str:
+# Old option names still read, for the option that replaced them: --eagle3-skip / eagle3_skip waive.
+OLD_NAMES = {"waive": "skip"}
+
+
+def dest(name: str) -> str:
     return "eagle3_" + name.replace("-", "_")
 
 
@@ -45,23 +49,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("eagle3", "EAGLE-3 drafter checkpoint gate (eagle3-checks)")
     for name, (kind, default, help_) in OPTIONS.items():
         if kind == "linelist":
-            group.addoption(f"--eagle3-{name}", dest=_dest(name), action="append", default=None, help=help_)
+            group.addoption(f"--eagle3-{name}", dest=dest(name), action="append", default=None, help=help_)
         elif kind == "bool":
-            group.addoption(f"--eagle3-{name}", dest=_dest(name), action="store_true", default=None, help=help_)
+            group.addoption(f"--eagle3-{name}", dest=dest(name), action="store_true", default=None, help=help_)
         else:
-            group.addoption(f"--eagle3-{name}", dest=_dest(name), default=None, help=help_)
-        parser.addini(_dest(name), help_, type=kind, default=default)
+            group.addoption(f"--eagle3-{name}", dest=dest(name), default=None, help=help_)
+        parser.addini(dest(name), help_, type=kind, default=default)
+    for name, old in OLD_NAMES.items():
+        group.addoption(f"--eagle3-{old}", dest=dest(old), action="append", default=None,
+                        help=f"the old name of --eagle3-{name}")
+        parser.addini(dest(old), f"the old name of {dest(name)}", type="linelist", default=[])
 
 
-
-
-def _value(config: pytest.Config, name: str) -> Any:
-    cli = config.getoption(_dest(name))
+def value(config: pytest.Config, name: str) -> Any:
+    """An option's value: the command line's, else the ini file's (a list option joins its old name's too)."""
+    names = [name] + ([OLD_NAMES[name]] if name in OLD_NAMES else [])
+    if OPTIONS[name][0] == "linelist":
+        got = [v for n in names for v in (config.getoption(dest(n)) or [])]
+        got = got or [v for n in names for v in (config.getini(dest(n)) or [])]
+        return got or None
+    cli = config.getoption(dest(name))
     if cli is not None:
         return cli
-    ini = config.getini(_dest(name))
+    ini = config.getini(dest(name))
     return ini if ini not in ("", None) else None
 
 
 # The plugin's fixtures: a test using one is parametrized over the --eagle3-ckpt checkpoints.
-_FIXTURES = {"eagle3_checkpoint", "eagle3_findings", "eagle3_gate_result"}
+FIXTURES = {"eagle3_checkpoint", "eagle3_findings", "eagle3_gate_result"}

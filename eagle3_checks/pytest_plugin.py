@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .plugin_options import _FIXTURES, _STATE, OPTIONS, _dest, _value, pytest_addoption
+from .plugin_options import FIXTURES, OLD_NAMES, OPTIONS, STATE, dest, pytest_addoption, value
 
 __all__ = ["pytest_addoption", "pytest_configure", "OPTIONS"]
 
@@ -29,7 +29,7 @@ __all__ = ["pytest_addoption", "pytest_configure", "OPTIONS"]
 def _wanted(config: pytest.Config) -> bool:
     """Whether this run gates: a checkpoint (command line or ini), or any eagle3 option on the command line (so
     that a bad one is still a usage error)."""
-    return bool(_value(config, "ckpt")) or any(config.getoption(_dest(name)) is not None for name in OPTIONS)
+    return bool(value(config, "ckpt")) or any(config.getoption(dest(name)) is not None for name in (*OPTIONS, *OLD_NAMES.values()))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,9 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if not _FIXTURES & set(metafunc.fixturenames):
+    if not FIXTURES & set(metafunc.fixturenames):
         return
-    state = metafunc.config.stash.get(_STATE, None)
+    state = metafunc.config.stash.get(STATE, None)
     if state is None or not state.ckpts:
         metafunc.parametrize("eagle3_ckpt_path", [None], ids=["no-eagle3-ckpt"], scope="session")
     else:
@@ -59,12 +59,12 @@ def eagle3_gate_result(request: pytest.FixtureRequest, eagle3_ckpt_path: str | N
     """The gate result (every check's status and findings) for one --eagle3-ckpt checkpoint."""
     if eagle3_ckpt_path is None:
         pytest.skip("no checkpoint given: pass --eagle3-ckpt=PATH")
-    return request.config.stash[_STATE].result(eagle3_ckpt_path)
+    return request.config.stash[STATE].result(eagle3_ckpt_path)
 
 
 @pytest.fixture(scope="session")
 def eagle3_checkpoint(eagle3_gate_result: Any) -> Any:
-    """The normalized view of the checkpoint (eagle3_checks.storage.checkpoint.Checkpoint)."""
+    """The normalized view of the checkpoint (eagle3_checks.drafter.checkpoint.Checkpoint)."""
     return eagle3_gate_result.ckpt
 
 

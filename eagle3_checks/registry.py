@@ -15,12 +15,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .gate import GateOptions
+from .drafter.checkpoint import Checkpoint
+from .drafter.config_values import TargetConfig
+from .drafter.spec import Spec
+from .options import LEVELS, GateOptions
+from .storage.target_weights import TargetEmbedding
 
-LEVELS = ("header", "scan", "forward")
 # a finding code's slug: kebab-case, as ``absolute-ids``; the whole code is ``CHECK_ID/SLUG``
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 CRASHED = "crashed"  # the code slug of a finding that says its check raised (the gate makes it)
@@ -74,10 +76,10 @@ class Finding:
     # (see causes.py; findings that share one are reported under it)
     cause: str | None = None
     # the kind of finding: a check passes its slug (``absolute-ids``), declared in its ``@check(codes=...)``; the
-    # gate makes it the stable code ``vocab.d2t/absolute-ids`` (reports, SARIF rule ids, ``--skip``, ``explain``)
+    # gate makes it the stable code ``vocab.d2t/absolute-ids`` (reports, SARIF rule ids, ``--waive``, ``explain``)
     code: str | None = None
     offset: int | None = None  # the byte offset in ``file`` the finding points at
-    waived: str | None = None  # the reason of the --skip waiver that matched this finding: reported, not failing
+    waived: str | None = None  # the reason of the --waive waiver that matched this finding: reported, not failing
 
     @property
     def code_label(self) -> str:
@@ -205,12 +207,13 @@ def registered() -> list[Check]:
 class Context:
     """What a check sees: the checkpoint, and the optional reference and target config."""
 
-    ckpt: Any  # Checkpoint
-    reference: Any = None  # Spec
+    ckpt: Checkpoint
+    reference: Spec | None = None
     reference_note: str = ""
-    target: Any = None  # TargetConfig
-    options: GateOptions | None = None
-    source: Any = None  # Checkpoint the candidate was converted from (--source)
+    target: TargetConfig | None = None
+    options: GateOptions = field(default_factory=GateOptions)
+    source: Checkpoint | None = None  # the checkpoint the candidate was converted from (--source)
     engine: str | None = None  # the engine a per-engine check judges
-    cache: dict = field(default_factory=dict)  # shared by every check of one gate run (mapped files, logits)
-    target_embedding: Any = None  # the target's embed_tokens (--target), read lazily: later draft steps embed with it
+    cache: dict[Any, Any] = field(default_factory=dict)  # shared by every check of one gate run (mapped files)
+    # the target's embed_tokens (--target), read lazily: later draft steps embed with it
+    target_embedding: TargetEmbedding | None = None

@@ -13,7 +13,7 @@ import pytest
 
 from eagle3_checks import checks as checks_package
 from eagle3_checks.cli import main
-from eagle3_checks.examples import EXAMPLES, run_example
+from eagle3_checks.defects import EXAMPLES, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
 from helpers import d2t_arange
@@ -216,7 +216,7 @@ def test_a_stale_waiver_is_a_warning_and_an_error_under_strict(drafter, capsys, 
     assert code == (1 if strict else 0)
     assert "PASS  config.rope" in out
     severity = "ERROR" if strict else "WARNING"
-    assert f"{severity}: stale waiver: --skip config.rope=theta checked by hand matched no finding" in out
+    assert f"{severity}: stale waiver: --waive config.rope=theta checked by hand matched no finding" in out
     assert ("FAIL" if strict else "WARN") + "  gate.waivers" in out
 
 
@@ -225,8 +225,8 @@ def test_a_waiver_of_a_check_that_did_not_run_is_a_note(drafter, capsys):
     code, out, _ = cli(capsys, "check", path, "--level", "header", "--strict", "--skip", "scan.values=slow",
                        "--skip", "engine.loads[sglang]=not served there")
     assert code == 0
-    assert "waiver not exercised: --skip scan.values=slow: scan.values did not run here" in out
-    assert "waiver not exercised: --skip engine.loads[sglang]=not served there" in out
+    assert "waiver not exercised: --waive scan.values=slow: scan.values did not run here" in out
+    assert "waiver not exercised: --waive engine.loads[sglang]=not served there" in out
 
 
 def test_a_code_for_one_engine(drafter, capsys):
@@ -237,7 +237,7 @@ def test_a_code_for_one_engine(drafter, capsys):
     code, _, checks = _report(capsys, path, *argv)
     assert checks[("engine.loads", "vllm@0.33.0")]["status"] == WAIVED
     assert checks[("engine.loads", "sglang@0.5.23")]["status"] == FAILED
-    assert parse_options(skip=["engine.loads[vllm]/narrowed=x"]).skip == (("engine.loads/narrowed[vllm]", "x"),)
+    assert parse_options(waive=["engine.loads[vllm]/narrowed=x"]).waive == (("engine.loads/narrowed[vllm]", "x"),)
 
 
 def test_fix_leaves_a_waived_finding_as_it_is(drafter, tmp_path, capsys):

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from eagle3_checks import engines
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.families.mla import effective
 from eagle3_checks.engines.profile import Target
 from eagle3_checks.engines.sglang_0_5_23 import AFTER_LOAD
 from eagle3_checks.gate import load_target
-from eagle3_checks.storage.checkpoint import open_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = Path(__file__).parent / "conformance" / "recorded"

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, find, given, settings
 
 from eagle3_checks.cli import main
 from eagle3_checks.convert import ConvertRefused, convert
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.drafter.spec import semantic_config
 from eagle3_checks.errors import UsageError
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import read_bytes
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
 from helpers import run
@@ -140,7 +140,7 @@ def test_sharded_source_and_pytorch_bin_source(drafter, tmp_path, monkeypatch):
     binsrc.mkdir()
     (binsrc / "config.json").write_text((src / "config.json").read_text())
     ck = open_checkpoint(src)
-    from eagle3_checks.numerics.forward import Weights
+    from eagle3_checks.numerics.draft_steps import Weights
 
     w = Weights(ck, "cpu")
     torch.save({name: w.raw(name).clone() for name in ck.tensors}, binsrc / "pytorch_model.bin")

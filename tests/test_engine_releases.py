@@ -14,10 +14,10 @@ import pytest
 
 from eagle3_checks import engines
 from eagle3_checks.cli import main
-from eagle3_checks.drafter.config import read_target_config
+from eagle3_checks.drafter.checkpoint import open_checkpoint
+from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from helpers import run
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"

@@ -80,7 +80,7 @@ def test_sglang_drops_biases_and_fc_norms(drafter):
     assert "sglang 0.5.6 drops 6 trained tensor(s): fc_norm.0.weight, fc_norm.1.weight, fc_norm.2.weight, " \
            "midlayer.self_attn.k_proj.bias" in text
     from eagle3_checks import engines
-    from eagle3_checks.storage.checkpoint import open_checkpoint
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
 
     r = engines.read(open_checkpoint(d.root), "sglang@0.5.6")
     assert r.tensors["layers.0.self_attn.o_proj.bias"] == "midlayer.self_attn.o_proj.bias"
@@ -277,7 +277,8 @@ def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
 def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
     """The AQ-MedAI spec records its ids in the SGLang convention (inferred): a candidate whose trainer counted the
     vLLM way needs ids one higher to capture the same layers."""
-    from eagle3_checks.drafter.spec import Spec, diff, load_spec, shipped_specs
+    from eagle3_checks.checks.reference import diff
+    from eagle3_checks.drafter.spec import Spec, load_spec, shipped_specs
 
     ref = load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"])
     cand = Spec("c", {"aux_layer_ids": [3, 31, 59]}, {}, None, "vllm")

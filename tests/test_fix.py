@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from eagle3_checks.cli import main
 from eagle3_checks.convert import convert
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
 from eagle3_checks.gate import gate_checkpoint, parse_options
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.strategies import drafters
 from helpers import run
 

@@ -17,9 +17,9 @@ import safetensors.numpy
 import helpers
 from eagle3_checks import engines
 from eagle3_checks.cli import main
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.errors import INSTALL
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 from helpers import Drafter, run, write_inputs, write_target
 
@@ -297,7 +297,7 @@ def test_rope_scaling_matches_transformers(scaling):
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from eagle3_checks.numerics.forward import inv_freq
+    from eagle3_checks.numerics.draft_steps import inv_freq
 
     cfg = LlamaConfig(hidden_size=256, num_attention_heads=4, head_dim=64, max_position_embeddings=4096,
                       rope_parameters={**scaling, "rope_theta": 500000.0})
@@ -464,7 +464,7 @@ def test_nan_logits_fail_the_forward_check(drafter):
 def test_compare_names_nan_and_positive_inf_but_not_the_mask():
     import torch
 
-    from eagle3_checks.numerics.forward import compare
+    from eagle3_checks.numerics.draft_steps import compare
 
     good = torch.tensor([[1.0, -math.inf, 2.0], [0.5, -math.inf, 0.25]])
     assert compare(good, good.clone(), 0).ok  # -inf is the draft-vocabulary mask: not a problem

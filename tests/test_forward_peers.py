@@ -60,8 +60,8 @@ def test_speculators_second_step_matches(speculators_drafters, name):
     import torch
 
     from eagle3_checks import engines
-    from eagle3_checks.numerics.forward import Inputs, Weights, run
-    from eagle3_checks.storage.checkpoint import open_checkpoint
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+    from eagle3_checks.numerics.draft_steps import Inputs, Weights, run
 
     ckpt_dir = speculators_drafters / name
     inputs = safetensors.numpy.load_file(ckpt_dir / "inputs.safetensors")

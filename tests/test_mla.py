@@ -1,4 +1,4 @@
-"""eagle3_checks.numerics.mla: DeepSeek multi-latent attention against transformers' own modules, and its readings.
+"""eagle3_checks.numerics.mla_attention: DeepSeek multi-latent attention (MLA) against transformers' own modules, and its readings.
 
 The reference is transformers 5's ``DeepseekV3Attention`` (with ``DeepseekV3RMSNorm`` inside it) fed by its own
 ``DeepseekV3RotaryEmbedding`` and eager attention: an implementation written independently of ours (interleaved rope
@@ -18,7 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from eagle3_checks.numerics import mla  # noqa: E402
+from eagle3_checks.drafter.families import mla  # noqa: E402
+from eagle3_checks.numerics import mla_attention, ops  # noqa: E402
 
 H, HEADS, Q_RANK, KV_RANK, NOPE, ROPE, V = 64, 4, 48, 32, 16, 8, 16
 T = 7
@@ -90,7 +91,7 @@ def test_forward_matches_transformers_deepseek_v3_attention(case):
 
     weights = {k: v.detach().clone() for k, v in attn.state_dict().items()}
     shape = mla.MlaShape.from_config(cfg, reading="transformers")
-    got = mla.mla_attention(hidden, weights, shape, positions)
+    got = mla_attention.mla_attention(hidden, weights, shape, positions)
 
     assert got.shape == (T, H) and got.dtype == torch.float32
     err = (got - expected).abs().max().item()
@@ -108,13 +109,13 @@ def test_rope_pairing_and_latent_eps_matter():
     expected = _run_reference(attn, rotary, hidden, positions)
     weights = dict(attn.state_dict())
     reference = mla.MlaShape.from_config(cfg, reading="transformers")
-    assert (mla.mla_attention(hidden, weights, reference, positions) - expected).abs().max() < 1e-5
+    assert (mla_attention.mla_attention(hidden, weights, reference, positions) - expected).abs().max() < 1e-5
     for variant in (
         mla.MlaShape.from_config(cfg, reading="vllm"),  # latent norms at config eps 1e-2, not 1e-6
         mla.MlaShape(**{**reference.__dict__, "rope_interleave": False}),
         mla.MlaShape(**{**reference.__dict__, "softmax_mscale": False}),
     ):
-        assert (mla.mla_attention(hidden, weights, variant, positions) - expected).abs().max() > 1e-3
+        assert (mla_attention.mla_attention(hidden, weights, variant, positions) - expected).abs().max() > 1e-3
 
 
 def test_the_eps_bound_is_where_the_normed_latents_reach_the_tolerance():
@@ -128,7 +129,7 @@ def test_the_eps_bound_is_where_the_normed_latents_reach_the_tolerance():
     w = torch.ones(512, dtype=torch.float64)
     for scale, within in ((1.0, True), (math.sqrt(m) * 1.01, True), (math.sqrt(m) * 0.5, False)):
         v = x / x.pow(2).mean(-1, keepdim=True).sqrt() * scale  # mean square scale**2 in every row
-        ya, yb = mla._rms(v, w, a), mla._rms(v, w, b)
+        ya, yb = ops.rms_norm(v, w, a), ops.rms_norm(v, w, b)
         change = float(((ya - yb).norm(dim=-1) / yb.norm(dim=-1)).max())
         assert (change <= tol) is within, (scale, change)
         assert change == pytest.approx(mla.eps_scale_change(a, b, scale ** 2), rel=1e-3)
@@ -141,7 +142,7 @@ def test_rope_tables_match_transformers_yarn():
     rotary = m.DeepseekV3RotaryEmbedding(transformers.DeepseekV3Config(**cfg))
     positions = torch.tensor([0, 3, 4095, 4096, 100_000])
     cos_ref, sin_ref = rotary(torch.zeros(1), positions[None])
-    cos, sin = mla.rope_tables(mla.MlaShape.from_config(cfg), positions)
+    cos, sin = mla_attention.rope_tables(mla.MlaShape.from_config(cfg), positions)
     assert torch.allclose(cos, cos_ref[0, :, : ROPE // 2], atol=2e-6)
     assert torch.allclose(sin, sin_ref[0, :, : ROPE // 2], atol=2e-6)
 
@@ -229,29 +230,29 @@ def _tiny(q_lora_rank: int | None, in_dim: int):
 @pytest.mark.parametrize("q_lora_rank,in_dim", [(Q_RANK, H), (Q_RANK, 2 * H), (None, 2 * H)])
 def test_each_mis_shaped_or_missing_weight_is_a_clear_value_error(q_lora_rank, in_dim):
     shape, weights, hidden, positions = _tiny(q_lora_rank, in_dim)
-    assert mla.mla_attention(hidden, weights, shape, positions, hidden_size=H).shape == (3, H)
+    assert mla_attention.mla_attention(hidden, weights, shape, positions, hidden_size=H).shape == (3, H)
     for key, good in weights.items():
         bad = torch.zeros(*good.shape[:-1], good.shape[-1] + 1)
         expected, found = tuple(good.shape), tuple(bad.shape)
         with pytest.raises(ValueError) as info:
-            mla.mla_attention(hidden, {**weights, key: bad}, shape, positions, hidden_size=H,
+            mla_attention.mla_attention(hidden, {**weights, key: bad}, shape, positions, hidden_size=H,
                               prefix="layers.0.self_attn.")
         assert str(info.value) == f"layers.0.self_attn.{key}: expected shape {expected}, found {found}"
         with pytest.raises(ValueError, match=f"^{key.replace('.', '[.]')}: missing"):
-            mla.mla_attention(hidden, {k: v for k, v in weights.items() if k != key}, shape, positions,
+            mla_attention.mla_attention(hidden, {k: v for k, v in weights.items() if k != key}, shape, positions,
                               hidden_size=H)
 
 
 def test_o_proj_rows_set_hidden_size_and_bad_inputs():
     shape, weights, hidden, positions = _tiny(Q_RANK, H)
     weights["o_proj.weight"] = torch.randn(40, HEADS * V)  # hidden_size read from o_proj
-    assert mla.mla_attention(hidden, weights, shape, positions).shape == (3, 40)
+    assert mla_attention.mla_attention(hidden, weights, shape, positions).shape == (3, 40)
     with pytest.raises(ValueError, match=r"o_proj.weight: expected shape \(64, 64\), found \(40, 64\)"):
-        mla.mla_attention(hidden, weights, shape, positions, hidden_size=H)
+        mla_attention.mla_attention(hidden, weights, shape, positions, hidden_size=H)
     with pytest.raises(ValueError, match="positions must be"):
-        mla.mla_attention(hidden, weights, shape, torch.arange(4))
+        mla_attention.mla_attention(hidden, weights, shape, torch.arange(4))
     with pytest.raises(ValueError, match=r"^q_a_proj.weight: expected shape \(48, 65\), found \(48, 64\)"):
-        mla.mla_attention(torch.randn(3, H + 1), weights, shape, positions)
+        mla_attention.mla_attention(torch.randn(3, H + 1), weights, shape, positions)
 
 
 RECORDINGS = sorted((__import__("pathlib").Path(__file__).parent / "data" / "mla_rope").glob("*.json"))
@@ -281,9 +282,9 @@ def test_rope_and_softmax_scale_match_the_engines_own_code(path):
         t, d = len(case["positions"]), case["d"]
         vec = {key: torch.from_numpy(np.frombuffer(base64.b64decode(case[key]), dtype="<f4").copy()).view(t, 1, d)
                for key in ("q", "k", "q_rotated", "k_rotated")}
-        cos, sin = mla.rope_tables(shape, torch.tensor(case["positions"]))
+        cos, sin = mla_attention.rope_tables(shape, torch.tensor(case["positions"]))
         for key in ("q", "k"):
-            got = mla.apply_rope(vec[key].transpose(0, 1), cos, sin, shape.rope_interleave).transpose(0, 1)
+            got = mla_attention.apply_rope(vec[key].transpose(0, 1), cos, sin, shape.rope_interleave).transpose(0, 1)
             err = (got - vec[key + "_rotated"]).abs().max().item()
             assert err <= 2e-6, f"{engine} {name} {key}: max abs error {err:.3g}"
         assert mla.yarn_softmax_scale(shape) == pytest.approx(case["softmax_scale"], rel=1e-12), (engine, name)
@@ -291,12 +292,12 @@ def test_rope_and_softmax_scale_match_the_engines_own_code(path):
 
 def test_causal_rows_ignore_later_tokens_and_shift_with_positions():
     shape, weights, hidden, positions = _tiny(Q_RANK, 2 * H)
-    out = mla.mla_attention(hidden, weights, shape, positions)
+    out = mla_attention.mla_attention(hidden, weights, shape, positions)
     changed = hidden.clone()
     changed[2:] += 1.0
-    again = mla.mla_attention(changed, weights, shape, positions)
+    again = mla_attention.mla_attention(changed, weights, shape, positions)
     assert torch.allclose(out[:2], again[:2], atol=1e-6, rtol=0) and not torch.allclose(out[2], again[2])
     # RoPE sees only relative positions: the same tokens 1000 positions later attend the same way
-    shifted = mla.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions + 1000)
-    plain = mla.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions)
+    shifted = mla_attention.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions + 1000)
+    plain = mla_attention.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions)
     assert (shifted - plain).abs().max() < 1e-4 * plain.abs().max()

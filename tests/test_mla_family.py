@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from eagle3_checks.cli import main
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import (
     KIMI_K2,
     KIMI_K25_MLA,
@@ -28,12 +29,11 @@ from eagle3_checks.drafter.example import (
 )
 from eagle3_checks.drafter.expected import CONDITIONAL, OPTIONAL, REQUIRED, expected_tensors
 from eagle3_checks.drafter.families import FAMILIES, LLAMA, MLA
+from eagle3_checks.drafter.families.mla import MlaShape, expected_attention_shapes
 from eagle3_checks.drafter.layout import FLAT, parse_name
 from eagle3_checks.drafter.spec import resolve_reference
 from eagle3_checks.engines import profile, read
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, GateResult, gate, parse_options
-from eagle3_checks.numerics.mla import MlaShape, expected_attention_shapes
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 
 VLLM, SG23, SG06 = "vllm@0.33.0", "sglang@0.5.23", "sglang@0.5.6"
@@ -108,7 +108,7 @@ def test_mla_tensors_have_roles_only_in_an_mla_layer():
 def test_the_first_layer_takes_2h_and_later_layers_h():
     """The first layer's input is input_layernorm(embeds) ‖ hidden_norm(h): q_a_proj and kv_a_proj_with_mqa take
     2H (vLLM deepseek_eagle3.py:82; SGLang kimi_k25_eagle3.py:118-124); later layers H."""
-    from eagle3_checks.drafter.config import read_config
+    from eagle3_checks.drafter.config_values import read_config
 
     _, cfg = mla_drafter_files(replace(TINY_MLA, num_layers=2))
     exp = expected_tensors(read_config(cfg, FLAT))
@@ -122,7 +122,7 @@ def test_the_first_layer_takes_2h_and_later_layers_h():
 
 def test_the_kimi_k25_shapes_are_the_readmes_worked_example():
     """The numbers the README works through, from numerics.mla.expected_attention_shapes (the one source)."""
-    from eagle3_checks.drafter.config import read_config
+    from eagle3_checks.drafter.config_values import read_config
 
     _, cfg = mla_drafter_files(KIMI_K25_MLA, sparse=True)
     exp = {role: e.shape for role, e in expected_tensors(read_config(cfg, FLAT)).items()}
@@ -141,7 +141,7 @@ def test_the_kimi_k25_shapes_are_the_readmes_worked_example():
 
 
 def _attention_roles() -> list[str]:
-    from eagle3_checks.drafter.config import read_config
+    from eagle3_checks.drafter.config_values import read_config
 
     _, cfg = mla_drafter_files()
     return [role for role, e in expected_tensors(read_config(cfg, FLAT)).items() if e.presence != OPTIONAL]
@@ -516,7 +516,7 @@ def test_convert_refuses_an_mla_drafter_as_a_usage_error(mla, tmp_path, capsys):
 
 
 def test_presence_of_mla_tensors_is_required():
-    from eagle3_checks.drafter.config import read_config
+    from eagle3_checks.drafter.config_values import read_config
 
     _, cfg = mla_drafter_files()
     exp = expected_tensors(read_config(cfg, FLAT))
@@ -534,8 +534,8 @@ def test_the_forward_pass_matches_a_composition_of_transformers_deepseek_v3_modu
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
 
     from eagle3_checks.engines import trainer
-    from eagle3_checks.numerics.forward import Weights, random_inputs
-    from eagle3_checks.numerics.forward import run as forward
+    from eagle3_checks.numerics.draft_steps import Weights, random_inputs
+    from eagle3_checks.numerics.draft_steps import run as forward
 
     d = mla()
     ckpt = open_checkpoint(d.write())

@@ -135,7 +135,7 @@ def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester,
                                 "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
                                 "--eagle3-skip=vocab.d2t/unsorted=vocabulary being rebuilt")
     result.assert_outcomes(failed=1)
-    assert "stale waiver: --skip vocab.d2t/unsorted=vocabulary being rebuilt" in result.stdout.str()
+    assert "stale waiver: --waive vocab.d2t/unsorted=vocabulary being rebuilt" in result.stdout.str()
 
 
 def test_ini_options_and_relative_paths(pytester, drafter, target_path):
@@ -157,7 +157,7 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     result.assert_outcomes(failed=2, passed=N_CHECKS - 2, skipped=1)  # N_CHECKS + the gate.waivers item
     result.stdout.fnmatch_lines(["FAILED eagle3-checks::mine::dtypes*",
                                  "FAILED eagle3-checks::mine::gate.waivers - ERROR: stale waiver*"])
-    assert "stale waiver: --skip config.rope=theta checked by hand matched no finding" in result.stdout.str()
+    assert "stale waiver: --waive config.rope=theta checked by hand matched no finding" in result.stdout.str()
     # The command line wins over the ini file: the dtypes warning waived, an expected failure
     result = pytester.runpytest("--eagle3-skip", "dtypes=known", "-rxs")
     result.assert_outcomes(passed=N_CHECKS - 1, skipped=1, xfailed=1)

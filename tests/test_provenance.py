@@ -7,8 +7,8 @@ import pathlib
 import re
 
 from eagle3_checks import engines
-from eagle3_checks.drafter.config import Origin, read_config
-from eagle3_checks.storage.checkpoint import open_checkpoint
+from eagle3_checks.drafter.checkpoint import open_checkpoint
+from eagle3_checks.drafter.config_values import Origin, read_config
 from helpers import run
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.errors import UsageError
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import from_numpy, load_array, read_header, write_safetensors
 from helpers import assert_fails, run
 

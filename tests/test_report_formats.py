@@ -476,21 +476,21 @@ def test_waived_findings_in_every_report(drafter, capsys):
     argv = ["check", arange, "--level", "header", "--skip", "vocab.d2t/arange=rebuilding the vocabulary"]
     code, out, _ = cli(capsys, *argv)
     assert "WAIV  vocab.d2t" in out and "WAIVED ERROR: d2t: equals arange(128)" in out
-    assert "code:     vocab.d2t/arange" in out and "waived:   rebuilding the vocabulary (--skip)" in out
+    assert "code:     vocab.d2t/arange" in out and "waived:   rebuilding the vocabulary (--waive)" in out
     code, out, _ = cli(capsys, *argv, "--format", "markdown")
-    waived = out.split("#### Waived findings (--skip)")[1]
+    waived = out.split("#### Waived findings (--waive)")[1]
     assert "- **waived error** `vocab.d2t/arange`: d2t: equals arange(128)" in waived
     assert "  - waived: rebuilding the vocabulary" in waived and "| WAIVED |" not in out
     code, out, _ = cli(capsys, *argv, "--format", "github")
     (note,) = [c for c in parse_github(out) if c.get("title", "").startswith("eagle3-checks waived")]
     assert note["level"] == "notice" and note["title"] == "eagle3-checks waived vocab.d2t/arange"
-    assert "waived (--skip): rebuilding the vocabulary" in note["message"]
+    assert "waived (--waive): rebuilding the vocabulary" in note["message"]
     code, out, _ = cli(capsys, *argv, "--format", "sarif")
     log = json.loads(out)
     validate_sarif(log)
     (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "vocab.d2t/arange"]
     assert result["suppressions"] == [{"kind": "external", "status": "accepted",
-                                       "justification": "--skip: rebuilding the vocabulary"}]
+                                       "justification": "--waive: rebuilding the vocabulary"}]
 
 
 # ----- demo --------------------------------------------------------------------------------------------------------
@@ -564,7 +564,7 @@ def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
         assert statuses(waiver) == (0, {"vllm@0.33.0": "waived", "sglang@0.5.23": "passed"}, []), waiver
     code, got, stale = statuses("engine.aux-layers[sglang]=not served there")
     assert code == 1 and got == {"vllm@0.33.0": "failed", "sglang@0.5.23": "passed"}
-    assert stale == ["stale waiver: --skip engine.aux-layers[sglang]=not served there matched no finding "
+    assert stale == ["stale waiver: --waive engine.aux-layers[sglang]=not served there matched no finding "
                      "(engine.aux-layers[sglang@0.5.23] ran and found nothing to waive)"]
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from eagle3_checks.checks import scan as scan_check
 from eagle3_checks.cli import main
-from eagle3_checks.numerics import scan as scanner
+from eagle3_checks.numerics import value_stats as scanner
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, read_header
 from helpers import run
 
@@ -97,7 +97,7 @@ def test_fp8_nan_and_inf(drafter, dtype, bad, kind):
     raw = rng.integers(0, 0x70, size=shape, dtype=np.uint8) | (rng.integers(0, 2, size=shape, dtype=np.uint8) << 7)
     raw.flat[17] = bad
     d.tensors[FC] = RawTensor(dtype, shape, raw.tobytes())
-    r = scan_result(d.write(), skip=["dtypes=fp8 weights on purpose"])
+    r = scan_result(d.write(), waive=["dtypes=fp8 weights on purpose"])
     assert f"fc.weight: 1 {kind} of {raw.size} values, the first at index (0, 17)" in messages(r, "error")
 
 
@@ -226,8 +226,8 @@ def test_a_file_that_shrinks_during_the_scan_is_an_error(drafter):
 
 
 def test_a_checkpoint_truncated_after_it_was_opened(drafter):
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
     from eagle3_checks.gate import GateOptions, run_gate
-    from eagle3_checks.storage.checkpoint import open_checkpoint
 
     path = drafter("flat").write()
     ckpt = open_checkpoint(path)  # headers read while the file was whole

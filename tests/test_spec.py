@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
+from eagle3_checks.checks.reference import diff
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE
-from eagle3_checks.drafter.spec import Spec, diff, load_spec, resolve_reference, shipped_specs, snapshot
+from eagle3_checks.drafter.spec import Spec, load_spec, resolve_reference, shipped_specs, snapshot
 from eagle3_checks.errors import UsageError
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from helpers import run
 
 

@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from eagle3_checks.drafter.spec import diff, load_spec, shipped_specs, snapshot
-from eagle3_checks.storage.checkpoint import open_checkpoint
+from eagle3_checks.checks.reference import diff
+from eagle3_checks.drafter.checkpoint import open_checkpoint
+from eagle3_checks.drafter.spec import load_spec, shipped_specs, snapshot
 from eagle3_checks.storage.safetensors import RawTensor, read_bytes, read_header, write_safetensors
 from helpers import VLLM_REFUSES, assert_clean, run
 from peers.variants import SPECULATORS, SPECULATORS_UNLOADED

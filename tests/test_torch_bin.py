@@ -23,9 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eagle3_checks.cli import main
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, drafter_files, write_checkpoint
 from eagle3_checks.gate import gate, parse_options
-from eagle3_checks.storage.checkpoint import open_checkpoint
 from eagle3_checks.storage.safetensors import DTYPES, RawTensor, load_array, read_bytes
 from eagle3_checks.storage.torch_bin import read_bin, walk_pickle
 from helpers import FUZZ, assert_fails, gate_everything
@@ -220,7 +220,7 @@ def test_a_bin_whose_pickle_calls_code_is_refused_without_running_it(pair, tmp_p
     st_path, bin_path = pair()
     marker = tmp_path / "ran"
     ck = open_checkpoint(bin_path)
-    from eagle3_checks.numerics.forward import Weights
+    from eagle3_checks.numerics.draft_steps import Weights
 
     w = Weights(ck, "cpu")
     state = {n: w.raw(n).clone() for n in ck.tensors}

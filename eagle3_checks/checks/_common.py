@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import engines
-from ..drafter.config import DraftConfig
+from ..drafter.config_values import DraftConfig, TargetConfig
+from ..drafter.spec import Spec
+from ..engines.reading import Reading
 from ..registry import CONFIG, Context, NotApplicable
 
 __all__ = ["CONFIG"]  # the checks name the config file through here
@@ -23,6 +23,20 @@ def require_complete(ctx: Context) -> None:
     """Skip a check that needs the whole tensor list when a header or shard could not be read."""
     if not ctx.ckpt.complete:
         raise NotApplicable("the tensor list is incomplete: a header or shard could not be read (see the files check)")
+
+
+def target_of(ctx: Context) -> TargetConfig:
+    """The verifier's config, for a check that declares ``needs=("target",)`` (the gate skips it without one)."""
+    if ctx.target is None:
+        raise NotApplicable("no target config (--target-config or --target)")
+    return ctx.target
+
+
+def reference_of(ctx: Context) -> Spec:
+    """The reference spec, for a check that declares ``needs=("reference",)`` (the gate skips it without one)."""
+    if ctx.reference is None:
+        raise NotApplicable("no reference spec (--reference)")
+    return ctx.reference
 
 
 def config_key(cfg: DraftConfig, name: str) -> str:
@@ -48,7 +62,7 @@ def pointer(key: str) -> str:
 NOT_APPLICABLE = "not applicable"  # the reason's start, for a release --engine all brought in that cannot read it
 
 
-def unread_layout(ctx: Context, reading: Any) -> str | None:
+def unread_layout(ctx: Context, reading: Reading) -> str | None:
     """Why a release that does not read the checkpoint's layout is not applicable here, or None when it must be
     judged: it was named (not only brought in by ``--engine all``), ``--strict`` is on, or no release in the set
     reads the checkpoint."""
@@ -62,7 +76,7 @@ def unread_layout(ctx: Context, reading: Any) -> str | None:
             f"(--engine all judges the releases that read it; name {ctx.engine} to require it)")
 
 
-def builds_drafter(reading: Any) -> bool:
+def builds_drafter(reading: Reading) -> bool:
     """The release reads the layout and builds an EAGLE-3 drafter class from the architectures."""
     return reading.layout_ok and not reading.class_refusal
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import engines
-from ..drafter.config import TLC, missing_required, rope_scaling_problems
+from ..drafter.config_values import TLC, missing_required, rope_scaling_problems
+from ..drafter.families.mla import CONFIG_DEFAULTS
 from ..drafter.layout import (
     FLAT,
     FLAT_ARCHITECTURES,
@@ -18,7 +19,6 @@ from ..drafter.layout import (
     SPECULATORS_ARCHITECTURES,
     eagle3_class,
 )
-from ..numerics.mla import CONFIG_DEFAULTS
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
 from ..storage.safetensors import json_type
 from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete
@@ -209,7 +209,7 @@ def _mla_architectures(ctx: Context, archs: list, key: str) -> Iterable[Finding]
     """An MLA drafter (drafter/families/mla.py): its class must be an MLA drafter class, and the selected releases
     must build it (SGLang 0.5.6 has none; SGLang 0.5.23 registers only Eagle3DeepseekV2ForCausalLM)."""
     if not any(eagle3_class(a) in MLA_ARCHITECTURES for a in archs):
-        why = "its config states MLA attention sizes (kv_lora_rank, ...)" if "kv_lora_rank" in ctx.ckpt.config_raw \
+        why = "its config states MLA attention sizes (kv_lora_rank, ...)" if "kv_lora_rank" in (ctx.ckpt.config_raw or {}) \
             else "its tensors are MLA attention (q_a_proj, kv_a_proj_with_mqa, ...)"
         yield error(f"{CONFIG}: architectures {archs} names no MLA drafter class, but the drafter is one: {why}",
                     file=CONFIG, key=key, expected=f'["{MLA_CLASS}"]', found=str(archs),
@@ -402,7 +402,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
             k = fc[1] / ht
             fits = f"{int(k)} aux states" if k == int(k) else f"no whole number of {ht}-wide aux states"
             yield error(f"fc.weight takes {fc[1]} inputs = {fits}, but the config implies {a} x {ht} = {a * ht}",
-                        file=ctx.ckpt.entry("fc.weight").file, key="fc.weight", expected=f"(H, {a * ht})",
+                        file=ctx.ckpt.file_of("fc.weight"), key="fc.weight", expected=f"(H, {a * ht})",
                         found=str(fc), why="fc was trained on as many captured states as there are aux ids; a "
                         "drafter whose config names another count cannot be served with the layers it was trained "
                         "on (SGLang #32226: 8640 vs 5760; how each engine sizes fc is the forward check's business)",

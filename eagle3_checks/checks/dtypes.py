@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from ..drafter.config import TLC
+from ..drafter.config_values import TLC
 from ..registry import Context, Finding, check, error, warning
 
 _VOCAB = ("d2t", "t2d")
@@ -93,9 +93,10 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
                 "the precision the drafter is served in depends on the engine's version",
                 fix=f"keep one of them, stating the weights' dtype{f' ({main})' if main else ''}")
     for role, want in (("d2t", "I64"), ("t2d", "BOOL")):
-        e = ckpt.entry(role)
-        if e is None or e.dtype == want:
+        vocab = ckpt.entry(role)
+        if vocab is None or vocab.dtype == want:
             continue
+        e = vocab
         if role == "d2t" and e.kind in "iu":
             yield warning(
                 f"{e.name}: dtype {e.dtype}, every producer writes I64",

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 
 from .. import engines
+from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
 from ..engines.reading import (
@@ -26,8 +27,7 @@ from ..engines.reading import (
     remedy,
     shown,
 )
-from ..numerics.forward import RTOL
-from ..numerics.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
+from ..numerics.draft_steps import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
 
@@ -415,7 +415,7 @@ def serving(ctx: Context) -> Iterable[Finding]:
             yield error(f"{eng} {said.message}", file=CONFIG, key=said.key, expected=said.expected,
                         found=said.found, why=said.why, fix=said.fix, patch=said.patch, code="context-too-short")
     if served.engine == "vllm" and ctx.ckpt.layout == SPECULATORS:
-        spec = ctx.ckpt.config_raw.get("speculators_config")
+        spec = (ctx.ckpt.config_raw or {}).get("speculators_config")
         verifier = spec.get("verifier") if isinstance(spec, dict) else None
         path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
         local = not (isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path))

@@ -5,7 +5,7 @@ reading (speculators for the speculators layout, EAGLE/SpecForge for the flat on
 that changes the math, such as vLLM's ``norm_before_residual`` default. With ``--source SRC``: the candidate under
 the engine's reading against the source under its trainer's reading: this catches a conversion that changed what
 the drafter computes (k and v swapped, norms swapped, aux blocks reordered, rope_theta lost, another vocabulary).
-Both sides run the same float32 forward pass (:mod:`eagle3_checks.numerics.forward`) on the same random inputs.
+Both sides run the same float32 forward pass (:mod:`eagle3_checks.numerics.draft_steps`) on the same random inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
-from ..numerics.forward import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
+from ..numerics.draft_steps import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info, refusal_cause
 from ._common import release, unread_layout
 

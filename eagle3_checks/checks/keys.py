@@ -81,7 +81,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         first = prefixed[0]
         yield error(
             f"{_count(prefixed)} carry a `model.` prefix: {_listing(prefixed)}",
-            file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role, layout, style),
+            file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role or first, layout, style),
             code="model-prefix", found=first,
             why="vLLM prefixes drafter tensors with `model.` itself and fails on `model.model.*` (\"There is no "
             "module or parameter named ...\"); SGLang 0.5.6 accepts the prefix on layer tensors but silently "
@@ -92,7 +92,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         first = flat_names[0]
         yield error(
             f"{_count(flat_names)} use flat-layout names in a speculators checkpoint: {_listing(flat_names)}",
-            file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role, layout, "layers"),
+            file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role or first, layout, "layers"),
             code="flat-names", found=first,
             why="speculators loads non-strictly: the layer keeps its random initialisation and nothing is "
             "reported (speculators #1114)",

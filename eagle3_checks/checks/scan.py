@@ -1,6 +1,6 @@
 """scan.values: every weight is a number, not zero, and not left as initialised.
 
-One streaming pass over every floating tensor (:mod:`eagle3_checks.numerics.scan`): NaN and Inf counts with the first
+One streaming pass over every floating tensor (:mod:`eagle3_checks.numerics.value_stats`): NaN and Inf counts with the first
 index, all-zero tensors, norms far from their usual scale, and tensors whose statistics match a common
 initialiser exactly (they were never trained). Per-tensor statistics go into the report.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from ..drafter.layout import SPECULATORS, is_norm
 from ..engines.reading import layer_fields
-from ..numerics.scan import scan, supported
+from ..numerics.value_stats import scan, supported
 from ..registry import Context, Data, Finding, NotApplicable, check, error, info, warning
 
 PROGRESS_FROM = 1 << 30  # show progress on a terminal for checkpoints over ~1 GB

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..registry import Context, Finding, NotApplicable, check, error, info
-from ._common import CONFIG, config_key, config_of
+from ._common import CONFIG, config_key, config_of, target_of
 
 
 @check(
@@ -21,7 +21,7 @@ from ._common import CONFIG, config_key, config_of
     },
 )
 def aux_in_range(ctx: Context) -> Iterable[Finding]:
-    cfg, t = config_of(ctx), ctx.target
+    cfg, t = config_of(ctx), target_of(ctx)
     ids = cfg["aux_layer_ids"]
     if not ids:
         raise NotApplicable("no aux-layer ids stated (see config.aux-layers)")
@@ -58,7 +58,7 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
     },
 )
 def vocab_matches(ctx: Context) -> Iterable[Finding]:
-    cfg, t = config_of(ctx), ctx.target
+    cfg, t = config_of(ctx), target_of(ctx)
     v = cfg["vocab_size"]
     if t.vocab_size is None or v is None:
         raise NotApplicable("vocab_size unknown on one side")
@@ -84,7 +84,7 @@ def vocab_matches(ctx: Context) -> Iterable[Finding]:
     },
 )
 def hidden_matches(ctx: Context) -> Iterable[Finding]:
-    cfg, t = config_of(ctx), ctx.target
+    cfg, t = config_of(ctx), target_of(ctx)
     if t.hidden_size is None:
         raise NotApplicable(f"{t.path} states no hidden_size")
     fc = ctx.ckpt.shape("fc.weight")
@@ -98,7 +98,7 @@ def hidden_matches(ctx: Context) -> Iterable[Finding]:
                     f"add \"target_hidden_size\": {t.hidden_size}", code="target-hidden-size")
     if fc and len(fc) == 2 and fc[1] != a * t.hidden_size:
         yield error(f"fc.weight takes {fc[1]} inputs, the target gives {a} x {t.hidden_size} = {a * t.hidden_size}",
-                    file=ctx.ckpt.entry("fc.weight").file, key="fc.weight", expected=f"(H, {a * t.hidden_size})",
+                    file=ctx.ckpt.file_of("fc.weight"), key="fc.weight", expected=f"(H, {a * t.hidden_size})",
                     found=str(fc), why="the fused aux states of this target do not fit fc: the engine fails at the "
                     "first draft step",
                     fix="serve the drafter with the target it was trained for", code="fc-width")

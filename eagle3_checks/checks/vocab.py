@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..registry import Context, Finding, NotApplicable, check, error, warning
-from ..storage.checkpoint import TensorReadError
+from ..storage.folder import TensorReadError
 from ._common import config_of
 
 _OFFSETS = "d2t holds offsets: target id of draft id i = i + d2t[i] (identity is all zeros)"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..storage.safetensors import RawTensor, encode_header, from_numpy, write_safetensors
-from .config import read_config
+from .config_values import read_config
 from .expected import expected_tensors
 from .layout import FLAT, SPECULATORS, on_disk_name
 

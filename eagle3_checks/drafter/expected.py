@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import DraftConfig
+from .config_values import DraftConfig
 from .families import FAMILIES
 from .families.base import CONDITIONAL, OPTIONAL, REQUIRED
 from .families.base import product as _mul

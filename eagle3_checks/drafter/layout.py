@@ -18,6 +18,9 @@ from dataclasses import dataclass
 SPECULATORS = "speculators"
 FLAT = "flat"
 UNKNOWN = "unknown"
+# How a trainer counted a drafter's aux-layer ids: vLLM's (id L = the input of layer L) or SGLang's (id X = the
+# output of layer X). Which layers each engine release then captures: eagle3_checks.engines (profile.Capture).
+AUX_CONVENTIONS = ("vllm", "sglang")
 
 # Architectures each layout's config may name, and the engine that knows the name.
 # speculators 0.9: Eagle3SpeculatorConfig default "Eagle3Speculator" (models/eagle3/config.py);

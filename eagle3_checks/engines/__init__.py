@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..drafter.config import PROVENANCE
-from ..drafter.layout import SPECULATORS
+from ..drafter.config_values import PROVENANCE
+from ..drafter.layout import AUX_CONVENTIONS, SPECULATORS
 from ..errors import UsageError
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
 from .profile import Capture, Profile, Target, output_of, version_key
@@ -142,7 +142,6 @@ def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
     return profile(spec).read(ckpt, target_config)
 
 
-AUX_CONVENTIONS = ("vllm", "sglang")
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
 # speculators and EAGLE exports do not.
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")

@@ -27,7 +27,7 @@ class Target:
 
     @classmethod
     def of(cls, target_config: Any) -> Target | None:
-        """From a :class:`~eagle3_checks.drafter.config.TargetConfig` (or None: no --target-config)."""
+        """From a :class:`~eagle3_checks.drafter.config_values.TargetConfig` (or None: no --target-config)."""
         if target_config is None:
             return None
         archs = target_config.architectures or []

@@ -4,7 +4,7 @@ A reading is the answer to "if this engine loaded this directory, what would it 
 on-disk tensor fills each parameter (and which parameters stay unfilled), the tensors it skips,
 the hard load errors it would raise, and the semantic values it uses (sizes, norms, rope,
 feedback between draft steps), each with where the value came from. The forward
-implementation (:mod:`eagle3_checks.numerics.forward`) runs a reading; the engine profiles report on it.
+implementation (:mod:`eagle3_checks.numerics.draft_steps`) runs a reading; the engine profiles report on it.
 
 Each engine module (``vllm``, ``sglang``, ``speculators``, ``specforge``) builds readings from
 the raw config and tensor names, mirroring that engine's own loader; the helpers here are the
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..drafter.config import (
+from ..drafter.config_values import (
     PROVENANCE,
     TLC,
     class_defaults,
@@ -25,9 +25,8 @@ from ..drafter.config import (
     rope_scaling_problems,
 )
 from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
-from ..drafter.families.mla import effective
+from ..drafter.families.mla import MlaShape, effective
 from ..drafter.layout import parse_name
-from ..numerics.mla import MlaShape
 
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..drafter.config import class_defaults
+from ..drafter.config_values import class_defaults
 from ..drafter.expected import fmt_shape
 from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
 from . import reading

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter.config import SPECULATORS_DEFAULTS, TLC, class_defaults
+from ..drafter.config_values import SPECULATORS_DEFAULTS, TLC, class_defaults
 from ..drafter.layout import SPECULATORS
 from . import reading, vllm_0_33
 from .profile import Profile

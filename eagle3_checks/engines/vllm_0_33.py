@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter.config import class_defaults
+from ..drafter.config_values import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
 from . import reading
 from .profile import Capture, Limit, Profile, Target, input_of

@@ -1,5 +1,5 @@
-"""The forward pass's torch primitives, shared by the drafter families' attention (drafter/families/) and the pass
-itself (forward.py): RMSNorm, rotate-half RoPE, a linear layer from a reading's tensors, and causal attention over
+"""The forward pass's torch primitives, shared by each family's attention (:mod:`.family_attention`) and the pass
+itself (:mod:`.draft_steps`): RMSNorm, rotate-half RoPE, a linear layer from a reading's tensors, and causal attention over
 the drafter's KV-cache pattern. torch is imported inside each, as everywhere outside a forward pass."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ import math
 from typing import Any
 
 
-def _rms(x, weight, eps: float):
+def rms_norm(x, weight, eps: float):
+    """RMSNorm in float32 (the weight upcast)."""
     import torch
 
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
 
 
-def _rope(x, positions, freqs, scale: float):
+def rope(x, positions, freqs, scale: float):
     """Rotate-half RoPE on (heads, T, hd) at integer positions (T,)."""
     import torch
 
@@ -26,7 +27,9 @@ def _rope(x, positions, freqs, scale: float):
     return x * cos + rotated * sin
 
 
-class _Cache:
+class KVCache:
+    """The drafter's KV cache over draft steps: the context's keys and values (step 0), then each step's own."""
+
     def __init__(self) -> None:
         self.k_ctx: Any = None  # torch tensors once the context is cached
         self.v_ctx: Any = None
@@ -34,7 +37,7 @@ class _Cache:
         self.v_own: list = []
 
 
-def _attention(q, k, v, cache: _Cache, step: int, scale: float | None = None):
+def attention(q, k, v, cache: KVCache, step: int, scale: float | None = None):
     """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts. ``scale``:
     the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k."""
     import torch
@@ -59,6 +62,6 @@ def _attention(q, k, v, cache: _Cache, step: int, scale: float | None = None):
     return out
 
 
-def _linear(x, reading, weights: Any, role: str):
+def linear(x, reading, weights: Any, role: str):
     bias_role = role[: -len(".weight")] + ".bias"
     return weights.linear(x, reading.tensors[role], reading.tensors.get(bias_role))

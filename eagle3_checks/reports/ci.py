@@ -182,7 +182,7 @@ def _text(f: Finding, causes: Causes) -> str:
     if cause is not None and cause.finding is f:
         parts.append(f"root cause {cause.key}; also affects: {cause.also_affects()}")
     if f.waived is not None:
-        parts.append(f"waived (--skip): {f.waived}")
+        parts.append(f"waived (--waive): {f.waived}")
     if f.code:
         parts.append(f"[{f.code}]")
     return ". ".join(p.rstrip(".") for p in parts)
@@ -310,7 +310,7 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
                                     "message": {"text": _text(f, causes)}}
             if f.waived is not None:  # SARIF's own word for it: code scanning shows the result as dismissed
                 item["suppressions"] = [{"kind": "external", "status": "accepted",
-                                         "justification": f"--skip: {f.waived}"}]
+                                         "justification": f"--waive: {f.waived}"}]
             name, region = where.place(f)
             loc: dict[str, Any] = {"artifactLocation": {"uri": _uri(where.path(name))}}
             # GitHub shows a result only with a line (sarif-sdk's GitHub rule GH1003: region.startLine at minimum);

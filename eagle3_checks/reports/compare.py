@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checks.files import problem_finding
-from ..drafter.spec import Spec, diff
+from ..checks.reference import diff
+from ..drafter.spec import Spec
 from ..registry import Finding, Severity
 from .causes import Causes, group_findings
 from .text import cause_lines, causes_json, finding_lines

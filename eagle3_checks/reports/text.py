@@ -58,7 +58,7 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None,
     if f.code:
         out.append(f"{indent}  {'code:':<10}{f.code}")
     if f.waived is not None:
-        out.append(f"{indent}  {'waived:':<10}{f.waived} (--skip)")
+        out.append(f"{indent}  {'waived:':<10}{f.waived} (--waive)")
     if brief:
         return out
     width = 100
@@ -99,7 +99,7 @@ def check_text(r: CheckResult) -> str:
     if r.reason:
         lines.append(f"  skipped: {r.reason}")
     if r.status == WAIVED:
-        lines.append("  waived: every error or warning it found is waived (--skip)")
+        lines.append("  waived: every error or warning it found is waived (--waive)")
     for prev, f in zip([None, *r.findings], r.findings, strict=False):
         lines.extend(finding_lines(f, "  ", prev))
     return "\n".join(lines)
@@ -334,7 +334,7 @@ def render_markdown(results: list[GateResult]) -> str:
             for f in failing:
                 out += _md_finding(f, causes)
         if waived:  # in view too: what was accepted, and why
-            out += ["", "#### Waived findings (--skip)", ""]
+            out += ["", "#### Waived findings (--waive)", ""]
             for f in waived:
                 out += _md_finding(f, causes)
         if passing:  # notes of passing checks: collapsed (the table counts them)

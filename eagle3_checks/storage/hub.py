@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import INSTALL, UsageError
-from .checkpoint import BIN, BIN_INDEX, CONFIG, INDEX, SINGLE, Checkpoint, build, locate, open_checkpoint
+from .folder import BIN, BIN_INDEX, CONFIG, INDEX, SINGLE, CheckpointFiles, build, locate, read_folder
 from .safetensors import FileHeader, TensorEntry, read_header
 
 PREFIX = "hf://"
@@ -129,16 +129,16 @@ def locate_any(spec: str | os.PathLike, revision: str | None = None, what: str =
     locate(snap if snap is not None else spec)
 
 
-def open_any(spec: str | os.PathLike, *, revision: str | None = None, download: bool = False,
-             what: str = "") -> Checkpoint:
+def read_any(spec: str | os.PathLike, *, revision: str | None = None, download: bool = False,
+             what: str = "") -> CheckpointFiles:
     """A checkpoint named any way the commands accept: a directory, a Hugging Face cache repository folder, or
     ``hf://ORG/NAME[@REVISION]``. Raises UsageError."""
     if is_hub(spec):
-        return open_hub(str(spec), revision=revision, download=download, what=what)
+        return read_hub(str(spec), revision=revision, download=download, what=what)
     snap = cache_snapshot(spec, revision)
     if snap is None:
-        return open_checkpoint(spec)
-    ckpt = open_checkpoint(snap)
+        return read_folder(spec)
+    ckpt = read_folder(snap)
     ckpt.display = str(spec)
     if not ckpt.files:  # what a header-level run of hf://ORG/NAME leaves in the cache: config.json and the index
         repo_id = Path(spec).name[len("models--"):].replace("--", "/")
@@ -494,7 +494,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 # ----- a checkpoint on the Hub ---------------------------------------------------------------------------------------
 
 @dataclass
-class HubCheckpoint(Checkpoint):
+class HubFiles(CheckpointFiles):
     """A checkpoint whose config.json and index are in the Hugging Face cache and whose weight files stay on the
     Hub: headers by range, tensors a header-level check reads by range; :attr:`weights_elsewhere` says why the scan
     and forward levels skip."""
@@ -516,13 +516,13 @@ class HubCheckpoint(Checkpoint):
         return self.hub.read_range(e.file, e.offset, e.nbytes)
 
 
-def open_hub(spec: str, *, revision: str | None = None, download: bool = False, what: str = "") -> Checkpoint:
+def read_hub(spec: str, *, revision: str | None = None, download: bool = False, what: str = "") -> CheckpointFiles:
     """A Hub checkpoint: with ``download``, its files downloaded into the Hugging Face cache and opened as a
-    directory; else a :class:`HubCheckpoint` over config.json, the index and the safetensors headers."""
+    directory; else :class:`HubFiles` over config.json, the index and the safetensors headers."""
     ref = parse(spec, revision, what)
     repo = HubRepo(ref)
     if download:
-        ckpt = open_checkpoint(repo.download())
+        ckpt = read_folder(repo.download())
         ckpt.display = str(ref)
         return ckpt
     config = repo.file(CONFIG)
@@ -537,7 +537,7 @@ def open_hub(spec: str, *, revision: str | None = None, download: bool = False, 
                              f"{repo.revision} (404 for each); is this a drafter checkpoint repository?")
     children = [n for n, present in ((CONFIG, config), (INDEX, index), (SINGLE, single)) if present is not None]
     st_files = [SINGLE] if single is not None else []
-    ckpt = HubCheckpoint(path=repo.snapshot, display=str(ref), hub=repo)
+    ckpt = HubFiles(path=repo.snapshot, display=str(ref), hub=repo)
     build(ckpt, repo.snapshot, children, st_files)
     size = sum(f.size for f in ckpt.files)
     if ckpt.files and all(repo.cached(f.file) is not None for f in ckpt.files):  # what `hf download` left

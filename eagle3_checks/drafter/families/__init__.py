@@ -2,9 +2,9 @@
 
 A family defines, for its decoder layer: the tensor roles (the suffixes :func:`~eagle3_checks.drafter.layout.parse_name`
 maps), the expected shapes from the config (:func:`Family.attention`, called by
-:func:`~eagle3_checks.drafter.expected.expected_tensors` for each layer), the config fields that matter to it, and
-how the forward pass builds its attention (:func:`Family.attention_forward`, called by
-:mod:`eagle3_checks.numerics.forward`). Everything outside the attention (fc over the aux states, the layer norms,
+:func:`~eagle3_checks.drafter.expected.expected_tensors` for each layer), and the config fields that matter to it, all
+torch-free; how the forward pass computes its attention is the family's entry in
+:data:`eagle3_checks.numerics.family_attention.ATTENTION` (torch). Everything outside the attention (fc over the aux states, the layer norms,
 the MLP, the final norm, lm_head and the vocabulary mapping) is shared by every family.
 
 * ``llama`` (:mod:`.llama`): Llama decoder layers, and Qwen3 layers (the same plus per-head q/k norms).
@@ -12,7 +12,8 @@ the MLP, the final norm, lm_head and the vocabulary mapping) is shared by every 
 
 Which family a checkpoint is: :func:`~eagle3_checks.drafter.layout.drafter_family` (from its config, else its tensor
 names). Which families an engine release reads: its profile (``Profile.families``). A new family is one module here,
-listed in :data:`FAMILIES`, plus its readings in the engine modules and its tests.
+listed in :data:`FAMILIES`, its attention in :mod:`eagle3_checks.numerics.family_attention`, its readings in the
+engine modules, and its tests.
 """
 
 from __future__ import annotations

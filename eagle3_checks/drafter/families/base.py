@@ -21,9 +21,6 @@ class Family:
     config_fields: tuple[str, ...]  # the config fields that size or change this family's layer
     # attention(dims, prefix "layers.N.", layer input width, its symbol, add): the layer's attention tensors
     attention: Callable[[Any, str, int | None, str, Add], None]
-    # attention_forward(x, prefix, reading, weights, positions, cache, step) -> (T, num_heads * value width) before
-    # o_proj is applied by the caller (torch; only the forward level calls it)
-    attention_forward: Callable[..., Any]
     # the engine classes of the family, for messages
     classes: str = ""
 

@@ -1,11 +1,11 @@
 """The Llama family: Llama decoder layers (q/k/v/o projections, RoPE), and Qwen3 layers (the same plus per-head
-q_norm / k_norm). What eagle3-checks modelled before families existed, unchanged."""
+q_norm / k_norm): the tensors and shapes. The attention in torch is
+:func:`eagle3_checks.numerics.family_attention.llama_attention`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...numerics.ops import _attention, _linear, _rms, _rope
 from ..layout import ATTN_PROJ, LAYER_SUFFIXES, LLAMA
 from .base import CONDITIONAL, Add, Family
 from .base import product as _mul
@@ -28,26 +28,8 @@ def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
         add(p + "self_attn.k_norm.weight", (hd,), "(hd,)", CONDITIONAL, d.qk_reason)
 
 
-def attention_forward(x, p: str, reading: Any, weights: Any, positions, cache: Any, step: int, rope: Any):
-    """Grouped-query attention with rotate-half RoPE (``rope`` = (inverse frequencies, attention factor)) and, for
-    Qwen3 layers, per-head q/k RMSNorm."""
-    nh, nkv, hd = reading.num_heads, reading.num_kv_heads, reading.head_dim
-    t = x.shape[0]
-    q = _linear(x, reading, weights, p + "self_attn.q_proj.weight")
-    k = _linear(x, reading, weights, p + "self_attn.k_proj.weight")
-    v = _linear(x, reading, weights, p + "self_attn.v_proj.weight")
-    q, k, v = (y.view(t, n, hd).transpose(0, 1) for y, n in ((q, nh), (k, nkv), (v, nkv)))
-    if reading.qk_norm:
-        W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731
-        eps = reading.rms_norm_eps
-        q, k = _rms(q, W(p + "self_attn.q_norm.weight"), eps), _rms(k, W(p + "self_attn.k_norm.weight"), eps)
-    freqs, scale = rope
-    q, k = _rope(q, positions, freqs, scale), _rope(k, positions, freqs, scale)
-    return _attention(q, k, v, cache, step).transpose(0, 1).reshape(t, nh * hd)
-
-
 FAMILY = Family(LLAMA, "Llama (or Qwen3, q/k-normed) decoder layers", LAYER_SUFFIXES,
                 ("num_attention_heads", "num_key_value_heads", "head_dim", "attention_bias", "rope_theta",
                  "rope_scaling"),
-                attention, attention_forward,
+                attention,
                 classes="LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, Eagle3Qwen3ForCausalLM, Eagle3DraftModel")

@@ -17,19 +17,318 @@ norm, lm_head and d2t. The attention's tensors (``layers.N.self_attn.`` +)::
     o_proj              (H, nh·v_head_dim)
 
 where ``in`` is 2H on the first layer (its input is the concatenation) and H on later ones. The shapes come from
-:func:`eagle3_checks.numerics.mla.expected_attention_shapes`, the one source of truth; the attention itself from
-:func:`eagle3_checks.numerics.mla.mla_qkv` (yarn rope and DeepSeek's softmax mscale as each reader computes them).
+:func:`expected_attention_shapes` here, the one source of truth. This module is the family's arithmetic, torch-free: the
+shape (:class:`MlaShape`, as each reader builds it from the config), the yarn factors and the softmax scale; the
+attention itself, in torch, is :func:`eagle3_checks.numerics.mla_attention.mla_qkv`.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from ...numerics.mla import expected_attention_shapes, mla_qkv, rope_cos_sin_factor, yarn_softmax_scale
-from ...numerics.ops import _attention
 from ..layout import MLA, MLA_CONFIG_FIELDS, MLA_LAYER_SUFFIXES
 from .base import Add, Family
+
+READINGS = ("transformers", "vllm", "sglang")
+"""Readers :meth:`MlaShape.from_config` models: transformers 5.19 (the reference: what the config states),
+vLLM 0.33.0, SGLang 0.5.23."""
+
+# transformers 5.19 DeepseekV3Config defaults (TF/models/deepseek_v3/configuration_deepseek_v3.py:87-114), what both
+# engines see for an absent key since they load the config through that class (model_type kimi_k2 is an alias).
+CONFIG_DEFAULTS: dict[str, Any] = {
+    "num_attention_heads": 128,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,  # TF/modeling_rope_utils.py:739 default_theta
+    "max_position_embeddings": 4096,
+    "rope_interleave": True,
+}
+DEEPSEEK_LATENT_NORM_EPS = 1e-6  # DeepseekV3RMSNorm's default, used by transformers for q_a/kv_a_layernorm
+# Where each reader builds q_a_layernorm and kv_a_layernorm, and with which eps (the conformance recordings
+# mla-eps-1e-5-*-flat read it back from the built modules: rms_norm_eps, in both engines)
+LATENT_NORM_SOURCES = {
+    "vllm": "vLLM 0.33.0 model_executor/models/deepseek_v2.py:1082, 1098: RMSNorm(..., eps=config.rms_norm_eps)",
+    "sglang": "SGLang 0.5.23 srt/models/deepseek_v2.py:2077, 2163: RMSNorm(..., eps=config.rms_norm_eps)",
+    "transformers": "transformers 5.19 models/deepseek_v3/modeling_deepseek_v3.py:381, 393: DeepseekV3RMSNorm(...) "
+                    "with its default eps 1e-6 (:38), whatever rms_norm_eps says",
+}
+YARN_DEFAULTS: dict[str, float] = {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
+
+ATTENTION_KEYS = ("q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight", "q_proj.weight",
+                  "kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight", "o_proj.weight")
+"""Every weight key :func:`mla_attention` may read, relative to the layer's ``self_attn.``."""
+
+
+def yarn_get_mscale(scale: float = 1.0, mscale: float = 1.0) -> float:
+    """DeepSeek's yarn magnitude: 1 when ``scale <= 1``, else ``0.1 * mscale * ln(scale) + 1``."""
+    if scale <= 1:
+        return 1.0
+    return 0.1 * mscale * math.log(scale) + 1.0
+
+
+@dataclass(frozen=True)
+class MlaShape:
+    """The numbers one MLA attention layer computes with.
+
+    Sizes: ``num_heads``; ``q_lora_rank`` (None: q is one ``q_proj`` from the input, no q_a/q_b); ``kv_lora_rank``
+    (the latent width); ``qk_nope_head_dim`` and ``qk_rope_head_dim`` (q/k per head = nope then rope part;
+    ``qk_rope_head_dim`` even); ``v_head_dim``.
+
+    ``rms_norm_eps``: the config's eps. ``latent_norm_eps``: the eps of ``q_a_layernorm`` and ``kv_a_layernorm``
+    (None: ``rms_norm_eps``, as both engines; transformers uses 1e-6).
+
+    Rope: ``rope_theta`` (base); ``rope_scaling`` None for plain RoPE, else DeepSeek yarn with the keys ``factor``,
+    ``original_max_position_embeddings`` (both required) and ``beta_fast`` (32), ``beta_slow`` (1), ``mscale`` (1),
+    ``mscale_all_dim`` (0) - defaults as DeepSeek's ``DeepseekScalingRotaryEmbedding``; ``max_position_embeddings``
+    (kept for the checks; yarn's ramp uses ``original_max_position_embeddings``). ``rope_interleave``: True pairs
+    rotary dims (0,1), (2,3), ... (DeepSeek's layout, GPT-J style); False pairs (i, i + d/2) (rotate-half, neox).
+
+    Reader knobs (see the module docstring for who does what): ``softmax_mscale`` (False: the softmax scale stays
+    ``qk_head_dim ** -0.5`` even with yarn); ``rope_attention_factor`` (the factor on cos/sin; None: DeepSeek's
+    ``yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim)``); ``yarn_extrapolation_factor``
+    (scales the extrapolation mask, 1 = DeepSeek); ``yarn_truncate`` (floor/ceil the correction range, True =
+    DeepSeek). The knobs apply only with ``rope_scaling``.
+
+    The instance is immutable but holds a dict, so it is not hashable.
+    """
+
+    num_heads: int
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict[str, float] | None = None
+    max_position_embeddings: int = 4096
+    rope_interleave: bool = True
+    latent_norm_eps: float | None = None
+    softmax_mscale: bool = True
+    rope_attention_factor: float | None = None
+    yarn_extrapolation_factor: float = 1.0
+    yarn_truncate: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("num_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                     "max_position_embeddings"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < (0 if name == "qk_nope_head_dim" else 1):
+                raise ValueError(f"MLA {name} must be a positive integer, found {value!r}")
+        if self.q_lora_rank is not None and (not _is_int(self.q_lora_rank) or self.q_lora_rank < 1):
+            raise ValueError(f"MLA q_lora_rank must be a positive integer or None, found {self.q_lora_rank!r}")
+        if self.qk_rope_head_dim % 2:
+            raise ValueError(f"MLA qk_rope_head_dim must be even (rotary pairs), found {self.qk_rope_head_dim}")
+        for name in ("rms_norm_eps", "rope_theta"):
+            if not _is_num(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ValueError(f"MLA {name} must be a positive number, found {getattr(self, name)!r}")
+        if self.rope_scaling is not None:
+            for key in ("factor", "original_max_position_embeddings"):
+                if not _is_num(self.rope_scaling.get(key)) or self.rope_scaling[key] <= 0:
+                    raise ValueError(f"MLA yarn rope_scaling needs a positive {key}, found "
+                                     f"{self.rope_scaling.get(key)!r}")
+            for key in YARN_DEFAULTS:
+                if key in self.rope_scaling and not _is_num(self.rope_scaling[key]):
+                    raise ValueError(f"MLA yarn rope_scaling {key} must be a number, found {self.rope_scaling[key]!r}")
+
+    @property
+    def qk_head_dim(self) -> int:
+        """``qk_nope_head_dim + qk_rope_head_dim``: the per-head width of q and k."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], *, reading: str = "transformers") -> MlaShape:
+        """The shape ``reading`` (one of :data:`READINGS`) builds from a plain config dict (``config.json``).
+
+        An absent key takes transformers 5.19's ``DeepseekV3Config`` default (:data:`CONFIG_DEFAULTS`: so an absent
+        ``q_lora_rank`` is 1536 and only an explicit null means ``q_proj``). Rope comes from ``rope_parameters``
+        (transformers 5) or else ``rope_scaling`` plus ``rope_theta``; ``rope_type`` (or legacy ``type``)
+        ``default`` means plain RoPE; a ``yarn`` dict without ``original_max_position_embeddings`` gets
+        ``max_position_embeddings``, as transformers' ``standardize_rope_params`` does for every reader.
+        Raises :class:`ValueError` for a value the reader cannot use (the message says which and why).
+
+        Only the attention's numbers are read here: which configs an engine refuses outright (SGLang 0.5.23's EAGLE-3
+        MLA layer raises on a null ``q_lora_rank``, ``SG23/models/kimi_k25_eagle3.py:113-117``) is the config
+        checks' business, so ``reading="sglang"`` still builds a ``q_proj`` shape.
+        """
+        if reading not in READINGS:
+            raise ValueError(f"unknown MLA reading {reading!r} (known: {', '.join(READINGS)})")
+
+        def get(key: str) -> Any:
+            return config.get(key, CONFIG_DEFAULTS[key])
+
+        q_lora_rank = config["q_lora_rank"] if "q_lora_rank" in config else CONFIG_DEFAULTS["q_lora_rank"]
+        max_pos = get("max_position_embeddings")
+        eps = get("rms_norm_eps")
+        theta, rope_type, params = _rope_parameters(config, max_pos)
+        knobs: dict[str, Any] = {}
+        scaling: dict[str, float] | None = None
+        if rope_type != "default":
+            scaling, knobs = _READERS[reading](params, rope_type, max_pos)
+        interleave = True if reading == "vllm" else bool(get("rope_interleave"))
+        latent_eps = DEEPSEEK_LATENT_NORM_EPS if reading == "transformers" else None
+        return cls(num_heads=get("num_attention_heads"), q_lora_rank=q_lora_rank, kv_lora_rank=get("kv_lora_rank"),
+                   qk_nope_head_dim=get("qk_nope_head_dim"), qk_rope_head_dim=get("qk_rope_head_dim"),
+                   v_head_dim=get("v_head_dim"), rms_norm_eps=eps, rope_theta=theta, rope_scaling=scaling,
+                   max_position_embeddings=max_pos, rope_interleave=interleave, latent_norm_eps=latent_eps, **knobs)
+
+
+def eps_scale_change(eps_a: float, eps_b: float, mean_square: float) -> float:
+    """How much an RMS-normed vector changes when its norm's eps is ``eps_b`` instead of ``eps_a``: the output is
+    ``w * x / sqrt(m + eps)`` with ``m = mean(x ** 2)``, so only its length changes, by ``sqrt((m + a) / (m + b))``;
+    returns ``|that - 1|`` (relative)."""
+    return abs(math.sqrt((mean_square + eps_a) / (mean_square + eps_b)) - 1.0)
+
+
+def eps_mean_square_bound(eps_a: float, eps_b: float, tolerance: float) -> float:
+    """The smallest mean square ``m`` of a norm's input from which ``eps_scale_change(eps_a, eps_b, m) <= tolerance``
+    (0.0 when that holds for every input). With ``a = max``, ``b = min`` the factor ``f = sqrt((m + a) / (m + b)) >= 1``
+    falls as ``m`` grows, and ``f - 1 <= t  <=>  m + a <= (1 + t)**2 (m + b)  <=>  m >= (a - (1 + t)**2 b) /
+    ((1 + t)**2 - 1)``; the change the other way (``1 - 1/f``) is smaller still."""
+    a, b = max(eps_a, eps_b), min(eps_a, eps_b)
+    grow = (1.0 + tolerance) ** 2
+    return max(0.0, (a - grow * b) / (grow - 1.0))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _number(params: Mapping[str, Any], key: str, default: float | None, who: str) -> float:
+    value = params.get(key, default)
+    if isinstance(value, bool):  # vLLM's own default for mscale_all_dim is False: float(False) == 0
+        value = float(value)
+    if not _is_num(value):
+        raise ValueError(f"rope {key} = {value!r}: {who} needs a number here")
+    return float(value)
+
+
+def _rope_parameters(config: Mapping[str, Any], max_pos: Any) -> tuple[float, str, dict[str, Any]]:
+    raw = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"rope parameters must be a mapping, found {raw!r}")
+    params = dict(raw)
+    theta = params.get("rope_theta", config.get("rope_theta", CONFIG_DEFAULTS["rope_theta"]))
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type == "yarn" and "original_max_position_embeddings" not in params:
+        params["original_max_position_embeddings"] = max_pos
+    return theta, str(rope_type), params
+
+
+def _read_transformers(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
+    """transformers 5.19: ``_compute_yarn_parameters`` (TF/modeling_rope_utils.py:412-483) and ``yarn_apply_mscale``."""
+    who = "transformers 5.19 DeepseekV3Attention"
+    if rope_type != "yarn":
+        raise ValueError(f"rope_type {rope_type!r}: only 'yarn' is modelled for {who}")
+    factor = _number(params, "factor", None, who)
+    original = _number(params, "original_max_position_embeddings", None, who)
+    mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
+    attention_factor = params.get("attention_factor")
+    if attention_factor is None:
+        if mscale and mscale_all:
+            attention_factor = yarn_get_mscale(factor, float(mscale)) / yarn_get_mscale(factor, float(mscale_all))
+        else:
+            attention_factor = yarn_get_mscale(factor)
+    scaling = {"factor": factor, "original_max_position_embeddings": original,
+               "beta_fast": float(params.get("beta_fast") or 32), "beta_slow": float(params.get("beta_slow") or 1),
+               "mscale": float(mscale or 1.0), "mscale_all_dim": float(mscale_all or 0.0)}
+    return scaling, {"rope_attention_factor": float(attention_factor),
+                     "yarn_truncate": bool(params.get("truncate", True))}
+
+
+def _read_vllm(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
+    """vLLM 0.33.0: VL/model_executor/models/deepseek_v2.py:1115-1136, rotary_embedding/__init__.py:284-312."""
+    who = "vLLM 0.33 (deepseek_yarn)"
+    for key in ("factor", "original_max_position_embeddings"):
+        if key not in params:
+            raise ValueError(f"rope {key} missing: {who} reads rope_parameters[{key!r}] and fails (KeyError)")
+    scaling = {"factor": _number(params, "factor", None, who),
+               "original_max_position_embeddings": _number(params, "original_max_position_embeddings", None, who)}
+    for key, default in YARN_DEFAULTS.items():
+        scaling[key] = _number(params, key, default, who)
+    return scaling, {"softmax_mscale": params.get("attention_factor") != 1.0}
+
+
+def _read_sglang(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
+    """SGLang 0.5.23: SG23/models/deepseek_v2.py:2064-2178, layers/rotary_embedding/factory.py:371-401."""
+    who = "SGLang 0.5.23 (deepseek_yarn)"
+    scaling = {"factor": _number(params, "factor", 1.0, who),
+               "original_max_position_embeddings": _number(params, "original_max_position_embeddings", max_pos, who)}
+    for key, default in YARN_DEFAULTS.items():
+        scaling[key] = _number(params, key, default, who)
+    knobs: dict[str, Any] = {
+        "softmax_mscale": bool(params.get("apply_yarn_scaling", True)) and bool(params.get("apply_scale", True)),
+        "yarn_extrapolation_factor": _number(params, "extrapolation_factor", 1.0, who)}
+    attn_factor = _number(params, "attn_factor", 1.0, who)
+    if attn_factor != 1.0:
+        f = scaling["factor"]
+        knobs["rope_attention_factor"] = (yarn_get_mscale(f, scaling["mscale"])
+                                          / yarn_get_mscale(f, scaling["mscale_all_dim"]) * attn_factor)
+    return scaling, knobs
+
+
+_READERS = {"transformers": _read_transformers, "vllm": _read_vllm, "sglang": _read_sglang}
+
+
+def yarn_param(shape: MlaShape, key: str) -> float:
+    assert shape.rope_scaling is not None
+    return float(shape.rope_scaling.get(key, YARN_DEFAULTS.get(key)))  # type: ignore[arg-type]
+
+
+def yarn_softmax_scale(shape: MlaShape) -> float:
+    """The attention logits' scale: ``qk_head_dim ** -0.5``, times ``m * m`` with ``m = yarn_get_mscale(factor,
+    mscale_all_dim)`` under yarn when ``shape.softmax_mscale`` (m = 1 when ``mscale_all_dim`` is 0 or absent)."""
+    scale = shape.qk_head_dim ** -0.5
+    if shape.rope_scaling is not None and shape.softmax_mscale:
+        m = yarn_get_mscale(yarn_param(shape, "factor"), yarn_param(shape, "mscale_all_dim"))
+        scale = scale * m * m
+    return scale
+
+
+def rope_cos_sin_factor(shape: MlaShape) -> float:
+    """The factor on cos and sin: 1 without yarn; ``shape.rope_attention_factor`` when set; else DeepSeek's
+    ``yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim)`` (1 when they are equal)."""
+    if shape.rope_scaling is None:
+        return 1.0
+    if shape.rope_attention_factor is not None:
+        return float(shape.rope_attention_factor)
+    factor = yarn_param(shape, "factor")
+    return (yarn_get_mscale(factor, yarn_param(shape, "mscale"))
+            / yarn_get_mscale(factor, yarn_param(shape, "mscale_all_dim")))
+
+
+def expected_attention_shapes(shape: MlaShape, hidden_size: int, in_dim: int) -> dict[str, tuple[int, ...]]:
+    """Each weight's shape, keyed relative to the layer's ``self_attn.`` (torch Linear layout: (out, in)).
+
+    ``in_dim`` is the layer's input width (2 * hidden_size for the first EAGLE-3 layer); it changes only
+    ``q_a_proj`` / ``q_proj`` and ``kv_a_proj_with_mqa``. With ``q_lora_rank`` None the q path is ``q_proj`` alone
+    (no ``q_a_proj``, ``q_a_layernorm``, ``q_b_proj``)."""
+    nh, qk = shape.num_heads, shape.qk_head_dim
+    shapes: dict[str, tuple[int, ...]] = {}
+    if shape.q_lora_rank is None:
+        shapes["q_proj.weight"] = (nh * qk, in_dim)
+    else:
+        shapes["q_a_proj.weight"] = (shape.q_lora_rank, in_dim)
+        shapes["q_a_layernorm.weight"] = (shape.q_lora_rank,)
+        shapes["q_b_proj.weight"] = (nh * qk, shape.q_lora_rank)
+    shapes["kv_a_proj_with_mqa.weight"] = (shape.kv_lora_rank + shape.qk_rope_head_dim, in_dim)
+    shapes["kv_a_layernorm.weight"] = (shape.kv_lora_rank,)
+    shapes["kv_b_proj.weight"] = (nh * (shape.qk_nope_head_dim + shape.v_head_dim), shape.kv_lora_rank)
+    shapes["o_proj.weight"] = (hidden_size, nh * shape.v_head_dim)
+    return shapes
+
 
 # How each attention tensor's shape reads, in symbols (``{in}``: the layer's input width).
 SYMBOLS = {
@@ -84,18 +383,6 @@ def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
             SYMBOLS[key].replace("{in}", d_sym))
 
 
-def attention_forward(x, p: str, reading: Any, weights: Any, positions, cache: Any, step: int, rope: Any):
-    """DeepSeek MLA (numerics/mla.py) with the reading's MlaShape (its reader's rope pairing, yarn factors and softmax
-    scale), over the drafter's KV-cache pattern: the context keys of step 0 and each row's own drafts."""
-    shape = reading.mla
-    prefix = p + "self_attn."
-    used = {role[len(prefix):]: weights.f32(name) for role, name in reading.tensors.items()
-            if role.startswith(prefix) and role != prefix + "o_proj.weight"}
-    q, k, v = mla_qkv(x, used, shape, positions)
-    out = _attention(q, k, v, cache, step, scale=yarn_softmax_scale(shape))
-    return out.transpose(0, 1).reshape(x.shape[0], shape.num_heads * shape.v_head_dim)
-
-
 def effective(shape: Any) -> dict[str, Any] | None:
     """What an MLA reading computes with, as numbers (no torch): two readers that agree here compute the same
     attention, however they arrived at it (an eps left to the config's vs stated, a cos/sin factor of 1 given or
@@ -121,4 +408,4 @@ def effective(shape: Any) -> dict[str, Any] | None:
 FAMILY = Family(MLA, "DeepSeek multi-latent attention (MLA) decoder layers", MLA_LAYER_SUFFIXES,
                 ("num_attention_heads", *MLA_CONFIG_FIELDS, "rope_theta", "rope_scaling", "rope_interleave",
                  "rms_norm_eps", "max_position_embeddings"),
-                attention, attention_forward, classes="Eagle3DeepseekV2ForCausalLM, Eagle3DeepseekV3ForCausalLM")
+                attention, classes="Eagle3DeepseekV2ForCausalLM, Eagle3DeepseekV3ForCausalLM")

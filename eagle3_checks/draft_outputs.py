@@ -15,8 +15,8 @@ from typing import Any
 
 from . import engines
 from .errors import UsageError
-from .numerics.forward import ForwardError, Inputs, Weights, nonfinite, run
-from .storage.checkpoint import not_there, real_path, within
+from .numerics.draft_steps import ForwardError, Inputs, Weights, nonfinite, run
+from .storage.folder import not_there, real_path, within
 from .storage.safetensors import from_numpy, load_array, read_header, write_safetensors
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import INDEX, SINGLE
+from .folder import INDEX, SINGLE
 from .safetensors import TensorEntry, load_array, read_header
 
 # where checkpoints keep the input embedding of the language model, most specific first

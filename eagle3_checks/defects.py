@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .drafter.checkpoint import open_checkpoint
 from .drafter.example import EXAMPLE, drafter_files, target_config, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS, on_disk_name
 from .drafter.spec import resolve_reference
 from .gate import all_checks, load_target, parse_options, run_check
 from .registry import Context
-from .storage.checkpoint import open_checkpoint
 from .storage.safetensors import RawTensor
 
 

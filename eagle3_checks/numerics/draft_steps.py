@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from ..drafter.config import rope_scaling_problems
-from ..drafter.families import FAMILIES
+from ..drafter.config_values import rope_scaling_problems
 from ..errors import INSTALL
 from ..storage.safetensors import DTYPES
-from ..storage.target import EmbeddingError
-from .ops import _attention, _Cache, _linear, _rms, _rope  # noqa: F401  (_attention: the families')
+from ..storage.target_weights import EmbeddingError
+from .family_attention import ATTENTION
+from .ops import KVCache, linear, rms_norm
 
 INSTALL_HINT = (f"the forward level needs torch, which is not installed: {INSTALL['forward']}; then rerun (--level "
                 "header and scan run without it)")
@@ -158,7 +158,7 @@ class Inputs:
     inputs_embeds: Any = None  # (T, H) float32, when the checkpoint has no embed_tokens
     stand_in_seed: int | None = None  # embed later-step tokens with a seeded stand-in table (a side lacks embed_tokens)
     later_tokens: list | None = None  # token ids (T,) for steps 1.. (teacher forcing); default: each step's argmax
-    # the target's embed_tokens (eagle3_checks.storage.target.TargetEmbedding: rows(ids) -> float32 rows), for a
+    # the target's embed_tokens (eagle3_checks.storage.target_weights.TargetEmbedding: rows(ids) -> float32 rows), for a
     # checkpoint without its own: engines embed the drafted tokens (and the prompt) with the target's
     target_embedding: Any = None
 
@@ -256,25 +256,25 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     return freqs.float(), float(mscale)
 
 
-def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: _Cache, rope):
+def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: KVCache, rope):
     W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731  (one weight upcast at a time)
     p = f"layers.{layer}."
     eps = reading.rms_norm_eps
     if layer == 0:
-        hidden = _rms(h, W(p + "hidden_norm.weight"), eps)
+        hidden = rms_norm(h, W(p + "hidden_norm.weight"), eps)
         residual = hidden if reading.norm_before_residual else h
-        x = torch_cat([_rms(e, W(p + "input_layernorm.weight"), eps), hidden])
+        x = torch_cat([rms_norm(e, W(p + "input_layernorm.weight"), eps), hidden])
     else:  # later layers: input_layernorm (vLLM, speculators) or hidden_norm (SGLang 0.5.23)
         residual = h
-        x = _rms(h, W(p + reading.later_norm + ".weight"), eps)
+        x = rms_norm(h, W(p + reading.later_norm + ".weight"), eps)
     # the attention is the family's (drafter/families/): Llama/Qwen3 q/k/v with RoPE, or DeepSeek MLA
-    attn = FAMILIES[reading.family].attention_forward(x, p, reading, weights, positions, cache, step, rope)
-    h = residual + _linear(attn, reading, weights, p + "self_attn.o_proj.weight")
-    x = _rms(h, W(p + "post_attention_layernorm.weight"), eps)
+    attn = ATTENTION[reading.family](x, p, reading, weights, positions, cache, step, rope)
+    h = residual + linear(attn, reading, weights, p + "self_attn.o_proj.weight")
+    x = rms_norm(h, W(p + "post_attention_layernorm.weight"), eps)
     act = _act(reading.hidden_act)
-    gate = _linear(x, reading, weights, p + "mlp.gate_proj.weight")
-    up = _linear(x, reading, weights, p + "mlp.up_proj.weight")
-    return h + _linear(act(gate) * up, reading, weights, p + "mlp.down_proj.weight")
+    gate = linear(x, reading, weights, p + "mlp.gate_proj.weight")
+    up = linear(x, reading, weights, p + "mlp.up_proj.weight")
+    return h + linear(act(gate) * up, reading, weights, p + "mlp.down_proj.weight")
 
 
 def _target_rows(embedding: Any, ids, reading):
@@ -313,9 +313,9 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
             raise ForwardError(f"aux_hidden_states has width {g.shape[-1]}; {reading.engine} expects "
                                f"{reading.num_aux} x {reading.target_hidden_size} = {width}")
         if reading.input_norm:
-            g = _rms(g, W("input_norm.weight"), eps)
+            g = rms_norm(g, W("input_norm.weight"), eps)
         if reading.fc_norm:
-            g = torch.cat([_rms(c, W(f"fc_norm.{i}.weight"), eps)
+            g = torch.cat([rms_norm(c, W(f"fc_norm.{i}.weight"), eps)
                            for i, c in enumerate(g.chunk(reading.num_aux, dim=-1))], dim=-1)
         h = weights.linear(g, reading.tensors["fc.weight"], reading.tensors.get("fc.bias") if reading.fc_bias else None)
         has_embed = "embed_tokens.weight" in reading.tensors
@@ -335,7 +335,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
             raise ForwardError(f"d2t maps draft ids outside the target vocabulary [0, {v})")
         # the Llama family's RoPE tables (an MLA reading carries its own rope in reading.mla)
         rope = inv_freq(reading.head_dim, reading.rope_theta, reading.rope_scaling) if reading.mla is None else None
-        caches = [_Cache() for _ in range(reading.num_layers)]
+        caches = [KVCache() for _ in range(reading.num_layers)]
         head_role = "embed_tokens.weight" if reading.lm_head_from_embed else "lm_head.weight"
         out = []
         for step in range(steps):
@@ -343,7 +343,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
             x = h
             for layer in range(reading.num_layers):
                 x = _layer(x, e, layer, positions, step, reading, weights, caches[layer], rope)
-            normed = _rms(x, W("norm.weight"), eps)
+            normed = rms_norm(x, W("norm.weight"), eps)
             draft = weights.linear(normed if reading.final_norm else x, reading.tensors[head_role], rows=dv)
             logits = torch.full((draft.shape[0], v), float("-inf"), device=dev)
             logits[:, targets] = draft

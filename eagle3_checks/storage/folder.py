@@ -1,14 +1,17 @@
-"""Open a drafter checkpoint directory and present one normalized view of it.
+"""A checkpoint folder's file facts: which files it holds, the parsed config.json, the tensors' headers, and
+everything wrong with them.
 
 Reads ``config.json`` and the safetensors headers (single file or a sharded
-``model.safetensors.index.json``), never tensor data: a tensor is loaded only when a check asks
-for it (:meth:`Checkpoint.array`), once, and kept. No torch on this path. Without any safetensors
-file, ``pytorch_model.bin`` (or a sharded ``pytorch_model.bin.index.json``) is read the same way,
-its zip directory and pickle opcodes parsed without unpickling (:mod:`eagle3_checks.storage.torch_bin`).
+``model.safetensors.index.json``), never tensor data: a tensor's bytes are read only when asked for
+(:meth:`CheckpointFiles.load_bytes`, through :func:`~eagle3_checks.storage.safetensors.load_array`). No torch on
+this path. Without any safetensors file, ``pytorch_model.bin`` (or a sharded ``pytorch_model.bin.index.json``) is
+read the same way, its zip directory and pickle opcodes parsed without unpickling
+(:mod:`eagle3_checks.storage.torch_bin`).
 
-What cannot be a checkpoint at all (a missing path, a file, a folder with neither config.json
-nor safetensors) raises :class:`~eagle3_checks.errors.UsageError`; everything wrong inside a
-checkpoint is collected in :attr:`Checkpoint.problems` for the ``files`` check to report.
+What the files mean (layout, roles, family, the effective config) is the drafter layer's view of these facts:
+:class:`eagle3_checks.drafter.checkpoint.Checkpoint`. What cannot be a checkpoint at all (a missing path, a file,
+a folder with neither config.json nor safetensors) raises :class:`~eagle3_checks.errors.UsageError`; everything
+wrong inside one is collected in :attr:`CheckpointFiles.problems` for the ``files`` check to report.
 """
 
 from __future__ import annotations
@@ -18,24 +21,12 @@ import errno
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..drafter.config import DraftConfig, read_config
-from ..drafter.layout import (
-    FLAT,
-    LLAMA,
-    SPECULATORS,
-    UNKNOWN,
-    Name,
-    detect_layout,
-    drafter_family,
-    parse_name,
-    unmodelled_drafter,
-)
 from ..errors import UsageError
-from .safetensors import FileHeader, Problem, TensorEntry, json_type, load_array, read_header
+from .safetensors import FileHeader, Problem, TensorEntry, json_type, read_header
 from .torch_bin import read_bin
 
 CONFIG = "config.json"
@@ -50,88 +41,38 @@ class TensorReadError(Exception):
 
 
 @dataclass
-class Checkpoint:
+class CheckpointFiles:
+    """The files of one checkpoint folder (or Hub snapshot), as read: no meaning attached yet."""
+
     path: Path
     display: str
-    config_raw: dict | None = None
-    config: DraftConfig | None = None
-    layout: str = UNKNOWN
-    layout_source: str = ""
+    config_raw: dict | None = None  # config.json parsed, when it is a JSON object
     files: list[FileHeader] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     tensors: dict[str, TensorEntry] = field(default_factory=dict)  # on-disk name -> entry
-    names: dict[str, Name] = field(default_factory=dict)  # on-disk name -> what it means
-    roles: dict[str, str] = field(default_factory=dict)  # role -> on-disk name
-    duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
     # False when a header did not parse or an indexed shard is missing: the tensor list is partial.
     complete: bool = True
     # why the weights' bytes are not readable here (a Hub checkpoint opened from its headers): the scan and forward
     # levels skip with this note
     weights_elsewhere: str | None = None
-    family: str = LLAMA  # the decoder layer's family (drafter/families/), from the config, else the tensor names
-    _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def with_config(self, raw: dict) -> Checkpoint:
-        """The same tensors under another config.json: what ``fix`` gates before it writes anything."""
-        ckpt = replace(self, config_raw=raw, _arrays={})
-        ckpt.layout, ckpt.layout_source = detect_layout(raw), f"{CONFIG} structure"
-        ckpt.config = read_config(raw, ckpt.layout)
-        ckpt.names, ckpt.roles, ckpt.duplicate_roles = {}, {}, {}
-        _classify_names(ckpt)
-        return ckpt
-
-    # ----- views -------------------------------------------------------------------------------
-    def entry(self, role: str) -> TensorEntry | None:
-        name = self.roles.get(role)
-        return None if name is None else self.tensors[name]
-
-    def shape(self, role: str) -> tuple[int, ...] | None:
-        e = self.entry(role)
-        return None if e is None else e.shape
-
-    def has(self, role: str) -> bool:
-        return role in self.roles
-
-    @property
-    def layers(self) -> list[int]:
-        """Decoder layer indices that have at least one tensor."""
-        return sorted({n.layer for n in self.names.values() if n.layer is not None and n.role})
-
-    @property
-    def not_modelled(self) -> tuple[str, str] | None:
-        """(class, what it is) when eagle3-checks does not model the drafter's family (an MLA drafter), else None."""
-        return unmodelled_drafter(self.config_raw, self.layout, tuple(self.names))
 
     @property
     def weight_files(self) -> list[str]:
         return [f.file for f in self.files]
 
+    def file_size(self, e: TensorEntry) -> int:
+        return next((f.size for f in self.files if f.path == e.path), 0)
+
     def ends_past_file(self, e: TensorEntry) -> bool:
         """Whether a tensor's bytes run past the end of its file (a truncated file: the files check's finding)."""
-        return e.offset + e.nbytes > next((f.size for f in self.files if f.path == e.path), 0)
+        return e.offset + e.nbytes > self.file_size(e)
 
     @property
     def past_end(self) -> list[str]:
         """The tensors whose bytes are not all in their file."""
         return [name for name, e in self.tensors.items() if self.ends_past_file(e)]
 
-    def array(self, role: str):
-        """The tensor of ``role`` as a numpy array, read on first use and cached."""
-        if role not in self._arrays:
-            e = self.entry(role)
-            if e is None:
-                raise TensorReadError(f"no tensor for {role}")
-            if self.ends_past_file(e):
-                size = next((f.size for f in self.files if f.path == e.path), 0)
-                raise TensorReadError(f"{e.file}: {e.name} ends at byte {e.offset + e.nbytes}, past the end of the "
-                                      f"file ({size} bytes)")
-            try:
-                self._arrays[role] = load_array(e, self.load_bytes(e))
-            except (OSError, EOFError, ValueError, OverflowError, MemoryError) as exc:
-                raise TensorReadError(f"{e.file}: cannot read {e.name}: {exc}") from exc
-        return self._arrays[role]
-
-    # ----- where the bytes are (a Hub checkpoint overrides these: eagle3_checks.storage.hub.HubCheckpoint) -----
+    # ----- where the bytes are (a Hub checkpoint overrides these: eagle3_checks.storage.hub.HubFiles) -----
     def load_bytes(self, e: TensorEntry) -> bytes | None:
         """The bytes of one tensor, or None to read them from ``e.path`` on this disk."""
         return None
@@ -144,14 +85,14 @@ class Checkpoint:
         return reader(root / shard, shard)
 
 
-def _problem(ckpt: Checkpoint, file: str, message: str, **kw: Any) -> None:
+def _problem(ckpt: CheckpointFiles, file: str, message: str, **kw: Any) -> None:
     ckpt.problems.append(Problem(file=file, message=message, **kw))
 
 
 _UNUSABLE: Any = object()
 
 
-def _read_json(ckpt: Checkpoint, path: Path, display: str) -> Any:
+def _read_json(ckpt: CheckpointFiles, path: Path, display: str) -> Any:
     """Parse a JSON file, recording any problem; returns ``_UNUSABLE`` when it cannot be parsed (a JSON ``null``
     is a value, and the caller says it is not an object)."""
     try:
@@ -203,18 +144,17 @@ def _is_file(path: Path) -> tuple[bool, str | None]:
     return True, None
 
 
-def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Open a drafter directory. Raises UsageError when ``path`` cannot be a checkpoint."""
+def read_folder(path: str | os.PathLike) -> CheckpointFiles:
+    """Read a checkpoint directory's file facts. Raises UsageError when ``path`` cannot be a checkpoint."""
     root, children, st_files = locate(path)
-    return build(Checkpoint(path=root, display=str(path)), root, children, st_files)
+    return build(CheckpointFiles(path=root, display=str(path)), root, children, st_files)
 
 
-def build(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> Checkpoint:
+def build(ckpt: CheckpointFiles, root: Path, children: list[str], st_files: list[str]) -> CheckpointFiles:
     """Fill ``ckpt`` from the files ``children`` names in ``root`` (a directory, or a Hub snapshot whose weight
     files ``ckpt`` reads by range)."""
     _read_config(ckpt, root, children)
     _read_weights(ckpt, root, children, st_files)
-    _classify(ckpt)
     return ckpt
 
 
@@ -290,7 +230,7 @@ def locate(path: str | os.PathLike) -> tuple[Path, list[str], list[str]]:
     return root, children, st_files
 
 
-def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
+def _read_config(ckpt: CheckpointFiles, root: Path, children: list[str]) -> None:
     if CONFIG not in children:
         _problem(ckpt, CONFIG, "is missing: engines cannot build the drafter without it",
                  expected="config.json beside the weights", found="no config.json",
@@ -310,7 +250,7 @@ def _read_config(ckpt: Checkpoint, root: Path, children: list[str]) -> None:
     ckpt.config_raw = raw
 
 
-def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: list[str]) -> None:
+def _read_weights(ckpt: CheckpointFiles, root: Path, children: list[str], st_files: list[str]) -> None:
     reader: Callable[[Path, str], FileHeader] = read_header
     index = INDEX
     shard_names: dict[str, Any] | None  # file -> the tensors the index puts there (None: not indexed)
@@ -367,7 +307,7 @@ def _read_weights(ckpt: Checkpoint, root: Path, children: list[str], st_files: l
                          fix="regenerate the index from the shards")
 
 
-def _read_index(ckpt: Checkpoint, root: Path, index: str = INDEX) -> dict[str, list[str]] | None:
+def _read_index(ckpt: CheckpointFiles, root: Path, index: str = INDEX) -> dict[str, list[str]] | None:
     ok, why = _is_file(root / index)
     if not ok:
         _problem(ckpt, index, why or "is not a file")
@@ -399,32 +339,3 @@ def _read_index(ckpt: Checkpoint, root: Path, index: str = INDEX) -> dict[str, l
             continue
         shards.setdefault(shard, []).append(name)
     return shards
-
-
-def _classify(ckpt: Checkpoint) -> None:
-    if ckpt.config_raw is not None:
-        ckpt.layout = detect_layout(ckpt.config_raw)
-        ckpt.layout_source = f"{CONFIG} structure"
-        ckpt.config = read_config(ckpt.config_raw, ckpt.layout)
-        _classify_names(ckpt)
-    else:
-        _classify_names(ckpt)
-        styles = {n.style for n in ckpt.names.values() if n.style}
-        ckpt.layout = FLAT if styles == {"midlayer"} else SPECULATORS if styles == {"layers"} else UNKNOWN
-        ckpt.layout_source = "tensor names (no readable config.json)"
-
-
-def _classify_names(ckpt: Checkpoint) -> None:
-    """Each tensor's role, for the decoder layer of the checkpoint's family (decided from the config and the names)."""
-    ckpt.family = drafter_family(ckpt.config_raw, ckpt.layout, tuple(ckpt.tensors))
-    if ckpt.config is not None:
-        ckpt.config.family = ckpt.family
-    for name in ckpt.tensors:
-        parsed = parse_name(name, ckpt.family)
-        ckpt.names[name] = parsed
-        if parsed.role is None:
-            continue
-        if parsed.role in ckpt.roles:
-            ckpt.duplicate_roles.setdefault(parsed.role, [ckpt.roles[parsed.role]]).append(name)
-            continue
-        ckpt.roles[parsed.role] = name

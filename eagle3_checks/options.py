@@ -1,0 +1,59 @@
+"""The options every shell shares (the CLI, the pytest plugin, convert, fix): plain values, below the registry, so
+that what a check sees (:class:`eagle3_checks.registry.Context`) is typed with them.
+
+Three words, one meaning each: a *waiver* (``--waive CHECK_OR_CODE=REASON``) still runs its check and reports the
+findings it matches as waived; an *omitted* check (:attr:`GateOptions.omit`) is not run at all; a *skipped* result
+is a check that did not run (omitted, not applicable, or its level's requirement missing), with the reason.
+Validating option strings needs the registered checks: :func:`eagle3_checks.gate.parse_options`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .engines import resolve as resolve_engines
+
+LEVELS = ("header", "scan", "forward")
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Options every shell shares. Plain values only, so they serialize (pytest-xdist)."""
+
+    reference: str = "auto"
+    target_config: str | None = None
+    target: str | None = None  # the target checkpoint (a folder or hf://): its config.json and embed_tokens
+    revision: str | None = None  # for Hugging Face cache folders and hf:// names without @REVISION
+    download: bool = False  # fetch a Hub checkpoint's weights into the Hugging Face cache (scan, forward levels)
+    level: str | None = None  # None: every level the project has
+    strict: bool = False
+    # --waive: (target, reason); a target is a check id or a finding code, optionally for one engine
+    # (``vocab.d2t``, ``engine.loads[vllm]``, ``engine.loads/narrowed[vllm@0.33.0]``). The check still runs: the
+    # findings a waiver matches are reported as waived, and a waiver that matches nothing as stale.
+    waive: tuple[tuple[str, str], ...] = ()
+    # checks omitted: not run at all, with the reason (the converter's own verification: scan.values reads every
+    # byte); their results say skipped, with it
+    omit: tuple[tuple[str, str], ...] = ()
+    # the engine releases per-engine checks judge ("vllm@0.33.0", ...; see engines.resolve) and why each version
+    engine: tuple[str, ...] = ()
+    engine_notes: tuple[str, ...] = ()
+    # releases only `--engine all` brought in: a layout such a release does not read is not applicable to it, and
+    # fails the gate only when no release in the set reads the checkpoint (or under --strict)
+    optional_engines: tuple[str, ...] = ()
+    source: str | None = None  # the checkpoint the candidate was converted from
+    aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
+    max_model_len: int | None = None  # the context the drafter will be served with
+    progress: bool = False  # show progress on a terminal (long scans)
+
+    @property
+    def waivers(self) -> dict[str, str]:
+        """Each waived target and its reason."""
+        return dict(self.waive)
+
+    def engines(self) -> tuple[str, ...]:
+        return self.engine or resolve_engines(None)[0]
+
+    def levels(self) -> tuple[str, ...]:
+        if self.level is None:
+            return LEVELS
+        return LEVELS[: LEVELS.index(self.level) + 1]
