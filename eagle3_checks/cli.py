@@ -412,7 +412,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.format == "json":
         _write(json.dumps([{"id": c.id, "level": c.level, "title": c.title, "needs": list(c.needs),
                             "guards": c.guards, "evidence": list(c.evidence),
-                            "codes": [{"code": code, "meaning": meaning} for code, meaning in c.meanings.items()]}
+                            "codes": [{"code": code, "meaning": d.meaning, **({"severity": "info"} if d.is_note else {})}
+                                      for code, d in c.declared.items()]}
                            for c in registered], indent=2) + "\n")
         return 0
     width = max(len(c.id) for c in registered)
@@ -474,7 +475,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if c.codes:
         width = max(len(code) for code in c.meanings)
         lines += ["", "finding codes (--waive CODE=REASON waives one):"]
-        lines += [f"  {code:<{width}}  {meaning}" for code, meaning in c.meanings.items()]
+        lines += [f"  {code:<{width}}  {'(note) ' if d.is_note else ''}{d.meaning}" for code, d in c.declared.items()]
     lines += _example_lines(c, run=not args.no_examples)
     _write("\n".join(lines) + "\n")
     return 0

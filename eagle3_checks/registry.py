@@ -139,6 +139,25 @@ class NotApplicable(Exception):
 
 
 @dataclass(frozen=True)
+class Code:
+    """A kind of finding a check declares: its meaning in one line, and whether it is a note (its findings are
+    always :attr:`Severity.INFO`: reported, never failing). Declared as ``codes={"slug": "meaning"}`` or
+    ``codes={"slug": note("meaning")}``."""
+
+    meaning: str
+    severity: Severity | None = None  # Severity.INFO for a note; None: an error or a warning, as the check reports
+
+    @property
+    def is_note(self) -> bool:
+        return self.severity is Severity.INFO
+
+
+def note(meaning: str) -> Code:
+    """A code whose findings are notes (:attr:`Severity.INFO`)."""
+    return Code(meaning, Severity.INFO)
+
+
+@dataclass(frozen=True)
 class Check:
     id: str
     title: str
@@ -153,8 +172,11 @@ class Check:
     # assumes a drafter of the modelled family (Llama-shaped decoder layers): skipped, with the reason, for any
     # other (Checkpoint.not_modelled, which config.architectures reports once)
     modelled_only: bool = False
-    # the kinds of finding it reports: slug -> a one-line meaning (``explain``, ``list --format json``, SARIF rules)
-    codes: tuple[tuple[str, str], ...] = ()
+    # the kinds of finding it reports: slug -> its meaning and severity (``explain``, ``list --format json``, SARIF)
+    codes: tuple[tuple[str, Code | str], ...] = ()
+
+    def __post_init__(self) -> None:  # codes given as plain meanings (a plugin's, the gate's own) are Codes too
+        object.__setattr__(self, "codes", tuple((slug, c if isinstance(c, Code) else Code(c)) for slug, c in self.codes))
 
     def code(self, slug: str) -> str:
         """The stable code of one of its kinds of finding: ``vocab.d2t/absolute-ids``."""
@@ -164,8 +186,14 @@ class Check:
     def meanings(self) -> dict[str, str]:
         """Each declared code (``vocab.d2t/absolute-ids``) and its meaning, and the code every check has when it
         raises (``vocab.d2t/crashed``)."""
-        return {**{self.code(slug): meaning for slug, meaning in self.codes},
-                self.code(CRASHED): "the check raised: the checkpoint is unverified for it (a bug, please report it)"}
+        return {code: c.meaning for code, c in self.declared.items()}
+
+    @property
+    def declared(self) -> dict[str, Code]:
+        """Each declared code (``vocab.d2t/absolute-ids``) as declared, and the code every check has when it raises."""
+        return {**{self.code(slug): c if isinstance(c, Code) else Code(c) for slug, c in self.codes},
+                self.code(CRASHED): Code("the check raised: the checkpoint is unverified for it (a bug, please report "
+                                         "it)", Severity.ERROR)}
 
 
 REGISTRY: dict[str, Check] = {}
@@ -174,9 +202,10 @@ REGISTRY: dict[str, Check] = {}
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
           requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False,
-          codes: dict[str, str] | None = None) -> Callable:
+          codes: dict[str, str | Code] | None = None) -> Callable:
     """Register ``fn`` as check ``id``. ``codes``: the slug of each kind of finding it reports (kebab-case, passed as
-    ``code=`` where the finding is made) and its meaning in one line."""
+    ``code=`` where the finding is made) and its meaning in one line, or :func:`note` (meaning) for a code whose
+    findings are notes."""
     assert level in LEVELS, level
     for slug in codes or {}:
         if not SLUG.match(slug):

@@ -1,5 +1,5 @@
 """Finding codes and waivers: every finding has a stable, declared code (CHECK_ID/SLUG) shown in every report;
-``--skip`` takes a check id or a code, keeps the check running, reports waived findings as waived and a waiver
+``--waive`` takes a check id or a code, keeps the check running, reports waived findings as waived and a waiver
 that matches nothing as stale (an error under --strict); ``explain`` takes a code and shows each check's codes and
 its failing and passing example."""
 
@@ -19,7 +19,7 @@ from eagle3_checks.registry import SLUG
 from helpers import d2t_arange
 
 PACKAGE = Path(checks_package.__file__).resolve().parent.parent
-SOURCES = sorted((PACKAGE / "checks").glob("*.py")) + [PACKAGE / "drafter" / "spec.py"]
+SOURCES = sorted((PACKAGE / "checks").glob("*.py"))
 MAKERS = {"error", "warning", "info", "make", "stale"}
 BY_ID = {c.id: c for c in all_checks()}
 # slugs two sites of one check share on purpose: one kind of finding, said in two situations
@@ -57,7 +57,7 @@ def _check_of(tree: ast.Module, path: Path) -> dict[str, str]:
         for node in ast.walk(funcs[name]):
             if isinstance(node, ast.Name) and node.id in funcs and node.id not in owner:
                 owner[node.id] = check_id
-    if path.name == "spec.py":  # the reference diff's findings, made by drafter/spec.py's diff()
+    if path.name == "reference.py":  # the reference diff's findings, made by diff(), which the command uses too
         owner["diff"] = "reference.diff"
     return owner
 
@@ -72,13 +72,13 @@ def _sites():
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) in MAKERS:
                     code = next((k.value for k in node.keywords if k.arg == "code"), None)
                     assert code is not None, f"{path.name}:{node.lineno}: a finding made without code=\"slug\""
-                    yield path.name, node.lineno, owner.get(func.name), _literals(code)
+                    yield path.name, node.lineno, owner.get(func.name), _literals(code), node.func.id  # type: ignore
 
 
 def test_every_finding_is_made_with_a_declared_slug():
     seen: dict[tuple[str, str], list[str]] = {}
     computed = []
-    for name, line, check_id, slugs in _sites():
+    for name, line, check_id, slugs, maker in _sites():
         assert check_id in BY_ID, f"{name}:{line}: in no check's function (or helper)"
         if slugs is None:
             computed.append((check_id, name, line))
@@ -86,6 +86,10 @@ def test_every_finding_is_made_with_a_declared_slug():
         for slug in slugs:
             assert SLUG.match(slug), f"{name}:{line}: {slug!r} is not kebab-case"
             assert slug in dict(BY_ID[check_id].codes), f"{name}:{line}: {check_id}/{slug} is not declared"
+            # a code declared a note is made as a note (info), and a note is made only with a code declared so
+            declared_note = dict(BY_ID[check_id].codes)[slug].is_note
+            if maker in ("error", "warning", "info"):
+                assert declared_note == (maker == "info"), f"{name}:{line}: {check_id}/{slug} made with {maker}()"
             seen.setdefault((check_id, slug), []).append(f"{name}:{line}")
     # one slug, one kind of finding: two sites of one check share a slug only where that is meant
     shared = {k: v for k, v in seen.items() if len(v) > 1}

@@ -19,7 +19,7 @@ from ..drafter.layout import (
     SPECULATORS_ARCHITECTURES,
     eagle3_class,
 )
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, warning
+from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, note, warning
 from ..storage.safetensors import json_type
 from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete
 
@@ -42,7 +42,7 @@ from ._common import CONFIG, config_key, config_of, engine_captures, pointer, re
         "verifier-missing": "speculators_config.verifier.name_or_path is missing",
         "mla-field-missing": "an MLA drafter's config lacks an MLA attention size (kv_lora_rank, ...)",
         "mla-rope-odd": "an odd qk_rope_head_dim (rope rotates pairs)",
-        "mla-q-proj": "(note) q_lora_rank null: one q_proj, which the engines' MLA drafters cannot load",
+        "mla-q-proj": note("q_lora_rank null: one q_proj, which the engines' MLA drafters cannot load"),
     },
 )
 def fields(ctx: Context) -> Iterable[Finding]:
@@ -150,7 +150,7 @@ def _mla_fields(cfg) -> Iterable[Finding]:
         "speculators-class-in-flat": "a flat config names a speculators class",
         "not-a-drafter-class": "no selected engine release serves the named class",
         "refused-by-some": "some selected engine releases refuse the named class",
-        "served-as-named": "(note) not a drafter class name, but every selected release serves it",
+        "served-as-named": note("not a drafter class name, but every selected release serves it"),
         "mla-class": "an MLA drafter whose architectures names no MLA drafter class",
     },
 )
@@ -355,7 +355,7 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     fix='state the aux-layer ids the drafter was trained on, once, ascending, one per fc input block',
     codes={
         "convention-unknown": "the engines capture different layers and how the trainer counted is unknown",
-        "two-places": "(note) eagle_config and the top level state different ids, each for the engine reading it",
+        "two-places": note("eagle_config and the top level state different ids, each for the engine reading it"),
         "missing": "no aux-layer ids are stated",
         "repeated": "an aux-layer id repeats",
         "unsorted": "aux-layer ids are not ascending",
@@ -468,7 +468,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     codes={
         "missing": "head_dim is not stated and the default differs from the tensors' head size",
         "class-default": "head_dim is not stated and only the model_type's class default matches",
-        "mla-head-dims": "(note) an MLA drafter's q/k and v head widths (head_dim is not read)",
+        "mla-head-dims": note("an MLA drafter's q/k and v head widths (head_dim is not read)"),
     },
 )
 def head_dim(ctx: Context) -> Iterable[Finding]:
@@ -528,7 +528,7 @@ def _mla_head_dims(cfg) -> Iterable[Finding]:
     codes={
         "draft-vocab": "tie_word_embeddings with a draft vocabulary",
         "own-lm-head": "tie_word_embeddings with a separate lm_head.weight",
-        "target-head": "(note) tied embeddings, neither lm_head nor embed_tokens: the target's embedding is the head",
+        "target-head": note("tied embeddings, neither lm_head nor embed_tokens: the target's embedding is the head"),
     },
 )
 def tied_embeddings(ctx: Context) -> Iterable[Finding]:
@@ -568,7 +568,7 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
         "theta-conflict": "rope_theta and rope_parameters.rope_theta differ",
         "unusable-scaling": "rope scaling transformers' rope init refuses",
         "suspect-scaling": "rope scaling that loads but computes wrong frequencies",
-        "theta-default": "(note) no rope_theta: the trainer and every selected engine use the same default",
+        "theta-default": note("no rope_theta: the trainer and every selected engine use the same default"),
         "theta-unstated": "no rope_theta, and the trainer and the engines default differently",
         "mla-rope-type": "an MLA drafter's rope_type other than yarn or default",
         "mla-yarn-factor": "an MLA drafter's yarn rope without a factor",

@@ -28,7 +28,7 @@ from ..engines.reading import (
     shown,
 )
 from ..numerics.draft_steps import RTOL
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, refusal_cause, warning
+from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
@@ -90,9 +90,9 @@ def _readings(ctx: Context):
         "dropped": "trained tensors the release drops or never uses",
         "ignored-unknown": "tensors the release has no parameter for and skips (silently, or with a log line)",
         "narrowed": "tensors the release cuts to the (smaller) shapes it builds",
-        "shared-from-target": "(note) tensors the release takes from the target model",
-        "target-tensor-used": "(note) the release uses the target's tensor instead of the checkpoint's",
-        "replaced": "(note) the release replaces a checkpoint tensor with the target's",
+        "shared-from-target": note("tensors the release takes from the target model"),
+        "target-tensor-used": note("the release uses the target's tensor instead of the checkpoint's"),
+        "replaced": note("the release replaces a checkpoint tensor with the target's"),
     },
 )
 def loads(ctx: Context) -> Iterable[Finding]:
@@ -200,8 +200,8 @@ def loads(ctx: Context) -> Iterable[Finding]:
     fix="state every semantic field explicitly in config.json, where the engine reads it",
     codes={**{field.replace("_", "-"): f"the release reads {field} otherwise than the trainer"
               for field in SEMANTIC_FIELDS},
-           "latent-norm-eps": "(note) the MLA latent norms' eps differs from the trainer reading's: a change below the "
-           "forward tolerance for latents of the size stated, measured by forward.equivalence"},
+           "latent-norm-eps": note("the MLA latent norms' eps differs from the trainer reading's: a change below the "
+                                   "forward tolerance for latents of the size stated, measured by forward.equivalence")},
 )
 def semantics(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
@@ -260,12 +260,12 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
               "vLLM PR #50170 (default layers: 1.21% vs 58.9%)", "SGLang #32226 (count vs fc width)"),
     fix="state the ids in the serving engine's convention, where it reads them (eagle_config and the top level)",
     codes={
-        "default-matches": "(note) no ids where the release reads them, but its default captures the trained layers",
+        "default-matches": note("no ids where the release reads them, but its default captures the trained layers"),
         "ids-not-read": "the ids are not where the release reads them: it captures its default layers",
         "no-ids": "no ids at all: the release captures its default layers",
         "count-mismatch": "the release captures another number of layers than fc takes",
         "target-dependent": "what the release captures depends on the target (pass --target-config)",
-        "convention-unknown": "(note) what the release captures, not judged: how the trainer counted is unknown",
+        "convention-unknown": note("what the release captures, not judged: how the trainer counted is unknown"),
         "undecided": "how the trainer counted is unknown and another selected release captures other layers: at "
         "most one is right",
         "wrong-layers": "the release captures other target layers than the drafter was trained on",
@@ -395,7 +395,7 @@ def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None) ->
               "config/speculative.py _maybe_override_draft_max_position_embeddings"),
     fix="state the max_position_embeddings of the target, and name the verifier by its hub id",
     codes={
-        "context-raised": "(note) the release raises the draft's max_position_embeddings to --max-model-len",
+        "context-raised": note("the release raises the draft's max_position_embeddings to --max-model-len"),
         "context-too-short": "max_position_embeddings below the served context (--max-model-len, or the target's "
         "on SGLang): the release refuses or caps it",
         "local-verifier": "the speculators verifier is not a hub id (`vllm serve DRAFTER` refuses it)",

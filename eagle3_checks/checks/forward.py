@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
 from ..numerics.draft_steps import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
-from ..registry import Context, Finding, NotApplicable, check, error, info, refusal_cause
+from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause
 from ._common import release, unread_layout
 
 STEPS = 2
@@ -86,7 +86,7 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
         "unservable": "the release would not compute this drafter (refused or unfilled parameters)",
         "fc-width": "the release feeds fc another width than trained",
         "non-finite": "NaN or +inf logits",
-        "agrees": "(note) the release's reading computes what was trained",
+        "agrees": note("the release's reading computes what was trained"),
         "differs": "the release's reading computes other logits than the trainer's",
     },
 )

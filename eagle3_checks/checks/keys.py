@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..drafter.expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
 from ..drafter.layout import FLAT, SPECULATORS, on_disk_name
-from ..registry import Context, Finding, check, error, info
+from ..registry import Context, Finding, check, error, info, note
 from ._common import config_of, require_complete
 
 _MISSING_WHY = ("vLLM raises nothing for a missing tensor and serves with uninitialised memory (norms stay "
@@ -30,11 +30,11 @@ _UNEXPECTED_WHY = ("vLLM refuses an unknown tensor at load (\"There is no module
         "unknown-tensor": "a tensor that is not part of an EAGLE-3 drafter",
         "model-prefix": "tensor names carry a `model.` prefix",
         "flat-names": "flat-layout (`midlayer.`) names in a speculators checkpoint",
-        "layers-0-names": "(note) a flat checkpoint names its first layer `layers.0.*`",
+        "layers-0-names": note("a flat checkpoint names its first layer `layers.0.*`"),
         "missing-tensor": "a tensor the config asks for is missing",
         "undeclared-bias": "a bias the config does not declare",
         "unneeded-d2t": "a d2t although the draft vocabulary is the target's",
-        "unneeded-t2d": "(note) a t2d although the draft vocabulary is the target's",
+        "unneeded-t2d": note("a t2d although the draft vocabulary is the target's"),
         "undeclared-input-norm": "an input_norm without norm_before_fc",
         "undeclared-fc-norm": "an fc norm without fc_norm",
         "undeclared-qk-norm": "q/k norms in layers configured without them",

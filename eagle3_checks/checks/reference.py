@@ -9,7 +9,7 @@ from typing import Any
 from .. import engines
 from ..drafter.spec import AUX_MEANING, NULLABLE, OPTIONAL_ROLES, Spec, config_fields, snapshot
 from ..engines import trainer_capture
-from ..registry import CONFIG, Context, Finding, check, config_cause, error, info
+from ..registry import CONFIG, Context, Finding, check, config_cause, error, info, note
 from ._common import config_of, reference_of, require_complete
 
 
@@ -23,15 +23,15 @@ from ._common import config_of, reference_of, require_complete
     "choices (draft vocabulary, intermediate size, aux ids) are notes.",
     fix="restore the reference's shapes, dtypes and semantic fields, or diff against the right reference",
     codes={
-        "layouts-differ": "(note) the layouts differ: compared by tensor role",
-        "trainer-shape": "(note) a shape that differs only by the trainer's own choices",
+        "layouts-differ": note("the layouts differ: compared by tensor role"),
+        "trainer-shape": note("a shape that differs only by the trainer's own choices"),
         "shape": "a tensor of another shape than the reference's",
-        "optional-tensor": "(note) an optional tensor on one side only",
-        "draft-vocab-tensor": "(note) d2t/t2d on one side only, following the draft vocabulary",
+        "optional-tensor": note("an optional tensor on one side only"),
+        "draft-vocab-tensor": note("d2t/t2d on one side only, following the draft vocabulary"),
         "tensor-presence": "a tensor on one side only",
         "dtype": "tensors in another dtype than the reference's",
-        "aux-convention": "(note) aux ids that capture other layers than the reference's",
-        "trainer-choice": "(note) a config field the trainer chooses differs",
+        "aux-convention": note("aux ids that capture other layers than the reference's"),
+        "trainer-choice": note("a config field the trainer chooses differs"),
         "config-field": "a semantic config field differs",
     },
 )

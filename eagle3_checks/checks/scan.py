@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from ..drafter.layout import SPECULATORS, is_norm
 from ..engines.reading import layer_fields
 from ..numerics.value_stats import scan, supported
-from ..registry import Context, Data, Finding, NotApplicable, check, error, info, warning
+from ..registry import Context, Data, Finding, NotApplicable, check, error, info, note, warning
 
 PROGRESS_FROM = 1 << 30  # show progress on a terminal for checkpoints over ~1 GB
 
@@ -87,8 +87,8 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
     evidence=("speculators model.py: embed_tokens and lm_head initialised to NaN", "TorchSpec #38"),
     fix="re-export the tensors named from the trained model, after the verifier's weights were loaded",
     codes={
-        "not-scanned": "(note) tensors whose bytes run past the end of the file",
-        "unsupported-dtype": "(note) tensors of a dtype the scan does not read",
+        "not-scanned": note("tensors whose bytes run past the end of the file"),
+        "unsupported-dtype": note("tensors of a dtype the scan does not read"),
         "unreadable": "a tensor's bytes cannot be read",
         "non-finite": "NaN or Inf values",
         "all-zero": "a weight that is all zeros",

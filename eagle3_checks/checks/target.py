@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..registry import Context, Finding, NotApplicable, check, error, info
+from ..registry import Context, Finding, NotApplicable, check, error, info, note
 from ._common import CONFIG, config_key, config_of, target_of
 
 
@@ -17,7 +17,7 @@ from ._common import CONFIG, config_key, config_of, target_of
     fix="state the ids of target layers that exist; check --target-config is the verifier's",
     codes={
         "out-of-range": "aux-layer ids beyond the target's layers",
-        "last-layer": "(note) an aux-layer id is the target's last layer",
+        "last-layer": note("an aux-layer id is the target's last layer"),
     },
 )
 def aux_in_range(ctx: Context) -> Iterable[Finding]:

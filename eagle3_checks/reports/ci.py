@@ -272,9 +272,11 @@ def rule_id(f: Finding) -> str:
 
 
 def _rule(rid: str, c: Check | None) -> dict[str, Any]:
-    meaning = c.meanings.get(rid) if c else None
-    title = meaning.removeprefix("(note) ") if meaning else c.title if c else rid
+    declared = c.declared.get(rid) if c else None
+    title = declared.meaning if declared else c.title if c else rid
     rule: dict[str, Any] = {"id": rid, "name": _slug(rid), "shortDescription": {"text": title}}
+    if declared is not None and declared.is_note:
+        rule["defaultConfiguration"] = {"level": "note"}
     if c is not None and c.guards:
         rule["fullDescription"] = {"text": c.guards}
     if c is not None and c.fix:
