@@ -412,7 +412,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.format == "json":
         _write(json.dumps([{"id": c.id, "level": c.level, "title": c.title, "needs": list(c.needs),
                             "guards": c.guards, "evidence": list(c.evidence),
-                            "codes": [{"code": code, "meaning": d.meaning, **({"severity": "info"} if d.is_note else {})}
+                            "codes": [{"code": code, "meaning": d.meaning,
+                                       **({"severity": "info"} if d.is_note else {})}
                                       for code, d in c.declared.items()]}
                            for c in registered], indent=2) + "\n")
         return 0

@@ -29,7 +29,8 @@ __all__ = ["pytest_addoption", "pytest_configure", "OPTIONS"]
 def _wanted(config: pytest.Config) -> bool:
     """Whether this run gates: a checkpoint (command line or ini), or any eagle3 option on the command line (so
     that a bad one is still a usage error)."""
-    return bool(value(config, "ckpt")) or any(config.getoption(dest(name)) is not None for name in (*OPTIONS, *OLD_NAMES.values()))
+    names = (*OPTIONS, *OLD_NAMES.values())
+    return bool(value(config, "ckpt")) or any(config.getoption(dest(name)) is not None for name in names)
 
 
 def pytest_configure(config: pytest.Config) -> None:

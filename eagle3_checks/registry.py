@@ -176,7 +176,8 @@ class Check:
     codes: tuple[tuple[str, Code | str], ...] = ()
 
     def __post_init__(self) -> None:  # codes given as plain meanings (a plugin's, the gate's own) are Codes too
-        object.__setattr__(self, "codes", tuple((slug, c if isinstance(c, Code) else Code(c)) for slug, c in self.codes))
+        codes = tuple((slug, c if isinstance(c, Code) else Code(c)) for slug, c in self.codes)
+        object.__setattr__(self, "codes", codes)
 
     def code(self, slug: str) -> str:
         """The stable code of one of its kinds of finding: ``vocab.d2t/absolute-ids``."""

@@ -1,4 +1,5 @@
-"""eagle3_checks.numerics.mla_attention: DeepSeek multi-latent attention (MLA) against transformers' own modules, and its readings.
+"""DeepSeek multi-latent attention (eagle3_checks.numerics.mla_attention, drafter.families.mla) against
+transformers' own modules, and its readings.
 
 The reference is transformers 5's ``DeepseekV3Attention`` (with ``DeepseekV3RMSNorm`` inside it) fed by its own
 ``DeepseekV3RotaryEmbedding`` and eager attention: an implementation written independently of ours (interleaved rope
@@ -298,6 +299,7 @@ def test_causal_rows_ignore_later_tokens_and_shift_with_positions():
     again = mla_attention.mla_attention(changed, weights, shape, positions)
     assert torch.allclose(out[:2], again[:2], atol=1e-6, rtol=0) and not torch.allclose(out[2], again[2])
     # RoPE sees only relative positions: the same tokens 1000 positions later attend the same way
-    shifted = mla_attention.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions + 1000)
+    unscaled = dataclasses.replace(shape, rope_scaling=None)
+    shifted = mla_attention.mla_attention(hidden, weights, unscaled, positions + 1000)
     plain = mla_attention.mla_attention(hidden, weights, dataclasses.replace(shape, rope_scaling=None), positions)
     assert (shifted - plain).abs().max() < 1e-4 * plain.abs().max()

@@ -209,7 +209,8 @@ def _mla_architectures(ctx: Context, archs: list, key: str) -> Iterable[Finding]
     """An MLA drafter (drafter/families/mla.py): its class must be an MLA drafter class, and the selected releases
     must build it (SGLang 0.5.6 has none; SGLang 0.5.23 registers only Eagle3DeepseekV2ForCausalLM)."""
     if not any(eagle3_class(a) in MLA_ARCHITECTURES for a in archs):
-        why = "its config states MLA attention sizes (kv_lora_rank, ...)" if "kv_lora_rank" in (ctx.ckpt.config_raw or {}) \
+        stated = "kv_lora_rank" in (ctx.ckpt.config_raw or {})
+        why = "its config states MLA attention sizes (kv_lora_rank, ...)" if stated \
             else "its tensors are MLA attention (q_a_proj, kv_a_proj_with_mqa, ...)"
         yield error(f"{CONFIG}: architectures {archs} names no MLA drafter class, but the drafter is one: {why}",
                     file=CONFIG, key=key, expected=f'["{MLA_CLASS}"]', found=str(archs),

@@ -200,8 +200,9 @@ def loads(ctx: Context) -> Iterable[Finding]:
     fix="state every semantic field explicitly in config.json, where the engine reads it",
     codes={**{field.replace("_", "-"): f"the release reads {field} otherwise than the trainer"
               for field in SEMANTIC_FIELDS},
-           "latent-norm-eps": note("the MLA latent norms' eps differs from the trainer reading's: a change below the "
-                                   "forward tolerance for latents of the size stated, measured by forward.equivalence")},
+           "latent-norm-eps": note("the MLA latent norms' eps differs from the trainer reading's: a change below "
+                                   "the forward tolerance for latents of the size stated, measured by "
+                                   "forward.equivalence")},
 )
 def semantics(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)

@@ -1,7 +1,7 @@
 """scan.values: every weight is a number, not zero, and not left as initialised.
 
-One streaming pass over every floating tensor (:mod:`eagle3_checks.numerics.value_stats`): NaN and Inf counts with the first
-index, all-zero tensors, norms far from their usual scale, and tensors whose statistics match a common
+One streaming pass over every floating tensor (:mod:`eagle3_checks.numerics.value_stats`): NaN and Inf counts with the
+first index, all-zero tensors, norms far from their usual scale, and tensors whose statistics match a common
 initialiser exactly (they were never trained). Per-tensor statistics go into the report.
 """
 

@@ -1,6 +1,6 @@
 """The forward pass's torch primitives, shared by each family's attention (:mod:`.family_attention`) and the pass
-itself (:mod:`.draft_steps`): RMSNorm, rotate-half RoPE, a linear layer from a reading's tensors, and causal attention over
-the drafter's KV-cache pattern. torch is imported inside each, as everywhere outside a forward pass."""
+itself (:mod:`.draft_steps`): RMSNorm, rotate-half RoPE, a linear layer from a reading's tensors, and causal
+attention over the drafter's KV-cache pattern. torch is imported inside each, as everywhere outside a forward pass."""
 
 from __future__ import annotations
 

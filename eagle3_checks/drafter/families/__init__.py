@@ -4,7 +4,8 @@ A family defines, for its decoder layer: the tensor roles (the suffixes :func:`~
 maps), the expected shapes from the config (:func:`Family.attention`, called by
 :func:`~eagle3_checks.drafter.expected.expected_tensors` for each layer), and the config fields that matter to it, all
 torch-free; how the forward pass computes its attention is the family's entry in
-:data:`eagle3_checks.numerics.family_attention.ATTENTION` (torch). Everything outside the attention (fc over the aux states, the layer norms,
+:data:`eagle3_checks.numerics.family_attention.ATTENTION` (torch). Everything outside the attention (fc over the aux
+states, the layer norms,
 the MLP, the final norm, lm_head and the vocabulary mapping) is shared by every family.
 
 * ``llama`` (:mod:`.llama`): Llama decoder layers, and Qwen3 layers (the same plus per-head q/k norms).
