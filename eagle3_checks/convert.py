@@ -30,13 +30,9 @@
 from __future__ import annotations
 
 import copy
-import ctypes
 import json
 import os
 import shutil
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,13 +45,11 @@ from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
 from .numerics.draft_steps import torch_missing
 from .registry import Finding, Severity
-from .storage.folder import real_path
+from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
 from .storage.safetensors import RawTensor, encode_header, from_numpy
 
 # The layout each engine reads (speculators its own; vLLM and SGLang the flat one), for every modelled engine.
 TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES}
-TMP_TAG = ".eagle3-tmp-"
-OLD_TAG = ".eagle3-old-"
 # The engine-agnostic checks a source must pass before it is worth converting.
 SOURCE_CHECKS = ("files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.layers",
                  "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings", "config.rope")
@@ -458,119 +452,6 @@ def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = No
                     source=src if level == "forward" else None)
 
 
-def _stale(dst: Path) -> list[Path]:
-    return [p for p in dst.parent.glob(f".{dst.name}{TMP_TAG}*") if p.is_dir()] + \
-        [p for p in dst.parent.glob(f".{dst.name}{OLD_TAG}*") if p.is_dir()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale(dst: Path) -> list[Path]:
-    """Temporary siblings left by a killed run (their process is gone)."""
-    removed = []
-    for p in _stale(dst):
-        try:
-            pid = int(p.name.rsplit("-", 1)[1])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not _alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(p)
-    return removed
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE). False where the system cannot."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    rc = renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange)
-    return rc == 0
-
-
-class _Interrupted(BaseException):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextmanager
-def _signals_raise() -> Iterator[None]:
-    """SIGINT and SIGTERM raise inside the conversion, so that its cleanup runs."""
-    def handler(signum, frame):  # noqa: ARG001
-        raise _Interrupted(signum)
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        for s in old:
-            signal.signal(s, handler)
-    except ValueError:  # not the main thread: no handlers, cleanup still runs on exceptions
-        old = {}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def _check_paths(src: Path, dst: Path, force: bool) -> None:
-    s, d = real_path(src, "SRC"), real_path(dst, "DST")
-    if not os.path.isdir(s):
-        raise UsageError(f"SRC {src}: " + ("not a directory" if os.path.exists(s) else "no such file or directory"))
-    if s == d:
-        raise UsageError(f"DST {dst} is SRC: the source is never modified; write somewhere else")
-    if s in d.parents:
-        raise UsageError(f"DST {dst} is inside SRC {src}: write the converted drafter outside the source")
-    if d in s.parents:
-        raise UsageError(f"DST {dst} contains SRC {src}: replacing it would delete the source")
-    if dst.is_symlink():
-        raise UsageError(f"DST {dst} is a symlink; name the folder itself (it is replaced by a rename)")
-    try:
-        cwd = real_path(os.getcwd(), "the current directory")
-    except OSError:  # the current directory was removed: nothing to protect there
-        cwd = None
-    if cwd is not None and (d == cwd or d in cwd.parents):
-        raise UsageError(f"DST {dst} is the current directory or holds it; name a folder beside it")
-    if not dst.parent.is_dir():
-        raise UsageError(f"DST's parent {dst.parent} " + ("is not a directory" if dst.parent.exists() else
-                                                          "does not exist; create it first"))
-    if dst.exists() and not force:
-        raise UsageError(f"DST {dst} exists; pass --force to replace it (atomically, after verification)")
-    if dst.exists() and not dst.is_dir():
-        raise UsageError(f"DST {dst} exists and is not a directory")
-    if dst.exists():
-        _check_replaceable(src, s, dst, d)
-
-
-def _check_replaceable(src: Path, s: Path, dst: Path, d: Path) -> None:
-    """--force replaces DST wholesale: only a drafter checkpoint folder, and never one that holds SRC's files
-    through symlinks (a Hugging Face cache: snapshots/REV/* link into blobs/)."""
-    try:
-        linked = [n for n in os.listdir(s) if real_path(s / n, "SRC") == d or d in real_path(s / n, "SRC").parents]
-        entries = sorted(os.listdir(d))
-    except OSError as exc:
-        raise UsageError(f"DST {dst}: cannot be listed: {exc.strerror or exc}") from exc
-    if linked:
-        raise UsageError(f"DST {dst} holds SRC's files ({src}/{linked[0]} resolves into it); replacing it would "
-                         "delete the source")
-    folders = [n for n in entries if (d / n).is_dir()]
-    if folders or not any(n == "config.json" or n.endswith(".safetensors") for n in entries):
-        what = f"the folder(s) {', '.join(folders[:3])}" if folders else "no config.json or safetensors file"
-        raise UsageError(f"DST {dst} does not look like a drafter checkpoint (it holds {what}); --force replaces "
-                         "only a checkpoint folder: choose another DST, or remove this one yourself")
-
-
 @dataclass
 class Result:
     dst: Path
@@ -596,14 +477,14 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
     level = verify_level or ("forward" if torch_missing() is None else "header")
     if level == "forward" and torch_missing():
         raise UsageError(f"--verify forward: {torch_missing()}")
-    _check_paths(src_path, dst_path, force)  # before reading anything: a refusal should be quick
-    with _signals_raise():
+    check_paths(src_path, dst_path, force)  # before reading anything: a refusal should be quick
+    with signals_raise():
         source = open_checkpoint(src_path)
         target = load_target(target_config) if target_config else None
         p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
                  speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention)
         removed = remove_stale(dst_path)
-        tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
+        tmp = temporary_sibling(dst_path)
         try:
             write(p, tmp)
             result = verify(tmp, source, to, level, target, target_config)
@@ -611,7 +492,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
                 bad = [f for f in result.findings() if f.severity is Severity.ERROR]
                 raise ConvertRefused(f"the converted checkpoint failed verification ({len(bad)} error(s)); "
                                      "nothing was written to DST", bad)
-            _move_into_place(tmp, dst_path)
+            move_into_place(tmp, dst_path)
         except OSError as exc:  # a read-only folder, a name too long with the temporary's suffix, a full disk
             shutil.rmtree(tmp, ignore_errors=True)
             raise UsageError(f"DST {dst_path}: cannot write the converted checkpoint: {exc.strerror or exc}"
@@ -620,16 +501,3 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return Result(dst_path, p, result, level, removed)
-
-
-def _move_into_place(tmp: Path, dst: Path) -> None:
-    if not dst.exists():
-        os.rename(tmp, dst)
-        return
-    if _exchange(tmp, dst):  # DST is the new checkpoint at once; tmp now holds the old one
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    old = dst.parent / f".{dst.name}{OLD_TAG}{os.getpid()}"
-    os.rename(dst, old)  # without renameat2: a moment with no DST, between two renames
-    os.rename(tmp, dst)
-    shutil.rmtree(old, ignore_errors=True)

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .convert import TMP_TAG, Plan, _check_paths, _move_into_place, _signals_raise, remove_stale, write
+from .convert import Plan, write
 from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
+from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
 
 MAX_ROUNDS = 3
 
@@ -134,8 +135,8 @@ def plan_fixes(src: Checkpoint, options: GateOptions) -> tuple[dict | None, FixR
 def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *, force: bool = False) -> FixResult:
     """Write SRC with the gate's config fixes applied to DST, and gate DST. Raises UsageError (exit 2)."""
     src_path, dst_path = Path(src), Path(dst)
-    _check_paths(src_path, dst_path, force)
-    with _signals_raise():
+    check_paths(src_path, dst_path, force)
+    with signals_raise():
         source = open_checkpoint(src_path)
         if source.config_raw is None or not source.complete or source.problems:
             raise UsageError(f"{src_path}: its files or config.json cannot be read as a checkpoint (run "
@@ -144,11 +145,11 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
         assert config is not None  # source.config_raw was read (above)
         names = {name: name for name in source.tensors}
         remove_stale(dst_path)
-        tmp = dst_path.parent / f".{dst_path.name}{TMP_TAG}{os.getpid()}"
+        tmp = temporary_sibling(dst_path)
         try:
             write(Plan(source, "fix", source.layout, config, names), tmp)
             outcome.result = gate_checkpoint(open_checkpoint(tmp), options)
-            _move_into_place(tmp, dst_path)
+            move_into_place(tmp, dst_path)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise UsageError(f"DST {dst_path}: cannot write the fixed checkpoint: {exc.strerror or exc}; nothing "
