@@ -45,9 +45,11 @@ from .gate import (
 from .numerics.draft_steps import torch_missing
 from .registry import LEVELS, Severity
 from .reports import RENDERERS
-from .reports.ci import github_command, render_sarif_error
 from .reports.compare import compare, render_diff_json, render_diff_text
-from .reports.text import finding_lines, render_json_error, render_text
+from .reports.github import github_command
+from .reports.json_report import render_json_error
+from .reports.sarif import render_sarif_error
+from .reports.text import finding_lines, render_text
 from .storage.folder import unique_paths, within
 from .storage.hub import is_hub, local_dir, locate_any
 

@@ -15,7 +15,8 @@ from .drafter.spec import check_reference_option
 from .errors import UsageError
 from .gate import FAILED, SKIPPED, WAIVED, WAIVERS, WARNED, all_checks, gate, load_source, load_target, parse_options
 from .plugin_options import GATE_FILE, GATE_NODEID, OPTIONS, STATE, dest, value
-from .reports.text import check_text, summary_line
+from .reports.summary import summary_line
+from .reports.text import check_text
 from .storage.folder import unique_paths
 from .storage.hub import is_hub, locate_any
 

@@ -35,12 +35,12 @@ class Severity(str, Enum):
 
 
 CONFIG = "config.json"
-_NESTED = ("transformer_layer_config.",)  # speculators nests the decoder fields here; engines read them as one
+NESTED = ("transformer_layer_config.",)  # speculators nests the decoder fields here; engines read them as one
 
 
 def config_cause(name: str) -> str:
     """The cause key of a config field (``transformer_layer_config.head_dim`` and ``head_dim`` are one field)."""
-    for prefix in _NESTED:
+    for prefix in NESTED:
         if name.startswith(prefix):
             name = name[len(prefix):]
     return f"{CONFIG}: {name}"

@@ -16,7 +16,9 @@ import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.reports.causes import group
-from eagle3_checks.reports.ci import json_key_line, parse_github, to_sarif
+from eagle3_checks.reports.github import parse_github
+from eagle3_checks.reports.locations import json_key_line
+from eagle3_checks.reports.sarif import to_sarif
 from helpers import run
 from test_defects import DEFECTS
 
@@ -212,7 +214,7 @@ def test_github_annotations_parse_back(drafter, capsys):
 
 
 def test_github_escapes_what_the_runner_unescapes():
-    from eagle3_checks.reports.ci import github_command
+    from eagle3_checks.reports.github import github_command
 
     line = github_command("warning", "50% of\nit, a: b", file="a,b:c.json", line=3, title="t%1")
     assert "\n" not in line

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..gate import GateResult
-from .ci import render_github, render_sarif
-from .text import render_json, render_markdown, render_text
+from .github import render_github
+from .json_report import render_json
+from .markdown import render_markdown
+from .sarif import render_sarif
+from .text import render_text
 
 # --format NAME -> the renderer of a list of gate results (one per checkpoint)
 RENDERERS: dict[str, Callable[[list[GateResult]], str]] = {

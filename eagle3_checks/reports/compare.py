@@ -14,7 +14,8 @@ from ..checks.reference import diff
 from ..drafter.spec import Spec
 from ..registry import Finding, Severity
 from .causes import Causes, group_findings
-from .text import cause_lines, causes_json, finding_lines
+from .json_report import causes_json
+from .text import cause_lines, finding_lines
 
 SIDES = ("A", "B")
 

@@ -1,30 +1,14 @@
-"""Rendering gate results: text for people, JSON for machines, markdown for CI summaries."""
+"""The text report, for people at a terminal (``--format text``, the default)."""
 
 from __future__ import annotations
 
-import json
 import textwrap
-from typing import Any
 
 from .. import __version__
 from ..gate import FAILED, PASSED, SKIPPED, WAIVED, WARNED, CheckResult, GateResult
 from ..registry import Finding, Severity, describe_op
 from .causes import Causes, group
-
-SCHEMA_VERSION = 1
-_LABEL = {PASSED: "PASS", FAILED: "FAIL", WARNED: "WARN", SKIPPED: "SKIP", WAIVED: "WAIV", "n/a": "N/A"}
-
-
-def summary_line(result: GateResult, causes: Causes | None = None) -> str:
-    """``FAILED: 7 error(s) from 1 root cause, 0 warning(s), 2 note(s)``: findings, and the causes they follow from."""
-    c = result.counts()
-    causes = causes or group(result)
-    verdict = "FAILED" if result.exit_code else "PASSED"
-    strict = " (--strict: warnings fail)" if result.options.strict and c["warning"] and result.exit_code else ""
-    n = causes.count(Severity.ERROR)
-    errors = f"{c['error']} error(s)" + (f" from {n} root cause{'s' if n != 1 else ''}" if c["error"] else "")
-    waived = f", {c['waived']} waived" if c.get("waived") else ""
-    return f"{verdict}: {errors}, {c['warning']} warning(s), {c['info']} note(s){waived}{strict}"
+from .summary import LABEL, compatibility, skip_reason, summary_line
 
 
 class Style:
@@ -42,7 +26,11 @@ class Style:
 
 
 PLAIN = Style(False)
+
+
 _SEVERITY_STYLE = {Severity.ERROR: ("red", "bold"), Severity.WARNING: ("yellow",), Severity.INFO: ("cyan",)}
+
+
 _STATUS_STYLE = {FAILED: ("red", "bold"), WARNED: ("yellow",), PASSED: ("green",), SKIPPED: ("dim",),
                  WAIVED: ("cyan",)}
 
@@ -118,13 +106,6 @@ def _header(result: GateResult) -> list[str]:
     return lines
 
 
-def _reason(result: GateResult, r: CheckResult) -> str | None:
-    """Why a check was skipped, unless that only repeats the header's reference line (said once, there)."""
-    if r.reason and result.reference_name is None and r.reason == result.reference_note:
-        return "no reference: see the reference line above"
-    return r.reason
-
-
 def render_text(results: list[GateResult], *, color: bool = False, quiet: bool = False) -> str:
     """The report for people. ``color``: ANSI colours (a terminal); ``quiet``: the failures and the verdict only."""
     style = Style(color)
@@ -138,8 +119,8 @@ def render_text(results: list[GateResult], *, color: bool = False, quiet: bool =
         shown = [r for r in result.results if not quiet or r.status in (FAILED, WARNED)]
         width = max(len(r.label) for r in shown) if shown else 10
         for r in shown:
-            tail = f"  ({_reason(result, r)})" if r.reason else ""
-            status = style(_LABEL[r.status], *_STATUS_STYLE[r.status])
+            tail = f"  ({skip_reason(result, r)})" if r.reason else ""
+            status = style(LABEL[r.status], *_STATUS_STYLE[r.status])
             out.append(f"  {status}  {r.label:<{width}}  {r.check.title}{tail}")
             previous = None
             for f in r.findings:
@@ -183,19 +164,6 @@ def _stat(st: dict, key: str) -> str:
     return f"{v:>10.3g}" if isinstance(v, (int, float)) else f"{v!s:>10}"
 
 
-NOT_APPLICABLE = "n/a"  # a release --engine all brought in that does not read the checkpoint's layout
-
-
-def compatibility(result: GateResult) -> dict[str, dict[str, str]]:
-    """engine -> per-engine check id -> status (or "n/a"), when the gate judged more than one engine."""
-    table: dict[str, dict[str, str]] = {}
-    for r in result.results:
-        if r.engine:
-            na = r.status == SKIPPED and (r.reason or "").startswith("not applicable")
-            table.setdefault(r.engine, {})[r.check.id] = NOT_APPLICABLE if na else r.status
-    return table if len(table) > 1 else {}
-
-
 def matrix_lines(result: GateResult) -> list[str]:
     table = compatibility(result)
     if not table:
@@ -204,156 +172,7 @@ def matrix_lines(result: GateResult) -> list[str]:
     width = max(len(e) for e in table)
     out = ["", "  compatibility (engine x check):", "  " + " " * width + "  " + "  ".join(ids)]
     for engine, row in table.items():
-        cells = "  ".join(f"{_LABEL[row.get(i, SKIPPED)]:<{len(i)}}" for i in ids)
+        cells = "  ".join(f"{LABEL[row.get(i, SKIPPED)]:<{len(i)}}" for i in ids)
         out.append(f"  {engine:<{width}}  {cells}".rstrip())
     out.append("")
     return out
-
-
-def _finding_json(f: Finding, causes: Causes) -> dict[str, Any]:
-    d = f.to_dict()
-    cause = causes.cause_of(f)
-    if cause is not None:
-        d["cause"] = cause.key
-    return d
-
-
-def causes_json(causes: Causes) -> list[dict[str, Any]]:
-    """Each root cause: its key, the finding that states it (with its fix), and the findings that follow from it."""
-    return [{"key": c.key, "check": c.finding.check, "severity": c.finding.severity.value,
-             "message": c.finding.message, **({"fix": c.finding.fix} if c.finding.fix else {}),
-             "also_affects": [{"check": f.check, "severity": f.severity.value, "message": f.message}
-                              for f in c.also]}
-            for c in causes.groups]
-
-
-def _checkpoint_json(r: GateResult) -> dict[str, Any]:
-    causes = group(r)
-    return {
-        "path": r.ckpt.display,
-        "layout": r.ckpt.layout,
-        "layout_source": r.ckpt.layout_source,
-        "reference": r.reference_name,
-        "reference_note": r.reference_note,
-        "target_config": r.options.target_config,
-        "strict": r.options.strict,
-        # GateOptions built without parse_options has no engine notes: then no engine is listed
-        "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note}
-                    for spec, note in zip(r.options.engines(), r.options.engine_notes, strict=False)],
-        "exit_code": r.exit_code,
-        "counts": {**r.counts(), "causes": causes.count(Severity.ERROR)},
-        "summary": summary_line(r, causes),
-        "causes": causes_json(causes),
-        **({"compatibility": compatibility(r)} if compatibility(r) else {}),
-        "checks": [
-            {"id": c.check.id, **({"engine": c.engine} if c.engine else {}), "title": c.check.title,
-             "level": c.check.level, "status": c.status, **({"reason": c.reason} if c.reason else {}),
-             **({"data": c.data} if c.data else {}),
-             "findings": [_finding_json(f, causes) for f in c.findings]}
-            for c in r.results
-        ],
-    }
-
-
-def to_json(results: list[GateResult]) -> dict[str, Any]:
-    """Schema version 1; later additions (causes, counts.causes, summary, a finding's cause) only add fields."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "eagle3-checks", "version": __version__},
-        "exit_code": max((r.exit_code for r in results), default=0),
-        "checkpoints": [_checkpoint_json(r) for r in results],
-    }
-
-
-def render_json(results: list[GateResult]) -> str:
-    return json.dumps(to_json(results), indent=2) + "\n"
-
-
-def render_json_error(message: str, exit_code: int = 2) -> str:
-    """The JSON report of a run that gated nothing (a usage error), so that ``> report.json`` stays valid JSON."""
-    return json.dumps({**to_json([]), "exit_code": exit_code, "error": message}, indent=2) + "\n"
-
-
-def _md(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
-
-
-def _md_finding(f: Finding, causes: Causes) -> list[str]:
-    out = [f"- **{'waived ' if f.waived is not None else ''}{f.severity.value}** `{f.code_label}`: {_md(f.message)}"]
-    if f.waived is not None:
-        out.append(f"  - waived: {_md(f.waived)}")
-    cause = causes.cause_of(f)
-    if cause is not None and cause.finding is not f:
-        return out + [f"  - follows from: `{_md(cause.key)}` (root cause, above)"]
-    patch = "; ".join(f"`{describe_op(op)}`" for op in f.patch) if f.patch else None
-    for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix),
-                         ("patch", patch)):
-        if value:
-            out.append(f"  - {label}: {_md(value)}")
-    return out
-
-
-def render_markdown(results: list[GateResult]) -> str:
-    """For CI summaries and PR comments: root causes and failing checks' findings in view, the rest collapsed."""
-    out: list[str] = []
-    for result in results:
-        ck = result.ckpt
-        causes = group(result)
-        out += [f"### eagle3-checks: `{ck.display}`", "",
-                f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** "
-                f"({_md(result.reference_note)}) · "
-                f"**{summary_line(result, causes)}**", ""]
-        out += [f"Engine {_md(f'{spec}: {why}')}  " for spec, why in zip(result.options.engines(),
-                                                                      result.options.engine_notes, strict=False)]
-        if causes.groups:
-            out += ["", "#### Root causes", ""]
-            for c in causes.groups:
-                f = c.finding
-                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.code_label}`): {_md(f.message)}")
-                if f.fix:
-                    out.append(f"  - fix: {_md(f.fix)}")
-                out.append(f"  - also affects: {_md(c.also_affects())}")
-        out += ["", "| status | check | title | findings |", "|---|---|---|---|"]
-        for r in result.results:
-            n = len(r.findings)
-            note = _md(_reason(result, r)) if r.reason else (f"{n} finding(s)" if n else "")
-            out.append(f"| {_LABEL[r.status]} | `{r.label}` | {_md(r.check.title)} | {note} |")
-        table = compatibility(result)
-        if table:
-            ids = list(next(iter(table.values())))
-            out += ["", "Compatibility (engine x check):", "", "| engine | " + " | ".join(f"`{i}`" for i in ids) + " |",
-                    "|---|" + "---|" * len(ids)]
-            out += [f"| {engine} | " + " | ".join(_LABEL[row.get(i, SKIPPED)] for i in ids) + " |"
-                    for engine, row in table.items()]
-        failing = [f for r in result.results if r.status in (FAILED, WARNED) for f in r.findings
-                   if f.waived is None]
-        waived = [f for r in result.results for f in r.findings if f.waived is not None]
-        passing = [f for r in result.results if r.status not in (FAILED, WARNED, WAIVED) for f in r.findings]
-        if failing:  # in view: what a reviewer must act on
-            out += ["", "#### Findings of failing checks", ""]
-            for f in failing:
-                out += _md_finding(f, causes)
-        if waived:  # in view too: what was accepted, and why
-            out += ["", "#### Waived findings (--waive)", ""]
-            for f in waived:
-                out += _md_finding(f, causes)
-        if passing:  # notes of passing checks: collapsed (the table counts them)
-            out += ["", "<details><summary>Notes from passing checks</summary>", ""]
-            for f in passing:
-                out += _md_finding(f, causes)
-            out += ["", "</details>"]
-        for r in result.results:
-            tensors = r.data.get("tensors")
-            if tensors:
-                out += ["", "<details><summary>Weight statistics (scan)</summary>", "",
-                        "| tensor | dtype | mean | std | max \\|x\\| | NaN | Inf |", "|---|---|---|---|---|---|---|"]
-                out += [f"| {_md(name)} | {st.get('dtype')} | {_num(st.get('mean', 0))} | {_num(st.get('std', 0))} | "
-                        f"{_num(st.get('max_abs', 0))} | {st.get('nan', 0)} | {st.get('inf', 0)} |"
-                        for name, st in tensors.items()]
-                out += ["", "</details>"]
-        out.append("")
-    return "\n".join(out)
-
-
-def _num(v) -> str:
-    return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)
