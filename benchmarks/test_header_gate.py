@@ -2,7 +2,7 @@
 ``safe_open(..., "np")`` key/shape listing of the same file, measured side by side in this run.
 
 Target: the gate takes at most 2x the listing, reads no weight byte, and passes against the AQ-MedAI spec that
-``--reference auto`` picks. The same for a Kimi-K2.5-sized MLA drafter (the MLA family, issue 12) judged for vLLM and
+``--reference auto`` picks. The same for a Kimi-K2.5-sized MLA drafter (the MLA family) judged for vLLM and
 SGLang, against the shipped kimi-k2.5-mla-eagle3 spec.
 """
 

@@ -561,7 +561,7 @@ def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
                  "(vllm@0.33.0: vLLM raises")
 
 
-# ----- the MLA drafter family (issue 12; more in test_mla_family.py) ----------------------------------------------
+# ----- the MLA drafter family (more in test_mla_family.py) ----------------------------------------------------------
 
 def test_the_llama_shaped_checks_are_the_engine_independent_ones():
     """Which checks would skip a drafter of a family eagle3-checks does not model (modelled_only); every family it
@@ -572,8 +572,8 @@ def test_the_llama_shaped_checks_are_the_engine_independent_ones():
 @pytest.mark.parametrize("architectures", [["Eagle3DeepseekV2ForCausalLM"], ["Eagle3DeepseekV3ForCausalLM"],
                                            ["DeepseekV3ForCausalLM"]])
 def test_an_mla_drafter_is_modelled_not_false_errors(drafter, architectures):
-    """Issue 15 gave a Kimi-K2.x MLA drafter ~27 false errors from checks assuming a Llama layer; issue 12 models the
-    family: the structural checks run on its own tensors and pass, and each engine release judges the class it builds
+    """A Kimi-K2.x MLA drafter once got ~27 false errors from checks assuming a Llama layer; the MLA family is now
+    modelled: the structural checks run on its own tensors and pass, and each engine release judges the class it builds
     (vLLM 0.33 prefixes DeepseekV3ForCausalLM to the MLA class, transformers_utils/configs/eagle.py:55-64; SGLang
     0.5.23 registers only Eagle3DeepseekV2ForCausalLM, so under --engine all it is not applicable for the others)."""
     path = mla_drafter(drafter("flat"), architectures).write()

@@ -83,7 +83,7 @@ def test_check_json_on_a_usage_error_is_still_json(drafter, tmp_path, capsys, mo
 
 def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     # (speculators: a half-converted name only config.architectures fails; a flat name no engine serves fails
-    # engine.loads too, since issue 15)
+    # engine.loads too, as no engine release builds it)
     bad = drafter("speculators")
     helpers.wrong_architectures(bad)
     path = bad.write()

@@ -1,5 +1,6 @@
-"""Engine releases: one tiny checkpoint per row of the engine audit (../shared/ENGINES.md tables 5.1 and 5.2), passing
-or failing as the release's own source says, under every release where the row differs.
+"""Engine releases: one tiny checkpoint per behaviour of the engines' loaders (rows S1-S19 for SGLang, V1-V12 for vLLM,
+each citing the released wheel's file and line), passing or failing as the release's own source says, under every
+release where the behaviour differs.
 
 Citations are to the released wheels: ``SG23/`` is ``sglang/srt/`` in sglang 0.5.23, ``SG06/`` in sglang 0.5.6, ``VL/``
 is ``vllm/`` in vllm 0.33.0.
@@ -324,7 +325,7 @@ def test_s14_draft_vocab_size_absent(drafter):
 
 def test_s15_the_mla_drafter_is_read_by_sglang_0_5_23_and_refused_by_0_5_6(drafter):
     """S15: SG23/models/kimi_k25_eagle3.py:315, 523 registers Eagle3DeepseekV2ForCausalLM (registry.py:134-148), as
-    vLLM 0.33 does (deepseek_eagle3.py): both releases read the MLA drafter (issue 12, tests/test_mla_family.py). SG06
+    vLLM 0.33 does (deepseek_eagle3.py): both releases read the MLA drafter (tests/test_mla_family.py). SG06
     has no such class: its refusal is the one finding, citing that."""
     from helpers import mla_drafter
 
@@ -353,7 +354,7 @@ def test_s16_a_served_context_beyond_the_draft_stops_sglang(drafter):
     assert status(gate(drafter("flat").write(), max_model_len=4096), "engine.serving", SG23) == PASSED
 
 
-# ----- issue 20 item 3: SGLang's context refusal is a serving limit, stated once, with its config edit --------------
+# ----- SGLang's context refusal is a serving limit, stated once, with its config edit -------------------------------
 
 def test_sglangs_context_refusal_is_engine_servings_verdict_and_a_config_edit_lifts_it(drafter, tmp_path):
     """A target context of 8192 over a drafter's max_position_embeddings 2048: SGLang's draft worker builds the
@@ -408,7 +409,7 @@ def test_sglangs_derived_context_follows_its_context_keys_and_rope_factor(drafte
     assert status(yarn, "engine.serving", SG23) == FAILED and status(yarn, "engine.serving", SG06) == PASSED
 
 
-# ----- issue 20 item 11: what SGLang 0.5.23's own loader does with an unknown tensor and a short embedding ----------
+# ----- what SGLang 0.5.23's own loader does with an unknown tensor and a short embedding ----------------------------
 
 def test_sglang_skipping_an_unknown_layer_tensor_fails_engine_loads(drafter):
     """SG23/models/llama_eagle3.py:358-378 (SG06 the same) loads a name only when it is a parameter and drops any

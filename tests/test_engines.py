@@ -262,7 +262,7 @@ def test_aux_convention_inferred_from_specforge_fields_or_unknown(drafter):
 def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
     """vLLM and speculators accept ids in [0, N] (N: the last layer's output); under SGLang's +1 an explicit N-2
     is the last id that captures anything: layer i's input is captured only for i < N (SG06/models/llama.py:337-347,
-    742; ENGINES.md S13)."""
+    742; row S13)."""
     d = drafter("flat")
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 3, 8]
     d.config["eagle_aux_hidden_state_layer_ids"] = [1, 3, 8]

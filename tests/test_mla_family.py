@@ -1,4 +1,4 @@
-"""The MLA drafter family (issue 12): Kimi-K2.5 / K2.6 ``Eagle3DeepseekV2ForCausalLM``, DeepSeek multi-latent
+"""The MLA drafter family: Kimi-K2.5 / K2.6 ``Eagle3DeepseekV2ForCausalLM``, DeepSeek multi-latent
 attention in the EAGLE-3 layer (drafter/families/mla.py), as vLLM 0.33 (model_executor/models/deepseek_eagle3.py) and
 SGLang 0.5.23 (srt/models/kimi_k25_eagle3.py) read it, against what its config states (the trainer reading).
 
@@ -252,8 +252,8 @@ def test_done_kimi_k25_mla_passes_both_engines_at_header_level_against_its_shipp
 
 
 def test_done_kimi_k25_with_null_q_lora_rank_fails_sglang_and_vllm_each_saying_why(mla, capsys):
-    """Issue 12 expected this drafter to pass vLLM (ENGINES.md 4.2: DeepseekV2MLAAttention builds q_proj when
-    q_lora_rank is null, deepseek_v2.py:1090-1097). vLLM 0.33.0's own loader, run on CPU, refuses it
+    """One might expect this drafter to pass vLLM (DeepseekV2MLAAttention builds q_proj when q_lora_rank is null,
+    vLLM 0.33.0 model_executor/models/deepseek_v2.py:1090-1097). vLLM 0.33.0's own loader, run on CPU, refuses it
     (tests/conformance/recorded/vllm-0.33.0/mla-q-proj-flat.json): deepseek_eagle3.py:258-267 maps every
     .kv_a_proj_with_mqa into fused_qkv_a_proj, which only the q_lora_rank attention builds (deepseek_v2.py:1051-1064),
     and AutoWeightsLoader raises (utils.py:441-448). SGLang 0.5.23 raises in the constructor (kimi_k25_eagle3.py:
@@ -334,7 +334,7 @@ def test_the_forward_pass_sees_a_changed_mla_weight(mla, tmp_path):
         messages(result, "forward.equivalence", VLLM)
 
 
-# ----- issue 20 item 9: the latent norms' eps, judged by its effect ---------------------------------------------
+# ----- the latent norms' eps, judged by its effect -------------------------------------------------------------------
 
 def test_a_latent_eps_difference_within_the_forward_tolerance_is_a_note_on_both_engines(mla):
     """Both engines build q_a_layernorm / kv_a_layernorm with rms_norm_eps (VL/model_executor/models/deepseek_v2.py:
@@ -368,7 +368,7 @@ def test_the_forward_level_measures_the_latent_eps_effect_and_fails_only_beyond_
         assert [f.code for f in far.result("forward.equivalence", spec).findings] == ["forward.equivalence/differs"]
 
 
-# ----- the engines' disagreements (ENGINES.md section 4): each a passing and a failing checkpoint ------------------
+# ----- the engines' disagreements on MLA drafters: each a passing and a failing checkpoint --------------------------
 
 def test_sglang_0_5_6_has_no_mla_class(mla):
     result = run(mla().write(), level="header", engine="sglang@0.5.6")
@@ -503,7 +503,7 @@ def test_auto_reference_never_crosses_families(mla, tmp_path):
     # an MLA drafter of the AQ-MedAI sizes (head_dim 128 = nope 64 + rope 64) is still not the Llama spec's family
     shape = replace(KIMI_K25_MLA, qk_nope_head_dim=64, draft_vocab_size=32000)
     spec, note = resolve_reference("auto", open_checkpoint(mla(shape, sparse=True).write()))
-    # issue 20: the note names the nearest spec only, and that is one of the same kind of layer
+    # the note names the nearest spec only, and that is one of the same kind of layer
     assert spec is None and "closest kimi-k2.5-mla-eagle3: head_dim 128 vs 192" in note, note
 
 

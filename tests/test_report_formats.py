@@ -295,7 +295,7 @@ def _place(result: dict) -> tuple[str, dict]:
     return physical["artifactLocation"]["uri"].rsplit("/", 1)[-1], physical.get("region", {})
 
 
-def test_sarif_locates_the_results_issue_20_found_without_a_location(drafter, capsys):
+def test_sarif_locates_the_results_once_reported_without_a_location(drafter, capsys):
     """Issue 20: engine.loads/replaced, reference.diff/layouts-differ (both on the demo's own flat example),
     engine.loads/refused and forward.equivalence/agrees carried no location, so upload-sarif refused the file. A
     tensor's finding points at the tensor's bytes; one with nothing more specific at the checkpoint's config.json."""
@@ -614,7 +614,7 @@ def test_the_docs_workflow_runs_the_gate_in_every_ci_format():
     assert "> eagle3.sarif" in yaml and "security-events: write" in yaml
 
 
-# ----- issue 20, item 7: the reference line, and diff as check reports ----------------------------------------------
+# ----- the reference line, and diff as check reports --------------------------------------------------------------
 
 
 def _checkpoint_json(capsys, path, *argv) -> dict:

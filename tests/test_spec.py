@@ -80,7 +80,7 @@ def notes(findings):
 
 def test_semantic_field_and_shape_differences_fail(drafter):
     """What the target fixes (hidden size, heads, head_dim, rope, ...) is an error; the trainer's own choices
-    (intermediate size, draft vocabulary, aux ids) are notes (issue 15: they used to be errors)."""
+    (intermediate size, draft vocabulary, aux ids) are notes (they used to be errors)."""
     ref = snapshot(open_checkpoint(drafter("flat").write()), "ref")
     d = drafter("flat", replace(EXAMPLE, intermediate_size=192, rope_theta=10000.0))
     found = diff(snapshot(open_checkpoint(d.write()), "c"), ref)
@@ -187,7 +187,7 @@ def test_reference_auto_never_gives_an_mla_drafter_a_llama_spec(drafter):
 
     path = mla_drafter(drafter("flat")).write()
     spec, note = resolve_reference("auto", open_checkpoint(path))
-    # issue 20: the note names the nearest spec only, of the same kind of layer (not every spec's differences)
+    # the note names the nearest spec only, of the same kind of layer (not every spec's differences)
     assert spec is None and "closest kimi-k2.5-mla-eagle3: hidden_size 64 vs 7168" in note, note
     assert "tiny-example" not in note
     assert run(path, reference="auto").result("reference.diff").status == "skipped"

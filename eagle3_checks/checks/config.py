@@ -464,7 +464,8 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
     modelled_only=True,
     guards="A config without head_dim for a drafter whose heads are not H/nh wide: Kimi-K2's 128 becomes 112 "
     "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
-    evidence=("EAGLE3_FORMATS §2: head_dim 128 vs 7168/64 = 112",),
+    evidence=("the AQ-MedAI Kimi-K2 drafter (reference_specs/aq-medai-kimi-k2-eagle3.json): head_dim 128 where "
+              "hidden_size / num_attention_heads is 7168 / 64 = 112, transformers LlamaConfig's default",),
     fix='state head_dim explicitly',
     codes={
         "missing": "head_dim is not stated and the default differs from the tensors' head size",

@@ -16,7 +16,8 @@ _VOCAB = ("d2t", "t2d")
     "Tensor dtypes: one floating dtype matching the config, int64 d2t, bool t2d",
     guards="A float or bf16 d2t (SGLang cannot index with it; bf16 turns id 162995 into 162816), weights "
     "saved in a different precision than the config states, non-float weights without quantisation.",
-    evidence=("EAGLE3_FORMATS §4: bf16 round trip corrupts ids above 256",),
+    evidence=("bfloat16 holds integers exactly only up to 256: target id 162995 of a Kimi-K2 d2t comes back as 162816 "
+              "from a bf16 round trip",),
     fix="save d2t as int64 offsets, t2d as bool, every weight in the dtype config.json states",
     codes={
         "non-float-weight": "a weight that is not floating point",

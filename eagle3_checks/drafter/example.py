@@ -302,7 +302,7 @@ KIMI_K25_MLA = MlaDrafterShape(hidden_size=7168, num_attention_heads=64, q_lora_
                                vocab_size=163840, draft_vocab_size=163840, aux_layer_ids=(2, 30, 58),
                                top_level_ids=(3, 31, 59), target_layers=61, rope_theta=50000.0,
                                max_position_embeddings=262144, yarn_factor=64.0, original_max_position_embeddings=4096,
-                               rms_norm_eps=1e-5)  # the published drafter's eps (issue 20), not DeepseekV3Config's
+                               rms_norm_eps=1e-5)  # the published drafter's eps, not DeepseekV3Config's
 
 
 def mla_config(shape: MlaDrafterShape = TINY_MLA) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 One implementation runs every :class:`~eagle3_checks.engines.reading.Reading`; where engines differ (names, defaults,
 ``norm_before_residual``, the state fed back to later steps, the final norm, fc norms, rope) the reading says so.
-Per draft step (EAGLE3_FORMATS.md §3):
+Per draft step (docs/engines.md, the forward level):
 
     g = concat(aux_0 .. aux_{A-1})            step 0 only; [input_norm(g)] [fc_norm_i per chunk]; h = fc(g)
     e = embed(tokens)                         step 0: input_ids (or inputs_embeds); step k: the step k-1 draft

@@ -3,7 +3,7 @@ step-0 logits on random inputs, and export each with SpecForge's SGLang exporter
 ``python build_specforge.py OUT_DIR`` (variants: variants.py).
 
 SpecForge's package __init__ modules import its training stack, so they are replaced by empty package objects
-(EAGLE3_FORMATS.md section 9); the model module itself is imported unchanged. The sizes are the embedded example's
+(the model module itself is imported unchanged). The sizes are the embedded example's
 (GQA 4/2 heads of 24, hidden 64, draft vocabulary 128 of 512). OUT_DIR/NAME gets SpecForge's export (config.json,
 model.safetensors without embed_tokens), inputs.safetensors (with inputs_embeds) and peer_logits.safetensors.
 """
