@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-examples", action="store_true", help="describe the examples without gating them")
 
     p = sub.add_parser("list", help="every check: id, level, title")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="markdown: the summary table of docs/checks.md (id, level, what it guards against, codes)")
 
     p = sub.add_parser("demo", help="build the embedded tiny drafters (both layouts) and gate them")
     p.add_argument("--out", metavar="DIR", help="keep the example checkpoints in DIR (default: a temporary folder)")
@@ -418,6 +419,11 @@ def cmd_list(args: argparse.Namespace) -> int:
                                        **({"severity": "info"} if d.is_note else {})}
                                       for code, d in c.declared.items()]}
                            for c in registered], indent=2) + "\n")
+        return 0
+    if args.format == "markdown":
+        from .reports.check_pages import table
+
+        _write(table(registered))
         return 0
     width = max(len(c.id) for c in registered)
     for c in registered:

@@ -44,7 +44,7 @@ def test_ci_runs_the_readme_test_command():
 def test_every_check_is_in_the_checks_table():
     checks = doc("checks.md")
     for c in all_checks():
-        assert f"| `{c.id}` |" in checks, c.id
+        assert f"| [`{c.id}`](checks/{c.id}.md) |" in checks, c.id
 
 
 def test_every_subpackage_is_packaged():
@@ -132,7 +132,8 @@ def test_every_relative_link_resolves(page):
             assert anchor in _anchors(path), f"{page.relative_to(ROOT)}: {link}: no such heading"
     if page.name == "README.md":
         linked = {(ROOT / link.partition("#")[0]).resolve() for link in _links(page)}
-        assert {p.resolve() for p in _pages()} <= linked, "the README links every docs page"
+        top = {p.resolve() for p in _pages() if p.parent == DOCS}  # the check pages are linked from checks.md
+        assert top <= linked, "the README links every docs page"
 
 
 def test_every_docs_page_is_in_the_nav():
