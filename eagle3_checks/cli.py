@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .check_docs import table
 from .convert import ConvertRefused, convert
 from .defects import EXAMPLES, run_example
 from .draft_outputs import check_inputs_path, run_forward_files
@@ -421,8 +422,6 @@ def cmd_list(args: argparse.Namespace) -> int:
                            for c in registered], indent=2) + "\n")
         return 0
     if args.format == "markdown":
-        from .reports.check_pages import table
-
         _write(table(registered))
         return 0
     width = max(len(c.id) for c in registered)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
+from .drafter.checkpoint import Checkpoint
 from .errors import UsageError
 from .numerics.draft_steps import ForwardError, Inputs, Weights, nonfinite, run
 from .storage.folder import not_there, real_path, within
@@ -76,7 +77,7 @@ def read_inputs(path: Path, reading: Any, target_embedding: Any = None) -> Input
     return Inputs(aux, ids, pos, None if embeds is None else embeds.float(), target_embedding=target_embedding)
 
 
-def run_forward_files(ckpt: Any, engine: str, inputs_path: Path, out_path: Path, steps: int | None,
+def run_forward_files(ckpt: Checkpoint, engine: str, inputs_path: Path, out_path: Path, steps: int | None,
                       target_embedding: Any = None, default_steps: int = 2) -> tuple[list[str], list[str], str | None]:
     """Write the logits; returns (the tensor names written, one line per step whose logits hold NaN or +inf, a note
     when ``steps`` (None: ``default_steps``) was cut to what the checkpoint allows). ``target_embedding``: the

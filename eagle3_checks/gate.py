@@ -380,7 +380,7 @@ def why_skipped(c: Check, ctx: Context) -> str | None:
         return omitted
     if c.modelled_only:
         if "not_modelled" not in ctx.cache:
-            ctx.cache["not_modelled"] = getattr(ctx.ckpt, "not_modelled", None)
+            ctx.cache["not_modelled"] = ctx.ckpt.not_modelled
         if ctx.cache["not_modelled"]:
             return f"not modelled: {ctx.cache['not_modelled'][0]}, this check skipped (see config.architectures)"
     if "reference" in c.needs and ctx.reference is None:

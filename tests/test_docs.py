@@ -1,4 +1,4 @@
-"""The check documentation is generated from the registry (eagle3_checks/reports/check_pages.py) and committed: the
+"""The check documentation is generated from the registry (eagle3_checks/check_docs.py) and committed: the
 pages docs/checks/*.md, the table in docs/checks.md and the Checks nav of mkdocs.yml must be what regenerating
 gives, or these tests fail and ask for the command."""
 
@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from eagle3_checks import check_docs as check_pages
 from eagle3_checks import registry
-from eagle3_checks.cli import main
-from eagle3_checks.reports import check_pages
-from eagle3_checks.reports.check_pages import (
+from eagle3_checks.check_docs import (
     COMMAND,
     TABLE_BEGIN,
     TABLE_END,
@@ -28,6 +27,7 @@ from eagle3_checks.reports.check_pages import (
     table,
     write,
 )
+from eagle3_checks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 STALE = f"the check docs are stale: run `{COMMAND}` from the project's root and commit what it writes"
@@ -114,7 +114,7 @@ def test_the_pages_are_the_same_without_torch(monkeypatch, examples):
 def test_the_pages_are_generated_alike_where_torch_does_not_import():
     """The same, for real: a process in which ``import torch`` fails generates the same files."""
     code = ("import json, sys; sys.modules['torch'] = None; from pathlib import Path; "
-            "from eagle3_checks.reports.check_pages import expected; "
+            "from eagle3_checks.check_docs import expected; "
             f"print(json.dumps(expected(Path({str(ROOT)!r}))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]

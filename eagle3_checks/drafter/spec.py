@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..storage.hub import cache_snapshot, is_hub, parse
-from .checkpoint import open_any, open_checkpoint
+from .checkpoint import Checkpoint, open_any, open_checkpoint
 from .config_values import normalized_rope_scaling
 from .layout import AUX_CONVENTIONS, FLAT, MLA, MLA_CONFIG_FIELDS, SPECULATORS
 
@@ -156,7 +156,7 @@ def semantic_config(cfg: Any) -> dict[str, Any]:
     return out
 
 
-def snapshot(ckpt: Any, name: str, description: str = "") -> Spec:
+def snapshot(ckpt: Checkpoint, name: str, description: str = "") -> Spec:
     """A spec of an opened checkpoint (trusted by the caller)."""
     cfg = ckpt.config
     config = semantic_config(cfg) if cfg is not None else {}
@@ -223,7 +223,7 @@ def _mla_head(config: Any) -> int | None:
     return nope + rope if isinstance(nope, int) and isinstance(rope, int) else None
 
 
-def family_of(ckpt: Any) -> dict[str, Any]:
+def family_of(ckpt: Checkpoint) -> dict[str, Any]:
     """The shape family of a checkpoint: its layer kind, hidden_size and vocab_size (from its config or, failing
     that, its tensors), heads, head_dim and layer count."""
     cfg = ckpt.config
@@ -234,7 +234,7 @@ def family_of(ckpt: Any) -> dict[str, Any]:
     v = v or (embed[0] if embed else t2d[0] if t2d else None)
     q, heads = ckpt.shape("layers.0.self_attn.q_proj.weight"), cfg["num_attention_heads"] if cfg is not None else None
     head_dim = q[0] // heads if q and heads and q[0] % heads == 0 else (cfg["head_dim"] if cfg is not None else None)
-    if getattr(ckpt, "family", None) == MLA and cfg is not None:
+    if ckpt.family == MLA and cfg is not None:
         head_dim = _mla_head({k: cfg[k] for k in ("qk_nope_head_dim", "qk_rope_head_dim")})
     return {"layers": _layer_kind(ckpt.has),
             "hidden_size": h, "vocab_size": v, "num_attention_heads": heads, "head_dim": head_dim,
@@ -297,7 +297,7 @@ def check_reference_option(option: str | None) -> None:
                          f"(shipped: {', '.join(shipped_specs()) or 'none'}; or auto, none)")
 
 
-def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
+def resolve_reference(option: str, ckpt: Checkpoint) -> tuple[Spec | None, str]:
     """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
     spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
     option = option or "auto"
@@ -315,11 +315,11 @@ def resolve_reference(option: str, ckpt: Any) -> tuple[Spec | None, str]:
         return None, "no reference (--reference none)"
     specs = shipped_specs()
     if option == "auto":
-        unmodelled = getattr(ckpt, "not_modelled", None)
+        unmodelled = ckpt.not_modelled
         if unmodelled:
             return None, (f"not modelled: {unmodelled[0]}: no shipped reference spec is of its family (they are all "
                           "Llama-layer drafters); pass --reference SPEC.json or a trusted checkpoint directory")
-        if getattr(ckpt, "config", None) is None:  # no family to match: its sizes would all read None
+        if ckpt.config is None:  # no family to match: its sizes would all read None
             return None, "none chosen: config.json is missing or unreadable (see the files check)"
         fam = family_of(ckpt)
         mine = _describe_family(fam)

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import PROVENANCE
 from ..drafter.layout import AUX_CONVENTIONS, SPECULATORS
 from ..errors import UsageError
@@ -137,7 +138,7 @@ def resolve(values: Any) -> Resolved:
                     tuple(spec for spec in specs if spec not in named))
 
 
-def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
+def read(ckpt: Checkpoint, spec: str, target_config: Any = None) -> Reading:
     """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known)."""
     return profile(spec).read(ckpt, target_config)
 
@@ -147,7 +148,7 @@ def read(ckpt: Any, spec: str, target_config: Any = None) -> Reading:
 SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
 
 
-def _convention(ckpt: Any, option: str | None) -> tuple[str | None, str, str]:
+def _convention(ckpt: Checkpoint, option: str | None) -> tuple[str | None, str, str]:
     """(convention, why, how it was known: "option", "provenance", "layout", "specforge-fields" or "unknown")."""
     if option:
         return option, "--aux-convention", "option"
@@ -165,7 +166,7 @@ def _convention(ckpt: Any, option: str | None) -> tuple[str | None, str, str]:
     return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)", "unknown"
 
 
-def trainer_convention(ckpt: Any, option: str | None = None) -> tuple[str | None, str]:
+def trainer_convention(ckpt: Checkpoint, option: str | None = None) -> tuple[str | None, str]:
     """How the drafter's trainer counted aux ids: (convention or None when unknown, why). "vllm": id L is the
     input of target layer L (speculators, through vLLM); "sglang": id X is the output of layer X (SGLang's +1; see
     :func:`trainer_capture` for the releases that count DeepSeek-style targets otherwise)."""
@@ -245,7 +246,7 @@ def _held(raw: dict) -> dict | None:
     return record
 
 
-def trained_aux(ckpt: Any, option: str | None = None, target: Target | None = None) -> TrainedAux:
+def trained_aux(ckpt: Checkpoint, option: str | None = None, target: Target | None = None) -> TrainedAux:
     """The trained layers, from the ids in the field the trainer writes for its own engine: a vLLM-counting trainer
     (speculators) writes the top level, which vLLM reads; an SGLang-counting one (SpecForge) writes eagle_config,
     which SGLang reads. A fix that rewrites that field first records the trained layers in the provenance block
@@ -296,13 +297,13 @@ def named_verifier(raw: dict | None) -> list[str]:
     return []
 
 
-def target_of(ckpt: Any, target_config: Any = None) -> Target | None:
+def target_of(ckpt: Checkpoint, target_config: Any = None) -> Target | None:
     """What the capture rules count by: the verifier's config (--target-config), else the verifier the drafter's
     config names (its class, not its depth)."""
     target = Target.of(target_config)
     if target is not None and target.architecture:
         return target
-    named = named_verifier(getattr(ckpt, "config_raw", None))
+    named = named_verifier(ckpt.config_raw)
     if named:
         return Target(named[0], target.num_layers if target is not None else None)
     return target
@@ -320,7 +321,7 @@ def ids_where_read(specs: Any, layers: tuple[int, ...], target: Target | None) -
     return out
 
 
-def trainer(ckpt: Any) -> Reading:
+def trainer(ckpt: Checkpoint) -> Reading:
     """The reading of the program that trained the drafter. A flat checkpoint converted by eagle3-checks from the
     speculators layout keeps speculators' meaning of norm_output (the state fed back), which its provenance says."""
     if ckpt.layout == SPECULATORS:

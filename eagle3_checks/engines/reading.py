@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import (
     PROVENANCE,
     TLC,
@@ -449,7 +450,7 @@ def read_max_position(r: Reading, fields_: dict, where: str, default: int) -> No
           f"config.json: {where}max_position_embeddings" if is_int(v) else f"default: {default}")
 
 
-def map_roles(r: Reading, ckpt: Any, accept) -> None:
+def map_roles(r: Reading, ckpt: Checkpoint, accept) -> None:
     """Fill ``r.tensors`` / ``r.ignored`` from the checkpoint's names. ``accept(name, parsed)`` returns the role
     the engine loads the tensor into, or (None, why) to skip it. Duplicate roles: the first wins. Names are parsed for
     the family of the class the engine builds (``r.family``): an MLA tensor means nothing to a Llama layer."""
@@ -463,7 +464,7 @@ def map_roles(r: Reading, ckpt: Any, accept) -> None:
             r.tensors[role] = name
 
 
-def finish(r: Reading, ckpt: Any, missing: str, narrows: bool = False) -> None:
+def finish(r: Reading, ckpt: Checkpoint, missing: str, narrows: bool = False) -> None:
     """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
     engine has there instead), and the loaded tensors whose shape the engine's loader rejects, or, where the engine's
     linear loaders narrow (``narrows``: vLLM, SGLang), cuts to fit."""

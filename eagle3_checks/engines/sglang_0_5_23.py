@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drafter.checkpoint import Checkpoint
 from . import reading
 from .profile import Capture, Profile, Target, input_of, output_of
 from .reading import Reading, is_int, lookup
@@ -73,7 +74,7 @@ TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eag
 
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
+def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.23 reads flat configs only (speculators_config and "
                             "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable")
     if not r.layout_ok:
@@ -187,7 +188,7 @@ MLA_FILE = "srt/models/kimi_k25_eagle3.py"
 
 
 # One flat walk in the order kimi_k25_eagle3.py builds and loads the drafter (file:line beside each step).
-def read_mla(ckpt: Any, target: Any, r: Reading) -> Reading:  # noqa: C901
+def read_mla(ckpt: Checkpoint, target: Any, r: Reading) -> Reading:  # noqa: C901
     """SGLang 0.5.23's MLA drafter, ``Eagle3DeepseekV2ForCausalLM`` (srt/models/kimi_k25_eagle3.py, "EAGLE3 /
     EAGLE3.1 draft model with MLA attention for Kimi-K2.x"): one layer, DeepSeek-V2 MLA attention
     (``DeepseekV2AttentionMLA``) whose fused q_a/kv_a projection is rebuilt for the 2H input."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
 from ..drafter.expected import fmt_shape
 from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
@@ -57,7 +58,7 @@ LLAMA_LAYER_SOURCES = {
 RELEASES = ("0.5.6", "0.5.23")  # the order of each LLAMA_LAYER_SOURCES pair
 
 
-def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Reading, list[str]]:
+def flat_reading(ckpt: Checkpoint, version: str, why_not_speculators: str) -> tuple[Reading, list[str]]:
     """The start every SGLang release's reading shares: SGLang reads flat configs only (``speculators_config`` and
     ``transformer_layer_config`` appear nowhere in ``srt/``), and builds the class ``architectures`` names. Returns
     the reading (``layout_ok`` False for a speculators config) and the architectures."""
@@ -73,7 +74,7 @@ def flat_reading(ckpt: Any, version: str, why_not_speculators: str) -> tuple[Rea
 
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
+def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a "
                             "speculators config (Eagle3DraftModel, nested transformer_layer_config) is not loadable")
     if not r.layout_ok:
@@ -234,7 +235,7 @@ CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_l
 EMBED_LOADER = ("srt/layers/vocab_parallel_embedding.py:446-460", "srt/layers/vocab_parallel_embedding.py:436-447")
 
 
-def check_replaced_embedding(r: Reading, ckpt: Any, names: list[str]) -> None:
+def check_replaced_embedding(r: Reading, ckpt: Checkpoint, names: list[str]) -> None:
     """Refuse an embedding of another shape than (vocab_size, hidden_size) among ``names`` (the tensors set_embed
     replaces after load): the loader raises on it first (AssertionError for the rows, a copy error for the width)."""
     want = (r.vocab_size, r.hidden_size)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
 from . import reading
 from .profile import Capture, Target, input_of, output_of
@@ -62,7 +63,7 @@ def capture(ids: list[int], target: Target | None) -> Capture:
                      f"{FIRST_ID_RULE['DeepseekV2ForCausalLM']})", raw)))
 
 
-def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Reading:
+def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False) -> Reading:
     """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
     norm_output means "feed the normed state back" (and the final norm is always on)."""
     raw = ckpt.config_raw or {}
@@ -71,7 +72,7 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
         r.refusals.append("the EAGLE/SpecForge reading is for flat configs")
         r.layout_ok = False
         return r
-    if getattr(ckpt, "family", None) == MLA:
+    if ckpt.family == MLA:
         return read_mla_trainer(ckpt, r, raw)
     reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
     archs = str_list(raw.get("architectures"))
@@ -101,7 +102,7 @@ def read(ckpt: Any, target: Any = None, speculators_meaning: bool = False) -> Re
     return _load(r, ckpt)
 
 
-def _read_fc_inputs(r: Reading, ckpt: Any, raw: dict) -> None:
+def _read_fc_inputs(r: Reading, ckpt: Checkpoint, raw: dict) -> None:
     """What fc and the vocabulary layers are built from, the same for every family the trainers build: fc's bias,
     the draft vocabulary, the width of the captured states, and the aux ids."""
     # EAGLE's own flat configs say "bias": true for fc's bias (SpecForge builds fc without one): the trained fc
@@ -121,13 +122,13 @@ def _any_role(name: str, n) -> tuple[str | None, str]:
     return n.role, ""
 
 
-def _load(r: Reading, ckpt: Any) -> Reading:
+def _load(r: Reading, ckpt: Checkpoint) -> Reading:
     reading.map_roles(r, ckpt, _any_role)
     reading.finish(r, ckpt, "absent")
     return r
 
 
-def read_mla_trainer(ckpt: Any, r: Reading, raw: dict) -> Reading:
+def read_mla_trainer(ckpt: Checkpoint, r: Reading, raw: dict) -> Reading:
     """The trainer reading of an MLA drafter: what its config states, read as transformers 5.19's DeepSeek-V3 modules
     compute it (``DeepseekV3Attention`` and its yarn rope, numerics.mla reading "transformers"), in the EAGLE-3 layer
     every family shares. The flags mean what both serving engines' MLA classes take them to mean (the eagle3.1

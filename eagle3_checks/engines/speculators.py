@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import SPECULATORS_DEFAULTS, TLC, class_defaults
 from ..drafter.layout import SPECULATORS
 from . import reading, vllm_0_33
@@ -27,7 +28,7 @@ VERSION = "0.9.0"
 NAME = "speculators"
 
 
-def read(ckpt: Any, target: Any = None, lenient: bool = False) -> Reading:
+def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False) -> Reading:
     """``lenient``: the trainer reading, which takes any naming of a role (the computation the drafter was
     trained to do); otherwise speculators' own non-strict loader."""
     raw = ckpt.config_raw or {}

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
 from . import reading
@@ -68,7 +69,7 @@ def eagle3_architecture(architectures: Any) -> tuple[str | None, str]:
 
 # One flat walk, in the order vLLM's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Any, target: Any = None) -> Reading:  # noqa: C901
+def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     """vLLM 0.33's reading; ``target`` (a TargetConfig, optional) gives the target vocabulary d2t is sized against."""
     raw = ckpt.config_raw or {}
     speculators = ckpt.layout == SPECULATORS
@@ -270,7 +271,7 @@ MLA_FILE = "model_executor/models/deepseek_eagle3.py"
 
 
 # One flat walk in the order deepseek_eagle3.py builds the drafter (file:line beside each step).
-def read_mla(ckpt: Any, target: Any, r: Reading, arch: str) -> Reading:  # noqa: C901
+def read_mla(ckpt: Checkpoint, target: Any, r: Reading, arch: str) -> Reading:  # noqa: C901
     """vLLM 0.33's MLA drafter (Eagle3DeepseekV2ForCausalLM / Eagle3DeepseekV3ForCausalLM, both the class in
     ``model_executor/models/deepseek_eagle3.py``): DeepSeek-V2 MLA attention (``deepseek_v2.py``) in an EAGLE-3 layer.
     ``r`` already holds the architecture."""

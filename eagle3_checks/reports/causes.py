@@ -21,8 +21,9 @@ Notes (info findings) and waived findings are never grouped: they are not failur
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..drafter.checkpoint import Checkpoint
 from ..registry import CONFIG, Finding, Severity, config_cause, tensor_cause
 
 if TYPE_CHECKING:  # the checks name causes (config_cause) and the gate imports the checks
@@ -86,13 +87,11 @@ class Causes:
     _all: list[Finding] = field(default_factory=list)
 
 
-def role_of(ckpt: Any, key: str) -> str | None:
+def role_of(ckpt: Checkpoint, key: str) -> str | None:
     """The tensor role a finding's key names, or None when it names no tensor."""
-    names = getattr(ckpt, "names", {}) or {}
-    roles = getattr(ckpt, "roles", {}) or {}
-    if key in names:
-        return getattr(names[key], "role", None) or key
-    if key in roles:
+    if key in ckpt.names:
+        return ckpt.names[key].role or key
+    if key in ckpt.roles:
         return key
     if key.startswith("midlayer."):
         return "layers.0." + key[len("midlayer."):]
@@ -101,15 +100,14 @@ def role_of(ckpt: Any, key: str) -> str | None:
     return None
 
 
-def _is_config_field(ckpt: Any, f: Finding) -> bool:
+def _is_config_field(ckpt: Checkpoint, f: Finding) -> bool:
     if f.file == CONFIG:
         return True
-    cfg = getattr(ckpt, "config", None)
-    fields = getattr(cfg, "fields", {}) or {}
+    fields = ckpt.config.fields if ckpt.config is not None else {}
     return f.key in fields or config_cause(f.key or "")[len(CONFIG) + 2:] in fields
 
 
-def cause_key(f: Finding, ckpt: Any, tensor_causes: dict[str, str] | None = None) -> str | None:
+def cause_key(f: Finding, ckpt: Checkpoint, tensor_causes: dict[str, str] | None = None) -> str | None:
     """The root cause a finding follows from (see the module docstring), or None."""
     if f.cause:
         return f.cause
@@ -134,7 +132,7 @@ def _owner_rank(check: str) -> int:
     return len(_OWNER)
 
 
-def _states(f: Finding, key: str, ckpt: Any) -> bool:
+def _states(f: Finding, key: str, ckpt: Checkpoint) -> bool:
     """Whether ``f`` is about the cause itself (the config field, the tensor) rather than a consequence of it."""
     if f.cause and f.cause != key:
         return False
@@ -150,7 +148,7 @@ def group(result: GateResult) -> Causes:
     return group_findings([f for r in result.results for f in r.findings], result.ckpt)
 
 
-def group_findings(findings: list[Finding], ckpt: Any) -> Causes:
+def group_findings(findings: list[Finding], ckpt: Checkpoint) -> Causes:
     """Group findings about checkpoint ``ckpt`` (None: a spec file, no tensor names to read) by root cause: the
     gate's, and the ``diff`` command's."""
     pairs = list(enumerate(findings))

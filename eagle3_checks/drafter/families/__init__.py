@@ -19,11 +19,14 @@ engine modules, and its tests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..layout import LLAMA, MLA, drafter_family
+from ..layout import LLAMA, MLA
 from . import llama, mla
 from .base import Family
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
 
 FAMILIES: dict[str, Family] = {LLAMA: llama.FAMILY, MLA: mla.FAMILY}
 
@@ -32,9 +35,9 @@ def family(name: str) -> Family:
     return FAMILIES[name]
 
 
-def of_checkpoint(ckpt: Any) -> Family:
+def of_checkpoint(ckpt: Checkpoint) -> Family:
     """The family of an opened checkpoint (its config, else its tensor names)."""
-    return FAMILIES[getattr(ckpt, "family", None) or drafter_family(ckpt.config_raw, ckpt.layout, tuple(ckpt.tensors))]
+    return FAMILIES[ckpt.family]
 
 
 __all__ = ["FAMILIES", "Family", "family", "of_checkpoint", "LLAMA", "MLA"]

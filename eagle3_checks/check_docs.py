@@ -7,7 +7,7 @@ codes, evidence) and its example (the failing and the passing one, gated here fo
 pure function of those: no timestamp, no path of the machine, the registry's order. A forward-level check's example
 is described and never gated, so the pages are the same with or without torch.
 
-Regenerate the committed files from the project's root with ``python -m eagle3_checks.reports.check_pages``;
+Regenerate the committed files from the project's root with ``python -m eagle3_checks.check_docs``;
 ``tests/test_docs.py`` fails while they are stale.
 """
 
@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..registry import Check, Code, Severity
+from .defects import EXAMPLES, run_example
+from .gate import all_checks
+from .registry import Check, Code, Severity
 
-COMMAND = "python -m eagle3_checks.reports.check_pages"
+COMMAND = "python -m eagle3_checks.check_docs"
 TABLE_BEGIN = "<!-- generated: eagle3-checks list --format markdown -->"
 TABLE_END = "<!-- end generated -->"
 NAV_BEGIN = f"    # generated: {COMMAND}"
@@ -176,7 +178,6 @@ def nav(checks: Iterable[Check]) -> str:
 def example_doc(c: Check) -> ExampleDoc | None:
     """The check's example, both sides gated for it (described only for a check that needs torch: its outcome would
     depend on whether torch is installed)."""
-    from ..defects import EXAMPLES, run_example
 
     if c.id not in EXAMPLES:
         return None
@@ -194,7 +195,6 @@ def example_doc(c: Check) -> ExampleDoc | None:
 
 def documented() -> list[Check]:
     """The checks the committed docs describe: the built-in ones, in the registry's order."""
-    from ..gate import all_checks
 
     return [c for c in all_checks() if builtin(c)]
 
