@@ -64,3 +64,30 @@ def test_the_plugin_imports_nothing_of_the_gate_until_a_checkpoint_is_given(pyte
                          cwd=pytester.path).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("LOADED"))
     assert line == "LOADED ['eagle3_checks', 'eagle3_checks.plugin_options', 'eagle3_checks.pytest_plugin'] False"
+
+
+def _contract_layers() -> list[set[str]]:
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    assert contract["containers"] == ["eagle3_checks"] and contract["exhaustive"] is True
+    return [{m.strip() for m in layer.replace(":", "|").split("|")} for layer in contract["layers"]]
+
+
+def test_the_layer_contract_lists_every_top_level_module():
+    """exhaustive = true makes lint-imports fail on a module left out; this says so without import-linter installed."""
+    modules = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+               if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()}
+    listed = set().union(*_contract_layers())
+    assert listed == modules, (sorted(modules - listed), sorted(listed - modules))
+
+
+def test_the_docs_layer_map_states_the_contracts_order():
+    import re
+
+    text = (PACKAGE.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    section = text.split("## Layer map", 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^\d+\. (.*?):", section, re.M)
+    stated = [set(re.findall(r"`([a-z_]+)`", item)) for item in items]
+    assert stated == _contract_layers()
