@@ -121,7 +121,7 @@ def test_the_first_layer_takes_2h_and_later_layers_h():
 
 
 def test_the_kimi_k25_shapes_are_the_readmes_worked_example():
-    """The numbers the README works through, from numerics.mla.expected_attention_shapes (the one source)."""
+    """The numbers the README works through, from drafter.families.mla.expected_attention_shapes (the one source)."""
     from eagle3_checks.drafter.config_values import read_config
 
     _, cfg = mla_drafter_files(KIMI_K25_MLA, sparse=True)

@@ -154,7 +154,7 @@ class MlaDims:
 
     @classmethod
     def of_shape(cls, shape) -> MlaDims | None:
-        """From an engine reading's MlaShape (numerics/mla.py); None when the reading could not build one."""
+        """From an engine reading's MlaShape (drafter/families/mla.py); None when the reading could not build one."""
         if shape is None:
             return None
         return cls(shape.q_lora_rank, shape.kv_lora_rank, shape.qk_nope_head_dim, shape.qk_rope_head_dim,

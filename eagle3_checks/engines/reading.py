@@ -106,7 +106,7 @@ class Reading:
     not_modelled: str | None = None
     # the decoder layer's family (drafter/families/: "llama" or "mla"), as the class the engine builds decides it
     family: str = "llama"
-    # the MLA family's attention as this reader computes it (a numerics.mla.MlaShape: sizes, rope, yarn factors,
+    # the MLA family's attention as this reader computes it (a drafter.families.mla.MlaShape: sizes, rope, yarn factors,
     # softmax scale); None for the Llama family
     mla: Any = None
 
@@ -518,7 +518,7 @@ MLA_MODEL_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v2")
 
 
 def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
-    """The MLA family's attention as ``reader`` ("vllm", "sglang", "transformers": numerics.mla.MlaShape.from_config)
+    """The MLA family's attention as ``reader`` ("vllm", "sglang", "transformers": MlaShape.from_config)
     computes it, into ``r.mla`` (with its source); a value the reader cannot use is a refusal. Also the sizes the
     shared parts read (hidden size, heads, MLP, vocabulary, layers, eps, act, rope for the rope checks)."""
     r.set("family", "mla", cite)

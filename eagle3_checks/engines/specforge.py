@@ -130,7 +130,7 @@ def _load(r: Reading, ckpt: Checkpoint) -> Reading:
 
 def read_mla_trainer(ckpt: Checkpoint, r: Reading, raw: dict) -> Reading:
     """The trainer reading of an MLA drafter: what its config states, read as transformers 5.19's DeepSeek-V3 modules
-    compute it (``DeepseekV3Attention`` and its yarn rope, numerics.mla reading "transformers"), in the EAGLE-3 layer
+    compute it (``DeepseekV3Attention`` and its yarn rope, MlaShape's reading "transformers"), in the EAGLE-3 layer
     every family shares. The flags mean what both serving engines' MLA classes take them to mean (the eagle3.1
     variant, SGLang 0.5.23 srt/models/kimi_k25_eagle3.py:9-15): ``fc_norm`` (or SGLang's legacy ``use_aux_norm``) norms
     each aux state before fc, ``norm_output`` feeds the normed state back (the final norm always applies);

@@ -16,7 +16,7 @@ Interface (everything here works on one sequence of T tokens, no batch dimension
   :func:`check_attention_weights` raises :class:`ValueError` naming the key, the expected and the found shape.
 * :func:`mla_qkv` (per-head q, k, v, rope applied), :func:`causal_attention`, :func:`mla_output` (o_proj) and
   :func:`mla_attention`, which composes them: causal self-attention over T tokens. A multi-step drafter pass (a
-  cache of context keys plus each row's own drafts, as ``numerics.forward`` runs it) uses :func:`mla_qkv` and
+  cache of context keys plus each row's own drafts, as :mod:`.draft_steps` runs it) uses :func:`mla_qkv` and
   :func:`mla_output` around its own attention, with :func:`yarn_softmax_scale` in place of ``head_dim ** -0.5``.
 
 Checked by tests/test_mla.py against transformers' ``DeepseekV3Attention`` (whole layer, float32 rounding) and

@@ -368,7 +368,7 @@ def _known(v: int | None) -> Any:
 
 
 def attention(d: Any, p: str, d_in: int | None, d_sym: str, add: Add) -> None:
-    """The layer's MLA attention tensors, sized by numerics.mla.expected_attention_shapes."""
+    """The layer's MLA attention tensors, sized by expected_attention_shapes."""
     m = d.mla
     if m is None:  # the reading could not build the attention (its refusals say why): sizes unknown
         m = SimpleNamespace(q_lora_rank=None, kv_lora_rank=None, qk_nope_head_dim=None, qk_rope_head_dim=None,
