@@ -74,7 +74,8 @@ LAYER_SUFFIXES = (
 )
 
 # The tensors of an MLA decoder layer: the same norms and MLP, DeepSeek's attention (keys as
-# numerics/mla_attention.py reads them, relative to self_attn.; q_proj replaces q_a_proj / q_a_layernorm / q_b_proj when q_lora_rank is null).
+# numerics/mla_attention.py reads them, relative to self_attn.; q_proj replaces q_a_proj / q_a_layernorm /
+# q_b_proj when q_lora_rank is null).
 MLA_ATTENTION = ("q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight", "q_proj.weight",
                  "kv_a_proj_with_mqa.weight", "kv_a_layernorm.weight", "kv_b_proj.weight", "o_proj.weight")
 MLA_LAYER_SUFFIXES = (
