@@ -124,8 +124,8 @@ def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester,
     helpers.d2t_arange(d)
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-rxX", "-k", "vocab or waivers",
-                                "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
-                                "--eagle3-skip=vocab.t2d=the mask follows")
+                                "--eagle3-waive=vocab.d2t/arange=vocabulary being rebuilt",
+                                "--eagle3-skip=vocab.t2d=the mask follows")  # the old name, still read
     outcomes = result.parseoutcomes()
     assert outcomes.get("xfailed") == 2 and outcomes.get("passed") == 2 and "failed" not in outcomes, outcomes
     result.stdout.fnmatch_lines(["XFAIL eagle3-checks::*::vocab.d2t - waived: vocabulary being rebuilt",
@@ -149,7 +149,7 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
         eagle3_reference = none
         eagle3_target_config = {target_path}
         eagle3_strict = true
-        eagle3_skip =
+        eagle3_waive =
             config.rope=theta checked by hand
     """)
     result = pytester.runpytest("-rfs")
@@ -158,7 +158,7 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
     result.stdout.fnmatch_lines(["FAILED eagle3-checks::mine::dtypes*",
                                  "FAILED eagle3-checks::mine::gate.waivers - ERROR: stale waiver*"])
     assert "stale waiver: --waive config.rope=theta checked by hand matched no finding" in result.stdout.str()
-    # The command line wins over the ini file: the dtypes warning waived, an expected failure
+    # The command line wins over the ini file (its old option name too): the dtypes warning waived, an expected failure
     result = pytester.runpytest("--eagle3-skip", "dtypes=known", "-rxs")
     result.assert_outcomes(passed=N_CHECKS - 1, skipped=1, xfailed=1)
     result.stdout.fnmatch_lines(["XFAIL eagle3-checks::mine::dtypes - waived: known"])
