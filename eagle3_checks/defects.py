@@ -1,151 +1,487 @@
-"""A failing and a passing example of every built-in check, on the embedded example drafter.
+"""The defect catalogue: every defect the project injects into the embedded example drafter, each named once.
 
-``eagle3-checks explain CHECK`` shows them: the example as ``eagle3-checks demo`` writes it passes the check, and the
-same drafter with one defect injected (described in a line) fails it, with the code of the finding it gets. Both are
-gated for real, that one check only, in a temporary folder (a few milliseconds; a forward-level check needs torch and
-is only described without it). The test suite holds every check to its example.
+A :class:`Defect` is a name (``d2t-absolute``), the finding code it must raise (``vocab.t2d/absolute-ids``), a line
+describing it and the edit that makes it: a function over a :class:`Draft` (the drafter's tensors by on-disk name, its
+config.json and its layout, before they are written), built from the small edits below (:func:`config`,
+:func:`without`, :func:`transpose`, :func:`d2t_values`, ...). A few defects edit the written files instead
+(``after``: a truncated file, a shard deleted).
+
+Three things use it. ``eagle3-checks explain CHECK`` shows each check's example (:data:`EXAMPLES`): the check names a
+defect of the catalogue in its registration (``@check(example=...)``), and the example drafter as
+``eagle3-checks demo`` writes it passes the check while the same drafter with that defect fails it, both gated for
+real, that one check only, in a temporary folder (a forward-level check needs torch and is only described without
+it). The test suite injects every defect into the drafters of both layouts and holds each to its codes. The
+conformance checkpoint set (``conformance/checkpoints.py``) builds its defect cases from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import struct
 import tempfile
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .drafter.checkpoint import open_checkpoint
-from .drafter.example import EXAMPLE, drafter_files, target_config, write_checkpoint
-from .drafter.layout import FLAT, SPECULATORS, on_disk_name
+from .drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
+from .drafter.layout import FLAT, SPECULATORS
 from .drafter.spec import resolve_reference
 from .gate import all_checks, load_target, parse_options, run_check
-from .registry import Context
-from .storage.safetensors import RawTensor
+from .registry import Check, Context
+from .storage.safetensors import RawTensor, from_numpy
 
+LAYOUTS = (SPECULATORS, FLAT)
+
+
+# ----- the drafter being edited ---------------------------------------------------------------------------------------
 
 @dataclass
 class Draft:
-    """The example drafter being prepared: its tensors (by on-disk name) and config.json, before they are written."""
+    """A drafter being prepared: its tensors (by on-disk name), its config.json and its layout, before they are
+    written (:meth:`save`). ``shape``: the :class:`DrafterShape` it was made from."""
 
     layout: str
     tensors: dict[str, RawTensor]
     config: dict[str, Any]
+    shape: DrafterShape = EXAMPLE
+
+    @classmethod
+    def example(cls, layout: str = FLAT, shape: DrafterShape = EXAMPLE, seed: int = 0,
+                first_layer: str = "midlayer") -> Draft:
+        """The embedded example drafter of ``shape`` in ``layout`` (a flat one may call layer 0 ``layers.0.``)."""
+        tensors, config_json = drafter_files(shape, layout, seed, first_layer)
+        return cls(layout, tensors, config_json, shape)
 
     def name(self, role: str) -> str:
-        return on_disk_name(role, self.layout, "midlayer")
+        """The on-disk name of a role (flat drafters may call layer 0 ``midlayer``)."""
+        if self.layout == FLAT and role.startswith("layers.0.") and role not in self.tensors:
+            return "midlayer." + role[len("layers.0."):]
+        return role
+
+    @property
+    def layer_config(self) -> dict[str, Any]:
+        """The dict that holds the decoder-layer fields (nested in a speculators config)."""
+        return self.config["transformer_layer_config"] if self.layout == SPECULATORS else self.config
+
+    def add(self, name: str, shape: tuple[int, ...]) -> None:
+        """A tensor the example does not have, with reproducible values (norm scales near 1)."""
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        if name.endswith("norm.weight") or "aux_norm" in name:
+            values = 1.0 + 0.05 * rng.standard_normal(shape)
+        else:
+            values = rng.standard_normal(shape) / np.sqrt(shape[-1])
+        self.tensors[name] = from_numpy(values.astype(np.float32), self.shape.dtype)
+
+    def save(self, path: Path, shards: int = 1) -> Path:
+        """Write config.json and the safetensors file(s) (behind an index when ``shards`` > 1) into ``path``."""
+        return write_checkpoint(path, self.tensors, self.config, shards)
 
 
-def _without(key: str) -> Callable[[Draft], None]:
-    def mutate(d: Draft) -> None:
-        del d.config[key]
-    return mutate
+Edit = Callable[[Draft], None]
+REMOVE = object()  # a config value that deletes the key
 
 
-def _without_tensor(role: str) -> Callable[[Draft], None]:
-    def mutate(d: Draft) -> None:
-        del d.tensors[d.name(role)]
-    return mutate
+# ----- edits, to combine into defects ---------------------------------------------------------------------------------
+
+def _update(target: dict[str, Any], fields: dict[str, Any]) -> None:
+    for key, value in fields.items():
+        if value is REMOVE:
+            target.pop(key, None)
+        else:
+            target[key] = value
 
 
-def _setting(**values: Any) -> Callable[[Draft], None]:
-    return lambda d: d.config.update(values)
+def config(**fields: Any) -> Edit:
+    """Set (or, with REMOVE, delete) top-level config.json fields."""
+    return lambda d: _update(d.config, fields)
 
 
-def _transposed_q(d: Draft) -> None:
-    name = d.name("layers.0.self_attn.q_proj.weight")
-    t = d.tensors[name]
-    d.tensors[name] = RawTensor(t.dtype, t.shape[::-1], t.data)
+def layer_config(**fields: Any) -> Edit:
+    """Set (or delete) decoder-layer fields: top level in a flat config, transformer_layer_config otherwise."""
+    return lambda d: _update(d.layer_config, fields)
 
 
-def _d2t(values: Callable[[list[int]], list[int]], dtype: str = "I64") -> Callable[[Draft], None]:
-    def mutate(d: Draft) -> None:
-        t = d.tensors["d2t"]
-        assert t.data is not None
-        offsets = list(struct.unpack(f"<{len(t.data) // 8}q", t.data))
-        new = values(offsets)
-        data = struct.pack(f"<{len(new)}f", *new) if dtype == "F32" else struct.pack(f"<{len(new)}q", *new)
-        d.tensors["d2t"] = RawTensor(dtype, (len(new),), data)
-    return mutate
+def eagle_config(**fields: Any) -> Edit:
+    """Set (or delete) fields of a flat config's eagle_config block."""
+    return lambda d: _update(d.config.setdefault("eagle_config", {}), fields)
 
 
-def _nan_fc(d: Draft) -> None:
-    t = d.tensors["fc.weight"]
-    d.tensors["fc.weight"] = RawTensor(t.dtype, t.shape, b"\xc0\x7f" * (t.nbytes // 2))  # bf16 NaN
+def without(*roles: str) -> Edit:
+    """Delete tensors by role."""
+    def edit(d: Draft) -> None:
+        for role in roles:
+            del d.tensors[d.name(role)]
+    return edit
 
 
-def _truncate(path: Path) -> None:
-    f = path / "model.safetensors"
-    f.write_bytes(f.read_bytes()[:-100])
+def adding(shapes: dict[str, tuple[int, ...]]) -> Edit:
+    """Add (or replace) tensors by on-disk name and shape (:meth:`Draft.add`'s values)."""
+    def edit(d: Draft) -> None:
+        for name, shape in shapes.items():
+            d.add(name, shape)
+    return edit
 
 
-def _aux_ids(*ids: int) -> Callable[[Draft], None]:
-    def mutate(d: Draft) -> None:
+def renaming(mapping: Callable[[str], str]) -> Edit:
+    """Rename every tensor."""
+    def edit(d: Draft) -> None:
+        d.tensors = {mapping(name): t for name, t in d.tensors.items()}
+    return edit
+
+
+def aux_ids(top: list[int] | None = None, eagle: list[int] | None = None) -> Edit:
+    """Aux-layer ids at the top level and/or in eagle_config (None: absent there)."""
+    return combined(config(eagle_aux_hidden_state_layer_ids=REMOVE if top is None else top),
+                    eagle_config(eagle_aux_hidden_state_layer_ids=REMOVE if eagle is None else eagle))
+
+
+def stated_aux_ids(*ids: int) -> Edit:
+    """Aux-layer ids stated where the layout states them: the top level, and a flat config's eagle_config too."""
+    def edit(d: Draft) -> None:
         d.config["eagle_aux_hidden_state_layer_ids"] = list(ids)
         if d.layout == FLAT:
             d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = list(ids)
-    return mutate
+    return edit
+
+
+def combined(*edits: Edit) -> Edit:
+    """Apply edits in order."""
+    def edit(d: Draft) -> None:
+        for e in edits:
+            e(d)
+    return edit
+
+
+def transpose(role: str) -> Edit:
+    """Store a tensor with its shape reversed (the bytes unchanged), as a transposing exporter would."""
+    def edit(d: Draft) -> None:
+        t = d.tensors[d.name(role)]
+        d.tensors[d.name(role)] = RawTensor(t.dtype, t.shape[::-1], t.data)
+    return edit
+
+
+def _array(t: RawTensor, dtype: str) -> np.ndarray:
+    """The values of a tensor the example wrote (its bytes are in memory)."""
+    assert t.data is not None
+    return np.frombuffer(t.data, dtype)
+
+
+def d2t_values(transform: Callable[[np.ndarray], np.ndarray]) -> Edit:
+    """Rewrite d2t (int64 offsets) through ``transform``; its result's dtype is written."""
+    def edit(d: Draft) -> None:
+        offsets = _array(d.tensors["d2t"], "<i8")
+        d.tensors["d2t"] = from_numpy(transform(offsets.copy()))
+    return edit
+
+
+def target_ids(transform: Callable[[np.ndarray], None]) -> Edit:
+    """Edit the target ids d2t maps the draft ids to (``transform`` changes them in place); d2t keeps offsets."""
+    def ids(offsets: np.ndarray) -> np.ndarray:
+        absolute = offsets + np.arange(len(offsets))
+        transform(absolute)
+        return absolute - np.arange(len(offsets))
+    return d2t_values(ids)
+
+
+def _past_the_vocabulary(ids: np.ndarray) -> None:
+    ids[-1] += EXAMPLE.vocab_size
+
+
+def _swap_10_11(ids: np.ndarray) -> None:
+    ids[[10, 11]] = ids[[11, 10]]
+
+
+def _21_as_20(ids: np.ndarray) -> None:
+    ids[21] = ids[20]
+
+
+def _t2d_swapped(d: Draft) -> None:
+    """t2d marks one token d2t does not reach instead of one it does."""
+    mask = _array(d.tensors["t2d"], "?").copy()
+    on, off = np.flatnonzero(mask)[50], np.flatnonzero(~mask)[-1]
+    mask[on], mask[off] = False, True
+    d.tensors["t2d"] = from_numpy(mask)
+
+
+def _fp32_weights(d: Draft) -> None:
+    """Every bf16 weight widened to float32 (values unchanged), and the config's dtype saying so."""
+    d.tensors = {k: (from_numpy((_array(t, "<u2").astype(np.uint32) << 16).view(np.float32).reshape(t.shape))
+                     if t.dtype == "BF16" else t) for k, t in d.tensors.items()}
+    d.config["dtype" if d.layout == SPECULATORS else "torch_dtype"] = "float32"
+
+
+def _filled(role: str, value: bytes) -> Edit:
+    """Every value of a bf16 tensor the same two bytes."""
+    def edit(d: Draft) -> None:
+        t = d.tensors[d.name(role)]
+        d.tensors[d.name(role)] = RawTensor(t.dtype, t.shape, value * (t.nbytes // 2))
+    return edit
+
+
+def full_vocab_lm_head(d: Draft) -> None:
+    """lm_head over the target's whole vocabulary instead of the draft vocabulary."""
+    d.add("lm_head.weight", (d.shape.vocab_size, d.shape.hidden_size))
+
+
+# ----- edits of the written files -------------------------------------------------------------------------------------
+
+def _cut(nbytes: int) -> Callable[[Path], None]:
+    def edit(path: Path) -> None:
+        f = path / "model.safetensors"
+        f.write_bytes(f.read_bytes()[:-nbytes])
+    return edit
+
+
+def _second_shard_deleted(path: Path) -> None:
+    sorted(path.glob("model-*.safetensors"))[1].unlink()
+
+
+def _index_escapes(path: Path) -> None:
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    index["weight_map"][next(iter(index["weight_map"]))] = "../elsewhere/model.safetensors"
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def _config_deleted(path: Path) -> None:
+    (path / "config.json").unlink()
+
+
+# ----- the catalogue --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Defect:
+    """One defect: its name, the finding code it must raise, a line describing it, and the edit that makes it."""
+
+    name: str  # kebab-case
+    code: str  # the finding code it must raise: CHECK_ID/SLUG
+    # the defect, as it completes "the flat example ...": "without intermediate_size" (explain shows it so)
+    description: str
+    edit: Edit | None = None
+    also: tuple[str, ...] = ()  # other codes it must raise (other checks it fails for the same reason)
+    after: Callable[[Path], None] | None = None  # an edit of the written files
+    shards: int = 1  # the safetensors files the drafter is written in
+    layouts: tuple[str, ...] = LAYOUTS  # the layouts it applies to
+    # parse_options arguments the gate needs to see it; target_config True: the example's target config
+    options: dict[str, Any] = field(default_factory=dict)
+    clean: str = ""  # what the drafter has instead, when worth saying ('it states "head_dim": 24')
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return (self.code, *self.also)
+
+    def apply(self, draft: Draft) -> Draft:
+        """Make the defect in ``draft`` (its ``after`` edit, if any, is :meth:`write`'s)."""
+        if draft.layout not in self.layouts:
+            raise ValueError(f"defect {self.name} applies to {', '.join(self.layouts)} drafters, not {draft.layout}")
+        if self.edit:
+            self.edit(draft)
+        return draft
+
+    def write(self, draft: Draft, path: Path) -> Path:
+        """``draft`` with the defect, written into ``path``."""
+        self.apply(draft).save(path, self.shards)
+        if self.after:
+            self.after(path)
+        return path
+
+    def gate_options(self, target: str | Path | None = None) -> dict[str, Any]:
+        """The parse_options arguments (``target``: the target config file, for a defect that needs one)."""
+        options = dict(self.options)
+        if options.pop("target_config", False):
+            if target is None:
+                raise ValueError(f"defect {self.name} needs a target config")
+            options["target_config"] = str(target)
+        return options
+
+
+H, HT = EXAMPLE.hidden_size, EXAMPLE.ht
+TARGET = {"target_config": True}
+
+CATALOGUE = (
+    # ----- files
+    Defect("truncated", "files/truncated", "with model.safetensors cut 100 bytes short", after=_cut(100)),
+    Defect("shard-missing", "files/missing-shard", "written in 3 shards, the second one deleted",
+           after=_second_shard_deleted, shards=3),
+    Defect("shard-escapes", "files/index-mismatch",
+           "written in 3 shards, its index placing a tensor outside the checkpoint folder", after=_index_escapes,
+           shards=3),
+    Defect("config-missing", "files/config-missing", "without config.json", after=_config_deleted),
+    # ----- tensor names
+    Defect("missing-up-proj", "keys/missing-tensor", "without midlayer.mlp.up_proj.weight",
+           without("layers.0.mlp.up_proj.weight")),
+    Defect("d2t-missing", "keys/missing-tensor", "without d2t (its draft vocabulary is 128 of 512 tokens)",
+           without("d2t")),
+    Defect("hidden-norm-missing", "keys/missing-tensor", "without layer 0's hidden_norm",
+           without("layers.0.hidden_norm.weight")),
+    Defect("model-prefix", "keys/model-prefix", "with every tensor name prefixed model.",
+           renaming(lambda n: f"model.{n}")),
+    Defect("midlayer-names-in-speculators", "keys/flat-names",
+           "with its layer named midlayer.* (the flat layout's name)",
+           renaming(lambda n: n.replace("layers.0.", "midlayer.", 1)), layouts=(SPECULATORS,)),
+    Defect("unknown-tensor", "keys/unknown-tensor", "with a tensor no engine parameter matches (extra_proj)",
+           adding({"extra_proj.weight": (H, H)})),
+    Defect("unknown-layer-tensor", "keys/unknown-tensor",
+           "with a tensor in its layer that no engine parameter matches (mlp.extra_proj)",
+           adding({"midlayer.mlp.extra_proj.weight": (H, H)}), layouts=(FLAT,)),
+    Defect("input-norm-undeclared", "keys/undeclared-input-norm", "with input_norm.weight but no norm_before_fc",
+           adding({"input_norm.weight": (3 * HT,)})),
+    # ----- shapes
+    Defect("transposed-q-proj", "shapes/mismatch", "with q_proj saved transposed, (128, 96) instead of (96, 128)",
+           transpose("layers.0.self_attn.q_proj.weight")),
+    Defect("fc-two-aux", "config.aux-layers/fc-width", "with fc sized for 2 aux states while 3 ids are stated",
+           adding({"fc.weight": (H, 2 * HT)}), also=("shapes/mismatch",)),
+    Defect("lm-head-full-vocab", "shapes/mismatch", "with lm_head over the full 512-token vocabulary",
+           full_vocab_lm_head),
+    Defect("embed-tokens-short", "shapes/mismatch", "with embed_tokens one row short of vocab_size",
+           adding({"embed_tokens.weight": (EXAMPLE.vocab_size - 1, H)})),
+    # ----- dtypes
+    Defect("d2t-float", "dtypes/d2t-not-integer", "with d2t saved as float32",
+           d2t_values(lambda v: v.astype(np.float32))),
+    Defect("fp32-weights", "reference.diff/dtype", "with its weights saved as float32 (the spec's are bfloat16)",
+           _fp32_weights, options={"reference": "tiny-example"}),
+    # ----- the vocabulary mapping
+    Defect("d2t-arange", "vocab.d2t/arange", "with d2t = arange(128) (target id 2i)",
+           d2t_values(lambda v: np.arange(len(v), dtype=np.int64))),
+    Defect("d2t-absolute", "vocab.t2d/absolute-ids", "with d2t holding absolute target ids (t2d kept)",
+           d2t_values(lambda v: v + np.arange(len(v)))),
+    Defect("d2t-absolute-no-t2d", "vocab.d2t/out-of-range", "with d2t holding absolute target ids, and no t2d",
+           combined(d2t_values(lambda v: v + np.arange(len(v))), without("t2d"))),
+    Defect("d2t-out-of-range", "vocab.d2t/out-of-range", "with draft id 127 mapped past the target vocabulary",
+           target_ids(_past_the_vocabulary)),
+    Defect("d2t-unsorted", "vocab.d2t/unsorted", "with the target ids of draft ids 10 and 11 swapped",
+           target_ids(_swap_10_11)),
+    Defect("d2t-duplicated", "vocab.d2t/duplicate-ids", "with draft ids 20 and 21 mapped to one target id",
+           target_ids(_21_as_20)),
+    Defect("t2d-inconsistent", "vocab.t2d/disagrees", "with t2d marking one token d2t does not reach",
+           _t2d_swapped),
+    # ----- config.json
+    Defect("intermediate-size-missing", "config.fields/missing-field", "without intermediate_size",
+           layer_config(intermediate_size=REMOVE)),
+    Defect("speculators-class-in-flat", "config.architectures/speculators-class-in-flat",
+           'naming ["Eagle3DraftModel"] (the speculators class)', config(architectures=["Eagle3DraftModel"]),
+           layouts=(FLAT,)),
+    Defect("flat-class-in-speculators", "config.architectures/flat-class-in-speculators",
+           'naming ["LlamaForCausalLMEagle3"] (a flat class)', config(architectures=["LlamaForCausalLMEagle3"]),
+           layouts=(SPECULATORS,)),
+    Defect("unserved-architecture", "config.architectures/not-a-drafter-class",
+           'naming ["LlamaModel"] (no engine serves it)', config(architectures=["LlamaModel"]), layouts=(FLAT,)),
+    Defect("num-hidden-layers-off", "config.layers/count-mismatch",
+           "stating num_hidden_layers 2 (the file holds one layer)", layer_config(num_hidden_layers=2)),
+    Defect("draft-vocab-size-off", "config.vocab-sizes/draft-vocab-mismatch",
+           "stating draft_vocab_size 136 (lm_head has 128 rows)",
+           config(draft_vocab_size=EXAMPLE.draft_vocab_size + 8)),
+    Defect("vocab-size-halved", "config.vocab-sizes/vocab-size-mismatch",
+           "stating vocab_size 256 (its d2t covers 512 tokens)", layer_config(vocab_size=EXAMPLE.vocab_size // 2)),
+    Defect("aux-ids-repeated", "config.aux-layers/repeated", "with aux-layer ids [1, 1, 5]", stated_aux_ids(1, 1, 5)),
+    Defect("head-dim-missing", "config.head-dim/missing",
+           "without head_dim (heads of 24; hidden_size / heads is 16)", layer_config(head_dim=REMOVE),
+           also=("shapes/mismatch", "engine.loads/narrowed"), clean='it states "head_dim": 24'),
+    Defect("tied-embeddings", "config.tied-embeddings/draft-vocab",
+           "with tie_word_embeddings true (128-token draft vocabulary)", config(tie_word_embeddings=True)),
+    Defect("tied-embeddings-without-lm-head", "config.tied-embeddings/draft-vocab",
+           "with tie_word_embeddings true and no lm_head (128-token draft vocabulary)",
+           combined(config(tie_word_embeddings=True), without("lm_head.weight"))),
+    Defect("rope-theta-conflict", "config.rope/theta-conflict",
+           "with rope_theta 1e6 and rope_parameters.rope_theta 10000",
+           config(rope_parameters={"rope_type": "default", "rope_theta": 10000.0}), layouts=(FLAT,)),
+    # ----- the target model
+    Defect("aux-id-beyond-target", "target.aux-layers/out-of-range", "with aux id 12 for its 8-layer target",
+           stated_aux_ids(1, 3, EXAMPLE.target_layers + 4), also=("engine.aux-layers/beyond-last-layer",),
+           options=TARGET),
+    Defect("vocab-size-above-target", "target.vocab/mismatch", "stating vocab_size 1024 for its 512-token target",
+           layer_config(vocab_size=2 * EXAMPLE.vocab_size), options=TARGET),
+    Defect("target-hidden-size-off", "target.hidden-size/target-hidden-size",
+           "stating target_hidden_size 96 for its 64-wide target", config(target_hidden_size=96), options=TARGET),
+    # ----- what the engines do with it
+    Defect("norm-before-residual-absent", "engine.semantics/norm-before-residual",
+           "without norm_before_residual (vLLM defaults it to True, speculators trained with False)",
+           config(norm_before_residual=REMOVE), also=("forward.equivalence/differs",), layouts=(SPECULATORS,)),
+    Defect("aux-ids-in-eagle-config-only", "engine.aux-layers/ids-not-read",
+           "with its aux ids in eagle_config only (where vLLM 0.33 does not read them)",
+           config(eagle_aux_hidden_state_layer_ids=REMOVE), layouts=(FLAT,), options={"aux_convention": "vllm"}),
+    Defect("local-verifier", "engine.serving/local-verifier", "naming a local path as its verifier",
+           lambda d: d.config["speculators_config"]["verifier"].update(name_or_path="/models/llama-target"),
+           layouts=(SPECULATORS,)),
+    # ----- a reference spec, the weights' values
+    Defect("rope-theta-off-reference", "reference.diff/config-field",
+           "stating rope_theta 10000 against the tiny-example spec (1e6)", config(rope_theta=10000.0),
+           layouts=(FLAT,), options={"reference": "tiny-example"}),
+    Defect("fc-nan", "scan.values/non-finite", "with fc.weight all NaN", _filled("fc.weight", b"\xc0\x7f"),
+           options={"level": "scan"}),
+    Defect("fc-all-zero", "scan.values/all-zero", "with fc.weight all zeros", _filled("fc.weight", b"\0\0"),
+           options={"level": "scan"}),
+)
+DEFECTS: dict[str, Defect] = {d.name: d for d in CATALOGUE}
+assert len(DEFECTS) == len(CATALOGUE), "two defects of one name"
+
+
+def inject(draft: Draft, name: str) -> Draft:
+    """Make the catalogue's defect ``name`` in ``draft`` (one that edits the drafter, not its written files)."""
+    defect = DEFECTS[name]
+    if defect.after or defect.shards != 1:
+        raise ValueError(f"defect {name} edits the written files: write it with Defect.write")
+    return defect.apply(draft)
+
+
+# ----- each check's example -------------------------------------------------------------------------------------------
+
+PASSES = "the embedded example as `eagle3-checks demo` writes it"
 
 
 @dataclass(frozen=True)
 class Example:
-    """One check's example: the defect (a line, and the edit that makes it) and what the unmodified example has."""
+    """One check's example: the catalogue's defect that fails it (its ``@check(example=...)``), on the example
+    drafter of one layout."""
 
     check: str
-    fails: str
-    mutate: Callable[[Draft], None] | None = None
-    after: Callable[[Path], None] | None = None  # an edit of the written files
-    passes: str = "the embedded example as `eagle3-checks demo` writes it"
-    layout: str = FLAT
-    options: dict[str, Any] = field(default_factory=dict)  # parse_options arguments (target_config: the example's)
+    defect: Defect
+    layout: str
+
+    @property
+    def code(self) -> str | None:
+        """The defect's code of this check (None: the defect declares none)."""
+        return next((c for c in self.defect.codes if c.partition("/")[0] == self.check), None)
+
+    @property
+    def fails(self) -> str:
+        return f"the {self.layout} example {self.defect.description}"
+
+    @property
+    def passes(self) -> str:
+        return f"the embedded example: {self.defect.clean}" if self.defect.clean else PASSES
 
 
-EXAMPLES = {e.check: e for e in (
-    Example("files", "the flat example with model.safetensors cut 100 bytes short", after=_truncate),
-    Example("keys", "the flat example without midlayer.mlp.up_proj.weight",
-            _without_tensor("layers.0.mlp.up_proj.weight")),
-    Example("shapes", "the flat example with q_proj saved transposed, (64, 96) instead of (96, 64)", _transposed_q),
-    Example("dtypes", "the flat example with d2t saved as float32", _d2t(lambda v: v, "F32")),
-    Example("vocab.d2t", "the flat example with d2t = arange(128) (target id 2i)", _d2t(lambda v: list(range(len(v))))),
-    Example("vocab.t2d", "the flat example with d2t holding absolute target ids (t2d kept)",
-            _d2t(lambda v: [i + o for i, o in enumerate(v)])),
-    Example("config.fields", "the flat example without intermediate_size", _without("intermediate_size")),
-    Example("config.architectures", 'the flat example naming ["Eagle3DraftModel"] (the speculators class)',
-            _setting(architectures=["Eagle3DraftModel"])),
-    Example("config.layers", "the flat example stating num_hidden_layers 2 (the file holds one layer)",
-            _setting(num_hidden_layers=2)),
-    Example("config.vocab-sizes", "the flat example stating draft_vocab_size 136 (lm_head has 128 rows)",
-            _setting(draft_vocab_size=136)),
-    Example("config.aux-layers", "the flat example with aux-layer ids [1, 1, 5]", _aux_ids(1, 1, 5)),
-    Example("config.head-dim", "the flat example without head_dim (heads of 24; hidden_size / heads is 16)",
-            _without("head_dim"), passes='the embedded example: it states "head_dim": 24'),
-    Example("config.tied-embeddings", "the flat example with tie_word_embeddings true (128-token draft vocabulary)",
-            _setting(tie_word_embeddings=True)),
-    Example("config.rope", "the flat example with rope_theta 1e6 and rope_parameters.rope_theta 10000",
-            _setting(rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
-    Example("target.aux-layers", "the flat example with aux id 12 for its 8-layer target", _aux_ids(1, 3, 12),
-            options={"target_config": True}),
-    Example("target.vocab", "the flat example stating vocab_size 1024 for its 512-token target",
-            _setting(vocab_size=1024), options={"target_config": True}),
-    Example("target.hidden-size", "the flat example stating target_hidden_size 96 for its 64-wide target",
-            _setting(target_hidden_size=96), options={"target_config": True}),
-    Example("engine.loads", "the flat example without head_dim: vLLM cuts q/k/v/o to heads of 16",
-            _without("head_dim")),
-    Example("engine.semantics", "the speculators example without norm_before_residual (vLLM defaults it to True)",
-            _without("norm_before_residual"), layout=SPECULATORS),
-    Example("engine.aux-layers", "the flat example with its aux ids in eagle_config only (where vLLM 0.33 does not "
-            "read them)", _without("eagle_aux_hidden_state_layer_ids"), options={"aux_convention": "vllm"}),
-    Example("engine.serving", "the speculators example naming a local path as its verifier",
-            lambda d: d.config["speculators_config"]["verifier"].update(name_or_path="/models/llama-target"),
-            layout=SPECULATORS),
-    Example("reference.diff", "the flat example stating rope_theta 10000 against the tiny-example spec (1e6)",
-            _setting(rope_theta=10000.0), options={"reference": "tiny-example"}),
-    Example("scan.values", "the flat example with fc.weight all NaN", _nan_fc, options={"level": "scan"}),
-    Example("forward.equivalence", "the speculators example without norm_before_residual (vLLM defaults it to "
-            "True, speculators trained with False)", _without("norm_before_residual"), layout=SPECULATORS),
-)}
+def example_of(c: Check) -> Example | None:
+    """The example of check ``c``: the catalogue's defect it names, on the flat example where the defect applies."""
+    defect = DEFECTS.get(c.example)
+    if defect is None:
+        return None
+    return Example(c.id, defect, FLAT if FLAT in defect.layouts else defect.layouts[0])
+
+
+class _Examples(Mapping[str, Example]):
+    """Each check's example by check id, derived from the registry (every check registered when it is read) and the
+    catalogue: a check without one (a plugin's) is absent."""
+
+    def _table(self) -> dict[str, Example]:
+        return {c.id: e for c in all_checks() if (e := example_of(c)) is not None}
+
+    def __getitem__(self, check_id: str) -> Example:
+        return self._table()[check_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+EXAMPLES: Mapping[str, Example] = _Examples()
 
 
 def run_example(check_id: str, failing: bool, root: Path | None = None) -> Any:
@@ -153,22 +489,16 @@ def run_example(check_id: str, failing: bool, root: Path | None = None) -> Any:
     example = EXAMPLES[check_id]
     c = next(c for c in all_checks() if c.id == check_id)
     with tempfile.TemporaryDirectory(prefix="eagle3-example-", dir=root) as tmp:
-        tensors, cfg = drafter_files(EXAMPLE, example.layout)
-        draft = Draft(example.layout, tensors, cfg)
-        if failing and example.mutate:
-            example.mutate(draft)
-        path = write_checkpoint(Path(tmp) / f"example-{example.layout}", draft.tensors, draft.config)
-        if failing and example.after:
-            example.after(path)
-        options = dict(example.options)
-        target = None
-        if options.pop("target_config", False):
-            target_path = Path(tmp) / "target.json"
-            target_path.write_text(json.dumps(target_config(EXAMPLE)))
-            options["target_config"] = str(target_path)
-        gate_options = parse_options(**{"reference": "none", **options})
-        if gate_options.target_config:
-            target = load_target(gate_options.target_config)
+        draft = Draft.example(example.layout)
+        path = Path(tmp) / f"example-{example.layout}"
+        if failing:
+            example.defect.write(draft, path)
+        else:
+            draft.save(path)
+        target_path = Path(tmp) / "target.json"
+        target_path.write_text(json.dumps(target_config(EXAMPLE)))
+        gate_options = parse_options(**{"reference": "none", **example.defect.gate_options(target_path)})
+        target = load_target(gate_options.target_config) if gate_options.target_config else None
         ckpt = open_checkpoint(path)
         reference, note = resolve_reference(gate_options.reference, ckpt)
         ctx = Context(ckpt, reference, note, target, gate_options)

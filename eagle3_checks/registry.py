@@ -174,6 +174,8 @@ class Check:
     modelled_only: bool = False
     # the kinds of finding it reports: slug -> its meaning and severity (``explain``, ``list --format json``, SARIF)
     codes: tuple[tuple[str, Code | str], ...] = ()
+    # the defect of the catalogue (eagle3_checks/defects.py) that fails it: its example for `eagle3-checks explain`
+    example: str = ""
 
     def __post_init__(self) -> None:  # codes given as plain meanings (a plugin's, the gate's own) are Codes too
         codes = tuple((slug, c if isinstance(c, Code) else Code(c)) for slug, c in self.codes)
@@ -203,10 +205,10 @@ REGISTRY: dict[str, Check] = {}
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
           requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False,
-          codes: dict[str, str | Code] | None = None) -> Callable:
+          codes: dict[str, str | Code] | None = None, example: str = "") -> Callable:
     """Register ``fn`` as check ``id``. ``codes``: the slug of each kind of finding it reports (kebab-case, passed as
     ``code=`` where the finding is made) and its meaning in one line, or :func:`note` (meaning) for a code whose
-    findings are notes."""
+    findings are notes. ``example``: the name of the defect of :mod:`eagle3_checks.defects` that fails it."""
     assert level in LEVELS, level
     for slug in codes or {}:
         if not SLUG.match(slug):
@@ -216,7 +218,7 @@ def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] 
         if id in REGISTRY:
             raise ValueError(f"check {id!r} registered twice")
         REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix, modelled_only,
-                             tuple((codes or {}).items()))
+                             tuple((codes or {}).items()), example)
         return fn
 
     return register

@@ -13,10 +13,9 @@ import pytest
 
 from eagle3_checks import checks as checks_package
 from eagle3_checks.cli import main
-from eagle3_checks.defects import EXAMPLES, run_example
+from eagle3_checks.defects import DEFECTS, EXAMPLES, inject, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
-from helpers import d2t_arange
 
 PACKAGE = Path(checks_package.__file__).resolve().parent.parent
 SOURCES = sorted((PACKAGE / "checks").glob("*.py"))
@@ -133,8 +132,21 @@ def test_list_json_and_explain_show_the_codes(capsys):
 # ----- the examples explain shows ----------------------------------------------------------------------------------
 
 
+def test_every_check_names_an_example_of_the_catalogue_with_a_code_of_its_own():
+    """Each built-in check's registration names its example (@check(example=...)): a defect of the catalogue that
+    declares a code of that check; EXAMPLES is derived from them."""
+    builtin = [c for c in all_checks() if c.func.__module__.startswith(checks_package.__name__ + ".")]
+    assert len(builtin) >= 24
+    for c in builtin:
+        assert c.example in DEFECTS, f"{c.id}: example {c.example!r} is no defect of eagle3_checks/defects.py"
+        assert c.id in EXAMPLES and EXAMPLES[c.id].defect is DEFECTS[c.example]
+        code = EXAMPLES[c.id].code
+        assert code is not None and code in c.meanings, (c.id, DEFECTS[c.example].codes)
+
+
 @pytest.mark.parametrize("check_id", [c.id for c in all_checks()])
 def test_every_check_has_an_example_that_fails_and_one_that_passes(check_id):
+    """The example's defect fails the check with the code it declares for it; the example without it passes."""
     c = BY_ID[check_id]
     if c.requires and c.requires():
         pytest.skip(c.requires())
@@ -143,6 +155,8 @@ def test_every_check_has_an_example_that_fails_and_one_that_passes(check_id):
     assert bad.status in (FAILED, WARNED), (bad.status, bad.reason, [f.message for f in bad.findings])
     assert good.status == PASSED, (good.status, good.reason, [f.message for f in good.findings])
     assert all(f.code in c.meanings for f in bad.findings)
+    assert EXAMPLES[check_id].code in {f.code for f in bad.findings if f.severity.value != "info"}, \
+        (EXAMPLES[check_id].code, [(f.code, f.message) for f in bad.findings])
 
 
 def test_explain_gates_the_examples(capsys):
@@ -176,7 +190,7 @@ def test_unknown_codes_are_usage_errors(drafter, capsys, argv, fragment):
 @pytest.fixture
 def arange(drafter):
     d = drafter("flat")
-    d2t_arange(d)
+    inject(d, "d2t-arange")
     return d.write()
 
 

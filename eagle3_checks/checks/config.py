@@ -27,6 +27,7 @@ from ._common import CONFIG, config_key, config_of, engine_captures, pointer, re
 @check(
     "config.fields",
     "config.json has the fields a drafter needs, with the right types",
+    example="intermediate-size-missing",
     guards="Hand-edited or half-converted configs: a missing hidden_size or vocab_size, a string where a number "
     "belongs, a speculators config without the structure vLLM validates.",
     evidence=("vLLM transformers_utils/configs/speculators/base.py validate_speculators_config",),
@@ -134,6 +135,7 @@ def _mla_fields(cfg) -> Iterable[Finding]:
 @check(
     "config.architectures",
     "architectures names a drafter class of the config's layout",
+    example="speculators-class-in-flat",
     guards="A flat config still naming Eagle3DraftModel (vLLM: architecture not supported), or a speculators "
     "config renamed to LlamaForCausalLMEagle3 without converting its structure. Another name is judged per selected "
     "engine release (vLLM serves LlamaForCausalLM as Eagle3LlamaForCausalLM; SGLang builds the target's class): an "
@@ -260,6 +262,7 @@ def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
 @check(
     "config.layers",
     "num_hidden_layers matches the decoder layers present",
+    example="num-hidden-layers-off",
     guards="A config without num_hidden_layers (transformers defaults to 32: vLLM builds 31 uninitialised layers "
     "without an error), or one that disagrees with the layers in the file.",
     fix='state num_hidden_layers as the number of decoder layers in the checkpoint',
@@ -295,6 +298,7 @@ def layers(ctx: Context) -> Iterable[Finding]:
 @check(
     "config.vocab-sizes",
     "vocab_size and draft_vocab_size agree with the tensors",
+    example="draft-vocab-size-off",
     guards="draft_vocab_size missing or off (vLLM defaults it to vocab_size and builds a full-vocabulary "
     "lm_head), vocab_size that is not the verifier's vocabulary.",
     evidence=("speculators PR #188 (transformer_layer_config.vocab_size must be the verifier's)",),
@@ -350,6 +354,7 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
 @check(
     "config.aux-layers",
     "aux-layer ids are stated once, consistently, and match the fc width",
+    example="aux-ids-repeated",
     guards="No explicit aux ids (engines fall back to their defaults: 1.21% acceptance instead of 58.9%), ids in "
     "two places that disagree, an id count that does not match fc's input width.",
     evidence=("vLLM PR #50170 (default aux layers: 1.21% vs 58.9%)", "SGLang #32226 (aux count vs fc width)"),
@@ -461,6 +466,7 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
 @check(
     "config.head-dim",
     "head_dim is stated whenever it differs from hidden_size / num_attention_heads",
+    example="head-dim-missing",
     modelled_only=True,
     guards="A config without head_dim for a drafter whose heads are not H/nh wide: Kimi-K2's 128 becomes 112 "
     "(transformers LlamaConfig) or 64 (model_type kimi_k2, parsed as DeepseekV3Config).",
@@ -524,6 +530,7 @@ def _mla_head_dims(cfg) -> Iterable[Finding]:
 @check(
     "config.tied-embeddings",
     "tie_word_embeddings is compatible with the draft vocabulary",
+    example="tied-embeddings",
     guards="tie_word_embeddings true with a draft vocabulary: SGLang makes lm_head the embedding (V rows) while "
     "cutting logits to the draft vocabulary, so drafted ids point at the wrong tokens.",
     fix='set tie_word_embeddings: false and ship lm_head.weight with the draft-vocabulary rows',
@@ -559,6 +566,7 @@ def tied_embeddings(ctx: Context) -> Iterable[Finding]:
 @check(
     "config.rope",
     "rope settings are stated, and stated once",
+    example="rope-theta-conflict",
     modelled_only=True,
     guards="A legacy rope_theta and transformers 5's rope_parameters that disagree, unusable rope scaling, or no "
     "rope_theta where the trainer and the engines default differently (all using 10000 is a note; a theta lost in "

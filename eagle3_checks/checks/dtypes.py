@@ -14,6 +14,7 @@ _VOCAB = ("d2t", "t2d")
 @check(
     "dtypes",
     "Tensor dtypes: one floating dtype matching the config, int64 d2t, bool t2d",
+    example="d2t-float",
     guards="A float or bf16 d2t (SGLang cannot index with it; bf16 turns id 162995 into 162816), weights "
     "saved in a different precision than the config states, non-float weights without quantisation.",
     evidence=("bfloat16 holds integers exactly only up to 256: target id 162995 of a Kimi-K2 d2t comes back as 162816 "

@@ -70,6 +70,7 @@ def _readings(ctx: Context):
 @check(
     "engine.loads",
     "The engine loads every trained tensor: nothing refused, dropped or left uninitialised",
+    example="head-dim-missing",
     per_engine=True,
     guards="Parameters an engine leaves at their initial values without an error (vLLM 0.33: missing tensors, a "
     "config with more layers than the file; SGLang 0.5.23: a hidden_norm of a later layer, which speculators-style "
@@ -190,6 +191,7 @@ def loads(ctx: Context) -> Iterable[Finding]:
 @check(
     "engine.semantics",
     "The engine reads every config value as the drafter was trained",
+    example="norm-before-residual-absent",
     per_engine=True,
     guards="An engine default that changes the math: vLLM's norm_before_residual True for a speculators config "
     "without the field, SGLang 0.5.6 reading rope_theta 10000 when the theta is only in rope_parameters, head_dim "
@@ -251,6 +253,7 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
 @check(
     "engine.aux-layers",
     "The engine captures the target layers the drafter was trained on",
+    example="aux-ids-in-eagle-config-only",
     per_engine=True,
     guards="Aux ids where the engine does not read them (SGLang reads eagle_config only, vLLM 0.33's V2 runner the "
     "top level only), no ids at all (engine defaults), a count that does not fit fc, trainer and server counting "
@@ -385,6 +388,7 @@ def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None) ->
 @check(
     "engine.serving",
     "Serving limits: context length, verifier path",
+    example="local-verifier",
     per_engine=True,
     guards="A drafter max_position_embeddings below the context the engine serves (SGLang, from the target's "
     "context or --context-length, refuses to start unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; vLLM 0.33 "

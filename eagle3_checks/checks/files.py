@@ -67,6 +67,7 @@ def _why(p: Problem) -> tuple[str, str]:
 @check(
     "files",
     "Checkpoint files are complete and readable",
+    example="truncated",
     guards="Truncated or corrupt safetensors files, a pytorch_model.bin that holds more than plain tensors (code "
     "run when unpickled) or is not torch's zip format, shards missing from a sharded index or named outside the "
     "checkpoint, an unreadable or missing config.json.",

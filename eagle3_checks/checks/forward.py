@@ -73,6 +73,7 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
 @check(
     "forward.equivalence",
     "The engine's reading computes what was trained (logits of K draft steps)",
+    example="norm-before-residual-absent",
     level="forward",
     per_engine=True,
     requires=torch_missing,

@@ -18,6 +18,7 @@ _UNEXPECTED_WHY = ("vLLM refuses an unknown tensor at load (\"There is no module
 @check(
     "keys",
     "Tensor names match the layout: nothing missing, nothing unexpected",
+    example="missing-up-proj",
     modelled_only=True,
     guards="Missing tensors that engines leave uninitialised without an error, a `model.` prefix, "
     "`midlayer.` vs `layers.0.` renames lost in conversion, tensors the config does not ask for.",

@@ -16,6 +16,7 @@ from ._common import config_of, reference_of, require_complete
 @check(
     "reference.diff",
     "Tensors and semantic config match the reference spec",
+    example="rope-theta-off-reference",
     modelled_only=True,
     needs=("reference",),
     guards="A conversion that changed a shape, a dtype or a semantic config field the target fixes, relative to a "

@@ -80,6 +80,7 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
 @check(
     "scan.values",
     "Every weight is finite, non-zero and trained",
+    example="fc-nan",
     level="scan",
     guards="NaN weights (speculators initialises embed_tokens and lm_head to NaN until the verifier's are loaded), "
     "Inf, all-zero tensors, norms far from their scale, tensors that still hold their random initialisation "

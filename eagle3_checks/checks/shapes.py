@@ -12,6 +12,7 @@ from ._common import config_of
 @check(
     "shapes",
     "Tensor shapes agree with the config",
+    example="transposed-q-proj",
     modelled_only=True,
     guards="A lost head_dim (112 instead of 128 on Kimi-K2), transposed projections, fc sized for the wrong "
     "number of aux layers, lm_head over the full vocabulary, GQA heads miscounted.",

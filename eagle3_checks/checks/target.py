@@ -11,6 +11,7 @@ from ._common import CONFIG, config_key, config_of, target_of
 @check(
     "target.aux-layers",
     "aux-layer ids exist in the target model",
+    example="aux-id-beyond-target",
     needs=("target",),
     guards="Aux ids above the target's layer count: the engine captures nothing (or crashes) for them.",
     evidence=("speculators models/utils.py resolve_target_layer_ids: ids in [0, N]", "vLLM PR #46788"),
@@ -48,6 +49,7 @@ def aux_in_range(ctx: Context) -> Iterable[Finding]:
 @check(
     "target.vocab",
     "vocab_size equals the target's vocabulary",
+    example="vocab-size-above-target",
     needs=("target",),
     guards="A drafter built for another tokenizer or a config whose vocab_size is the draft vocabulary: logits "
     "and d2t index the wrong tokens.",
@@ -73,6 +75,7 @@ def vocab_matches(ctx: Context) -> Iterable[Finding]:
 @check(
     "target.hidden-size",
     "fc takes A x the target's hidden size",
+    example="target-hidden-size-off",
     needs=("target",),
     guards="A drafter trained on another target (fc input width differs) or a config without target_hidden_size "
     "when the target is wider than the drafter.",

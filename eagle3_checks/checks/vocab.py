@@ -46,6 +46,7 @@ def _preview(values, limit: int = 6) -> str:
 @check(
     "vocab.d2t",
     "d2t: present when the draft vocabulary is smaller, offsets in range and strictly increasing",
+    example="d2t-arange",
     guards="A missing d2t (draft id i taken as target id i: acceptance ~0), an all-zero d2t without t2d and with a "
     "smaller draft vocabulary (a mapping never filled in: the same effect), d2t written as absolute ids or as arange "
     "(target = 2i, out-of-range ids crash a CUDA kernel in vLLM), unsorted or duplicated ids.",
@@ -195,6 +196,7 @@ def _constant(name: str, where: dict, value: int, n: int, v: int) -> Finding:
 @check(
     "vocab.t2d",
     "t2d: a mask of exactly the draft tokens, consistent with d2t",
+    example="d2t-absolute",
     guards="A t2d that disagrees with d2t (a mapping from another run, or d2t written as absolute ids), "
     "the wrong length or count.",
     evidence=("SpecForge core/compact_teacher.py validate_vocab_mapping_consistency",),
