@@ -1,8 +1,9 @@
 """The conformance checkpoint set: tiny EAGLE-3 drafters that the engines' own loaders are run on.
 
 Each checkpoint is the embedded example (``eagle3_checks.drafter.example``) with one thing changed: a row of the engine
-audit's tables (ENGINES.md 5.1 S1-S19, 5.2 V1-V12), an aux-id capture rule of one target architecture, or one
-defect class of the test suite. Every checkpoint comes with the config.json of a target it is served beside.
+audit's tables (ENGINES.md 5.1 S1-S19, 5.2 V1-V12), an aux-id capture rule of one target architecture, or one defect
+of the catalogue (``eagle3_checks.defects``, the one the test suite and ``eagle3-checks explain`` use; its ``Draft``
+and edits make the other checkpoints too). Every checkpoint comes with the config.json of a target it is served beside.
 
     python conformance/checkpoints.py OUT_DIR
 
@@ -18,140 +19,35 @@ import hashlib
 import json
 import struct
 import sys
-import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from eagle3_checks.drafter.example import (
-    EXAMPLE,
-    DrafterShape,
-    drafter_files,
-    target_config,
-    vocab_mapping,
-    write_checkpoint,
+from eagle3_checks.defects import (
+    DEFECTS,
+    REMOVE,
+    Draft,
+    Edit,
+    adding,
+    aux_ids,
+    combined,
+    config,
+    eagle_config,
+    layer_config,
+    without,
 )
+from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, target_config, vocab_mapping
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
-from eagle3_checks.storage.safetensors import RawTensor, from_numpy
+from eagle3_checks.storage.safetensors import from_numpy
 
 SEED = 0
-REMOVE = object()  # a config value that deletes the key
 
 
-class Draft:
-    """A drafter being prepared: edit ``tensors`` (by on-disk name) and ``config``, then write it.
-    The same idea as tests/conftest.py's ``Drafter``, without pytest."""
-
-    def __init__(self, shape: DrafterShape, layout: str, first_layer: str) -> None:
-        self.shape, self.layout = shape, layout
-        self.tensors, self.config = drafter_files(shape, layout, SEED, first_layer)
-
-    def name(self, role: str) -> str:
-        """The on-disk name of a role (flat drafters may call layer 0 ``midlayer``)."""
-        if self.layout == FLAT and role.startswith("layers.0.") and role not in self.tensors:
-            return "midlayer." + role[len("layers.0."):]
-        return role
-
-    @property
-    def layer_config(self) -> dict[str, Any]:
-        """The dict that holds the decoder-layer fields (nested in a speculators config)."""
-        return self.config["transformer_layer_config"] if self.layout == SPECULATORS else self.config
-
-    def add(self, name: str, shape: tuple[int, ...]) -> None:
-        """A tensor the example does not have, with reproducible values (norm scales near 1)."""
-        rng = np.random.default_rng(zlib.crc32(name.encode()))
-        if name.endswith("norm.weight") or "aux_norm" in name:
-            values = 1.0 + 0.05 * rng.standard_normal(shape)
-        else:
-            values = rng.standard_normal(shape) / np.sqrt(shape[-1])
-        self.tensors[name] = from_numpy(values.astype(np.float32), self.shape.dtype)
-
-
-Edit = Callable[[Draft], None]
-
-
-def _update(target: dict[str, Any], fields: dict[str, Any]) -> None:
-    for key, value in fields.items():
-        if value is REMOVE:
-            target.pop(key, None)
-        else:
-            target[key] = value
-
-
-def config(**fields: Any) -> Edit:
-    """Set (or, with REMOVE, delete) top-level config.json fields."""
-    return lambda d: _update(d.config, fields)
-
-
-def layer_config(**fields: Any) -> Edit:
-    """Set (or delete) decoder-layer fields: top level in a flat config, transformer_layer_config otherwise."""
-    return lambda d: _update(d.layer_config, fields)
-
-
-def eagle_config(**fields: Any) -> Edit:
-    """Set (or delete) fields of a flat config's eagle_config block."""
-    return lambda d: _update(d.config.setdefault("eagle_config", {}), fields)
-
-
-def without(*roles: str) -> Edit:
-    """Delete tensors by role."""
-    def edit(d: Draft) -> None:
-        for role in roles:
-            del d.tensors[d.name(role)]
-    return edit
-
-
-def adding(shapes: dict[str, tuple[int, ...]]) -> Edit:
-    """Add (or replace) tensors by on-disk name and shape."""
-    def edit(d: Draft) -> None:
-        for name, shape in shapes.items():
-            d.add(name, shape)
-    return edit
-
-
-def renaming(mapping: Callable[[str], str]) -> Edit:
-    """Rename every tensor."""
-    def edit(d: Draft) -> None:
-        d.tensors = {mapping(name): t for name, t in d.tensors.items()}
-    return edit
-
-
-def aux_ids(top: list[int] | None = None, eagle: list[int] | None = None) -> Edit:
-    """Aux-layer ids at the top level and/or in eagle_config (None: absent there)."""
-    return combined(config(eagle_aux_hidden_state_layer_ids=REMOVE if top is None else top),
-                    eagle_config(eagle_aux_hidden_state_layer_ids=REMOVE if eagle is None else eagle))
-
-
-def combined(*edits: Edit) -> Edit:
-    """Apply edits in order."""
-    def edit(d: Draft) -> None:
-        for e in edits:
-            e(d)
-    return edit
-
-
-def transpose(role: str) -> Edit:
-    """Store a tensor with its shape reversed (the bytes unchanged), as a transposing exporter would."""
-    def edit(d: Draft) -> None:
-        t = d.tensors[d.name(role)]
-        d.tensors[d.name(role)] = RawTensor(t.dtype, t.shape[::-1], t.data)
-    return edit
-
-
-def d2t_values(transform: Callable[[np.ndarray], np.ndarray]) -> Edit:
-    """Rewrite d2t (int64 offsets) through ``transform``; its result's dtype is written."""
-    def edit(d: Draft) -> None:
-        offsets = np.frombuffer(d.tensors["d2t"].data, "<i8")
-        d.tensors["d2t"] = from_numpy(transform(offsets.copy()))
-    return edit
-
-
-def full_vocab_lm_head(d: Draft) -> None:
-    """lm_head over the target's whole vocabulary instead of the draft vocabulary."""
-    d.add("lm_head.weight", (d.shape.vocab_size, d.shape.hidden_size))
+def defect(name: str) -> Edit:
+    """The catalogue's defect ``name`` (eagle3_checks/defects.py) as an edit of the drafter."""
+    found = DEFECTS[name]
+    assert found.after is None and found.shards == 1, f"{name} edits the written files"
+    return found.apply
 
 
 def own_vocabulary(size: int) -> Edit:
@@ -338,17 +234,16 @@ def cases() -> list[Case]:
         ("no-num-hidden-layers", "S2 / config.layers: num_hidden_layers absent (transformers default 32)",
          layer_config(num_hidden_layers=REMOVE), EXAMPLE),
         ("num-hidden-layers-2-one-layer", "defect config.layers: num_hidden_layers 2 over the tensors of 1 layer",
-         layer_config(num_hidden_layers=2), EXAMPLE),
+         defect("num-hidden-layers-off"), EXAMPLE),
         ("fc-norm", "S5: fc_norm true with fc_norm.N tensors", None, replace(EXAMPLE, fc_norm=True)),
         ("norm-before-fc", "S6: norm_before_fc true with input_norm", None, replace(EXAMPLE, norm_before_fc=True)),
         ("four-aux", "S8: 4 aux ids, num_aux_hidden_states 4, fc over 4 aux states",
          config(num_aux_hidden_states=4), FOUR_AUX),
         ("qwen3-layer", "Qwen3 decoder layer (q_norm/k_norm)", None, QWEN3_LAYER),
         ("head-dim-missing", "defect config.head-dim: head_dim absent, q_proj holds 4 heads of 24 (H/nh = 16)",
-         layer_config(head_dim=REMOVE), EXAMPLE),
-        ("d2t-missing", "defect vocab.d2t: no d2t with a 128-token draft vocabulary", without("d2t"), EXAMPLE),
-        ("model-prefix", "defect keys: every tensor name carries a model. prefix",
-         renaming(lambda n: f"model.{n}"), EXAMPLE),
+         defect("head-dim-missing"), EXAMPLE),
+        ("d2t-missing", "defect vocab.d2t: no d2t with a 128-token draft vocabulary", defect("d2t-missing"), EXAMPLE),
+        ("model-prefix", "defect keys: every tensor name carries a model. prefix", defect("model-prefix"), EXAMPLE),
         ("lm-head-missing", "V1: no lm_head.weight (draft vocabulary 128 of 512)", without("lm_head.weight"), EXAMPLE),
         ("embed-tokens-missing", "defect/clean: no embed_tokens (engines share the target's)",
          without("embed_tokens.weight"), EXAMPLE),
@@ -364,23 +259,22 @@ def cases() -> list[Case]:
         Case("layers-0-names-flat", "S4: flat drafter naming its first layer layers.0.* (not midlayer.*)",
              first_layer="layers"),
         Case("midlayer-names-speculators", "defect keys: speculators config over midlayer.* tensor names",
-             SPECULATORS, renaming(lambda n: n.replace("layers.0.", "midlayer.", 1))),
+             SPECULATORS, defect("midlayer-names-in-speculators")),
         Case("hidden-norm-missing-flat", "defect keys: layer 0 without hidden_norm",
-             edit=without("layers.0.hidden_norm.weight")),
-        Case("transposed-q-proj-flat", "defect shapes: q_proj stored transposed",
-             edit=transpose("layers.0.self_attn.q_proj.weight")),
+             edit=defect("hidden-norm-missing")),
+        Case("transposed-q-proj-flat", "defect shapes: q_proj stored transposed", edit=defect("transposed-q-proj")),
         Case("fc-two-aux-flat", "defect shapes: fc sized for 2 aux states while 3 ids are stated",
-             edit=adding({"fc.weight": (H, 2 * HT)})),
+             edit=defect("fc-two-aux")),
         Case("unknown-tensor-flat", "defect keys: a tensor no engine parameter matches (not a .bias)",
-             edit=adding({"extra_proj.weight": (H, H)})),
+             edit=defect("unknown-tensor")),
         Case("unknown-layer-tensor-flat", "issue 20: a tensor inside the layer that no engine parameter matches",
-             edit=adding({"midlayer.mlp.extra_proj.weight": (H, H)})),
+             edit=defect("unknown-layer-tensor")),
         Case("embed-tokens-short-flat", "issue 20: embed_tokens with vocab_size - 1 rows",
-             edit=adding({"embed_tokens.weight": (EXAMPLE.vocab_size - 1, H)})),
+             edit=defect("embed-tokens-short")),
         *[Case(f"missing-{kind}-flat", f"defect keys: {role} missing", edit=without(role))
           for kind, role in MISSING_KINDS.items()],
         Case("missing-up-proj-speculators", "defect keys: layers.0.mlp.up_proj.weight missing (speculators)",
-             SPECULATORS, without("layers.0.mlp.up_proj.weight")),
+             SPECULATORS, defect("missing-up-proj")),
         # ----- norms
         Case("use-aux-norm-flat", "S5: use_aux_norm true (legacy flag) with fc_norm.N tensors",
              edit=config(fc_norm=REMOVE, use_aux_norm=True), shape=replace(EXAMPLE, fc_norm=True)),
@@ -391,11 +285,11 @@ def cases() -> list[Case]:
              edit=combined(config(norm_before_fc=REMOVE), eagle_config(norm_before_fc=True)),
              shape=replace(EXAMPLE, norm_before_fc=True)),
         Case("input-norm-undeclared-flat", "defect keys: input_norm.weight without norm_before_fc",
-             edit=adding({"input_norm.weight": (3 * HT,)})),
+             edit=defect("input-norm-undeclared")),
         Case("norm-before-residual-null-speculators", 'V4: speculators config with "norm_before_residual": null',
              SPECULATORS, config(norm_before_residual=None)),
         Case("norm-before-residual-absent-speculators", "V4: speculators config without norm_before_residual",
-             SPECULATORS, config(norm_before_residual=REMOVE)),
+             SPECULATORS, defect("norm-before-residual-absent")),
         Case("norm-before-residual-true-flat", "V4: flat config with norm_before_residual true",
              shape=replace(EXAMPLE, norm_before_residual=True)),
         # ----- aux count and fc width
@@ -440,12 +334,11 @@ def cases() -> list[Case]:
         Case("own-vocab-below-target-flat", "V10: drafter vocab_size = draft_vocab_size 128 < target's 512, with d2t",
              edit=own_vocabulary(EXAMPLE.draft_vocab_size)),
         Case("tied-embeddings-flat", "defect config.tied-embeddings: tied with a draft vocabulary, no lm_head",
-             edit=combined(layer_config(tie_word_embeddings=True), without("lm_head.weight"))),
+             edit=defect("tied-embeddings-without-lm-head")),
         Case("lm-head-full-vocab-flat", "defect shapes: lm_head over the full 512-token vocabulary",
-             edit=full_vocab_lm_head),
-        Case("d2t-absolute-flat", "defect vocab.d2t: d2t written as absolute target ids",
-             edit=d2t_values(lambda v: v + np.arange(len(v)))),
-        Case("d2t-float-flat", "defect dtypes: d2t stored as F32", edit=d2t_values(lambda v: v.astype(np.float32))),
+             edit=defect("lm-head-full-vocab")),
+        Case("d2t-absolute-flat", "defect vocab.d2t: d2t written as absolute target ids", edit=defect("d2t-absolute")),
+        Case("d2t-float-flat", "defect dtypes: d2t stored as F32", edit=defect("d2t-float")),
         # ----- biases
         Case("bias-key-flat", 'S18/V9: "bias": true with fc.bias and o_proj.bias',
              edit=combined(config(bias=True), adding({"fc.bias": (H,), "midlayer.self_attn.o_proj.bias": (H,)}))),
@@ -482,7 +375,7 @@ def cases() -> list[Case]:
         # ----- aux-layer ids: where they are stated, and each target's capture rule
         Case("aux-top-only-flat", "config.aux-layers: ids at the top level only", edit=aux_ids(top=[1, 3, 5])),
         Case("aux-eagle-config-only-flat", "config.aux-layers: ids in eagle_config only",
-             edit=aux_ids(eagle=[1, 3, 5])),
+             edit=defect("aux-ids-in-eagle-config-only")),
         Case("aux-disagree-flat", "config.aux-layers: top-level [1,3,5] vs eagle_config [2,4,6]",
              edit=aux_ids(top=[1, 3, 5], eagle=[2, 4, 6])),
         Case("aux-none-flat", "config.aux-layers: no ids anywhere (engine defaults)", edit=aux_ids()),
@@ -541,10 +434,10 @@ def build(out_dir: Path | str) -> list[dict[str, Any]]:
         raise FileExistsError(f"{out_dir} is not empty")
     manifest = []
     for case in cases():
-        draft = Draft(case.shape, case.layout, case.first_layer)
+        draft = Draft.example(case.layout, case.shape, SEED, case.first_layer)
         if case.edit:
             case.edit(draft)
-        write_checkpoint(out_dir / case.name, draft.tensors, draft.config)
+        draft.save(out_dir / case.name)
         target = Path("targets") / case.target.slug / "config.json"
         if not (out_dir / target).exists():
             _write_json(out_dir / target, case.target.config())
