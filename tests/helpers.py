@@ -1,6 +1,6 @@
-"""The tests' shared helpers, in one module (conftest.py holds only fixtures): tiny drafters being edited, the gate
-run and its assertions, the defect catalogue (one function per defect, applied to a drafter or a written
-checkpoint), clean shapes, the fuzz harness's every-command run, and the known peer refusals."""
+"""The tests' shared helpers, in one module (conftest.py holds only fixtures): tiny drafters being edited (the defect
+catalogue's Draft, written into a tmp dir), the gate run and its assertions, writing a catalogue defect, clean shapes,
+the fuzz harness's every-command run, and the known peer refusals."""
 
 from __future__ import annotations
 
@@ -16,35 +16,27 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 
 from eagle3_checks.cli import main
-from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
+from eagle3_checks.defects import LAYOUTS as LAYOUTS  # the tests' layouts: the catalogue's
+from eagle3_checks.defects import Defect, Draft
+from eagle3_checks.defects import inject as inject  # inject(d, NAME): a defect of the catalogue, in drafter d
+from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config
 from eagle3_checks.gate import FAILED, GateResult, gate, parse_options
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
 
 # ----- drafters and the gate ------------------------------------------------------------------------------------------
 
-LAYOUTS = ("speculators", "flat")
 
-
-class Drafter:
-    """A drafter being prepared in a tmp dir: edit ``tensors`` / ``config``, then ``write()``."""
+class Drafter(Draft):
+    """A drafter being prepared in a tmp dir: the defect catalogue's :class:`Draft` (edit ``tensors`` / ``config``, or
+    ``inject(d, NAME)`` a defect of the catalogue), then ``write()`` into ``root``."""
 
     def __init__(self, root: Path, layout: str = "speculators", shape: DrafterShape = EXAMPLE, seed: int = 0,
                  first_layer: str = "midlayer") -> None:
-        self.root, self.layout, self.shape = root, layout, shape
-        self.tensors, self.config = drafter_files(shape, layout, seed, first_layer)
-
-    def name(self, role: str) -> str:
-        """The on-disk name of a role in this drafter."""
-        if self.layout == "flat" and role.startswith("layers.0.") and role not in self.tensors:
-            return "midlayer." + role[len("layers.0."):]
-        return role
-
-    def layer_field(self) -> dict:
-        """The dict holding decoder-layer fields (nested for speculators)."""
-        return self.config["transformer_layer_config"] if self.layout == "speculators" else self.config
+        super().__init__(layout, *drafter_files(shape, layout, seed, first_layer), shape)
+        self.root = root
 
     def write(self, shards: int = 1) -> Path:
-        return write_checkpoint(self.root, self.tensors, self.config, shards)
+        return self.save(self.root, shards)
 
 
 def run(path: Path, **options: Any) -> GateResult:
@@ -57,14 +49,31 @@ def failing(result: GateResult) -> dict[str, list[str]]:
     return {r.check.id: [f.message for f in r.findings] for r in result.results if r.status == FAILED}
 
 
-def assert_fails(result: GateResult, check_id: str, *fragments: str) -> None:
-    """``check_id`` failed and one of its error findings mentions every fragment."""
-    r = result.result(check_id)
-    texts = [f"{f.message} | {f.file} | {f.key} | {f.expected} | {f.found} | {f.fix}" for f in r.findings
-             if f.severity.value == "error"]
-    assert r.status == FAILED, f"{check_id} is {r.status}; failing: {failing(result)}"
-    assert any(all(frag in t for frag in fragments) for t in texts), \
-        f"{check_id} findings lack {fragments}:\n" + "\n".join(texts)
+def assert_fails(result: GateResult, check: str, *fragments: str) -> None:
+    """``check`` failed, and one of its error findings mentions every fragment. ``check`` may be a finding code
+    (``vocab.t2d/absolute-ids``): then one of that check's results (any engine's) failed with a finding of that code
+    that fails the gate (an error; under --strict a warning too) and mentions every fragment."""
+    check_id, _, slug = check.partition("/")
+    if not slug:
+        r = result.result(check_id)
+        texts = [_text(f) for f in r.findings if f.severity.value == "error"]
+        assert r.status == FAILED, f"{check_id} is {r.status}; failing: {failing(result)}"
+        assert any(all(frag in t for frag in fragments) for t in texts), \
+            f"{check_id} findings lack {fragments}:\n" + "\n".join(texts)
+        return
+    strict = result.options.strict
+    results = [r for r in result.results if r.check.id == check_id]
+    assert results and any(r.failed(strict) for r in results), \
+        f"{check_id} is {[r.status for r in results]}; failing: {failing(result)}"
+    found = [f for r in results if r.failed(strict) for f in r.findings if f.code == check
+             and (f.severity.value == "error" or (strict and f.severity.value == "warning"))]
+    assert any(all(frag in _text(f) for frag in fragments) for f in found), \
+        f"{check_id} has no failing {check} finding" + (f" mentioning {fragments}" if fragments else "") + ":\n" + \
+        "\n".join(f"{f.code}: {_text(f)}" for r in results for f in r.findings)
+
+
+def _text(f) -> str:
+    return f"{f.message} | {f.file} | {f.key} | {f.expected} | {f.found} | {f.fix}"
 
 
 def assert_clean(result: GateResult) -> None:
@@ -73,145 +82,11 @@ def assert_clean(result: GateResult) -> None:
         [f.message for f in result.findings()]
 
 
-# ----- the defect catalogue: one defect each, before or after the drafter is written ----------------------------------
+# ----- the defect catalogue (eagle3_checks/defects.py): one defect each, written -------------------------------------
 
-def write_defect(d: Drafter, before, after, shards: int) -> Path:
-    """Write drafter ``d`` with one defect: ``before`` edits it, ``after`` edits the written files."""
-    if before:
-        before(d)
-    path = d.write(shards)
-    if after:
-        after(path)
-    return path
-
-
-def ints(t: RawTensor) -> np.ndarray:
-    return np.frombuffer(t.data, dtype="<i8").copy()
-
-
-def set_d2t(d: Drafter, values: np.ndarray) -> None:
-    d.tensors["d2t"] = from_numpy(values.astype(np.int64))
-
-
-def missing_tensor(d):
-    del d.tensors[d.name("layers.0.mlp.up_proj.weight")]
-
-
-def model_prefix(d):
-    d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
-
-
-def transposed_q(d):
-    name = d.name("layers.0.self_attn.q_proj.weight")
-    t = d.tensors[name]
-    d.tensors[name] = RawTensor(t.dtype, t.shape[::-1], t.data)
-
-
-def fc_two_aux(d):
-    t = d.tensors["fc.weight"]
-    d.tensors["fc.weight"] = RawTensor(t.dtype, (t.shape[0], 2 * EXAMPLE.ht), b"\0" * (t.shape[0] * 2 * EXAMPLE.ht * 2))
-
-
-def lm_head_full_vocab(d):
-    d.tensors["lm_head.weight"] = from_numpy(np.ones((EXAMPLE.vocab_size, EXAMPLE.hidden_size), np.float32), "BF16")
-
-
-def d2t_absolute(d):
-    set_d2t(d, ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_absolute_no_t2d(d):
-    d2t_absolute(d)
-    del d.tensors["t2d"]
-
-
-def d2t_out_of_range(d):
-    v = ints(d.tensors["d2t"])
-    v[-1] += EXAMPLE.vocab_size
-    set_d2t(d, v)
-
-
-def d2t_unsorted(d):
-    v = ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size)
-    v[[10, 11]] = v[[11, 10]]
-    set_d2t(d, v - np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_duplicated(d):
-    v = ints(d.tensors["d2t"]) + np.arange(EXAMPLE.draft_vocab_size)
-    v[21] = v[20]
-    set_d2t(d, v - np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_float(d):
-    d.tensors["d2t"] = from_numpy(ints(d.tensors["d2t"]).astype(np.float32))
-
-
-def d2t_arange(d):
-    set_d2t(d, np.arange(EXAMPLE.draft_vocab_size))
-
-
-def d2t_missing(d):
-    del d.tensors["d2t"]
-
-
-def t2d_inconsistent(d):
-    mask = np.frombuffer(d.tensors["t2d"].data, dtype=bool).copy()
-    on, off = np.flatnonzero(mask)[50], np.flatnonzero(~mask)[-1]
-    mask[on], mask[off] = False, True
-    d.tensors["t2d"] = from_numpy(mask)
-
-
-def fp32_weights(d):
-    d.tensors = {k: (from_numpy(np.frombuffer(t.data, "<u2").astype(np.uint32).__lshift__(16).view(np.float32)
-                                .reshape(t.shape)) if t.dtype == "BF16" else t) for k, t in d.tensors.items()}
-    d.config["dtype" if d.layout == "speculators" else "torch_dtype"] = "float32"
-
-
-def head_dim_dropped(d):
-    del d.layer_field()["head_dim"]
-
-
-def wrong_architectures(d):
-    # (flat: not LlamaForCausalLM, which vLLM serves as Eagle3LlamaForCausalLM; LlamaModel no engine serves)
-    d.config["architectures"] = ["LlamaModel"] if d.layout == "flat" else ["LlamaForCausalLMEagle3"]
-
-
-def draft_vocab_off(d):
-    d.config["draft_vocab_size"] = EXAMPLE.draft_vocab_size + 8
-
-
-def vocab_off(d):
-    d.layer_field()["vocab_size"] = EXAMPLE.vocab_size // 2
-
-
-def aux_above_target(d):
-    ids = [1, 3, EXAMPLE.target_layers + 4]
-    if d.layout == "speculators":
-        d.config["eagle_aux_hidden_state_layer_ids"] = ids
-    else:
-        d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
-
-
-def shard_missing(path: Path):
-    shard = sorted(path.glob("model-*.safetensors"))[1]
-    shard.unlink()
-
-
-def shard_escapes(path: Path):
-    index = json.loads((path / "model.safetensors.index.json").read_text())
-    name = next(iter(index["weight_map"]))
-    index["weight_map"][name] = "../elsewhere/model.safetensors"
-    (path / "model.safetensors.index.json").write_text(json.dumps(index))
-
-
-def truncated(path: Path):
-    f = path / "model.safetensors"
-    f.write_bytes(f.read_bytes()[:-1000])
-
-
-def no_config(path: Path):
-    (path / "config.json").unlink()
+def write_defect(d: Drafter, defect: Defect) -> Path:
+    """Write drafter ``d`` with one defect of the catalogue (in the shards it needs, its written files edited)."""
+    return defect.write(d, d.root)
 
 
 CLEAN = [

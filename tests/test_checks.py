@@ -420,7 +420,7 @@ def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(dra
     trained, so a note, not an error (it used to be one, and convert refused the drafter)."""
     d = drafter(layout)
     for key in ("rope_theta", "rope_parameters"):
-        d.layer_field().pop(key, None)
+        d.layer_config.pop(key, None)
     result = run(d.write(), engine="all")
     r = result.result("config.rope")
     assert r.status == PASSED, [f.message for f in r.findings]

@@ -25,7 +25,7 @@ def test_check_passes_example_and_fails_defect(drafter, capsys):
     code, out, _ = cli(capsys, "check", good)
     assert code == 0 and "PASSED: 0 error(s)" in out and "reference: tiny-example (auto" in out
     bad = drafter("flat")
-    helpers.d2t_missing(bad)
+    helpers.inject(bad, "d2t-missing")
     code, out, _ = cli(capsys, "check", bad.write(), good)
     assert code == 1
     assert "FAIL  keys" in out and "ERROR: d2t is missing" in out and "fix:" in out and "why:" in out
@@ -40,7 +40,7 @@ def test_the_same_checkpoint_twice_is_gated_once(drafter, tmp_path, capsys):
 
 def test_check_json_and_markdown(drafter, capsys):
     bad = drafter("speculators")
-    helpers.head_dim_dropped(bad)
+    helpers.inject(bad, "head-dim-missing")
     code, out, _ = cli(capsys, "check", bad.write(), "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["schema_version"] == 1 and data["exit_code"] == 1
@@ -85,7 +85,7 @@ def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     # (speculators: a half-converted name only config.architectures fails; a flat name no engine serves fails
     # engine.loads too, as no engine release builds it)
     bad = drafter("speculators")
-    helpers.wrong_architectures(bad)
+    helpers.inject(bad, "flat-class-in-speculators")
     path = bad.write()
     code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
     assert code == 0 and "WAIV  config.architectures" in out and "waived:   renamed by our loader" in out

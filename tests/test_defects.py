@@ -1,104 +1,87 @@
-"""One defect at a time, injected into an otherwise clean tiny drafter of each layout: the gate fails and
-names the right check with the right message. Clean drafters of every shape pass."""
+"""One defect of the catalogue (eagle3_checks/defects.py) at a time, injected into an otherwise clean tiny drafter of
+each layout it applies to: the gate fails with every finding code the catalogue says the defect must raise. What those
+findings say is held by the golden file tests/golden/defects.txt. Clean drafters of every shape pass."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from helpers import (
-    CLEAN,
-    LAYOUTS,
-    assert_clean,
-    assert_fails,
-    aux_above_target,
-    d2t_absolute,
-    d2t_absolute_no_t2d,
-    d2t_arange,
-    d2t_duplicated,
-    d2t_float,
-    d2t_missing,
-    d2t_out_of_range,
-    d2t_unsorted,
-    draft_vocab_off,
-    fc_two_aux,
-    fp32_weights,
-    head_dim_dropped,
-    lm_head_full_vocab,
-    missing_tensor,
-    model_prefix,
-    no_config,
-    run,
-    shard_escapes,
-    shard_missing,
-    t2d_inconsistent,
-    transposed_q,
-    truncated,
-    vocab_off,
-    write_defect,
-    wrong_architectures,
-)
+from eagle3_checks.defects import CATALOGUE, DEFECTS
+from eagle3_checks.gate import all_checks
+from helpers import CLEAN, LAYOUTS, assert_clean, assert_fails, run, write_defect
 
-# (defect, before write, after write, shards, gate options, check id, message fragments)
-DEFECTS = [
-    ("missing tensor", missing_tensor, None, 1, {}, "keys", ("mlp.up_proj.weight is missing",)),
-    ("model. prefix", model_prefix, None, 1, {}, "keys", ("16 tensors carry a `model.` prefix", "model.d2t")),
-    ("transposed q_proj", transposed_q, None, 1, {}, "shapes", ("q_proj.weight", "transposed")),
-    ("fc for 2 aux layers", fc_two_aux, None, 1, {}, "config.aux-layers", ("2 aux states", "3 x 64")),
-    ("fc for 2 aux layers (shape)", fc_two_aux, None, 1, {}, "shapes", ("fc.weight", "fc takes 2 aux hidden states")),
-    ("lm_head full vocab", lm_head_full_vocab, None, 1, {}, "shapes", ("lm_head.weight", "full target vocabulary")),
-    ("d2t absolute", d2t_absolute, None, 1, {}, "vocab.t2d", ("holds absolute target ids",)),
-    ("d2t absolute, no t2d", d2t_absolute_no_t2d, None, 1, {}, "vocab.d2t", ("outside the target vocabulary",
-                                                                               "looks like absolute target ids")),
-    ("d2t arange", d2t_arange, None, 1, {}, "vocab.d2t", ("equals arange(128)", "2i")),
-    ("d2t out of range", d2t_out_of_range, None, 1, {}, "vocab.d2t",
-     ("1 of 128 draft ids map outside", "draft id 127")),
-    ("d2t unsorted", d2t_unsorted, None, 1, {}, "vocab.d2t", ("not increasing", "draft id 11")),
-    ("d2t duplicated", d2t_duplicated, None, 1, {}, "vocab.d2t", ("draft ids 20 and 21",)),
-    ("d2t float", d2t_float, None, 1, {}, "dtypes", ("d2t: dtype F32, expected I64",)),
-    ("d2t missing", d2t_missing, None, 1, {}, "keys", ("d2t is missing", "draft_vocab_size 128 < vocab_size 512")),
-    ("t2d inconsistent", t2d_inconsistent, None, 1, {}, "vocab.t2d", ("disagree on",)),
-    ("fp32 vs bf16 reference", fp32_weights, None, 1, {"reference": "tiny-example"}, "reference.diff",
-     ("14 tensor(s) are F32, tiny-example has BF16",)),
-    ("head_dim dropped", head_dim_dropped, None, 1, {}, "config.head-dim",
-     ("head_dim is not stated", "engines would use 16", "4 heads of 24")),
-    ("head_dim dropped (shape)", head_dim_dropped, None, 1, {}, "shapes", ("set head_dim: 24",)),
-    ("wrong architectures", wrong_architectures, None, 1, {}, "config.architectures", ("architectures ['",
-                                                                                         "class")),
-    ("draft_vocab_size off", draft_vocab_off, None, 1, {}, "config.vocab-sizes", ("draft_vocab_size 136", "128 rows")),
-    ("vocab_size off", vocab_off, None, 1, {}, "config.vocab-sizes", ("vocab_size 256", "covers 512 tokens")),
-    ("aux id above target", aux_above_target, None, 1, {"target": True}, "target.aux-layers",
-     ("aux-layer ids [12] exceed the target's 8 layers",)),
-    ("shard missing", None, shard_missing, 3, {}, "files", ("model-00002-of-00003.safetensors", "does not exist")),
-    ("shard escapes folder", None, shard_escapes, 3, {}, "files", ("outside the checkpoint directory",)),
-    ("truncated file", None, truncated, 1, {}, "files", ("truncated",)),
-    ("no config", None, no_config, 1, {}, "files", ("config.json", "is missing")),
-]
+GOLDEN = Path(__file__).parent / "golden" / "defects.txt"
+UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden file instead of comparing
+CASES = [pytest.param(defect, layout, id=f"{defect.name}-{layout}") for defect in CATALOGUE
+         for layout in defect.layouts]
+BY_ID = {c.id: c for c in all_checks()}
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("defect", DEFECTS, ids=[d[0] for d in DEFECTS])
-def test_defect_fails_the_right_check(drafter, target_path, layout, defect):
-    _, before, after, shards, options, check_id, fragments = defect
-    path = write_defect(drafter(layout), before, after, shards)
-    options = dict(options)
-    if options.pop("target", False):
-        options["target_config"] = str(target_path)
-    result = run(path, **options)
+def runnable(code: str) -> bool:
+    """Whether the check of ``code`` can run here (forward.equivalence needs torch)."""
+    c = BY_ID[code.partition("/")[0]]
+    return not (c.requires and c.requires())
+
+
+def gate_defect(drafter, target_path, defect, layout):
+    """The gate (every level; --strict, so that a defect whose code is a warning fails it) on the defect."""
+    return run(write_defect(drafter(layout), defect), strict=True, **defect.gate_options(target_path))
+
+
+@pytest.mark.parametrize("defect, layout", CASES)
+def test_defect_raises_its_codes(drafter, target_path, defect, layout):
+    result = gate_defect(drafter, target_path, defect, layout)
     assert result.exit_code == 1
-    assert_fails(result, check_id, *fragments)
+    for code in defect.codes:
+        if runnable(code):
+            assert_fails(result, code)
+
+
+def test_the_catalogue_names_codes_its_checks_declare():
+    for defect in CATALOGUE:
+        assert defect.name == defect.name.lower() and " " not in defect.name and "_" not in defect.name, defect.name
+        assert defect.layouts and set(defect.layouts) <= set(LAYOUTS), defect.name
+        for code in defect.codes:
+            check_id = code.partition("/")[0]
+            assert check_id in BY_ID and code in BY_ID[check_id].meanings, (defect.name, code)
+    assert len(DEFECTS) == len(CATALOGUE)
+
+
+def said(f) -> str:
+    """A finding as the golden file holds it: its code (with the engine), message and fix."""
+    return f"{f.code_label}: {f.message}" + (f"\n    fix: {f.fix}" if f.fix else "")
+
+
+def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):
+    """Each defect's findings of its codes, message and fix (regenerate with EAGLE3_UPDATE_GOLDEN=1). Not the
+    forward level's: they need torch, and the logits they compare depend on its build."""
+    lines = []
+    for defect in CATALOGUE:
+        for layout in defect.layouts:
+            result = gate_defect(drafter, target_path, defect, layout)
+            lines += sorted({f"{defect.name} [{layout}] {said(f)}" for f in result.findings()
+                             if f.code in defect.codes and f.severity.value != "info"
+                             and BY_ID[f.code.partition("/")[0]].level != "forward"})
+    text = "\n".join(lines) + "\n"
+    if UPDATE:
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "the defects' findings changed: compare, then EAGLE3_UPDATE_GOLDEN=1"
 
 
 def test_every_finding_of_the_defects_has_its_checks_declared_code(drafter, target_path):
-    """The gate over every defect above (both layouts, header and scan levels, every engine): each finding's code is
-    CHECK_ID/SLUG of its own check, declared there (tests/test_codes.py holds every site to it statically)."""
+    """The gate over every defect of the catalogue (both layouts, header and scan levels, every engine): each
+    finding's code is CHECK_ID/SLUG of its own check, declared there (tests/test_codes.py holds every site to it
+    statically)."""
     seen = set()
-    for layout in LAYOUTS:
-        for _, before, after, shards, options, _, _ in DEFECTS:
-            path = write_defect(drafter(layout), before, after, shards)
+    for defect in CATALOGUE:
+        for layout in defect.layouts:
+            path = write_defect(drafter(layout), defect)
             result = run(path, level="scan", engine="all", target_config=str(target_path),
-                         reference=options.get("reference", "auto"))
+                         reference=defect.options.get("reference", "auto"))
             for r in result.results:
                 for f in r.findings:
                     check_id, _, slug = (f.code or "").partition("/")

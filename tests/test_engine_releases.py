@@ -171,7 +171,7 @@ def test_a_layer_count_above_the_file_leaves_layers_uninitialised_and_fails_engi
     check is skipped: default_loader.py:503, 512-523); SGLang 0.5.23 builds them too (llama_eagle3.py:198-204).
     Layers 1 and 2 serve uninitialised: engine.loads fails, naming them."""
     d = drafter(layout)
-    d.layer_field()["num_hidden_layers"] = 3
+    d.layer_config["num_hidden_layers"] = 3
     result = gate(d.write())
     assert status(result, "engine.loads", VLLM) == FAILED
     assert "vllm 0.33.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \

@@ -41,7 +41,7 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
         monkeypatch.delenv("CI", raising=False)
         monkeypatch.delenv("BUILD_NUMBER", raising=False)
     d = drafter("speculators")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-p", "no:cacheprovider")
     # keys fails, and so do vLLM's loads (it builds a d2t no tensor fills: zeros) and the diff against the shipped
@@ -66,7 +66,7 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
 
 def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pytester, drafter):
     d = drafter("flat")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes")
     result.assert_outcomes(passed=1)
@@ -121,7 +121,7 @@ def test_fixtures_skip_without_a_checkpoint(pytester):
 
 def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester, drafter):
     d = drafter("flat")
-    helpers.d2t_arange(d)
+    helpers.inject(d, "d2t-arange")
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-rxX", "-k", "vocab or waivers",
                                 "--eagle3-waive=vocab.d2t/arange=vocabulary being rebuilt",
@@ -168,7 +168,7 @@ def test_summary_and_failures_show_normalised_paths(pytester, drafter):
     """A path given as a/../b (or an ini file's ../drafter, joined to the ini's folder) is shown normalised in the
     summary, the failure's header and the item's label; the gate runs on it as given."""
     d = drafter("flat")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     d.root = pytester.path / "ckpts" / "mine"
     d.write()
     (pytester.path / "tests").mkdir()
@@ -249,7 +249,7 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     message is it."""
     monkeypatch.setenv("CI", "true")
     d = drafter("flat")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     path = d.write()
     junit = pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(f"--eagle3-ckpt={path}", "-n", "2", f"--junitxml={junit}",
@@ -272,7 +272,7 @@ def test_failure_is_pytests_own_representation(pytester, drafter):
     """Reporting plugins read the crash location (pytest-json-report reads path and lineno), and --tb=line prints
     it: it names the check and its first finding, under xdist too."""
     d = drafter("flat")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     path = d.write()
     crashes = []
 
@@ -298,7 +298,7 @@ def test_last_failed_reruns_failed_checks_beside_failed_user_tests(pytester, dra
     """--lf: pytest's cache looks for the failed checks' file at <rootdir>/eagle3-checks, which does not exist;
     with a failed user test beside them it used to skip the gate and rerun the user test only."""
     d = drafter("flat")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     path = d.write()
     pytester.makepyfile(test_user="def test_ok():\n    pass\n\ndef test_broken():\n    assert False\n")
     args = [f"--eagle3-ckpt={path}", "--eagle3-reference=none"]

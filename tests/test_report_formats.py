@@ -15,12 +15,12 @@ import pytest
 import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
+from eagle3_checks.defects import CATALOGUE
 from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.github import parse_github
 from eagle3_checks.reports.locations import json_key_line
 from eagle3_checks.reports.sarif import to_sarif
 from helpers import run
-from test_defects import DEFECTS
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -145,7 +145,7 @@ def test_root_causes_in_markdown(no_head_dim, capsys):
 def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
     """No check names a cause for a missing d2t: the findings keyed by the tensor are grouped under it."""
     d = drafter("flat")
-    helpers.d2t_missing(d)
+    helpers.inject(d, "d2t-missing")
     result = run(d.write(), reference="auto")
     causes = group(result)
     (cause,) = [c for c in causes.groups if c.key == "tensor: d2t"]
@@ -155,8 +155,8 @@ def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
 
 def test_unrelated_findings_stay_apart(drafter):
     d = drafter("flat")
-    helpers.wrong_architectures(d)
-    helpers.d2t_missing(d)
+    helpers.inject(d, "unserved-architecture")
+    helpers.inject(d, "d2t-missing")
     result = run(d.write(), reference="auto")
     causes = group(result)
     d2t = next(c for c in causes.groups if c.key == "tensor: d2t")
@@ -193,8 +193,8 @@ def test_json_key_line():
 
 def test_github_annotations_parse_back(drafter, capsys):
     d = drafter("speculators")
-    helpers.wrong_architectures(d)
-    helpers.head_dim_dropped(d)
+    helpers.inject(d, "flat-class-in-speculators")
+    helpers.inject(d, "head-dim-missing")
     path = d.write()
     code, out, _ = cli(capsys, "check", path, "--format", "github")
     assert code == 1
@@ -234,8 +234,8 @@ def test_github_on_a_usage_error(capsys, tmp_path):
 
 def test_sarif_is_valid_and_locates_findings(drafter, capsys):
     d = drafter("speculators")
-    helpers.wrong_architectures(d)
-    helpers.head_dim_dropped(d)
+    helpers.inject(d, "flat-class-in-speculators")
+    helpers.inject(d, "head-dim-missing")
     path = d.write()
     code, out, _ = cli(capsys, "check", path, "--format", "sarif")
     log = json.loads(out)
@@ -308,7 +308,7 @@ def test_sarif_locates_the_results_once_reported_without_a_location(drafter, cap
                                                                 ranges["embed_tokens.weight"], strict=True))})
     assert _place(by_code["reference.diff/layouts-differ"]) == ("config.json", {"startLine": 1})
     d = drafter("speculators")
-    helpers.model_prefix(d)  # SGLang refuses the model. names: engine.loads/refused, keyed by a tensor
+    helpers.inject(d, "model-prefix")  # SGLang refuses the model. names: engine.loads/refused, keyed by a tensor
     path = d.write()
     ranges = _safetensors_ranges(path / "model.safetensors")
     refused = [r for r in _sarif_of(capsys, path, "--level", "header", "--engine", "all")
@@ -334,11 +334,11 @@ def test_sarif_locates_every_result_of_every_defect(drafter, target_path):
     GitHub takes, and it is the right one: a config key's line in config.json, a named tensor's bytes in its weight
     file (as its header states them), the file a finding names, or config.json."""
     located = set()
-    for layout in helpers.LAYOUTS:
-        for _, before, after, shards, options, _, _ in DEFECTS:
-            path = helpers.write_defect(drafter(layout), before, after, shards)
+    for defect in CATALOGUE:
+        for layout in defect.layouts:
+            path = helpers.write_defect(drafter(layout), defect)
             result = run(path, level="scan", engine="all", target_config=str(target_path),
-                         reference=options.get("reference", "auto"))
+                         reference=defect.options.get("reference", "auto"))
             log = to_sarif([result])
             validate_sarif(log)
             config = (path / "config.json").read_text() if (path / "config.json").is_file() else ""
@@ -473,7 +473,7 @@ def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsy
 
 def test_waived_findings_in_every_report(drafter, capsys):
     d = drafter("flat")
-    helpers.d2t_arange(d)
+    helpers.inject(d, "d2t-arange")
     arange = d.write()
     argv = ["check", arange, "--level", "header", "--skip", "vocab.d2t/arange=rebuilding the vocabulary"]
     code, out, _ = cli(capsys, *argv)

@@ -401,7 +401,7 @@ def test_the_configs_initializer_range_is_the_one_matched(drafter, layout):
     d = drafter(layout, untrained_shape())
     with_values(d, FC, np.random.default_rng(4).normal(0, 0.01, d.tensors[FC].shape))
     assert scan_result(d.write()).status == "passed"  # normal(0, 0.01) is no initialiser by default
-    d.layer_field()["initializer_range"] = 0.01
+    d.layer_config["initializer_range"] = 0.01
     [m] = messages(scan_result(d.write()), "warning")
     assert "normal(0, 0.01) (transformers' initializer_range)" in m
 

@@ -239,7 +239,7 @@ def test_fp32_candidate_against_bf16_reference_is_one_finding(drafter):
     import helpers
 
     d = drafter("speculators")
-    helpers.fp32_weights(d)
+    helpers.inject(d, "fp32-weights")
     result = run(d.write(), reference="tiny-example")
     assert errors(result.result("reference.diff").findings) == [
         "14 tensor(s) are F32, tiny-example has BF16: embed_tokens.weight, fc.weight, layers.0.hidden_norm.weight, "
