@@ -133,8 +133,8 @@ def test_a_defect_in_a_bin_drafter_gives_the_same_findings(pair):
     a, b = gate_at(st_path, "scan"), gate_at(bin_path, "scan")
     assert a.exit_code == b.exit_code == 1
     assert summary(a) == summary(b)
-    assert_fails(b, "config.head-dim", "head_dim is not stated")
-    assert_fails(b, "dtypes", "d2t")
+    assert_fails(b, "config.head-dim/missing")
+    assert_fails(b, "dtypes/d2t-not-integer")
 
 
 def test_sharded_bin_with_an_index(pair):
@@ -147,10 +147,10 @@ def test_sharded_bin_with_an_index(pair):
     index["weight_map"]["fc.weight"] = "../pytorch_model-00001-of-00003.bin"
     (bin_path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
     result = gate_at(bin_path, "header")
-    assert_fails(result, "files", "pytorch_model.bin.index.json", "puts 'ghost.weight' in pytorch_model-00001")
+    assert_fails(result, "files/index-mismatch", "pytorch_model.bin.index.json", "ghost.weight")
     assert_fails(result, "files", "outside the checkpoint directory")
     (bin_path / "pytorch_model-00002-of-00003.bin").unlink()
-    assert_fails(gate_at(bin_path, "header"), "files", "pytorch_model-00002-of-00003.bin", "does not exist",
+    assert_fails(gate_at(bin_path, "header"), "files/missing-shard", "pytorch_model-00002-of-00003.bin",
                  "a torch.save file")
 
 
