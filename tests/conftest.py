@@ -42,12 +42,25 @@ PEERS = Path(__file__).parent / "peers"
 
 
 def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
+    """The peer's drafters, built once per test session: under pytest-xdist the workers share one build (the first
+    to take the lock builds it into the session's common temporary folder, the others wait and read it)."""
+    import fcntl
+    import hashlib
+
     if importlib.util.find_spec(package) is None:
         pytest.fail(f"{package} is not installed: install the test extras as the README's test command does")
-    out = tmp_path_factory.mktemp(package)
-    proc = subprocess.run([sys.executable, str(PEERS / script), str(out)], capture_output=True, text=True,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: basetemp is .../popen-gwN
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(PEERS.glob("*.py")))).hexdigest()[:12]
+    out, done = shared / f"peer-{package}-{key}", shared / f"peer-{package}-{key}.done"
+    with open(shared / f"peer-{package}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, whoever holds it
+        if not done.exists():
+            out.mkdir(exist_ok=True)
+            proc = subprocess.run([sys.executable, str(PEERS / script), str(out)], capture_output=True, text=True,
+                                  env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+            done.write_text("built\n")
     return out
 
 
