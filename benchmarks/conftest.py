@@ -92,3 +92,16 @@ def sequential_read_s(path: Path, rounds: int = 5) -> float:
 
 
 PYTHON = sys.executable
+
+
+def report(benchmark, *, what: str, measured_s: float, budget: str, baseline: str | None = None,
+           baseline_s: float | None = None, rss_bytes: int | None = None, notes: str = "") -> None:
+    """What this benchmark's row of the performance table says (docs/performance.md is generated from it by
+    benchmarks/summarize.py, as the median of the runs): the measured time, its baseline measured in the same run,
+    the budget it is held to, and the peak RSS where it matters."""
+    benchmark.extra_info["report"] = {
+        "what": what, "measured_s": round(measured_s, 4), "budget": budget, "baseline": baseline,
+        "baseline_s": None if baseline_s is None else round(baseline_s, 4),
+        "ratio": None if not baseline_s else round(measured_s / baseline_s, 3),
+        "rss_bytes": rss_bytes, "notes": notes,
+    }

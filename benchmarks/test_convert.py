@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import time
 
-from conftest import PYTHON
+from conftest import PYTHON, report
 
 # Peak RSS from /proc/self/status VmHWM: ru_maxrss would also count the forked pytest process before exec.
 CONVERT = """
@@ -72,5 +72,9 @@ def test_convert_vs_copy(benchmark, kimi_random, tmp_path):
     print(f"\nconvert --verify header {wall:.2f}s vs cp --reflink=never {copy_s:.2f}s: ratio {wall / copy_s:.2f}; "
           f"peak RSS {rss / 1e6:.0f} MB; --verify forward {full_wall:.2f}s, peak RSS {full_rss / 1e9:.2f} GB "
           f"(file {size / 1e9:.2f} GB)")
+    report(benchmark, what=f"`convert --verify header`, Kimi-K2-sized drafter ({size / 1e9:.2f} GB)", measured_s=wall,
+           budget="1.5x the copy; peak RSS under 300 MB", baseline="`cp --reflink=never`, interleaved, each after a "
+           "`sync`", baseline_s=copy_s, rss_bytes=rss,
+           notes=f"`--verify forward` {full_wall:.1f} s, peak RSS {full_rss / 1e9:.2f} GB")
     assert wall <= 1.5 * copy_s
     assert rss < 300e6
