@@ -1,9 +1,10 @@
 """The conformance checkpoint set: tiny EAGLE-3 drafters that the engines' own loaders are run on.
 
-Each checkpoint is the embedded example (``eagle3_checks.drafter.example``) with one thing changed: a row of the engine
-audit's tables (ENGINES.md 5.1 S1-S19, 5.2 V1-V12), an aux-id capture rule of one target architecture, or one defect
-of the catalogue (``eagle3_checks.defects``, the one the test suite and ``eagle3-checks explain`` use; its ``Draft``
-and edits make the other checkpoints too). Every checkpoint comes with the config.json of a target it is served beside.
+Each checkpoint is the embedded example (``eagle3_checks.drafter.example``) with one thing changed: a loader
+behaviour of the engine audit (S1-S19 for SGLang, V1-V12 for vLLM, as tests/test_engine_releases.py names them), an
+aux-id capture rule of one target architecture, or one defect of the catalogue (``eagle3_checks.defects``, the one
+the test suite and ``eagle3-checks explain`` use; its ``Draft`` and edits make the other checkpoints too). Every
+checkpoint comes with the config.json of a target it is served beside.
 
     python conformance/checkpoints.py OUT_DIR
 
@@ -267,9 +268,9 @@ def cases() -> list[Case]:
              edit=defect("fc-two-aux")),
         Case("unknown-tensor-flat", "defect keys: a tensor no engine parameter matches (not a .bias)",
              edit=defect("unknown-tensor")),
-        Case("unknown-layer-tensor-flat", "issue 20: a tensor inside the layer that no engine parameter matches",
+        Case("unknown-layer-tensor-flat", "a tensor inside the layer that no engine parameter matches",
              edit=defect("unknown-layer-tensor")),
-        Case("embed-tokens-short-flat", "issue 20: embed_tokens with vocab_size - 1 rows",
+        Case("embed-tokens-short-flat", "embed_tokens with vocab_size - 1 rows",
              edit=defect("embed-tokens-short")),
         *[Case(f"missing-{kind}-flat", f"defect keys: {role} missing", edit=without(role))
           for kind, role in MISSING_KINDS.items()],
@@ -315,13 +316,13 @@ def cases() -> list[Case]:
                                        "mscale": 1.0, "mscale_all_dim": 1.0})),
         Case("target-longer-context-flat", "S16: target context 32768 above the drafter's 4096",
              target=replace(LLAMA, max_position_embeddings=32768)),
-        Case("target-longer-context-at-4096-flat", "issue 20: target context 32768, drafter 4096, the server "
+        Case("target-longer-context-at-4096-flat", "target context 32768, drafter 4096, the server "
              "started with a context of 4096 (SGLang --context-length, vLLM --max-model-len)",
              target=replace(LLAMA, max_position_embeddings=32768), context_length=4096),
-        Case("target-longer-context-raised-flat", "issue 20: target context 32768, the drafter's "
+        Case("target-longer-context-raised-flat", "target context 32768, the drafter's "
              "max_position_embeddings raised to 32768 (the config edit for S16)",
              edit=config(max_position_embeddings=32768), target=replace(LLAMA, max_position_embeddings=32768)),
-        Case("target-longer-context-yarn-flat", "issue 20: target context 8192, drafter 4096 with yarn factor 4 and "
+        Case("target-longer-context-yarn-flat", "target context 8192, drafter 4096 with yarn factor 4 and "
              "no original_max_position_embeddings (does the derived context count the factor?)",
              edit=config(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
              target=replace(LLAMA, max_position_embeddings=8192)),
@@ -361,7 +362,7 @@ def cases() -> list[Case]:
              SPECULATORS, layer_config(max_position_embeddings=REMOVE), QWEN3_LAYER),
         Case("mla-flat", "S15: Eagle3DeepseekV2ForCausalLM (MLA) drafter, model_type kimi_k2", edit=mla_drafter,
              target=DEEPSEEK),
-        *[Case(f"mla-eps-1e-5{suffix}-flat", f"issue 20: MLA drafter, rms_norm_eps 1e-5{why} (the eps of "
+        *[Case(f"mla-eps-1e-5{suffix}-flat", f"MLA drafter, rms_norm_eps 1e-5{why} (the eps of "
                "q_a_layernorm / kv_a_layernorm as built)",
                edit=combined(mla_drafter, config(rms_norm_eps=1e-5, **rope)), target=DEEPSEEK)
           for suffix, why, rope in (("", "", {}),
@@ -369,8 +370,8 @@ def cases() -> list[Case]:
                                      {"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
                                                        "original_max_position_embeddings": 1024, "mscale": 1.0,
                                                        "mscale_all_dim": 1.0, "beta_fast": 32, "beta_slow": 1}}))],
-        # ----- the MLA family's engine disagreements (issue 12; ENGINES.md section 4)
-        *[Case(f"mla-{name}-flat", f"issue 12: MLA drafter, {why}", edit=combined(mla_drafter, edit), target=DEEPSEEK)
+        # ----- the MLA family's engine disagreements
+        *[Case(f"mla-{name}-flat", f"MLA drafter, {why}", edit=combined(mla_drafter, edit), target=DEEPSEEK)
           for name, why, edit in MLA_VARIANTS],
         # ----- aux-layer ids: where they are stated, and each target's capture rule
         Case("aux-top-only-flat", "config.aux-layers: ids at the top level only", edit=aux_ids(top=[1, 3, 5])),
@@ -396,12 +397,12 @@ def cases() -> list[Case]:
              edit=aux_ids([2, 4, 8], [2, 4, 8]), target=GPT_OSS),
         Case("aux-gpt-oss-below-n-flat", "S12: GptOssForCausalLM target (8 layers), ids [1,3,5]: max id < N",
              target=GPT_OSS),
-        # ----- issue 20: Kimi-K2-shaped ids on a 61-layer DeepSeek-V3 target, trained (SGLang's counting) on the
+        # ----- Kimi-K2-shaped ids on a 61-layer DeepSeek-V3 target, trained (SGLang's counting) on the
         # outputs of layers 2, 30, 58: as `fix` writes them, and as a trainer may have left them
-        Case("aux-kimi-3-31-59-both-flat", "issue 20: ids [3,31,59] top level and eagle_config on a 61-layer "
+        Case("aux-kimi-3-31-59-both-flat", "ids [3,31,59] top level and eagle_config on a 61-layer "
              "DeepSeek-V3 target (trained outputs [2,30,58], written for both engines)",
              edit=aux_ids([3, 31, 59], [3, 31, 59]), target=DEEPSEEK_61),
-        *[Case(f"aux-kimi-2-30-58-{where}-flat", f"issue 20: ids [2,30,58] {where} on a 61-layer DeepSeek-V3 target",
+        *[Case(f"aux-kimi-2-30-58-{where}-flat", f"ids [2,30,58] {where} on a 61-layer DeepSeek-V3 target",
                edit=aux_ids([2, 30, 58] if where != "eagle-config-only" else None,
                             [2, 30, 58] if where != "top-only" else None), target=DEEPSEEK_61)
           for where in ("eagle-config-only", "both", "top-only")],

@@ -414,7 +414,7 @@ def test_config_tied_embeddings_with_own_head_warns(drafter):
 
 @pytest.mark.parametrize("layout", ["speculators", "flat"])
 def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(drafter, layout):
-    """Issue 15: a drafter that states no rope_theta is read with 10000 by its trainer (EAGLE's cnets.py, SpecForge,
+    """A drafter that states no rope_theta is read with 10000 by its trainer (EAGLE's cnets.py, SpecForge,
     speculators through transformers) and by every engine (vLLM get_rope, SGLang llama.py:322-334): it is served as
     trained, so a note, not an error (it used to be one, and convert refused the drafter)."""
     d = drafter(layout)
@@ -531,7 +531,7 @@ def test_check_ids_are_stable_and_documented():
 # ----- config.architectures per engine release --------------------------------------------------------------
 
 def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
-    """Issue 15: vLLM's own test drafters name LlamaForCausalLM, which vLLM 0.33 prefixes to Eagle3LlamaForCausalLM
+    """vLLM's own test drafters name LlamaForCausalLM, which vLLM 0.33 prefixes to Eagle3LlamaForCausalLM
     for method eagle3 (transformers_utils/configs/eagle.py:55-64); `--engine vllm` used to fail the drafter in
     config.architectures while engine.loads[vllm@0.33.0] passed it."""
     d = drafter("flat")

@@ -113,7 +113,7 @@ def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
 
 
 def test_a_flat_drafter_without_rope_theta_converts_with_the_base_every_reader_uses(drafter, tmp_path, capsys):
-    """Issue 15: EAGLE's flat drafters often state no rope_theta; their trainer (cnets.py) and every engine use
+    """EAGLE's flat drafters often state no rope_theta; their trainer (cnets.py) and every engine use
     10000. convert used to refuse them (config.rope was an error); it writes 10000 explicitly."""
     d = drafter("flat")
     del d.config["rope_theta"]

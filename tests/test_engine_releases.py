@@ -166,7 +166,7 @@ def test_s2_a_config_without_num_hidden_layers(drafter):
 
 @pytest.mark.parametrize("layout", ["flat", "speculators"])
 def test_a_layer_count_above_the_file_leaves_layers_uninitialised_and_fails_engine_loads(drafter, layout):
-    """Issue 15 (4): num_hidden_layers 3 over a one-layer file. vLLM 0.33 builds range(num_hidden_layers) layers
+    """num_hidden_layers 3 over a one-layer file. vLLM 0.33 builds range(num_hidden_layers) layers
     and raises nothing for the missing tensors (llama_eagle3.py:466-470 load_weights returns None, so the strict
     check is skipped: default_loader.py:503, 512-523); SGLang 0.5.23 builds them too (llama_eagle3.py:198-204).
     Layers 1 and 2 serve uninitialised: engine.loads fails, naming them."""

@@ -449,7 +449,7 @@ def all_nan(d: Drafter) -> None:
 
 
 def test_nan_logits_fail_the_forward_check(drafter):
-    """Issue 15: NaN compares unequal to everything, so two all-NaN readings used to 'agree to float32 rounding'."""
+    """NaN compares unequal to everything, so two all-NaN readings used to 'agree to float32 rounding'."""
     d = drafter("flat")
     all_nan(d)
     r = forward_result(run(d.write(), engine="vllm"))

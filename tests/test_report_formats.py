@@ -296,7 +296,7 @@ def _place(result: dict) -> tuple[str, dict]:
 
 
 def test_sarif_locates_the_results_once_reported_without_a_location(drafter, capsys):
-    """Issue 20: engine.loads/replaced, reference.diff/layouts-differ (both on the demo's own flat example),
+    """engine.loads/replaced, reference.diff/layouts-differ (both on the demo's own flat example),
     engine.loads/refused and forward.equivalence/agrees carried no location, so upload-sarif refused the file. A
     tensor's finding points at the tensor's bytes; one with nothing more specific at the checkpoint's config.json."""
     path = drafter("flat").write()
@@ -629,7 +629,7 @@ def _bad_config(drafter, shape=None):
 
 
 def test_a_drafter_of_no_shipped_shape_states_why_once_and_short(drafter, capsys):
-    """Issue 20: every report on a drafter of no shipped shape repeated a 600-character "no shipped reference spec
+    """Every report on a drafter of no shipped shape repeated a 600-character "no shipped reference spec
     matches" note, in the header and again in reference.diff's SKIP row. Now it is said once, naming the nearest spec
     only."""
     from dataclasses import replace
@@ -649,14 +649,14 @@ def test_a_drafter_of_no_shipped_shape_states_why_once_and_short(drafter, capsys
 
 
 def test_an_unreadable_config_states_no_none_in_the_reference_line(drafter, capsys):
-    """Issue 20: "None heads of None" in the reference line of a drafter whose config.json does not parse."""
+    """"None heads of None" in the reference line of a drafter whose config.json does not parse."""
     report = _checkpoint_json(capsys, _bad_config(drafter))
     assert "None" not in report["reference_note"] and "config.json" in report["reference_note"]
     assert next(c for c in report["checks"] if c["id"] == "reference.diff")["status"] == "skipped"
 
 
 def test_diff_and_check_give_an_invalid_config_one_code(drafter, capsys):
-    """Issue 20: check said files/invalid-json and diff files/corrupt for the same config.json."""
+    """check said files/invalid-json and diff files/corrupt for the same config.json."""
     path = _bad_config(drafter)
     checked = {f["code"] for c in _checkpoint_json(capsys, path)["checks"] if c["id"] == "files"
                for f in c["findings"]}
@@ -666,7 +666,7 @@ def test_diff_and_check_give_an_invalid_config_one_code(drafter, capsys):
 
 
 def test_diff_does_not_compare_a_side_it_cannot_read(drafter, capsys):
-    """Issue 20: with config.json unreadable, diff turned a d2t of another length (the draft vocabulary, the
+    """With config.json unreadable, diff turned a d2t of another length (the draft vocabulary, the
     trainer's choice) into an error, and every config field into one more. As check skips reference.diff there, diff
     reports the file problem alone and says the two were not compared."""
     from dataclasses import replace
@@ -683,7 +683,7 @@ def test_diff_does_not_compare_a_side_it_cannot_read(drafter, capsys):
 
 
 def test_diff_groups_by_root_cause_as_check_does(drafter, capsys):
-    """Issue 20: diff against a reference of another size repeated one why and fix for every tensor. The shapes
+    """diff against a reference of another size repeated one why and fix for every tensor. The shapes
     hidden_size sizes follow from it, as in check: one root cause, its why and fix once."""
     path = drafter("flat").write()
     code, out, _ = cli(capsys, "diff", path, "aq-medai-kimi-k2-eagle3", "--format", "json")

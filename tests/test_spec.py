@@ -93,7 +93,7 @@ def test_semantic_field_and_shape_differences_fail(drafter):
 
 
 def test_a_kimi_sized_drafter_with_another_draft_vocabulary_diffs_with_notes_only():
-    """Issue 15: a Kimi-sized drafter with a 64,000-token draft vocabulary got 4 reference.diff errors against the
+    """A Kimi-sized drafter with a 64,000-token draft vocabulary got 4 reference.diff errors against the
     AQ-MedAI spec ('fix the export'); the draft vocabulary is the trainer's choice."""
     aq = load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"])
     tensors = {**aq.tensors, "lm_head.weight": replace(aq.tensors["lm_head.weight"], shape=(64000, 7168)),
@@ -165,7 +165,7 @@ def test_reference_auto_picks_by_family_or_skips(drafter):
     ({"num_attention_heads": 8, "head_dim": 12}, "tiny-example: num_attention_heads 8 vs 4, head_dim 12 vs 24"),
 ])
 def test_reference_auto_matches_the_whole_family(drafter, change, why):
-    """Issue 15: auto matched on hidden_size and vocab_size alone; heads, head_dim, the layer count and the kind of
+    """auto matched on hidden_size and vocab_size alone; heads, head_dim, the layer count and the kind of
     layer must match too, else the diff is skipped with the reason."""
     spec, note = resolve_reference("auto", open_checkpoint(drafter("flat", replace(EXAMPLE, **change)).write()))
     assert spec is None and why in note and note.startswith("no shipped reference spec matches hidden_size 64")
@@ -181,7 +181,7 @@ def test_reference_auto_picks_the_family_whatever_the_draft_vocabulary(drafter):
 
 
 def test_reference_auto_never_gives_an_mla_drafter_a_llama_spec(drafter):
-    """Issue 12: MLA drafters are modelled; auto matches them by layer kind, so no Llama-layer spec (the AQ-MedAI one,
+    """MLA drafters are modelled; auto matches them by layer kind, so no Llama-layer spec (the AQ-MedAI one,
     the tiny example) is ever chosen for one (the shipped MLA spec is of another size)."""
     from helpers import mla_drafter
 
