@@ -105,3 +105,13 @@ def report(benchmark, *, what: str, measured_s: float, budget: str, baseline: st
         "ratio": None if not baseline_s else round(measured_s / baseline_s, 3),
         "rss_bytes": rss_bytes, "notes": notes,
     }
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A benchmark's row says whether it held its budget (its asserts passed), as the run reported it."""
+    outcome = yield
+    result = outcome.get_result()
+    bench = getattr(item, "funcargs", {}).get("benchmark")
+    if result.when == "call" and bench is not None and "report" in bench.extra_info:
+        bench.extra_info["report"]["held"] = result.passed
