@@ -4,19 +4,21 @@
 (:class:`~eagle3_checks.storage.folder.CheckpointFiles`); this module says what they mean: the layout (speculators or
 flat), each tensor's role (``layers.0.self_attn.q_proj.weight`` whatever its on-disk name), the decoder layer's
 family, and the effective config values with their source (:class:`~eagle3_checks.drafter.config_values.DraftConfig`).
-A tensor is loaded only when a check asks for it (:meth:`Checkpoint.array`), once, and kept.
+A tensor is loaded only when a check asks for it (:meth:`Checkpoint.values`, :meth:`Checkpoint.array`), once, and
+kept.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..storage.folder import CONFIG, CheckpointFiles, TensorReadError, read_folder
 from ..storage.hub import read_any
-from ..storage.safetensors import FileHeader, Problem, TensorEntry, load_array
+from ..storage.safetensors import FileHeader, Problem, TensorEntry, load_array, load_values
 from .config_values import DraftConfig, read_config
 from .layout import (
     FLAT,
@@ -45,6 +47,7 @@ class Checkpoint:
     duplicate_roles: dict[str, list[str]] = field(default_factory=dict)
     family: str = LLAMA  # the decoder layer's family (drafter/families/), from the config, else the tensor names
     _arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+    _values: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, source: CheckpointFiles, config_raw: dict | None = None) -> Checkpoint:
@@ -158,7 +161,15 @@ class Checkpoint:
 
     def array(self, role: str) -> Any:
         """The tensor of ``role`` as a numpy array, read on first use and cached."""
-        if role not in self._arrays:
+        return self._load(role, self._arrays, load_array)
+
+    def values(self, role: str) -> Sequence[int] | Sequence[float]:
+        """The tensor of ``role`` flattened, as Python numbers read without numpy (``load_values``: what the header
+        level reads of d2t and t2d), on first use and cached."""
+        return self._load(role, self._values, load_values)
+
+    def _load(self, role: str, cache: dict[str, Any], loader: Callable[[TensorEntry, bytes | None], Any]) -> Any:
+        if role not in cache:
             e = self.entry(role)
             if e is None:
                 raise TensorReadError(f"no tensor for {role}")
@@ -166,10 +177,10 @@ class Checkpoint:
                 raise TensorReadError(f"{e.file}: {e.name} ends at byte {e.offset + e.nbytes}, past the end of the "
                                       f"file ({self.source.file_size(e)} bytes)")
             try:
-                self._arrays[role] = load_array(e, self.load_bytes(e))
+                cache[role] = loader(e, self.load_bytes(e))
             except (OSError, EOFError, ValueError, OverflowError, MemoryError) as exc:
                 raise TensorReadError(f"{e.file}: cannot read {e.name}: {exc}") from exc
-        return self._arrays[role]
+        return cache[role]
 
 
 def open_checkpoint(path: str | os.PathLike) -> Checkpoint:

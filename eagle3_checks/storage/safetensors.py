@@ -16,7 +16,7 @@ import json
 import math
 import os
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,6 +373,35 @@ def load_array(entry: TensorEntry, data: bytes | None = None):  # -> numpy.ndarr
     if np_dtype is None:
         raise ValueError(f"{entry.dtype} tensors cannot be loaded as numpy arrays")
     return np.frombuffer(data, dtype=np.dtype(np_dtype).newbyteorder("<")).reshape(entry.shape)
+
+
+# dtype name -> the struct format of one little-endian item (standard sizes under "<")
+_STRUCT = {"U8": "B", "I8": "b", "U16": "H", "I16": "h", "U32": "I", "I32": "i", "U64": "Q", "I64": "q", "F16": "e",
+           "F32": "f", "F64": "d"}
+_NONZERO = bytes([0] + [1] * 255)  # a bool byte as numpy and torch read it: any nonzero byte is True
+
+
+def load_values(entry: TensorEntry, data: bytes | None = None) -> Sequence[int] | Sequence[float]:
+    """One tensor's values, flattened in C order, as Python numbers decoded by the standard library (no numpy): the
+    values :func:`load_array` gives, as ints for the integer and bool dtypes (a bool as 0 or 1) and floats for the
+    floating ones (BF16 and F16 exactly). ``data``: its bytes, else read from its file. Raises ValueError for fp8."""
+    if data is None:
+        data = read_bytes(entry)
+    if len(data) != entry.nbytes:
+        raise ValueError(f"{len(data)} bytes for shape {list(entry.shape)} x {entry.dtype} ({entry.nbytes} bytes)")
+    if entry.dtype == "BOOL":
+        return bytes(data).translate(_NONZERO)
+    if entry.dtype == "U8":
+        return bytes(data)
+    if entry.dtype == "BF16":  # the two bytes of each value become the high half of a float32
+        wide = bytearray(2 * len(data))
+        wide[2::4], wide[3::4] = data[0::2], data[1::2]
+        data, fmt = bytes(wide), "f"
+    elif entry.dtype in _STRUCT:
+        fmt = _STRUCT[entry.dtype]
+    else:
+        raise ValueError(f"{entry.dtype} tensors cannot be read as numbers")
+    return struct.unpack(f"<{len(data) // struct.calcsize('<' + fmt)}{fmt}", data)
 
 
 # ---------------------------------------------------------------------------------------------
