@@ -12,24 +12,17 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .check_docs import table
-from .convert import ConvertRefused, convert
-from .defects import EXAMPLES, run_example
-from .draft_outputs import check_inputs_path, run_forward_files
 from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
-from .drafter.example import EXAMPLE_DIRS, write_example
 from .drafter.expected import fmt_shape
 from .drafter.spec import load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
 from .errors import UsageError
-from .fix import fix
 from .gate import (
     WAIVERS,
     all_checks,
@@ -43,10 +36,9 @@ from .gate import (
     unknown_check,
     unknown_code,
 )
-from .numerics.draft_steps import torch_missing
+from .numerics import torch_missing
 from .registry import LEVELS, Severity
 from .reports import RENDERERS
-from .reports.compare import compare, render_diff_json, render_diff_text
 from .reports.github import github_command
 from .reports.json_report import render_json_error
 from .reports.sarif import render_sarif_error
@@ -266,6 +258,7 @@ def _parse_gate_options(args: argparse.Namespace):
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import ConvertRefused, convert
 
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="convert copies the weights")
@@ -401,6 +394,7 @@ def _as_spec(arg: str, role: str, revision: str | None = None):
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from .reports.compare import compare, render_diff_json, render_diff_text
 
     cand, cand_ck = _as_spec(args.candidate, "A", args.revision)
     ref, ref_ck = _as_spec(args.reference, "B", args.revision)
@@ -422,6 +416,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                            for c in registered], indent=2) + "\n")
         return 0
     if args.format == "markdown":
+        from .check_docs import table
+
         _write(table(registered))
         return 0
     width = max(len(c.id) for c in registered)
@@ -432,6 +428,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
+    from .fix import fix
 
     options = _parse_gate_options(args)
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
@@ -492,6 +489,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def _example_lines(c: Any, run: bool) -> list[str]:
     """The check's failing and passing example, gated for this check only (described only, without torch for a
     forward-level check, or with --no-examples)."""
+    from .defects import EXAMPLES, run_example
+
     example = EXAMPLES.get(c.id)
     if example is None:  # a plugin's check
         return []
@@ -511,6 +510,7 @@ def _example_lines(c: Any, run: bool) -> list[str]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .drafter.example import EXAMPLE_DIRS, write_example
 
     def run(root: Path, stable: bool) -> int:
         """``stable``: the example lives in a temporary folder deleted on exit, so the report names its folders
@@ -542,6 +542,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return run(out, stable=False)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write the example: {exc.strerror or exc}") from exc
+    import tempfile  # with shutil, random, bz2 and lzma: 5 ms that no other command needs
+
     with tempfile.TemporaryDirectory(prefix="eagle3-demo-") as tmp:
         code = run(Path(tmp), stable=True)
     print(f"eagle3-checks: the example checkpoints ({', '.join(EXAMPLE_DIRS.values())}) were written to a temporary "
@@ -550,6 +552,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_forward(args: argparse.Namespace) -> int:
+    from .draft_outputs import check_inputs_path, run_forward_files
 
     # the options first: importing torch (below) takes seconds, and a refused option should not wait for it
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:

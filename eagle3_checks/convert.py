@@ -43,7 +43,7 @@ from .drafter.config_values import PROVENANCE, TLC
 from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
-from .numerics.draft_steps import torch_missing
+from .numerics import torch_missing
 from .registry import Finding, Severity
 from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
 from .storage.safetensors import RawTensor, encode_header, from_numpy

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from .drafter.example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
 from .gate import gate, parse_options
-from .numerics.draft_steps import torch_missing
+from .numerics import torch_missing
 
 
 @st.composite

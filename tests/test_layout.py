@@ -17,9 +17,25 @@ def _modules() -> list[pathlib.Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-# The one allowed: the pytest plugin's entry point is imported by every pytest run where eagle3-checks is installed,
-# and imports the gate (0.4 s, 50 modules and numpy) only when an eagle3 option is given.
-LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")}
+# The ones allowed, each to keep a start-up light. The pytest plugin's entry point is imported by every pytest run
+# where eagle3-checks is installed, and imports the gate only when an eagle3 option is given. The command imports the
+# machinery of each command other than check when that command runs, and the scan and forward checks their passes
+# (numerics.value_stats, numerics.draft_steps) when they run: `check --level header` imports none of them
+# (tests/test_header_path.py).
+LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
+    (path, fn, name) for path, fn, names in (
+        ("cli.py", "cmd_convert", ("ConvertRefused", "convert")),
+        ("cli.py", "cmd_diff", ("compare", "render_diff_json", "render_diff_text")),
+        ("cli.py", "cmd_list", ("table",)),
+        ("cli.py", "cmd_fix", ("fix",)),
+        ("cli.py", "_example_lines", ("EXAMPLES", "run_example")),
+        ("cli.py", "cmd_demo", ("EXAMPLE_DIRS", "write_example")),
+        ("cli.py", "cmd_forward", ("check_inputs_path", "run_forward_files")),
+        ("checks/scan.py", "values", ("scan", "supported")),
+        ("checks/forward.py", "_weights", ("Weights",)),
+        ("checks/forward.py", "_logits", ("run",)),
+        ("checks/forward.py", "equivalence", ("ForwardError", "compare", "random_inputs")),
+    ) for name in names}
 
 
 def test_no_sibling_is_imported_inside_a_function():

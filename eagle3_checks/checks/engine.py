@@ -27,7 +27,7 @@ from ..engines.reading import (
     remedy,
     shown,
 )
-from ..numerics.draft_steps import RTOL
+from ..numerics import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
 

@@ -11,18 +11,27 @@ Both sides run the same float32 forward pass (:mod:`eagle3_checks.numerics.draft
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
-from ..numerics.draft_steps import ATOL, RTOL, ForwardError, Weights, compare, random_inputs, run, torch_missing
+from ..numerics import ATOL, RTOL, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause
 from ._common import release, unread_layout
+
+if TYPE_CHECKING:
+    from ..numerics.draft_steps import Weights
+
+# The forward pass (numerics.draft_steps) is imported by the functions that run it: a header-level gate imports none
+# of it (tests/test_layout.py allows these imports).
 
 STEPS = 2
 TOKENS = 16
 SEED = 0
 
 def _weights(ctx: Context, ckpt) -> Weights:
+    from ..numerics.draft_steps import Weights
+
     key = ("weights", id(ckpt))
     if key not in ctx.cache:
         ctx.cache[key] = Weights(ckpt)
@@ -31,6 +40,8 @@ def _weights(ctx: Context, ckpt) -> Weights:
 
 def _logits(ctx: Context, ckpt, reading, inputs) -> list:
     """Run a reading once per gate: readings that agree on everything share the result."""
+    from ..numerics.draft_steps import run
+
     used = sorted((role, name) for role, name in reading.tensors.items() if role != "t2d")  # t2d takes no part
     key = ("logits", id(ckpt), repr(sorted(reading.semantics().items())), repr(used),
            inputs.inputs_embeds is not None, inputs.stand_in_seed, inputs.target_embedding is not None)
@@ -92,6 +103,8 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
     },
 )
 def equivalence(ctx: Context) -> Iterable[Finding]:
+    from ..numerics.draft_steps import ForwardError, compare, random_inputs
+
     cand = ctx.ckpt
     if cand.config is None or not cand.complete or cand.past_end:
         raise NotApplicable("the checkpoint's files are incomplete or config.json is unreadable (see files)")

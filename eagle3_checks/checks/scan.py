@@ -13,7 +13,6 @@ from collections.abc import Iterable
 
 from ..drafter.layout import SPECULATORS, is_norm
 from ..engines.reading import layer_fields
-from ..numerics.value_stats import scan, supported
 from ..registry import Context, Data, Finding, NotApplicable, check, error, info, note, warning
 
 PROGRESS_FROM = 1 << 30  # show progress on a terminal for checkpoints over ~1 GB
@@ -100,6 +99,9 @@ def _untrained(role: str | None, st, init_range: float) -> str | None:
     },
 )
 def values(ctx: Context) -> Iterable[Finding | Data]:
+    # the scan pass (and numpy, its threads) is imported when the scan runs, never by a header-level gate
+    from ..numerics.value_stats import scan, supported
+
     ckpt = ctx.ckpt
     # bytes past the end of a file are the files check's finding (truncated): scan what is there
     if not ckpt.tensors:

@@ -19,23 +19,24 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BufferedIOBase
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..storage.safetensors import TensorEntry
 
 CHUNK = 1 << 23  # bytes per read (8 MB)
 SAMPLE = 1 << 16  # elements sampled per tensor for the moments
 
+if TYPE_CHECKING:  # numpy is imported by the passes themselves: importing the scan check (every gate does) costs none
+    import numpy as np
+
 # dtype -> (raw unsigned type, magnitude mask, exponent mask (all ones = Inf/NaN), mantissa mask, has Inf)
 _BITS = {
-    "BF16": (np.uint16, 0x7FFF, 0x7F80, 0x007F, True),
-    "F16": (np.uint16, 0x7FFF, 0x7C00, 0x03FF, True),
-    "F32": (np.uint32, 0x7FFFFFFF, 0x7F800000, 0x007FFFFF, True),
-    "F64": (np.uint64, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, True),
-    "F8_E5M2": (np.uint8, 0x7F, 0x7C, 0x03, True),
-    "F8_E4M3": (np.uint8, 0x7F, 0x7F, 0x00, False),  # e4m3fn: S.1111.111 is NaN, there is no Inf
+    "BF16": ("uint16", 0x7FFF, 0x7F80, 0x007F, True),
+    "F16": ("uint16", 0x7FFF, 0x7C00, 0x03FF, True),
+    "F32": ("uint32", 0x7FFFFFFF, 0x7F800000, 0x007FFFFF, True),
+    "F64": ("uint64", 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, True),
+    "F8_E5M2": ("uint8", 0x7F, 0x7C, 0x03, True),
+    "F8_E4M3": ("uint8", 0x7F, 0x7F, 0x00, False),  # e4m3fn: S.1111.111 is NaN, there is no Inf
 }
 
 
@@ -45,11 +46,15 @@ def supported(dtype: str) -> bool:
 
 def to_float(bits: np.ndarray, dtype: str) -> np.ndarray:
     """Raw bits of ``dtype`` as float64 values (signalling NaNs become quiet NaNs, without a warning)."""
+    import numpy as np
+
     with np.errstate(invalid="ignore"):
         return _to_float(bits, dtype)
 
 
 def _to_float(bits: np.ndarray, dtype: str) -> np.ndarray:
+    import numpy as np
+
     if dtype == "BF16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if dtype == "F16":
@@ -115,6 +120,8 @@ def sample_step(numel: int, shape: tuple[int, ...]) -> int:
 def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callable[[Any], BufferedIOBase],
                 tick: Callable[[int], None] | None = None) -> TensorStats:
     """Scan one tensor, reading through ``opener(path)`` (an open file); ``tick(nbytes)`` after each chunk."""
+    import numpy as np
+
     raw_type, mag_mask, exp_mask, man_mask, has_inf = _BITS[e.dtype]
     st = TensorStats(e.name, e.dtype, e.numel)
     width = np.dtype(raw_type).itemsize
@@ -170,6 +177,8 @@ def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callabl
 def scan(entries: list[TensorEntry], progress: Callable[[int, int], None] | None = None) -> ScanResult:
     """Scan every floating tensor of ``entries``, in file order. ``progress(done_bytes, total_bytes)`` is called
     after each chunk."""
+    import numpy as np
+
     result = ScanResult()
     todo = [e for e in sorted(entries, key=lambda e: (str(e.path), e.offset)) if supported(e.dtype)]
     total = sum(e.nbytes for e in todo)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import os
-import pickletools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +166,8 @@ def _pure_data(value: Any) -> bool:
 def walk_pickle(data: bytes) -> dict[str, _Tensor]:  # noqa: C901
     """The tensors of a torch state-dict pickle, by name, found by walking its opcodes (never executing them).
     Raises :class:`_Refused` (with the opcode's position in ``data``) for anything else."""
+    import pickletools  # with pickle, 5 ms of every start-up otherwise; only a pytorch_model.bin needs them
+
     stack: list[Any] = []
     marks: list[int] = []
     memo: dict[int, Any] = {}
