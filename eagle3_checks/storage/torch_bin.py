@@ -115,8 +115,30 @@ class _Dict:
         self.pos = pos
 
 
+class _List:
+    def __init__(self, pos: int) -> None:
+        self.items: list[Any] = []
+        self.pos = pos
+
+
 class _Mark:
     pass
+
+
+def _records(result: Any, pos: int) -> list[dict[str, Any]]:
+    """A records pickle's value checked: a dict, or a list of dicts, of tensors and plain scalars."""
+    dicts = result.items if isinstance(result, _List) else [result]
+    out = []
+    for d in dicts:
+        if not isinstance(d, _Dict):
+            raise _Refused(f"holds {_describe(d)}, not a dict of tensors (or a list of them)", pos, _FIX_CODE,
+                           _WHY_CODE)
+        for key, value in d.items.items():
+            if not (isinstance(value, _Tensor) or value is None or isinstance(value, (str, int))):
+                raise _Refused(f"holds more than tensors and plain values: {key!r} is {_describe(value)}", d.pos,
+                               _FIX_CODE, _WHY_CODE)
+        out.append(dict(d.items))
+    return out
 
 
 def _is_int(v: Any) -> bool:
@@ -128,6 +150,8 @@ def _describe(v: Any) -> str:
         return str(v)
     if isinstance(v, _Dict):
         return "a dict"
+    if isinstance(v, _List):
+        return "a list"
     if isinstance(v, _Storage):
         return "a bare storage"
     if isinstance(v, tuple):
@@ -163,9 +187,20 @@ def _pure_data(value: Any) -> bool:
 
 # An opcode dispatch: one branch per pickle opcode a torch state dict uses, each with its refusal. A table of
 # handlers would share the stack, marks and memo all the same; the complexity is the opcode count.
-def walk_pickle(data: bytes) -> dict[str, _Tensor]:  # noqa: C901
+def walk_pickle(data: bytes) -> dict[str, _Tensor]:
     """The tensors of a torch state-dict pickle, by name, found by walking its opcodes (never executing them).
     Raises :class:`_Refused` (with the opcode's position in ``data``) for anything else."""
+    return _walk(data, records=False)
+
+
+def walk_records(data: bytes) -> list[dict[str, Any]]:
+    """The records of a ``torch.save`` of recorded samples: a dict, or a list of dicts, of string keys to tensors
+    (and, in a dict, plain integers, strings, booleans or None, such as TensorRT-LLM's request ``id``), found by
+    walking the opcodes like :func:`walk_pickle`. Raises :class:`_Refused` for anything else."""
+    return _walk(data, records=True)
+
+
+def _walk(data: bytes, records: bool) -> Any:  # noqa: C901
     import pickletools  # with pickle, 5 ms of every start-up otherwise; only a pytorch_model.bin needs them
 
     stack: list[Any] = []
@@ -203,6 +238,8 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:  # noqa: C901
             result = pop()
             if stack or marks:
                 raise _Refused("data.pkl stops with values left on its stack: not a valid pickle", pos, _FIX_COPY)
+            if records:
+                return _records(result, pos)
             if not isinstance(result, _Dict):
                 raise _Refused(f"holds {_describe(result)}, not a state dict (a dict of tensors)", pos,
                                "re-save a dict of name -> tensor (model.state_dict()) with safetensors")
@@ -215,6 +252,14 @@ def walk_pickle(data: bytes) -> dict[str, _Tensor]:  # noqa: C901
             marks.append(len(stack))
         elif name == "EMPTY_DICT":
             stack.append(_Dict(pos))
+        elif name == "EMPTY_LIST" and records:
+            stack.append(_List(pos))
+        elif name in ("APPEND", "APPENDS") and records:
+            values = [pop()] if name == "APPEND" else pop_mark()
+            lst = stack[-1] if stack and not (marks and len(stack) <= marks[-1]) else None
+            if not isinstance(lst, _List):
+                raise _Refused(f"data.pkl: {name} on {_describe(lst)}, not a list", pos, _FIX_CODE, _WHY_CODE)
+            lst.items.extend(values)
         elif name == "EMPTY_TUPLE":
             stack.append(())
         elif name == "TUPLE":
@@ -586,3 +631,85 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
             continue
         result.entries[name] = TensorEntry(name, t.dtype, tuple(t.shape), result.file, result.path, start + begin,
                                            nbytes)
+
+
+# ----- recorded samples (torch.save of dicts or lists of dicts) --------------------------------------------------
+
+@dataclass(frozen=True)
+class RecordTensor:
+    """One tensor of a record, its bytes copied out of the archive (contiguous, little-endian)."""
+
+    dtype: str  # a safetensors dtype name
+    shape: tuple[int, ...]
+    data: bytes
+
+
+class RecordsRefused(ValueError):
+    """A ``torch.save`` file that is not a dict (or a list of dicts) of tensors; the message says why and where."""
+
+
+def read_records(raw: bytes, display: str) -> list[dict[str, Any]]:
+    """The records of a ``torch.save`` zip archive held in memory (a sample file, or a gzip one decompressed): each
+    a dict of its keys to :class:`RecordTensor` or plain values. Nothing is unpickled. Raises
+    :class:`RecordsRefused`."""
+    import io
+
+    fh = io.BytesIO(raw)
+    size = len(raw)
+    try:
+        legacy = _legacy(raw[:512])
+        if legacy:
+            raise _Refused(legacy, 0)
+        if not raw.startswith(_LOCAL):
+            raise _Refused("is empty" if not raw else "is not a torch.save zip archive", 0)
+        entries = _central_directory(fh, size)
+        pickles = sorted(n for n in entries if n.endswith("/data.pkl") and n.count("/") == 1)
+        if len(pickles) != 1:
+            raise _Refused(f"is a zip archive but not a torch.save file: it needs one <name>/data.pkl (found "
+                           f"{len(pickles)})", 0)
+        prefix = pickles[0][: -len("data.pkl")]
+        pkl = entries[pickles[0]]
+        if pkl.size > PICKLE_LIMIT:
+            raise _Refused(f"{pkl.name} is {pkl.size} bytes, above the {PICKLE_LIMIT}-byte limit", pkl.central)
+        start, length = _data_span(fh, size, pkl)
+        order = entries.get(prefix + "byteorder")
+        if order is not None:
+            o_start, o_len = _data_span(fh, size, order)
+            if raw[o_start:o_start + min(o_len, 16)] != b"little":
+                raise _Refused("is big-endian: only little-endian files are read", o_start)
+        try:
+            records = walk_records(raw[start:start + length])
+        except _Refused as exc:
+            raise _Refused(f"{pkl.name}: {exc.message}", None if exc.pos is None else start + exc.pos) from None
+        out = []
+        for record in records:
+            out.append({key: _record_tensor(value, key, prefix, entries, fh, size)
+                        if isinstance(value, _Tensor) else value for key, value in record.items()})
+        return out
+    except _Refused as exc:
+        at = f" (byte {exc.pos})" if exc.pos is not None else ""
+        raise RecordsRefused(f"{display}: {exc.message}{at}") from None
+
+
+def _record_tensor(t: _Tensor, key: str, prefix: str, entries: dict[str, _ZipEntry], fh: BinaryIO,
+                   size: int) -> RecordTensor:
+    entry = entries.get(f"{prefix}data/{t.storage.key}")
+    if entry is None:
+        raise _Refused(f"tensor {key!r} is in storage {t.storage.key!r}, which the archive lacks: truncated?", None)
+    start, length = _data_span(fh, size, entry)
+    itemsize = DTYPES[t.dtype][0]
+    numel = math.prod(t.shape)
+    if any(d < 0 for d in t.shape) or len(t.stride) != len(t.shape) or t.offset < 0:
+        raise _Refused(f"tensor {key!r} has an invalid size, stride or offset", t.pos)
+    expected, acc = [], 1
+    for d in reversed(t.shape):
+        expected.append(acc)
+        acc *= d
+    expected.reverse()
+    if numel and any(d > 1 and s != x for d, s, x in zip(t.shape, t.stride, expected, strict=True)):
+        raise _Refused(f"tensor {key!r} is not contiguous row-major (stride {list(t.stride)})", t.pos)
+    begin, nbytes = t.offset * itemsize, numel * itemsize
+    if begin + nbytes > length:
+        raise _Refused(f"tensor {key!r} ends past its storage {t.storage.key!r}: truncated", start)
+    fh.seek(start + begin)
+    return RecordTensor(t.dtype, tuple(t.shape), fh.read(nbytes))
