@@ -48,6 +48,7 @@ from .storage.hub import is_hub, local_dir, locate_any
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
 DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
+ACCEPT_STEPS = 3  # the accept command's draft steps
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
 
@@ -146,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the verifier's checkpoint: later steps embed the drafted tokens with its embed_tokens when "
                    "the drafter ships none, as engines do (only that tensor's rows are read)")
     _hub_options(p)
+
+    p = sub.add_parser("accept", help="measure each reading's acceptance on recorded target states")
+    p.add_argument("ckpt", metavar="CKPT")
+    p.add_argument("--data", required=True, metavar="DIR",
+                   help="recorded target states: speculators' hs_<i>.safetensors, SpecForge's data_<i>.ckpt[.gz] or "
+                   "TensorRT-LLM's <prefix>_<n>.pt (detected)")
+    p.add_argument("--engine", action="append", metavar="NAME[@VERSION]",
+                   help=f"the engine releases whose readings run besides the trainer's: {choices()} (default "
+                   f"{DEFAULT_ENGINE})")
+    p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
+                   help=f"draft steps K, 1 to {MAX_STEPS} (default {ACCEPT_STEPS})")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
@@ -581,7 +594,38 @@ def cmd_forward(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert,
+def cmd_accept(args: argparse.Namespace) -> int:
+    from .acceptance import AcceptanceError, DataError, evaluate, expect_of, readings, render_text, samples
+
+    if not 1 <= args.steps <= MAX_STEPS:
+        raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
+    resolved = resolve(args.engine)
+    hint = torch_missing()
+    if hint:
+        raise UsageError(hint)
+    ckpt = open_any(args.ckpt)
+    if ckpt.problems:
+        raise UsageError(f"{args.ckpt}: the checkpoint has integrity problems ({ckpt.problems[0].file}: "
+                         f"{ckpt.problems[0].message}); gate it first")
+    try:
+        left_out: list[str] = []
+        named = readings(ckpt, resolved.specs, resolved.optional, left_out)
+        for why in left_out:
+            print(f"eagle3-checks: note: {why}", file=sys.stderr)
+        result = evaluate(ckpt, named, samples(Path(args.data), expect_of(named[0][1])), args.steps)
+    except (AcceptanceError, DataError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        _write(json.dumps(result.record(), indent=2) + "\n")
+        if result.skipped:
+            print(f"eagle3-checks: note: {result.skipped} positions skipped for non-finite states", file=sys.stderr)
+    else:
+        _write(render_text(result))
+    return 1 if result.failures() else 0
+
+
+COMMANDS = {"accept": cmd_accept,
+            "check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert,
             "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list, "demo": cmd_demo}
 
 

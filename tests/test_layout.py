@@ -31,6 +31,8 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("cli.py", "_example_lines", ("EXAMPLES", "run_example")),
         ("cli.py", "cmd_demo", ("EXAMPLE_DIRS", "write_example")),
         ("cli.py", "cmd_forward", ("check_inputs_path", "run_forward_files")),
+        ("cli.py", "cmd_accept", ("AcceptanceError", "DataError", "evaluate", "expect_of", "readings", "render_text",
+                                  "samples")),
         ("checks/scan.py", "values", ("scan", "supported")),
         ("checks/forward.py", "_weights", ("Weights",)),
         ("checks/forward.py", "_logits", ("run",)),

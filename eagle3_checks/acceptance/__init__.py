@@ -1,0 +1,10 @@
+"""Acceptance, measured: each reading of a drafter run teacher-forced on recorded target states
+(``eagle3-checks accept``). :mod:`.samples` reads the producers' formats, :mod:`.evaluate` scores the readings."""
+
+from __future__ import annotations
+
+from .evaluate import FAIL_SHARE, AcceptanceError, Figures, Result, evaluate, expect_of, readings, render_text
+from .samples import DataError, Expect, Sample, detect, samples
+
+__all__ = ["FAIL_SHARE", "AcceptanceError", "DataError", "Expect", "Figures", "Result", "Sample", "detect",
+           "evaluate", "expect_of", "readings", "render_text", "samples"]

@@ -1,0 +1,238 @@
+"""Teacher-forced multi-step acceptance of each reading of a drafter, on recorded target states.
+
+Each reading (the trainer's, and each engine release's, as :mod:`eagle3_checks.engines` models them) runs through
+the forward level's one implementation (:func:`eagle3_checks.numerics.draft_steps.run`), K draft steps.
+
+Alignment, as speculators 0.9.0 pairs them (``speculators/models/eagle3/data.py:24-35``, ``shift_batch``): for a
+sample of T tokens x, row j (0 <= j < T-1) takes the aux state at j, the token x[j+1] and position j+1; draft step k
+of row j is labelled x[j+k+2] and later step k+1 is fed x[j+k+2], the token step k was to draft (teacher forcing, as
+``speculators/models/eagle3/core.py:325-338`` does; equal to an engine's own draft whenever that step was accepted,
+which is all an acceptance figure looks at). SpecForge counts positions from 0 instead of 1; RoPE is relative, so
+the shift changes no logit. A loss mask counts step k of row j only where mask[j+k+1] is set (speculators'
+``align_for_step``, ``speculators/models/eagle3/metrics.py:16-48``).
+
+Figures per reading, over the starting positions whose K labels all exist and whose step 0 is masked in:
+
+* ``step_accuracy[k]``: the share of positions where step k's argmax (over the target vocabulary, through d2t)
+  equals its label;
+* ``conditional_accuracy[k]``: the same, among positions whose steps 0..k-1 were all accepted (0.0 when none were);
+* ``acceptance_length``: 1 + the mean leading run of accepted steps, vLLM's mean acceptance length (the bonus token
+  included; ``speculators/models/metrics.py:7-31``, ``compute_accepted_length_counts``, computes it so);
+* ``alpha``: null: it needs the target's distribution, which token labels do not give.
+
+A sample's positions from its first non-finite (NaN or Inf) state on are skipped and counted: every later row
+attends to that state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import engines
+from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
+from .samples import Expect, Sample
+
+FAIL_SHARE = 0.10  # an engine reading failing: it loses more than this share of the trainer reading's acceptance
+TRAINER = "trainer"
+
+
+class AcceptanceError(Exception):
+    """The drafter cannot be evaluated (the message says why)."""
+
+
+@dataclass
+class Figures:
+    reading: str
+    steps: int
+    positions: int = 0
+    accepted: float = 0.0  # the sum of leading accepted runs
+    correct: list[int] = field(default_factory=list)
+    counted: list[int] = field(default_factory=list)
+    cond_correct: list[int] = field(default_factory=list)
+    cond_counted: list[int] = field(default_factory=list)
+    alpha: float | None = None
+    problem: str | None = None  # the reading cannot compute the drafter
+
+    def __post_init__(self) -> None:
+        for name in ("correct", "counted", "cond_correct", "cond_counted"):
+            if not getattr(self, name):
+                setattr(self, name, [0] * self.steps)
+
+    @property
+    def acceptance_length(self) -> float:
+        return 1.0 + (self.accepted / self.positions if self.positions else 0.0)
+
+    @property
+    def step_accuracy(self) -> list[float]:
+        return [c / n if n else 0.0 for c, n in zip(self.correct, self.counted, strict=True)]
+
+    @property
+    def conditional_accuracy(self) -> list[float]:
+        return [c / n if n else 0.0 for c, n in zip(self.cond_correct, self.cond_counted, strict=True)]
+
+    def record(self) -> dict[str, Any]:
+        return {"reading": self.reading, "steps": self.steps, "positions": self.positions,
+                "acceptance_length": self.acceptance_length, "step_accuracy": self.step_accuracy,
+                "conditional_accuracy": self.conditional_accuracy, "alpha": self.alpha}
+
+
+@dataclass
+class Result:
+    labels: str  # "tokens" (the recorded next tokens) or "target" (the target's argmax)
+    readings: list[Figures]
+    skipped: int = 0  # positions skipped for non-finite states
+    samples: int = 0
+
+    def failures(self) -> list[str]:
+        """Why each failing engine reading fails (empty: none fails)."""
+        base = self.readings[0]
+        out = []
+        for f in self.readings[1:]:
+            if f.problem:
+                out.append(f"{f.reading}: {f.problem}")
+            elif f.acceptance_length < base.acceptance_length * (1 - FAIL_SHARE) - 1e-12:
+                drop = 1 - f.acceptance_length / base.acceptance_length
+                out.append(f"{f.reading}: acceptance length {f.acceptance_length:.3f} is {100 * drop:.1f}% below the "
+                           f"trainer reading's {base.acceptance_length:.3f} (more than {100 * FAIL_SHARE:.0f}%)")
+        return out
+
+    def record(self) -> dict[str, Any]:
+        return {"labels": self.labels, "readings": [f.record() for f in self.readings]}
+
+
+def readings(ckpt: Any, specs: Sequence[str], optional: Sequence[str] = (),
+             left_out: list[str] | None = None) -> list[tuple[str, Any]]:
+    """(name, reading): the trainer's first, then each engine release's. A release in ``optional`` (brought in by
+    ``--engine all`` only) that does not read the checkpoint's layout is left out, and named in ``left_out``."""
+    trained = engines.trainer(ckpt)
+    if not trained.servable:
+        raise AcceptanceError(f"the trainer's reading ({trained.engine}) cannot compute this drafter: "
+                              + "; ".join(trained.refusals + [f"{r} {how}" for r, how in trained.unfilled.items()]))
+    out = [(TRAINER, trained)]
+    for spec in specs:
+        reading = engines.read(ckpt, spec)
+        if spec in optional and not reading.layout_ok:
+            if left_out is not None:
+                left_out.append(f"{spec} does not read the {ckpt.layout} layout (name it to require it)")
+            continue
+        out.append((spec, reading))
+    return out
+
+
+def expect_of(reading: Any) -> Expect:
+    return Expect(reading.num_aux, reading.target_hidden_size, reading.vocab_size)
+
+
+def finite_prefix(sample: Sample) -> int:
+    """The number of leading positions whose states are all finite."""
+    import torch
+
+    ok = torch.isfinite(sample.aux).all(-1) & torch.isfinite(sample.last).all(-1)
+    bad = (~ok).nonzero()
+    return int(bad[0]) if bad.numel() else int(ok.shape[0])
+
+
+def sample_inputs(sample: Sample, steps: int) -> tuple[Inputs, Any, Any]:
+    """The forward pass's inputs for a sample's rows, the labels (steps, R) and which steps count (steps, R)."""
+    import torch
+
+    x = sample.tokens
+    t = x.shape[0]
+    rows = t - 1
+    pad = torch.zeros(steps + 1, dtype=torch.int64)
+    padded = torch.cat([x, pad])
+    j = torch.arange(rows)
+    labels = torch.stack([padded[j + k + 2] for k in range(steps)])
+    valid = torch.stack([(j + k + 2) < t for k in range(steps)])
+    if sample.loss_mask is not None:
+        m = torch.cat([sample.loss_mask.to(torch.bool), torch.zeros(steps + 1, dtype=torch.bool)])
+        valid &= torch.stack([m[j + k + 1] for k in range(steps)])
+    inputs = Inputs(aux_hidden_states=sample.aux[:rows], input_ids=x[1:], position_ids=j + 1,
+                    later_tokens=[labels[k] for k in range(steps - 1)])
+    return inputs, labels, valid
+
+
+def score(fig: Figures, logits: list, labels, valid, steps: int) -> None:
+    """Add one sample's rows to a reading's figures."""
+    import torch
+
+    rows = labels.shape[1]
+    full = (torch.arange(rows) + steps + 1) < (rows + 1)  # every one of the K labels exists
+    start = full & valid[0]
+    chain = start.clone()
+    accepted = torch.zeros(rows)
+    for k in range(steps):
+        correct = (logits[k].argmax(-1) == labels[k]) & valid[k]
+        counted = start & valid[k]
+        fig.correct[k] += int((correct & counted).sum())
+        fig.counted[k] += int(counted.sum())
+        fig.cond_counted[k] += int(chain.sum())
+        chain = chain & correct
+        fig.cond_correct[k] += int(chain.sum())
+        accepted += chain.float()
+    fig.positions += int(start.sum())
+    fig.accepted += float(accepted[start].sum())
+
+
+def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
+             device: str = "cpu") -> Result:
+    """The figures of each reading over every sample. Raises AcceptanceError."""
+    figures = [Figures(name, steps) for name, _ in named]
+    for fig, (_, reading) in zip(figures, named, strict=True):
+        if not reading.servable:
+            fig.problem = ("cannot compute this drafter: "
+                           + ("; ".join(reading.refusals) or "unfilled: " + ", ".join(reading.unfilled)))
+    weights = Weights(ckpt, device)
+    result = Result("tokens", figures)
+    for sample in data:
+        result.samples += 1
+        keep = finite_prefix(sample)
+        t = sample.tokens.shape[0]
+        if keep < t:
+            result.skipped += t - keep
+            sample = Sample(sample.source, sample.tokens[:keep], sample.aux[:keep], sample.last[:keep],
+                            sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
+        if sample.tokens.shape[0] < steps + 2:
+            continue
+        inputs, labels, valid = sample_inputs(sample, steps)
+        for fig, (name, reading) in zip(figures, named, strict=True):
+            if fig.problem:
+                continue
+            try:
+                logits = run(reading, weights, inputs, steps)
+            except ForwardError as exc:
+                if name == TRAINER:
+                    raise AcceptanceError(f"the trainer's reading cannot run: {exc}") from exc
+                fig.problem = f"cannot run: {exc}"
+                continue
+            score(fig, logits, labels, valid, steps)
+    if result.samples == 0:
+        raise AcceptanceError("no samples in the data")
+    if figures[0].positions == 0:
+        raise AcceptanceError(f"no position to evaluate: every sample is shorter than {steps + 2} tokens (K + 2) "
+                              "or masked out")
+    return result
+
+
+def render_text(result: Result) -> str:
+    lines = [f"labels: {result.labels}" + (" (the recorded next tokens: greedy figures only, no alpha)"
+                                           if result.labels == "tokens" else ""),
+             f"samples: {result.samples}; positions skipped for non-finite states: {result.skipped}"]
+    base = result.readings[0].acceptance_length
+    for f in result.readings:
+        if f.problem:
+            lines.append(f"  {f.reading:<20} {f.problem}")
+            continue
+        drop = "" if f.reading == TRAINER else f"  ({100 * (f.acceptance_length / base - 1):+.1f}% vs trainer)"
+        lines.append(f"  {f.reading:<20} acceptance length {f.acceptance_length:.3f} over {f.positions} positions"
+                     f"{drop}")
+        lines.append(f"  {'':<20} step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; conditional "
+                     f"{' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "
+                     + ("n/a" if f.alpha is None or math.isnan(f.alpha) else f"{f.alpha:.3f}"))
+    fails = result.failures()
+    lines.append("FAIL: " + "; ".join(fails) if fails else "PASS: no engine reading loses more than "
+                 f"{100 * FAIL_SHARE:.0f}% of the trainer reading's acceptance length")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,377 @@
+"""eagle3-checks accept: recorded target states in the three producers' formats, each reading's acceptance.
+
+A tiny random target (a transformers LlamaForCausalLM: hidden 64, 4 layers, vocabulary 512) records its states for a
+few token sequences, written as each producer writes them (safetensors for speculators, with hs-connectors' own FP8
+quantiser for its FP8 variant; torch.save for SpecForge and TensorRT-LLM). The sequences are half the drafter's own
+greedy step-0 choice and half random, so the figures are neither 0 nor 1. The drafter is the embedded example's shape
+with the target's depth.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+from eagle3_checks import engines  # noqa: E402
+from eagle3_checks.acceptance import (  # noqa: E402
+    DataError,
+    evaluate,
+    expect_of,
+    readings,
+    samples,
+)
+from eagle3_checks.acceptance.evaluate import sample_inputs  # noqa: E402
+from eagle3_checks.cli import main  # noqa: E402
+from eagle3_checks.drafter.checkpoint import open_checkpoint  # noqa: E402
+from eagle3_checks.drafter.example import DrafterShape, write_drafter  # noqa: E402
+from eagle3_checks.numerics.draft_steps import Inputs, Weights, run  # noqa: E402
+
+HIDDEN, LAYERS, VOCAB = 64, 4, 512
+AUX = (1, 2, 3)  # vLLM's convention: id L is the residual stream entering layer L, HF hidden_states[L]
+SHAPE = DrafterShape(aux_layer_ids=AUX, target_layers=LAYERS)
+LENGTHS = (18, 22, 15)
+K = 3
+
+
+def _target():
+    cfg = transformers.LlamaConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, vocab_size=VOCAB,
+                                   num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+                                   max_position_embeddings=256)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def _states(model, ids):
+    """(aux [T, 3H], last before the final norm [T, H], last after it [T, H]) of the target on ``ids``."""
+    captured = {}
+    hook = model.model.layers[-1].register_forward_hook(lambda m, a, out: captured.update(
+        pre=out[0] if isinstance(out, tuple) else out))
+    try:
+        with torch.no_grad():
+            out = model(ids[None], output_hidden_states=True)
+    finally:
+        hook.remove()
+    hs = out.hidden_states
+    aux = torch.cat([hs[i][0] for i in AUX], dim=-1)
+    return aux, captured["pre"][0], hs[-1][0]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("accept")
+    drafter = write_drafter(root / "drafter", SHAPE)
+    ckpt = open_checkpoint(drafter)
+    trained = engines.trainer(ckpt)
+    weights = Weights(ckpt, "cpu")
+    model = _target()
+    g = torch.Generator().manual_seed(1)
+    records = []
+    for n in LENGTHS:
+        ids = torch.randint(0, VOCAB, (2,), generator=g)
+        while ids.shape[0] < n:  # half the drafter's own step-0 choice, half random
+            aux, _, _ = _states(model, ids)
+            j = ids.shape[0] - 2
+            inp = Inputs(aux_hidden_states=aux[:j + 1], input_ids=ids[1:j + 2], position_ids=torch.arange(j + 1) + 1)
+            choice = int(run(trained, weights, inp, 1)[0][-1].argmax())
+            nxt = choice if torch.rand(1, generator=g) < 0.5 else int(torch.randint(0, VOCAB, (1,), generator=g))
+            ids = torch.cat([ids, torch.tensor([nxt])])
+        aux, pre, post = _states(model, ids)
+        records.append((ids, aux.bfloat16(), pre.bfloat16(), post.bfloat16()))
+    return {"root": root, "drafter": drafter, "ckpt": ckpt, "records": records}
+
+
+def write_speculators(folder: Path, records, fp8: bool = False) -> Path:
+    folder.mkdir(parents=True)
+    for i, (ids, aux, pre, _) in enumerate(records):
+        hs = torch.cat([aux.reshape(ids.shape[0], len(AUX), HIDDEN), pre[:, None]], dim=1)
+        tensors = {"hidden_states": hs.contiguous(), "token_ids": ids.to(torch.int64)}
+        if fp8:  # hs-connectors' own quantiser, as its FP8 connector writes
+            from hs_connectors.fp8_utils import SCALES_KEY, quantize_tensor_to_fp8
+
+            tensors["hidden_states"], tensors[SCALES_KEY] = quantize_tensor_to_fp8(hs)
+        safetensors_torch.save_file(tensors, str(folder / f"hs_{i}.safetensors"))
+    return folder
+
+
+def write_specforge(folder: Path, records, gz: tuple[int, ...] = (1,)) -> Path:
+    rows = folder / "rows_0-2000"
+    rows.mkdir(parents=True)
+    for i, (ids, aux, _, post) in enumerate(records):
+        data = {"input_ids": ids, "loss_mask": torch.ones_like(ids), "hidden_state": post[None].clone(),
+                "aux_hidden_state": aux[None].clone()}
+        if i in gz:
+            buf = io.BytesIO()
+            torch.save(data, buf)
+            (rows / f"data_{i}.ckpt.gz").write_bytes(gzip.compress(buf.getvalue(), compresslevel=6))
+        else:
+            torch.save(data, rows / f"data_{i}.ckpt")
+    return folder
+
+
+def write_trtllm(folder: Path, records, key: str = "aux_hidden_states") -> Path:
+    folder.mkdir(parents=True)
+    items = [{"id": i + 1, "input_ids": ids, "hidden_state": post.clone(), key: aux.clone()}
+             for i, (ids, aux, _, post) in enumerate(records)]
+    torch.save(items[:2], folder / "data_2.pt")
+    torch.save(items[2:], folder / "data_3.pt")
+    return folder
+
+
+def accept(ckpt_dir: Path, data: Path, *extra: str, capsys=None) -> tuple[int, str, str]:
+    code = main(["accept", str(ckpt_dir), "--data", str(data), *extra])
+    out = capsys.readouterr() if capsys else None
+    return code, out.out if out else "", out.err if out else ""
+
+
+def figures(world, folder: Path, specs=("vllm@0.33.0",), steps: int = K, ckpt=None):
+    ckpt = ckpt or world["ckpt"]
+    named = readings(ckpt, list(specs))
+    return evaluate(ckpt, named, samples(folder, expect_of(named[0][1])), steps)
+
+
+# ----- the formats --------------------------------------------------------------------------------------------
+
+def test_three_formats_give_the_same_figures(world, capsys):
+    recs = world["records"]
+    root = world["root"] / "formats"
+    folders = [write_speculators(root / "spec", recs), write_specforge(root / "sf", recs),
+               write_trtllm(root / "trt", recs), write_trtllm(root / "trt2", recs, "hidden_state_features")]
+    outs = []
+    for folder in folders:
+        code, out, _ = accept(world["drafter"], folder, "--format", "json", capsys=capsys)
+        assert code == 0, out
+        outs.append(json.loads(out))
+    assert all(o == outs[0] for o in outs)
+    doc = outs[0]
+    assert doc["labels"] == "tokens"
+    assert [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.33.0"]
+    r = doc["readings"][0]
+    assert set(r) == {"reading", "steps", "positions", "acceptance_length", "step_accuracy", "conditional_accuracy",
+                      "alpha"}
+    assert r["steps"] == K and len(r["step_accuracy"]) == K and len(r["conditional_accuracy"]) == K
+    assert r["alpha"] is None
+    assert r["positions"] == sum(n - K - 1 for n in LENGTHS)
+    assert 1.2 < r["acceptance_length"] < 4.0 and 0.3 < r["step_accuracy"][0] < 0.9
+
+
+def test_fp8_variant_dequantised_as_hs_connectors(world, capsys):
+    pytest.importorskip("hs_connectors")
+    from hs_connectors.fp8_utils import dequantize_fp8_tensor, quantize_tensor_to_fp8
+
+    root = world["root"] / "fp8"
+    fp8 = write_speculators(root / "fp8", world["records"], fp8=True)
+    plain = []  # the package's own dequantisation, written as plain bf16
+    for ids, aux, pre, post in world["records"]:
+        hs = torch.cat([aux.reshape(ids.shape[0], len(AUX), HIDDEN), pre[:, None]], dim=1)
+        back = dequantize_fp8_tensor(*quantize_tensor_to_fp8(hs))
+        plain.append((ids, back[:, :-1].flatten(1), back[:, -1], post))
+    deq = write_speculators(root / "plain", plain)
+    a, b = figures(world, fp8).record(), figures(world, deq).record()
+    assert a == b
+
+
+def test_text_report(world, capsys):
+    folder = write_trtllm(world["root"] / "text", world["records"])
+    code, out, _ = accept(world["drafter"], folder, capsys=capsys)
+    assert code == 0
+    assert "labels: tokens" in out and "trainer" in out and "vllm@0.33.0" in out and "PASS" in out
+
+
+# ----- the figures, by hand ---------------------------------------------------------------------------------------
+
+def test_figures_equal_a_direct_computation(world):
+    """Step k of row j predicts x[j+k+2] from the aux state at j and x[j+1]; the figures counted by hand."""
+    folder = write_speculators(world["root"] / "direct", world["records"][:1])
+    got = figures(world, folder, specs=()).readings[0]
+    ids, aux, _, _ = world["records"][0]
+    t = ids.shape[0]
+    reading = engines.trainer(world["ckpt"])
+    inp = Inputs(aux_hidden_states=aux.float()[:t - 1], input_ids=ids[1:], position_ids=torch.arange(1, t),
+                 later_tokens=[torch.cat([ids[k + 2:], torch.zeros(k + 2, dtype=torch.int64)])[:t - 1]
+                               for k in range(K - 1)])
+    logits = run(reading, Weights(world["ckpt"], "cpu"), inp, K)
+    # the draft's argmax by hand: over the draft vocabulary, then through d2t
+    d2t = world["ckpt"].tensors
+    starts = range(t - K - 1)
+    correct = [[False] * K for _ in starts]
+    for j in starts:
+        for k in range(K):
+            row = logits[k][j]
+            finite = torch.isfinite(row).nonzero().flatten()
+            best = int(finite[row[finite].argmax()])
+            correct[j][k] = best == int(ids[j + k + 2])
+    runs = []
+    for row in correct:
+        n = 0
+        while n < K and row[n]:
+            n += 1
+        runs.append(n)
+    assert d2t  # the drafter carries its mapping
+    assert got.positions == len(runs)
+    assert got.acceptance_length == pytest.approx(1 + sum(runs) / len(runs))
+    assert got.step_accuracy == pytest.approx([sum(r[k] for r in correct) / len(correct) for k in range(K)])
+    for k in range(K):
+        den = sum(1 for n in runs if n >= k)
+        assert got.conditional_accuracy[k] == pytest.approx(sum(1 for n in runs if n > k) / den if den else 0.0)
+
+
+def test_inputs_are_shifted_as_speculators_pairs_them(world):
+    ids, aux, pre, _ = world["records"][0]
+    from eagle3_checks.acceptance import Sample
+
+    s = Sample("x", ids, aux.float(), pre.float(), False)
+    inp, labels, valid = sample_inputs(s, K)
+    assert torch.equal(inp.input_ids, ids[1:]) and torch.equal(inp.position_ids, torch.arange(1, ids.shape[0]))
+    assert torch.equal(labels[0][:3], ids[2:5]) and torch.equal(inp.later_tokens[0], labels[0])
+    assert not bool(valid[2][-1]) and bool(valid[0][0])
+
+
+def test_loss_mask_restricts_positions(world):
+    recs = world["records"][:1]
+    folder = write_specforge(world["root"] / "masked", recs, gz=())
+    path = folder / "rows_0-2000" / "data_0.ckpt"
+    d = {"input_ids": recs[0][0], "loss_mask": torch.zeros_like(recs[0][0]), "hidden_state": recs[0][3][None].clone(),
+         "aux_hidden_state": recs[0][1][None].clone()}
+    d["loss_mask"][8:] = 1
+    torch.save(d, path)
+    got = figures(world, folder, specs=()).readings[0]
+    assert got.positions == recs[0][0].shape[0] - K - 1 - 7  # step 0 of row j needs mask[j+1]
+
+
+# ----- a mis-conversion -------------------------------------------------------------------------------------------
+
+def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
+    """vLLM 0.33.0 defaults norm_before_residual to True where speculators trained with False: a config without
+    the field gets another engine reading, whose logits and figures differ."""
+    cfg_path = world["drafter"] / "config.json"
+    flipped = world["root"] / "flipped"
+    flipped.mkdir()
+    for f in world["drafter"].iterdir():
+        os.symlink(f, flipped / f.name) if f.name != "config.json" else None
+    cfg = json.loads(cfg_path.read_text())
+    cfg.pop("norm_before_residual", None)
+    (flipped / "config.json").write_text(json.dumps(cfg))
+    ckpt = open_checkpoint(flipped)
+    named = readings(ckpt, ["vllm@0.33.0"])
+    assert named[0][1].norm_before_residual != named[1][1].norm_before_residual
+    folder = write_speculators(world["root"] / "flip-data", world["records"])
+    res = evaluate(ckpt, named, samples(folder, expect_of(named[0][1])), K)
+    base, served = res.readings
+    assert base.record() == figures(world, folder, specs=()).readings[0].record()  # the trainer reading is unchanged
+    assert served.record() != base.record() and served.acceptance_length < base.acceptance_length
+    code, out, _ = accept(flipped, folder, "--format", "json", capsys=capsys)
+    doc = json.loads(out)
+    drop = 1 - doc["readings"][1]["acceptance_length"] / doc["readings"][0]["acceptance_length"]
+    assert code == (1 if drop > 0.10 else 0)
+
+
+# ----- bad input --------------------------------------------------------------------------------------------------
+
+def _bad(world, folder: Path, capsys, fragment: str) -> None:
+    before = sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+    code, out, err = accept(world["drafter"], folder, capsys=capsys)
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and fragment in err, err
+    assert sorted((p, p.stat().st_mtime_ns) for p in folder.rglob("*")) == before
+
+
+def _one(world):
+    return world["records"][:1]
+
+
+@pytest.mark.parametrize("what", ["hidden", "layers", "aux"])
+def test_shapes_that_do_not_fit_the_drafter(world, capsys, what):
+    ids, aux, pre, post = _one(world)[0]
+    folder = world["root"] / f"shape-{what}"
+    if what == "hidden":
+        write_specforge(folder, [(ids, torch.cat([aux, aux[:, :6]], -1), pre, torch.cat([post, post[:, :2]], -1))],
+                        gz=())
+        _bad(world, folder, capsys, "hidden size 66")
+    elif what == "layers":
+        folder.mkdir()
+        hs = torch.stack([pre] * 5, dim=1)
+        safetensors_torch.save_file({"hidden_states": hs, "token_ids": ids}, str(folder / "hs_0.safetensors"))
+        _bad(world, folder, capsys, "layer count 5")
+    else:
+        write_trtllm(folder, [(ids, aux[:, :2 * HIDDEN].clone(), pre, post)] * 3)
+        _bad(world, folder, capsys, "aux count 2")
+
+
+def test_token_ids_outside_the_vocabulary(world, capsys):
+    ids, aux, pre, post = _one(world)[0]
+    ids = ids.clone()
+    ids[3] = VOCAB + 7
+    _bad(world, write_trtllm(world["root"] / "vocab", [(ids, aux, pre, post)] * 3), capsys, f"token id {VOCAB + 7}")
+
+
+def test_lengths_that_disagree(world, capsys):
+    ids, aux, pre, post = _one(world)[0]
+    folder = write_specforge(world["root"] / "lengths", [(ids, aux, pre, post)], gz=())
+    path = folder / "rows_0-2000" / "data_0.ckpt"
+    torch.save({"input_ids": ids, "loss_mask": torch.ones(3, dtype=torch.int64), "hidden_state": post[None].clone(),
+                "aux_hidden_state": aux[None].clone()}, path)
+    _bad(world, folder, capsys, "lengths disagree")
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "ckpt", "gz"])
+def test_truncated_files(world, capsys, kind):
+    folder = world["root"] / f"trunc-{kind}"
+    if kind == "safetensors":
+        write_speculators(folder, _one(world))
+        path = folder / "hs_0.safetensors"
+    else:
+        write_specforge(folder, _one(world), gz=(0,) if kind == "gz" else ())
+        path = next((folder / "rows_0-2000").iterdir())
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+    _bad(world, folder, capsys, path.name)
+
+
+def test_empty_folder(world, capsys):
+    folder = world["root"] / "empty"
+    folder.mkdir()
+    _bad(world, folder, capsys, "no recorded samples")
+
+
+def test_pickle_that_runs_code_is_refused_and_never_run(world, capsys, tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    folder = world["root"] / "evil"
+    folder.mkdir()
+    ids = _one(world)[0][0]
+    torch.save([{"input_ids": ids, "hidden_state": Evil()}], folder / "data_1.pt")
+    _bad(world, folder, capsys, "never run here")
+    assert not marker.exists()
+
+
+def test_nonfinite_states_are_skipped_and_counted(world, capsys):
+    ids, aux, pre, post = _one(world)[0]
+    aux = aux.clone()
+    aux[10, 5] = float("nan")
+    folder = write_trtllm(world["root"] / "nan", [(ids, aux, pre, post)] * 3)
+    res = figures(world, folder, specs=())
+    assert res.skipped == 3 * (ids.shape[0] - 10)
+    assert res.readings[0].positions == 3 * (10 - K - 1)
+    code, out, err = accept(world["drafter"], folder, "--format", "json", capsys=capsys)
+    assert code == 0 and "skipped" in err
+
+
+def test_samples_reader_refuses_a_mixed_folder(world):
+    folder = world["root"] / "mixed"
+    write_speculators(folder / "a", _one(world))
+    write_trtllm(folder / "b", _one(world) * 3)
+    with pytest.raises(DataError, match="more than one producer"):
+        list(samples(folder, expect_of(engines.trainer(world["ckpt"]))))
