@@ -25,7 +25,8 @@ from eagle3_checks.storage.safetensors import from_numpy, write_safetensors
 # What a header-level run has no use for: numpy, the scan and forward passes, the other commands' machinery.
 NOT_ON_THE_HEADER_PATH = ("numpy", "torch", "eagle3_checks.numerics.value_stats", "eagle3_checks.numerics.draft_steps",
                           "eagle3_checks.defects", "eagle3_checks.check_docs", "eagle3_checks.convert",
-                          "eagle3_checks.fix", "eagle3_checks.draft_outputs", "eagle3_checks.drafter.example")
+                          "eagle3_checks.fix", "eagle3_checks.draft_outputs", "eagle3_checks.drafter.example",
+                          "eagle3_checks.storage.torch_bin")
 PROBE = ("import sys\nfrom eagle3_checks.cli import main\ncode = main(sys.argv[1:])\n"
          f"print('LOADED', sorted(m for m in sys.modules if m in {NOT_ON_THE_HEADER_PATH!r}))\nsys.exit(code)\n")
 

@@ -19,9 +19,9 @@ def _modules() -> list[pathlib.Path]:
 
 # The ones allowed, each to keep a start-up light. The pytest plugin's entry point is imported by every pytest run
 # where eagle3-checks is installed, and imports the gate only when an eagle3 option is given. The command imports the
-# machinery of each command other than check when that command runs, and the scan and forward checks their passes
-# (numerics.value_stats, numerics.draft_steps) when they run: `check --level header` imports none of them
-# (tests/test_header_path.py).
+# machinery of each command other than check when that command runs, the scan and forward checks their passes
+# (numerics.value_stats, numerics.draft_steps) when they run, and a folder's reader the pytorch_model.bin reader when
+# the folder has one: `check --level header` of a safetensors drafter imports none of them (tests/test_header_path.py).
 LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
     (path, fn, name) for path, fn, names in (
         ("cli.py", "cmd_convert", ("ConvertRefused", "convert")),
@@ -37,6 +37,7 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("checks/forward.py", "_weights", ("Weights",)),
         ("checks/forward.py", "_logits", ("run",)),
         ("checks/forward.py", "equivalence", ("ForwardError", "compare", "random_inputs")),
+        ("storage/folder.py", "_read_weights", ("read_bin",)),
     ) for name in names}
 
 

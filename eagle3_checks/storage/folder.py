@@ -27,7 +27,6 @@ from typing import Any
 
 from ..errors import UsageError
 from .safetensors import FileHeader, Problem, TensorEntry, json_type, read_header
-from .torch_bin import read_bin
 
 CONFIG = "config.json"
 SINGLE = "model.safetensors"
@@ -263,9 +262,13 @@ def _read_weights(ckpt: CheckpointFiles, root: Path, children: list[str], st_fil
             return
     elif st_files:
         shard_names = {n: None for n in st_files}
-    elif BIN in children:  # torch.save's zip format, read without unpickling
+    elif BIN in children:  # torch.save's zip format, read without unpickling (its reader imported only for it)
+        from .torch_bin import read_bin
+
         reader, shard_names = read_bin, {BIN: None}
     elif BIN_INDEX in children:
+        from .torch_bin import read_bin
+
         reader, index = read_bin, BIN_INDEX
         shard_names = _read_index(ckpt, root, BIN_INDEX)
         if shard_names is None:
