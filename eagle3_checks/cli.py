@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{DEFAULT_ENGINE})")
     p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
                    help=f"draft steps K, 1 to {MAX_STEPS} (default {ACCEPT_STEPS})")
+    p.add_argument("--target", metavar="DIR",
+                   help="the target checkpoint's folder: labels become its argmax and alpha is reported (only its "
+                   "final norm and lm_head are read); without it the labels are the recorded next tokens")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
@@ -595,7 +598,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from .acceptance import AcceptanceError, DataError, evaluate, expect_of, readings, render_text, samples
+    from .acceptance import AcceptanceError, DataError, evaluate, expect_of, load_head, readings, render_text, samples
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
@@ -612,7 +615,9 @@ def cmd_accept(args: argparse.Namespace) -> int:
         named = readings(ckpt, resolved.specs, resolved.optional, left_out)
         for why in left_out:
             print(f"eagle3-checks: note: {why}", file=sys.stderr)
-        result = evaluate(ckpt, named, samples(Path(args.data), expect_of(named[0][1])), args.steps)
+        expect = expect_of(named[0][1])
+        head = load_head(Path(args.target), expect.hidden, expect.vocab) if args.target else None
+        result = evaluate(ckpt, named, samples(Path(args.data), expect), args.steps, target=head)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
     if args.format == "json":

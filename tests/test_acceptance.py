@@ -74,7 +74,7 @@ def world(tmp_path_factory):
     weights = Weights(ckpt, "cpu")
     model = _target()
     g = torch.Generator().manual_seed(1)
-    records = []
+    records, wide = [], []  # the states in bf16 (as targets record them), and in float32
     for n in LENGTHS:
         ids = torch.randint(0, VOCAB, (2,), generator=g)
         while ids.shape[0] < n:  # half the drafter's own step-0 choice, half random
@@ -86,7 +86,9 @@ def world(tmp_path_factory):
             ids = torch.cat([ids, torch.tensor([nxt])])
         aux, pre, post = _states(model, ids)
         records.append((ids, aux.bfloat16(), pre.bfloat16(), post.bfloat16()))
-    return {"root": root, "drafter": drafter, "ckpt": ckpt, "records": records}
+        wide.append((ids, aux, pre, post))
+    model.save_pretrained(root / "target")  # safetensors: its final norm and lm_head are what --target reads
+    return {"root": root, "drafter": drafter, "ckpt": ckpt, "records": records, "wide": wide, "model": model}
 
 
 def write_speculators(folder: Path, records, fp8: bool = False) -> Path:
@@ -229,7 +231,8 @@ def test_inputs_are_shifted_as_speculators_pairs_them(world):
     from eagle3_checks.acceptance import Sample
 
     s = Sample("x", ids, aux.float(), pre.float(), False)
-    inp, labels, valid = sample_inputs(s, K)
+    inp, labels, valid, target_logits = sample_inputs(s, K)
+    assert target_logits is None
     assert torch.equal(inp.input_ids, ids[1:]) and torch.equal(inp.position_ids, torch.arange(1, ids.shape[0]))
     assert torch.equal(labels[0][:3], ids[2:5]) and torch.equal(inp.later_tokens[0], labels[0])
     assert not bool(valid[2][-1]) and bool(valid[0][0])
@@ -375,3 +378,51 @@ def test_samples_reader_refuses_a_mixed_folder(world):
     write_trtllm(folder / "b", _one(world) * 3)
     with pytest.raises(DataError, match="more than one producer"):
         list(samples(folder, expect_of(engines.trainer(world["ckpt"]))))
+
+
+# ----- labels from the target ------------------------------------------------------------------------------------
+
+def test_target_labels_and_alpha(world, capsys):
+    """With --target the labels are the target's argmax and alpha is reported; speculators' states (before the
+    final norm, normed here with the target's) and SpecForge's (after it) give the same figures; by hand with the
+    transformers model itself for one step."""
+    recs = world["wide"]
+    root = world["root"] / "target-labels"
+    docs = []
+    for folder in (write_speculators(root / "spec", recs), write_specforge(root / "sf", recs, gz=())):
+        code, out, _ = accept(world["drafter"], folder, "--target", str(world["root"] / "target"), "--steps", "1",
+                              "--format", "json", capsys=capsys)
+        assert code == 0, out
+        docs.append(json.loads(out))
+    a, b = (d["readings"][0] for d in docs)
+    assert docs[0]["labels"] == docs[1]["labels"] == "target"
+    assert (a["positions"], a["step_accuracy"]) == (b["positions"], b["step_accuracy"])
+    assert a["alpha"] == pytest.approx(b["alpha"], rel=1e-5)
+    # by hand: step 0 of row j against the target's distribution at position j+1
+    model, ckpt = world["model"], world["ckpt"]
+    reading = engines.trainer(ckpt)
+    hits, overlap, n = 0, 0.0, 0
+    for ids, aux, pre, _ in recs:
+        t = ids.shape[0]
+        with torch.no_grad():
+            target = model.lm_head(model.model.norm(pre))
+        draft = run(reading, Weights(ckpt, "cpu"), Inputs(aux_hidden_states=aux[:t - 1], input_ids=ids[1:],
+                                                          position_ids=torch.arange(1, t)), 1)[0]
+        for j in range(t - 1):
+            hits += int(draft[j].argmax() == target[j + 1].argmax())
+            overlap += float(torch.minimum(target[j + 1].softmax(-1), draft[j].softmax(-1)).sum())
+            n += 1
+    assert a["positions"] == n
+    assert a["step_accuracy"][0] == pytest.approx(hits / n)
+    assert a["acceptance_length"] == pytest.approx(1 + hits / n)
+    assert a["alpha"] == pytest.approx(overlap / n, rel=1e-4)
+    assert 0.0 < a["alpha"] < 1.0
+
+
+def test_a_target_of_another_size_is_refused(world, capsys, tmp_path):
+    cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, vocab_size=VOCAB, num_attention_heads=2,
+                                   intermediate_size=64)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path / "other")
+    folder = write_trtllm(world["root"] / "other-target", world["records"])
+    code, _, err = accept(world["drafter"], folder, "--target", str(tmp_path / "other"), capsys=capsys)
+    assert code == 2 and "do not fit the drafter's target" in err

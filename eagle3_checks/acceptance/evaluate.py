@@ -18,7 +18,13 @@ Figures per reading, over the starting positions whose K labels all exist and wh
 * ``conditional_accuracy[k]``: the same, among positions whose steps 0..k-1 were all accepted (0.0 when none were);
 * ``acceptance_length``: 1 + the mean leading run of accepted steps, vLLM's mean acceptance length (the bonus token
   included; ``speculators/models/metrics.py:7-31``, ``compute_accepted_length_counts``, computes it so);
-* ``alpha``: null: it needs the target's distribution, which token labels do not give.
+* ``alpha``: null with token labels (it needs the target's distribution); with the target's final norm and
+  lm_head (``--target``), the mean over the counted (position, step) pairs of sum(min(p_target, p_draft)), the
+  acceptance rate of speculative sampling.
+
+With ``--target`` the labels are the target's argmax at the position each step drafts from (row j, step k:
+position j+k+1), and step k+1 is fed that token. Steps after the first are exact where the recorded tokens are the
+target's own greedy continuation; elsewhere the target's state at j+k+1 saw the recorded tokens, not the drafted ones.
 
 A sample's positions from its first non-finite (NaN or Inf) state on are skipped and counted: every later row
 attends to that state.
@@ -53,7 +59,8 @@ class Figures:
     counted: list[int] = field(default_factory=list)
     cond_correct: list[int] = field(default_factory=list)
     cond_counted: list[int] = field(default_factory=list)
-    alpha: float | None = None
+    overlap: float = 0.0  # the sum over counted (position, step) of sum(min(p_target, p_draft))
+    overlap_n: int = 0
     problem: str | None = None  # the reading cannot compute the drafter
 
     def __post_init__(self) -> None:
@@ -64,6 +71,10 @@ class Figures:
     @property
     def acceptance_length(self) -> float:
         return 1.0 + (self.accepted / self.positions if self.positions else 0.0)
+
+    @property
+    def alpha(self) -> float | None:
+        return self.overlap / self.overlap_n if self.overlap_n else None
 
     @property
     def step_accuracy(self) -> list[float]:
@@ -135,32 +146,41 @@ def finite_prefix(sample: Sample) -> int:
     return int(bad[0]) if bad.numel() else int(ok.shape[0])
 
 
-def sample_inputs(sample: Sample, steps: int) -> tuple[Inputs, Any, Any]:
-    """The forward pass's inputs for a sample's rows, the labels (steps, R) and which steps count (steps, R)."""
+def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Inputs, Any, Any, Any]:
+    """The forward pass's inputs for a sample's rows, the labels (steps, R), which steps count (steps, R) and the
+    target's logits at each step's position (steps, R, V; None without ``target``, a TargetHead)."""
     import torch
 
     x = sample.tokens
     t = x.shape[0]
     rows = t - 1
-    pad = torch.zeros(steps + 1, dtype=torch.int64)
-    padded = torch.cat([x, pad])
     j = torch.arange(rows)
-    labels = torch.stack([padded[j + k + 2] for k in range(steps)])
-    valid = torch.stack([(j + k + 2) < t for k in range(steps)])
+    if target is None:  # the recorded next tokens
+        padded = torch.cat([x, torch.zeros(steps + 1, dtype=torch.int64)])
+        labels = torch.stack([padded[j + k + 2] for k in range(steps)])
+        valid = torch.stack([(j + k + 2) < t for k in range(steps)])
+        target_logits = None
+    else:  # the target's argmax at the position each step drafts from
+        tl = target.logits(sample.last, sample.last_normed)
+        tl = torch.cat([tl, torch.zeros(steps + 1, tl.shape[1])])
+        target_logits = torch.stack([tl[j + k + 1] for k in range(steps)])
+        labels = target_logits.argmax(-1)
+        valid = torch.stack([(j + k + 1) < t for k in range(steps)])
     if sample.loss_mask is not None:
         m = torch.cat([sample.loss_mask.to(torch.bool), torch.zeros(steps + 1, dtype=torch.bool)])
         valid &= torch.stack([m[j + k + 1] for k in range(steps)])
     inputs = Inputs(aux_hidden_states=sample.aux[:rows], input_ids=x[1:], position_ids=j + 1,
                     later_tokens=[labels[k] for k in range(steps - 1)])
-    return inputs, labels, valid
+    return inputs, labels, valid, target_logits
 
 
-def score(fig: Figures, logits: list, labels, valid, steps: int) -> None:
+def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: Any = None) -> None:
     """Add one sample's rows to a reading's figures."""
     import torch
 
     rows = labels.shape[1]
-    full = (torch.arange(rows) + steps + 1) < (rows + 1)  # every one of the K labels exists
+    # every one of the K labels exists: the last step's label lies within the sample
+    full = (torch.arange(rows) + steps + (1 if target_logits is None else 0)) < (rows + 1)
     start = full & valid[0]
     chain = start.clone()
     accepted = torch.zeros(rows)
@@ -173,20 +193,26 @@ def score(fig: Figures, logits: list, labels, valid, steps: int) -> None:
         chain = chain & correct
         fig.cond_correct[k] += int(chain.sum())
         accepted += chain.float()
+        if target_logits is not None:  # sum(min(p_target, p_draft)) at each counted position
+            p_t = torch.softmax(target_logits[k][counted], -1)
+            p_d = torch.softmax(logits[k][counted], -1)
+            fig.overlap += float(torch.minimum(p_t, p_d).sum())
+            fig.overlap_n += int(counted.sum())
     fig.positions += int(start.sum())
     fig.accepted += float(accepted[start].sum())
 
 
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
-             device: str = "cpu") -> Result:
-    """The figures of each reading over every sample. Raises AcceptanceError."""
+             device: str = "cpu", target: Any = None) -> Result:
+    """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
+    :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax. Raises AcceptanceError."""
     figures = [Figures(name, steps) for name, _ in named]
     for fig, (_, reading) in zip(figures, named, strict=True):
         if not reading.servable:
             fig.problem = ("cannot compute this drafter: "
                            + ("; ".join(reading.refusals) or "unfilled: " + ", ".join(reading.unfilled)))
     weights = Weights(ckpt, device)
-    result = Result("tokens", figures)
+    result = Result("tokens" if target is None else "target", figures)
     for sample in data:
         result.samples += 1
         keep = finite_prefix(sample)
@@ -197,7 +223,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
                             sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
         if sample.tokens.shape[0] < steps + 2:
             continue
-        inputs, labels, valid = sample_inputs(sample, steps)
+        inputs, labels, valid, target_logits = sample_inputs(sample, steps, target)
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
                 continue
@@ -208,7 +234,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
                     raise AcceptanceError(f"the trainer's reading cannot run: {exc}") from exc
                 fig.problem = f"cannot run: {exc}"
                 continue
-            score(fig, logits, labels, valid, steps)
+            score(fig, logits, labels, valid, steps, target_logits)
     if result.samples == 0:
         raise AcceptanceError("no samples in the data")
     if figures[0].positions == 0:
