@@ -426,3 +426,107 @@ def test_a_target_of_another_size_is_refused(world, capsys, tmp_path):
     folder = write_trtllm(world["root"] / "other-target", world["records"])
     code, _, err = accept(world["drafter"], folder, "--target", str(tmp_path / "other"), capsys=capsys)
     assert code == 2 and "do not fit the drafter's target" in err
+
+
+# ----- against speculators' own metrics ---------------------------------------------------------------------------
+
+def test_figures_equal_speculators_own_full_and_cond_accuracy(tmp_path, monkeypatch):
+    """speculators 0.9.0's Eagle3DraftModel.forward computes full_acc_k and cond_acc_k
+    (speculators/models/eagle3/metrics.py, compute_metrics) on the same drafter and the same recorded states. Its
+    step k counts the rows that have a step-k target; a run of accept with K = k + 1 counts exactly those, so its
+    conditional accuracy at k is cond_acc_k and the product of its conditionals is full_acc_k (the share of rows
+    whose steps 0..k are all right). The tokens are the target's greedy continuation, so speculators' teacher
+    forcing (the recorded tokens) and accept's (the target's argmax) feed the same tokens; the draft vocabulary is
+    the whole vocabulary, so its draft-space targets are the target's argmax."""
+    pytest.importorskip("speculators")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # restored after the test (the peer builder would set it for good)
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "peers"))
+    from build_speculators import build
+    from speculators.losses.eager import kl_div_loss as eager_kl_div_loss  # the fused one needs Triton
+    from speculators.models.eagle3.core import Eagle3DraftModel
+    from variants import SPECULATORS
+
+    variant = next(dict(v) for v in SPECULATORS if v["name"] == "full-vocab")
+    build(str(tmp_path), variant)
+    drafter = tmp_path / variant["name"]
+    (drafter / "inputs.safetensors").unlink()
+    (drafter / "peer_logits.safetensors").unlink()
+    # built from its saved config and weights (from_pretrained would fetch the verifier's weights from the Hub)
+    from speculators.models.eagle3 import Eagle3SpeculatorConfig
+
+    config = Eagle3SpeculatorConfig.from_pretrained(str(drafter))
+    config.transformer_layer_config._attn_implementation = "eager"
+    model = Eagle3DraftModel(config).eval()
+    missing, unexpected = model.load_state_dict(safetensors_torch.load_file(str(drafter / "model.safetensors")),
+                                                strict=False)
+    assert not unexpected and all(n.startswith("verifier_") for n in missing), (missing, unexpected)
+    g = torch.Generator().manual_seed(3)
+    hidden, vocab, t = variant["hidden_size"], variant["vocab"], 40
+    with torch.no_grad():
+        model.verifier_norm.weight.fill_(1.0)
+        model.verifier_lm_head.weight.normal_(generator=g)
+    # the target: its final norm and lm_head; the data: random states, the tokens the target's greedy choice
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": hidden, "vocab_size": vocab,
+                                                    "rms_norm_eps": 1e-6, "architectures": ["LlamaForCausalLM"]}))
+    safetensors_torch.save_file({"model.norm.weight": model.verifier_norm.weight.detach().clone(),
+                                 "lm_head.weight": model.verifier_lm_head.weight.detach().clone()},
+                                str(target / "model.safetensors"))
+    # the tokens: the target's greedy choice at each last state; every other last state is the lm_head row of the
+    # drafter's own step-0 choice there (so the figures are neither 0 nor 1), the others random
+    aux = torch.randn(t, 3 * hidden, generator=g)
+    last = torch.randn(t, hidden, generator=g)
+    w = model.verifier_lm_head.weight.detach()
+    ckpt = open_checkpoint(drafter)
+    trained, weights = engines.trainer(ckpt), Weights(ckpt, "cpu")
+
+    def greedy(i: int) -> int:
+        with torch.no_grad():
+            return int(model.verifier_lm_head(model.verifier_norm(last[i])).argmax())
+
+    ids = [int(torch.randint(0, vocab, (1,), generator=g)), greedy(0)]
+    for j in range(t - 2):
+        if j % 2 == 0:  # row j's step 0 (and, where it fits, its step 1) drafts what the target then chooses
+            inp = Inputs(aux_hidden_states=aux[:j + 1], input_ids=torch.tensor(ids[1:j + 2]),
+                         position_ids=torch.arange(1, j + 2))
+            last[j + 1] = w[int(run(trained, weights, inp, 1)[0][-1].argmax())]
+            ids.append(greedy(j + 1))
+            if j + 2 < t:
+                inp.later_tokens = [torch.tensor(ids[2:j + 3])]
+                last[j + 2] = w[int(run(trained, weights, inp, 2)[1][-1].argmax())]
+        else:
+            ids.append(greedy(j + 1))
+    ids = torch.tensor(ids)
+    data = tmp_path / "data"
+    data.mkdir()
+    hs = torch.cat([aux.reshape(t, 3, hidden), last[:, None]], dim=1)
+    safetensors_torch.save_file({"hidden_states": hs.contiguous(), "token_ids": ids}, str(data / "hs_0.safetensors"))
+
+    from eagle3_checks.acceptance import load_head
+
+    head = load_head(target, hidden, vocab)
+    seen = []
+    for k in range(K):
+        with torch.no_grad():  # speculators' shift_batch (models/eagle3/data.py), then its forward
+            _, _, metrics = model(hidden_states=aux[:-1][None], input_ids=ids[1:][None],
+                                  document_ids=torch.zeros(1, t - 1, dtype=torch.long),
+                                  position_ids=torch.arange(1, t)[None], verifier_last_hidden_states=last[1:][None],
+                                  ttt_steps=k + 1, loss_config={"kl_div": (eager_kl_div_loss, 1.0)})
+        named = readings(ckpt, [])
+        ours = evaluate(ckpt, named, samples(data, expect_of(named[0][1])), k + 1, target=head).readings[0]
+        full = float(metrics[f"full_acc_{k}_sum"] / metrics[f"full_acc_{k}_total"])
+        cond_total = float(metrics[f"cond_acc_{k}_total"])
+        assert ours.positions == int(metrics[f"full_acc_{k}_total"])
+        assert ours.cond_counted[k] == cond_total
+        if cond_total:  # none accepted so far: speculators' ratio is 0/0, accept's 0.0
+            cond = float(metrics[f"cond_acc_{k}_sum"]) / cond_total
+            assert ours.conditional_accuracy[k] == pytest.approx(cond, abs=1e-6)
+        else:
+            assert ours.conditional_accuracy[k] == 0.0
+        product = 1.0
+        for c in ours.conditional_accuracy:
+            product *= c
+        assert product == pytest.approx(full, abs=1e-6)
+        seen.append((full, ours.conditional_accuracy[k]))
+    assert 0.2 < seen[0][0] < 0.8 and seen[1][0] > 0.0, seen  # not a trivial agreement
