@@ -274,7 +274,9 @@ def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     code, out, _ = accept(flipped, folder, "--format", "json", capsys=capsys)
     doc = json.loads(out)
     drop = 1 - doc["readings"][1]["acceptance_length"] / doc["readings"][0]["acceptance_length"]
-    assert code == (1 if drop > 0.10 else 0)
+    assert drop > 0.10 and code == 1
+    code, out, _ = accept(flipped, folder, capsys=capsys)  # the text report names the cause
+    assert code == 1 and "FAIL: vllm@0.33.0" in out and "norm_before_residual" in out
 
 
 # ----- bad input --------------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import engines
+from ..engines.reading import describe_difference, differences
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
 from .samples import Expect, Sample
 
@@ -62,6 +63,7 @@ class Figures:
     overlap: float = 0.0  # the sum over counted (position, step) of sum(min(p_target, p_draft))
     overlap_n: int = 0
     problem: str | None = None  # the reading cannot compute the drafter
+    causes: list[str] = field(default_factory=list)  # how this reading differs from the trainer's (engines.reading)
 
     def __post_init__(self) -> None:
         for name in ("correct", "counted", "cond_correct", "cond_counted"):
@@ -107,7 +109,9 @@ class Result:
             elif f.acceptance_length < base.acceptance_length * (1 - FAIL_SHARE) - 1e-12:
                 drop = 1 - f.acceptance_length / base.acceptance_length
                 out.append(f"{f.reading}: acceptance length {f.acceptance_length:.3f} is {100 * drop:.1f}% below the "
-                           f"trainer reading's {base.acceptance_length:.3f} (more than {100 * FAIL_SHARE:.0f}%)")
+                           f"trainer reading's {base.acceptance_length:.3f} (more than {100 * FAIL_SHARE:.0f}%)"
+                           + (f"; the readings differ in {'; '.join(f.causes)}" if f.causes else
+                              "; the readings differ in no modelled field"))
         return out
 
     def record(self) -> dict[str, Any]:
@@ -207,6 +211,10 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax. Raises AcceptanceError."""
     figures = [Figures(name, steps) for name, _ in named]
+    trained = named[0][1]
+    for fig, (_, reading) in zip(figures[1:], named[1:], strict=True):
+        if reading.servable:
+            fig.causes = [describe_difference(n, reading, trained) for n in differences(reading, trained)]
     for fig, (_, reading) in zip(figures, named, strict=True):
         if not reading.servable:
             fig.problem = ("cannot compute this drafter: "
