@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -370,7 +371,7 @@ def test_fp8_scan_matches_torch(tmp_path, dtype, torch_dtype):
 
 
 def test_memory_is_bounded_by_the_chunk(tmp_path):
-    """One reused read buffer and one magnitude buffer: scanning 64 MB allocates no tensor-sized array."""
+    """One reused read buffer per thread: scanning 64 MB allocates no tensor-sized array."""
     import tracemalloc
 
     from eagle3_checks.storage.safetensors import write_safetensors
@@ -421,3 +422,84 @@ def test_many_tiny_tensors_open_the_file_once(tmp_path, monkeypatch):
     result = scanner.scan(entries)
     assert len(opened) == 1  # the cost is per file, not per tensor (its time is benchmarks/test_scan.py's)
     assert all(s.max_abs == 1.0 and s.constant for s in result.stats.values()) and len(result.stats) == 20_000
+
+
+# ----- the scan on threads: the same result as one thread, whatever the timing ------------------------------------
+
+def boundary_checkpoint(path, chunk_elems: int):
+    """Tensors whose NaN, Inf, largest magnitude and zeros sit on both sides of chunk boundaries, in four dtypes, then
+    a tensor cut short by the end of the file."""
+    from eagle3_checks.storage.safetensors import write_safetensors
+
+    rng = np.random.default_rng(7)
+    tensors = {}
+    for dtype in ("BF16", "F16", "F32", "F64"):
+        v = rng.standard_normal((40, chunk_elems)) * 0.5
+        e = chunk_elems
+        v.flat[e - 1] = np.nan  # the last element of chunk 0
+        v.flat[e] = np.inf  # the first of chunk 1
+        v.flat[2 * e - 1], v.flat[2 * e] = -np.inf, np.nan
+        v.flat[3 * e:4 * e] = np.nan  # a whole chunk of NaN
+        v.flat[5 * e - 1] = -1000.0  # the largest finite magnitude, the last of a chunk
+        v.flat[5 * e] = 999.0
+        v.flat[7 * e:9 * e] = 0.0
+        values = v.astype(np.float32) if dtype == "BF16" else v.astype(_NP[dtype])
+        tensors[f"w.{dtype}"] = from_numpy(values, dtype) if dtype == "BF16" else from_numpy(values)
+    tensors["clean"] = from_numpy(rng.standard_normal((64, chunk_elems // 2)).astype(np.float32), "BF16")
+    tensors["zeros"] = from_numpy(np.zeros((3, chunk_elems), np.float32), "BF16")
+    tensors["tail"] = from_numpy(rng.standard_normal((16, chunk_elems)).astype(np.float32))
+    write_safetensors(path, tensors)
+    entries = read_header(path, path.name).entries
+    tail = entries["tail"]
+    path.write_bytes(path.read_bytes()[:tail.offset + 5 * chunk_elems * 4 + 6])  # inside chunk 5 of the last tensor
+    return list(entries.values())
+
+
+@pytest.mark.parametrize("chunk", [64, 200, 4096])
+def test_threads_give_the_single_threaded_result(tmp_path, monkeypatch, chunk):
+    """Many chunks (a tiny CHUNK): the findings, counts, first indices and every statistic are equal on one thread
+    and on several, and the first NaN or Inf and the first error are the ones a single pass meets."""
+    monkeypatch.setattr(scanner, "CHUNK", chunk)
+    entries = boundary_checkpoint(tmp_path / "b.safetensors", 32)
+    one = scanner.scan(entries, threads=1)
+    assert {s.name: s.as_dict() for s in scanner.scan(entries, threads=2).stats.values()} == \
+        {s.name: s.as_dict() for s in one.stats.values()}
+    assert list(scanner.scan(entries, threads=3).stats) == list(one.stats)
+    for dtype in ("BF16", "F16", "F32", "F64"):
+        st_ = one.stats[f"w.{dtype}"]
+        assert (st_.nan, st_.inf, st_.first_nonfinite) == (2 + 32, 2, 31)
+        assert st_.max_abs == 1000.0 and not st_.all_zero
+    assert one.stats["zeros"].all_zero
+    assert one.stats["tail"].error == f"b.safetensors ends inside tail (element 161 of {16 * 32})"
+    assert one.bytes_read == sum(e.nbytes for e in entries)
+
+
+@pytest.mark.skipif(not hasattr(os, "preadv"), reason="one thread where reads are not positional")
+def test_threads_finishing_out_of_order_give_the_same_result(tmp_path, monkeypatch):
+    """Chunks that finish in a random order (each sleeps a random while): the result is combined in chunk order."""
+    import random
+    import time
+
+    monkeypatch.setattr(scanner, "CHUNK", 64)
+    entries = boundary_checkpoint(tmp_path / "b.safetensors", 32)
+    expect = {s.name: s.as_dict() for s in scanner.scan(entries, threads=1).stats.values()}
+    real, order, rnd = scanner._scan_chunk, [], random.Random(3)
+
+    def late(c, buf):
+        time.sleep(rnd.random() * 1e-3)
+        real(c, buf)
+        order.append((c.tensor.entry.name, c.start))
+
+    monkeypatch.setattr(scanner, "_scan_chunk", late)
+    progress = []
+    got = scanner.scan(entries, progress=lambda done, total: progress.append(done), threads=2)
+    assert {s.name: s.as_dict() for s in got.stats.values()} == expect
+    assert len(order) > 200 and order != sorted(order, key=lambda k: ([e.name for e in entries].index(k[0]), k[1]))
+    assert progress == sorted(progress)  # the progress is reported in chunk order too
+
+
+def test_the_scan_uses_the_cpus_it_may_run_on(monkeypatch):
+    monkeypatch.setattr(scanner.os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert scanner.workers() == 1
+    monkeypatch.setattr(scanner.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert scanner.workers() == scanner.WORKERS == 2

@@ -1,12 +1,17 @@
 """One streaming pass over every tensor's bytes, in bounded memory, with bit-level tests.
 
-Each floating tensor is read in chunks into one reused buffer (``readinto``: the page cache is not mapped into the
-process, so the resident set stays at a few chunks whatever the checkpoint's size). Per chunk, the magnitude bits
-(``x & ~sign``) go into a second reused buffer; their maximum gives, exactly and in one pass:
+Each floating tensor is read in chunks, on a small pool of threads (``WORKERS``, fewer on fewer CPUs), each chunk
+into its thread's reused buffer (positional reads: the page cache is not mapped into the process, so the resident set
+stays at a few chunks whatever the checkpoint's size). Per chunk, the maximum of the raw bits as unsigned integers
+(the largest negative magnitude, past the sign bit) and as signed ones (the largest positive) give, exactly, with no
+float conversion and no second buffer:
 
 * the largest magnitude (floats order like their magnitude bits),
 * whether any NaN or Inf exists (a magnitude at or above the exponent mask), counted and located only then,
 * whether the tensor is all zeros (the largest magnitude is zero).
+
+numpy releases the GIL in its reductions and the reads do too, so the threads use as many cores. The chunks' findings
+are combined in chunk order: the result is the same whatever the threads' timing or number.
 
 Mean, standard deviation and kurtosis come from an evenly strided sample (at most ``SAMPLE`` elements per
 tensor), widened to float64. No full-tensor float copy is ever made, and torch is never imported.
@@ -16,14 +21,19 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from io import BufferedIOBase
 from typing import TYPE_CHECKING, Any
 
 from ..storage.safetensors import TensorEntry
 
-CHUNK = 1 << 23  # bytes per read (8 MB)
+CHUNK = 1 << 22  # bytes per read (4 MB: two threads' buffers stay in the last-level cache)
+WORKERS = 2  # threads reading and testing chunks (fewer on fewer CPUs: see workers)
 SAMPLE = 1 << 16  # elements sampled per tensor for the moments
 
 if TYPE_CHECKING:  # numpy is imported by the passes themselves: importing the scan check (every gate does) costs none
@@ -117,52 +127,155 @@ def sample_step(numel: int, shape: tuple[int, ...]) -> int:
     return step
 
 
-def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callable[[Any], BufferedIOBase],
-                tick: Callable[[int], None] | None = None) -> TensorStats:
-    """Scan one tensor, reading through ``opener(path)`` (an open file); ``tick(nbytes)`` after each chunk."""
+def workers() -> int:
+    """The scan's threads: ``WORKERS``, or fewer where the process may run on fewer CPUs (``sched_getaffinity``).
+    numpy releases the GIL in its reductions and the reads do too, so two threads keep two cores busy."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity outside Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(WORKERS, cpus))
+
+
+class _Tensor:
+    """One tensor being scanned: its statistics so far, its sample's pieces in chunk order, its chunks still due."""
+
+    def __init__(self, e: TensorEntry, fh: BufferedIOBase | None, error: str | None, chunk: int) -> None:
+        import numpy as np
+
+        self.entry, self.fh = e, fh
+        self.raw = np.dtype(_BITS[e.dtype][0]).newbyteorder("<")
+        self.stats = TensorStats(e.name, e.dtype, e.numel, error=error)
+        self.step = sample_step(e.numel, e.shape)
+        self.per_chunk = max(1, chunk // self.raw.itemsize)  # elements per chunk
+        self.left = 0 if error else -(-e.numel // self.per_chunk)  # chunks not yet combined
+        self.top = 0  # the largest finite magnitude's bits
+        self.samples: list[np.ndarray] = []
+
+
+@dataclass
+class _Chunk:
+    """``count`` elements of one tensor from element ``start``, and what was found in them."""
+
+    tensor: _Tensor
+    start: int
+    count: int
+    top: int = 0  # the largest finite magnitude's bits
+    nan: int = 0
+    bad: int = 0  # NaN and Inf
+    first: int | None = None  # the tensor's flat index of the chunk's first NaN or Inf
+    sample: np.ndarray | None = None
+    error: str | None = None
+
+
+def _read_at(fh: BufferedIOBase, view: memoryview, offset: int) -> int:
+    """Fill ``view`` from byte ``offset`` of ``fh``; the bytes read (fewer only at the end of the file). Positional
+    (``preadv``): threads share one handle."""
+    if not hasattr(os, "preadv"):  # one thread only (see scan)
+        fh.seek(offset)
+        return fh.readinto(view) or 0
+    got = 0
+    while got < len(view):
+        n = os.preadv(fh.fileno(), [view[got:]], offset + got)
+        if n == 0:
+            break
+        got += n
+    return got
+
+
+def _scan_chunk(c: _Chunk, buf: bytearray) -> None:
+    """Read one chunk into ``buf`` and test its bits: the largest magnitude from the maxima of the raw bits as
+    unsigned and as signed integers (no float conversion, no copy); NaN and Inf counted and located only in a chunk
+    whose largest magnitude is at or above the exponent mask."""
     import numpy as np
 
-    raw_type, mag_mask, exp_mask, man_mask, has_inf = _BITS[e.dtype]
-    st = TensorStats(e.name, e.dtype, e.numel)
-    width = np.dtype(raw_type).itemsize
-    step = sample_step(e.numel, e.shape)
-    samples: list[np.ndarray] = []
-    top = 0
-    done = 0  # elements
+    t = c.tensor
+    e = t.entry
+    _, mag_mask, exp_mask, _, has_inf = _BITS[e.dtype]
+    width = t.raw.itemsize
+    view = memoryview(buf)[: c.count * width]
+    assert t.fh is not None  # a tensor whose file did not open has no chunks
     try:
-        fh = opener(e.path)
-        fh.seek(e.offset)
-        while done < e.numel:
-            want = min(len(buf) // width, e.numel - done)
-            view = memoryview(buf)[: want * width]
-            got = fh.readinto(view)
-            if got != want * width:
-                raise EOFError(f"{e.file} ends inside {e.name} (element {done + got // width} of {e.numel})")
-            x = np.frombuffer(view, dtype=np.dtype(raw_type).newbyteorder("<"))
-            m = mag[: want * width].view(raw_type)
-            np.bitwise_and(x, mag_mask, out=m)
-            chunk_top = int(m.max())
-            if chunk_top >= exp_mask:  # some NaN or Inf in this chunk: count and locate them
-                bad = m >= exp_mask
-                nan = bad & ((m & man_mask) != 0) if has_inf else bad
-                n_nan, n_bad = int(nan.sum()), int(bad.sum())
-                st.nan += n_nan
-                st.inf += n_bad - n_nan
-                if st.first_nonfinite is None:
-                    st.first_nonfinite = done + int(np.argmax(bad))
-                finite_top = m[~bad]
-                chunk_top = int(finite_top.max()) if finite_top.size else 0
-            top = max(top, chunk_top)
-            first = (-done) % step  # keep the sample strided across chunk boundaries
-            samples.append(x[first::step].copy())
-            done += want
-            if tick:
-                tick(want * width)
-    except (OSError, EOFError) as exc:
-        st.error = str(exc)
+        got = _read_at(t.fh, view, e.offset + c.start * width)
+    except OSError as exc:
+        c.error = str(exc)
+        return
+    if got != len(view):
+        c.error = f"{e.file} ends inside {e.name} (element {c.start + got // width} of {e.numel})"
+        return
+    x = np.frombuffer(view, dtype=t.raw)
+    top = int(x.max())
+    if top > mag_mask:  # some value is negative: the largest negative magnitude, or the largest positive value
+        top = max(top - mag_mask - 1, int(x.view(f"<i{width}").max()))
+    if top >= exp_mask:  # some NaN or Inf in this chunk: count and locate them
+        m = np.bitwise_and(x, mag_mask)
+        bad = m >= exp_mask
+        c.bad = int(np.count_nonzero(bad))
+        c.nan = int(np.count_nonzero(m > exp_mask)) if has_inf else c.bad  # NaN: all-ones exponent, mantissa not 0
+        c.first = c.start + int(np.argmax(bad))
+        np.putmask(m, bad, 0)
+        top = int(m.max())
+    c.top = top
+    c.sample = x[(-c.start) % t.step::t.step].copy()  # the sample strided across chunk boundaries
+
+
+def _chunks(todo: list[TensorEntry], opener: Callable[[Any], BufferedIOBase], chunk: int,
+            tensors: deque[_Tensor]) -> Iterator[list[_Chunk]]:
+    """The work, in file order: every tensor cut into chunks of at most ``chunk`` bytes, consecutive chunks grouped
+    into tasks of at most ``chunk`` bytes (a header may list thousands of tiny tensors). Each tensor is appended to
+    ``tensors`` when its chunks are planned."""
+    task: list[_Chunk] = []
+    size = 0
+    for e in todo:
+        try:
+            fh, error = opener(e.path), None
+        except OSError as exc:
+            fh, error = None, str(exc)
+        t = _Tensor(e, fh, error, chunk)
+        tensors.append(t)
+        width = t.raw.itemsize
+        for start in range(0, e.numel if fh else 0, t.per_chunk):
+            c = _Chunk(t, start, min(t.per_chunk, e.numel - start))
+            if task and size + c.count * width > chunk:
+                yield task
+                task, size = [], 0
+            task.append(c)
+            size += c.count * width
+    if task:
+        yield task
+
+
+def _combine(c: _Chunk, tick: Callable[[int], None] | None) -> None:
+    """Add one chunk's findings to its tensor's; chunks come in order, so the first error and the first NaN or Inf
+    are the ones a single pass would meet first, and the sample is in element order."""
+    t = c.tensor
+    t.left -= 1
+    st = t.stats
+    if st.error:  # a single pass stops at a tensor's first error
+        return
+    if c.error:
+        st.error = c.error
+        return
+    st.nan += c.nan
+    st.inf += c.bad - c.nan
+    if st.first_nonfinite is None:
+        st.first_nonfinite = c.first
+    t.top = max(t.top, c.top)
+    assert c.sample is not None
+    t.samples.append(c.sample)
+    if tick:
+        tick(c.count * t.raw.itemsize)
+
+
+def _finish(t: _Tensor) -> TensorStats:
+    """The tensor's statistics from its combined chunks: the largest magnitude, and the moments of the sample."""
+    import numpy as np
+
+    st = t.stats
+    if st.error:
         return st
-    st.max_abs = float(to_float(np.array([top], dtype=raw_type), e.dtype)[0])
-    values = to_float(np.concatenate(samples), e.dtype) if samples else np.zeros(0)
+    st.max_abs = float(to_float(np.array([t.top], dtype=t.raw), st.dtype)[0])
+    values = to_float(np.concatenate(t.samples), st.dtype) if t.samples else np.zeros(0)
     values = values[np.isfinite(values)]
     st.sample = int(values.size)
     if values.size:
@@ -170,37 +283,73 @@ def scan_tensor(e: TensorEntry, buf: bytearray, mag: np.ndarray, opener: Callabl
             st.mean, st.std = float(values.mean()), float(values.std())
             st.constant = bool(values.min() == values.max())
             if st.std > 0:
-                st.kurtosis = float((((values - st.mean) / st.std) ** 4).mean() - 3.0)
+                z = (values - st.mean) / st.std
+                z *= z  # squared twice: a float power (** 4) costs more than the rest of the statistics together
+                st.kurtosis = float((z * z).mean() - 3.0)
     return st
 
 
-def scan(entries: list[TensorEntry], progress: Callable[[int, int], None] | None = None) -> ScanResult:
-    """Scan every floating tensor of ``entries``, in file order. ``progress(done_bytes, total_bytes)`` is called
-    after each chunk."""
-    import numpy as np
+def scan(entries: list[TensorEntry], progress: Callable[[int, int], None] | None = None,
+         threads: int | None = None) -> ScanResult:
+    """Scan every floating tensor of ``entries``, in file order, on ``threads`` threads (default :func:`workers`).
+    ``progress(done_bytes, total_bytes)`` is called after each chunk.
 
+    Chunks are read and tested on a small pool of threads, each with one reused buffer, at most two tasks per
+    thread ahead; their findings are combined in chunk order, so the result is the same whatever the threads'
+    timing or number."""
     result = ScanResult()
     todo = [e for e in sorted(entries, key=lambda e: (str(e.path), e.offset)) if supported(e.dtype)]
     total = sum(e.nbytes for e in todo)
-    buf = bytearray(CHUNK)
-    mag = np.empty(CHUNK // 8 + 8, dtype=np.uint64)  # reused magnitude buffer, viewed as each dtype's width
+    chunk = CHUNK
+    n = (threads or workers()) if hasattr(os, "preadv") else 1  # threads need positional reads
     done = 0
 
-    def tick(n: int) -> None:  # passed to scan_tensor only with a progress callback
+    def tick(nbytes: int) -> None:  # passed to _combine only with a progress callback
         nonlocal done
-        done += n
+        done += nbytes
         if progress is not None:
             progress(done, total)
 
-    with contextlib.ExitStack() as stack:
+    local = threading.local()
+
+    def run(task: list[_Chunk]) -> list[_Chunk]:
+        buf = getattr(local, "buf", None)
+        if buf is None:
+            buf = local.buf = bytearray(chunk)
+        for c in task:
+            _scan_chunk(c, buf)
+        return task
+
+    tensors: deque[_Tensor] = deque()
+
+    def take(task: list[_Chunk]) -> None:  # combine one task's chunks, and finish every tensor whose chunks are in
+        for c in task:
+            _combine(c, tick if progress else None)
+        while tensors and tensors[0].left == 0:
+            t = tensors.popleft()
+            result.stats[t.entry.name] = _finish(t)
+            result.bytes_read += t.entry.nbytes
+
+    with contextlib.ExitStack() as files:
         handles: dict[Any, BufferedIOBase] = {}
 
         def opener(path: Any) -> BufferedIOBase:  # each file opened once (a header may list thousands of tensors)
             if path not in handles:
-                handles[path] = stack.enter_context(open(path, "rb"))
+                handles[path] = files.enter_context(open(path, "rb"))
             return handles[path]
 
-        for e in todo:
-            result.stats[e.name] = scan_tensor(e, buf, mag.view(np.uint8), opener, tick if progress else None)
-            result.bytes_read += e.nbytes
+        tasks = _chunks(todo, opener, chunk, tensors)
+        if n == 1:
+            for task in tasks:
+                take(run(task))
+        else:
+            with ThreadPoolExecutor(n, thread_name_prefix="eagle3-scan") as pool:  # ends before the files close
+                ahead: deque[Future[list[_Chunk]]] = deque()
+                for task in tasks:
+                    ahead.append(pool.submit(run, task))
+                    if len(ahead) > 2 * n:
+                        take(ahead.popleft().result())
+                while ahead:
+                    take(ahead.popleft().result())
+        take([])  # the tensors with no chunks left at the end (no elements, or a file that did not open)
     return result
