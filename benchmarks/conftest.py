@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from eagle3_checks.drafter.example import (
     write_checkpoint,
     write_random_checkpoint,
 )
+from eagle3_checks.storage.safetensors import RawTensor, encode_header, from_numpy
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -72,6 +75,52 @@ def kimi_random(tmp_path_factory):
     yield path, worst
     for p in (worst / "model.safetensors", path / "model.safetensors"):
         p.unlink()
+
+
+BLOCK = 1 << 26  # bytes of random bf16 repeated through each weight of write_block_checkpoint's drafters (64 MB)
+
+
+def write_block_checkpoint(path: Path, tensors: dict[str, RawTensor], config: dict, seed: int = 0) -> Path:
+    """Like ``write_random_checkpoint``, in seconds instead of minutes: every sparse weight matrix is one random block
+    of bf16 values (normal, std 0.05: no initialiser's) repeated end to end, every vector (the norms) 1 + normal noise.
+    Real, non-zero data at any size, for the benchmarks of passes that read every byte."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    block = memoryview(from_numpy(rng.standard_normal(BLOCK // 2, dtype=np.float32) * np.float32(0.05), "BF16").data)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    at = 0  # where in the block the next weight starts: the bytes run on across tensors
+    with open(path / "model.safetensors", "wb") as fh:
+        fh.write(encode_header(tensors))
+        for t in tensors.values():
+            if t.data is not None:
+                fh.write(t.data)
+            elif len(t.shape) == 1:
+                fh.write(from_numpy(rng.standard_normal(t.shape, dtype=np.float32) + np.float32(1.0), t.dtype).data)
+            else:
+                assert t.dtype == "BF16"
+                left = math.prod(t.shape) * 2
+                while left:
+                    n = min(left, BLOCK - at)
+                    fh.write(block[at:at + n])
+                    left, at = left - n, (at + n) % BLOCK
+    return path
+
+
+@pytest.fixture(scope="session")
+def kimi_block(tmp_path_factory):
+    """A Kimi-K2-sized flat drafter (4.7 GB) whose weights are real data: write_block_checkpoint's repeated random
+    block. Skipped without twice its size of free disk; its weights removed at the session's end."""
+    root = tmp_path_factory.mktemp("kimi-block")
+    tensors, config = drafter_files(KIMI_K2, "flat", sparse=True)
+    size = sum(t.nbytes for t in tensors.values())
+    free = shutil.disk_usage(root).free
+    if free < 2 * size:
+        pytest.skip(f"{size / 1e9:.1f} GB drafter: only {free / 1e9:.1f} GB free on {root}")
+    path = write_block_checkpoint(root / "kimi-k2-drafter", tensors, config)
+    yield path
+    (path / "model.safetensors").unlink()
 
 
 def run_process(argv: list[str]) -> float:
