@@ -125,6 +125,15 @@ class _Mark:
     pass
 
 
+
+def row_major_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
+    """The strides, in elements, of a contiguous row-major tensor of ``shape`` (what this tool reads)."""
+    expected, acc = [], 1
+    for d in reversed(shape):
+        expected.append(acc)
+        acc *= d
+    return expected[::-1]
+
 def _records(result: Any, pos: int) -> list[dict[str, Any]]:
     """A records pickle's value checked: a dict, or a list of dicts, of tensors and plain scalars."""
     dicts = result.items if isinstance(result, _List) else [result]
@@ -614,11 +623,7 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
                 f"{t.offset}")
             continue
         numel = math.prod(t.shape)
-        expected, acc = [], 1
-        for d in reversed(t.shape):
-            expected.append(acc)
-            acc *= d
-        expected.reverse()
+        expected = row_major_strides(t.shape)
         if numel and any(d > 1 and s != x for d, s, x in zip(t.shape, t.stride, expected, strict=True)):
             bad(f"tensor {name!r} has stride {list(t.stride)} for size {list(t.shape)}: not contiguous row-major "
                 f"(expected {expected}), which this tool does not read",
@@ -701,11 +706,7 @@ def _record_tensor(t: _Tensor, key: str, prefix: str, entries: dict[str, _ZipEnt
     numel = math.prod(t.shape)
     if any(d < 0 for d in t.shape) or len(t.stride) != len(t.shape) or t.offset < 0:
         raise _Refused(f"tensor {key!r} has an invalid size, stride or offset", t.pos)
-    expected, acc = [], 1
-    for d in reversed(t.shape):
-        expected.append(acc)
-        acc *= d
-    expected.reverse()
+    expected = row_major_strides(t.shape)
     if numel and any(d > 1 and s != x for d, s, x in zip(t.shape, t.stride, expected, strict=True)):
         raise _Refused(f"tensor {key!r} is not contiguous row-major (stride {list(t.stride)})", t.pos)
     begin, nbytes = t.offset * itemsize, numel * itemsize
