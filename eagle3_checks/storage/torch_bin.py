@@ -125,7 +125,6 @@ class _Mark:
     pass
 
 
-
 def row_major_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
     """The strides, in elements, of a contiguous row-major tensor of ``shape`` (what this tool reads)."""
     expected, acc = [], 1
