@@ -365,7 +365,10 @@ def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, aux_convention: str | 
         field = pointer[1:].replace("/", ".")
         if written.get(pointer) is None:
             known = counted_by is not None and counted_by.architecture is not None
-            why = (f"no ids make {spec} capture the trained layers {list(aux.layers)} on this target" if known else
+            deep = counted_by.num_layers if counted_by is not None else None
+            past = [x for x in aux.layers if deep is not None and x >= deep]
+            why = (f"no ids make {spec} capture the trained layers {list(aux.layers)} on this target"
+                   + (f" (layer {past[0]} is past its last layer, {deep - 1})" if past and deep else "") if known else
                    f"{spec} counts aux ids by the target's class: pass --target-config (the verifier's config.json)")
             if name == to:
                 raise ConvertRefused(f"aux-layer ids: {why}; nothing was written")

@@ -297,7 +297,10 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
     assert before == {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "engine.aux-layers/beyond-last-layer"),
+# a trained layer the target lacks is refused before anything is written: no ids can capture it
+@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "aux-layer ids: no ids make vllm@0.33.0 capture "
+                                           "the trained layers [0, 2, 4] on this target (layer 4 is past its last "
+                                           "layer, 3); nothing was written"),
                                           ({"hidden_size": 128}, "target.hidden-size/fc-width")])
 def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, code):
     """With --target-config, the written drafter must fit the target (aux ids in range, fc width), or nothing is
@@ -308,7 +311,7 @@ def test_target_config_is_part_of_the_verification(drafter, tmp_path, change, co
     (tmp_path / "target.json").write_text(json.dumps({**target_config(EXAMPLE), **change}))
     with pytest.raises(ConvertRefused) as exc:
         convert(src, tmp_path / "out", "vllm", target_config=str(tmp_path / "target.json"), verify_level="header")
-    assert code in {f.code for f in exc.value.findings}, [f.code for f in exc.value.findings]
+    assert code in {f.code for f in exc.value.findings} | {str(exc.value)}, [f.code for f in exc.value.findings]
     assert not (tmp_path / "out").exists()
     (tmp_path / "fits.json").write_text(json.dumps(target_config(EXAMPLE)))
     convert(src, tmp_path / "ok", "vllm", target_config=str(tmp_path / "fits.json"), verify_level="header")
@@ -495,22 +498,28 @@ def test_every_convert_output_passes_the_engines_it_is_meant_for(drafter, tmp_pa
             assert r.status == "passed", (check_id, r.engine, [(f.code, f.message) for f in r.findings])
 
 
-def test_convert_refuses_ids_its_engine_cannot_be_given(drafter, tmp_path, capsys):
+@pytest.mark.parametrize("arch, ids", [("DeepseekV3ForCausalLM", [1, 3, 5]), ("LlamaForCausalLM", [0, 3, 5])])
+def test_convert_refuses_ids_its_engine_cannot_be_given(drafter, tmp_path, capsys, arch, ids):
     """Trained on the embeddings' successor, the output of layer 0 (speculators' id 1): on a DeepSeek-V3 target SGLang
-    0.5.23 cannot capture it (id 1 switches its first-id rule to +1, SG23 models/deepseek_v2.py:3458-3473), so
-    --to sglang writes nothing, and --to vllm writes vLLM's ids and says SGLang's are not written."""
+    0.5.23 cannot capture it (id 1 switches its first-id rule to +1, SG23 models/deepseek_v2.py:3458-3473). Trained
+    on the embeddings themselves (speculators' id 0): on a Llama target SGLang would need id -1 (+1 on every id,
+    SG23 models/llama.py:929-941), which is not an id the gate reads (convert used to write it and then fail its own
+    verification, for --to vllm too). Either way --to sglang writes nothing, and --to vllm writes vLLM's ids and
+    says SGLang's are not written."""
     from eagle3_checks.drafter.example import target_config
 
     target = tmp_path / "target.json"
-    target.write_text(json.dumps({**target_config(EXAMPLE), "architectures": ["DeepseekV3ForCausalLM"]}))
-    src = drafter("speculators").write()  # ids [1, 3, 5]: the outputs of layers 0, 2, 4
+    target.write_text(json.dumps({**target_config(EXAMPLE), "architectures": [arch]}))
+    d = drafter("speculators")  # ids [1, 3, 5]: the outputs of layers 0, 2, 4
+    d.config["eagle_aux_hidden_state_layer_ids"] = ids
+    src = d.write()
     assert main(["convert", str(src), str(tmp_path / "s"), "--to", "sglang", "--target-config", str(target),
                  "--verify", "header"]) == 1
     assert not (tmp_path / "s").exists()
     assert main(["convert", str(src), str(tmp_path / "v"), "--to", "vllm", "--target-config", str(target),
                  "--verify", "header"]) == 0
     cfg = json.loads((tmp_path / "v" / "config.json").read_text())
-    assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == ids
     assert "eagle_aux_hidden_state_layer_ids" not in cfg["eagle_config"]
     result = run(tmp_path / "v", engine="vllm,sglang", target_config=str(target), level="header")
     assert result.result("engine.aux-layers", "vllm").status == "passed"

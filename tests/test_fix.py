@@ -16,12 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.convert import convert
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
-from eagle3_checks.gate import gate_checkpoint, parse_options
+from eagle3_checks.gate import gate_checkpoint, load_target, parse_options
 from eagle3_checks.strategies import drafters
 from helpers import run
 
@@ -202,18 +203,38 @@ def test_aux_fixes_converge_on_every_target_family(drafter, tmp_path, family):
     """Every target family (SGLang 0.5.23 counts Llama/Qwen3 +1, DeepSeek-V3/Kimi raw unless the first id is 1,
     GPT-OSS raw when the largest id is N: SG23 models/llama.py:929-941, deepseek_v2.py:3458-3473,
     gpt_oss.py:1337-1352), both trainer conventions, ids nested, in both places or top-level only, Kimi-K2's own
-    [2, 30, 58] (which is also the engines' default for 61 layers) and ids that are not a default: one round, and a
-    second fix changes nothing."""
+    [2, 30, 58] (which is also the engines' default for 61 layers), ids that are not a default, a first id 0 (the
+    embeddings' output under vLLM's counting, which no SGLang id reaches: no edit is proposed for it, where one used
+    to be proposed round after round), a first id 1 (SGLang's switch to +1 on DeepSeek-style targets) and a last id
+past the target's last layer (GPT-OSS counts it raw; no edit reaches a layer that is not there): one round,
+    a second fix changes nothing, the layers held in the provenance are the trained ones, and every engine whose ids
+    were written captures them (but a layer the target lacks)."""
     target = _deep_target(tmp_path, FAMILIES[family])
     for convention in ("vllm", "sglang"):
         for place in PLACEMENTS:
-            for ids in ([2, 30, 58], [4, 20, 40]):
-                for engine in (BOTH, "all"):
-                    path = _placed(drafter, ids, place)
-                    converges(path, engine=engine, aux_convention=convention, target_config=str(target))
-                    options = parse_options(reference="none", level="header", engine=engine,
-                                            aux_convention=convention, target_config=str(target))
-                    assert plan_fixes(open_checkpoint(path), options)[1].rounds <= 1, (convention, place, ids)
+            for ids, engine in [(ids, engine) for ids in ([2, 30, 58], [4, 20, 40]) for engine in (BOTH, "all")] \
+                    + [([0, 30, 59], BOTH), ([1, 30, 59], BOTH), ([2, 30, 61], BOTH)]:
+                path = _placed(drafter, ids, place)
+                converges(path, engine=engine, aux_convention=convention, target_config=str(target))
+                options = parse_options(reference="none", level="header", engine=engine,
+                                        aux_convention=convention, target_config=str(target))
+                src = open_checkpoint(path)
+                config, done = plan_fixes(src, options)
+                assert done.rounds <= 1, (convention, place, ids)
+                counted_by = engines.target_of(src, load_target(str(target)))
+                trained = engines.trained_aux(src, convention, counted_by).layers
+                held = config.get("eagle3_checks_provenance", {}).get("trained_aux")
+                assert held is None or tuple(held["layers"]) == trained, (convention, place, ids, held)
+                written = engines.ids_where_read(("vllm", "sglang"), trained, counted_by)
+                aux = {r.engine.split("@")[0]: (r.status, {f.code for f in r.findings}) for r in done.result.results
+                       if r.check.id == "engine.aux-layers"}
+                for name in ("vllm", "sglang"):
+                    status, codes = aux[name]
+                    if written[engines.profile(name).ids_pointer] is None:
+                        assert status == "failed", (convention, place, ids, name, aux)
+                    else:  # captured as trained, unless a trained layer is not in the target at all
+                        assert status == "passed" or codes <= {"engine.aux-layers/beyond-last-layer"}, \
+                            (convention, place, ids, name, aux)
 
 
 def test_the_kimi_k2_drafter_on_its_deepseek_target(drafter, tmp_path, capsys):

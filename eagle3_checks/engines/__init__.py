@@ -317,8 +317,22 @@ def ids_where_read(specs: Any, layers: tuple[int, ...], target: Target | None) -
     out: dict[str, list[int] | None] = {}
     for spec in specs:
         p = profile(spec)
-        out.setdefault(p.ids_pointer, p.ids_for(layers, target))
+        if p.ids_pointer not in out:
+            ids = p.ids_for(layers, target)
+            out[p.ids_pointer] = ids if ids is not None and reaches(p, ids, layers, target) else None
     return out
+
+
+def reaches(p: Profile, ids: list[int], layers: tuple[int, ...], target: Target | None) -> bool:
+    """Whether ``ids``, read back by the release as the gate reads them, make it capture ``layers``: ids the gate's
+    readers take (non-negative integers; SGLang would turn a -1, for the embeddings' output, into layers_to_capture
+    0, srt/models/llama.py:941, which no recording covers), the layers its capture rule gives back, and none past
+    the last id that captures anything on this target. An edit that fails this would be proposed again by the next
+    round of ``fix``: no ids are written instead, and the finding says that no ids can."""
+    if not valid_ids(ids):
+        return False
+    got = p.capture(ids, target)
+    return got.layers == tuple(sorted(set(layers))) and (got.last_id is None or max(ids) <= got.last_id)
 
 
 def trainer(ckpt: Checkpoint) -> Reading:
