@@ -148,3 +148,12 @@ def test_each_page_says_what_the_registry_says(examples):
         if doc is not None and doc.failing is not None:
             assert doc.failing.status in ("failed", "warned") and doc.failing.codes
             assert all(code in c.declared for code, _ in doc.failing.codes)
+
+
+def test_no_page_installs_from_a_package_index():
+    """The project is on no package index: an install line naming ``eagle3-checks[EXTRA]`` fails for every reader
+    (it did, in the Hub section of the gate page); installs are from the checkout, as errors.INSTALL says."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in pages for n, line in enumerate(p.read_text().splitlines(), 1)
+             if "eagle3-checks[" in line]
+    assert not found, found
