@@ -261,3 +261,15 @@ def test_diff_is_skipped_when_the_checkpoint_cannot_be_read_whole(drafter, break
     assert r.status == "skipped" and "see the files check" in r.reason
     assert result.result("files").status == "failed" and result.exit_code == 1
     assert run(drafter("flat").write(shards=2), reference="tiny-example").result("reference.diff").status == "passed"
+
+
+@pytest.mark.parametrize("name", sorted(shipped_specs()))
+def test_every_shipped_spec_says_where_its_values_come_from(name):
+    """A reference spec is a claim about a published drafter (or, for the tiny one, the embedded example): its
+    ``source`` says where each value comes from, so that a value no published drafter has (the MLA spec's
+    rms_norm_eps 1e-6 was one) can be traced and corrected. It names the published checkpoint or the embedded
+    example, and speaks of the project only (no tracker numbers)."""
+    spec = load_spec(shipped_specs()[name])
+    assert len(spec.source) >= 80, spec.source
+    assert re.search(r"published|embedded example", spec.source), spec.source
+    assert not re.search(r"\bissue \d+", spec.source), spec.source
