@@ -8,6 +8,15 @@ import json
 import os
 import subprocess
 import sys
+
+# Under pytest-xdist each worker runs torch's tiny forward passes; torch's default of one OpenMP thread per core in
+# every worker oversubscribes the cores, and spinning threads made the converter's property tests about 15x slower
+# (76 s instead of 5 s on 2 cores). One thread per worker: the workers are the parallelism. Set before torch is
+# imported (by a test module or a peer subprocess, which inherits it).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
