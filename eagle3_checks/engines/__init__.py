@@ -325,10 +325,10 @@ def ids_where_read(specs: Any, layers: tuple[int, ...], target: Target | None) -
 
 def reaches(p: Profile, ids: list[int], layers: tuple[int, ...], target: Target | None) -> bool:
     """Whether ``ids``, read back by the release as the gate reads them, make it capture ``layers``: ids the gate's
-    readers take (non-negative integers; SGLang would turn a -1, for the embeddings' output, into layers_to_capture
-    0, srt/models/llama.py:941, which no recording covers), the layers its capture rule gives back, and none past
-    the last id that captures anything on this target. An edit that fails this would be proposed again by the next
-    round of ``fix``: no ids are written instead, and the finding says that no ids can."""
+    readers take (non-negative integers; SGLang 0.5.23 would turn a -1, for the embeddings' output, into
+    layers_to_capture 0, srt/models/llama.py:941, which no recording covers), the layers its capture rule gives
+    back, and none past the last id that captures anything on this target. An edit that fails this would be
+    proposed again by the next round of ``fix``: no ids are written instead, and the finding says that no ids can."""
     if not valid_ids(ids):
         return False
     got = p.capture(ids, target)

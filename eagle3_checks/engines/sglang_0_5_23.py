@@ -350,15 +350,13 @@ def capture(ids: list[int], target: Target | None) -> Capture:
 
 
 def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
-    """Ids that make SGLang 0.5.23 capture ``layers`` on this target (None: no ids can, as on a first-id-rule
-    target, where the output of layer 0 is unreachable because id 1 switches to the +1 path; or the target's class
-    is unknown and the ids differ by class, which they do not when the first +1 id is 1)."""
-    if target is None or target.architecture is None:
-        ids = list(layers)  # the +1 ids, which every class counts alike when the first is 1
-        return ids if capture(ids, target).layers == tuple(sorted(set(layers))) else None
-    if target.architecture in FIRST_ID_RULE:
-        raw = [x + 1 for x in layers]
-        return raw if raw and raw[0] != 1 else None
+    """The ids that would make SGLang 0.5.23 capture ``layers`` on this target: raw on a first-id-rule target, the
+    +1 ids otherwise (which every class counts alike when the first is 1). engines.ids_where_read reads them back
+    through :func:`capture` and writes none that miss: on a first-id-rule target the output of layer 0 is
+    unreachable (id 1 switches to the +1 path), and with the target's class unknown ids whose first is not 1 count
+    differently by class."""
+    if target is not None and target.architecture in FIRST_ID_RULE:
+        return [x + 1 for x in layers]
     return list(layers)
 
 
