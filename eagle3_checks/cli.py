@@ -37,6 +37,7 @@ from .gate import (
     unknown_code,
 )
 from .numerics import torch_missing
+from .options import FAIL_SHARE
 from .registry import LEVELS, Severity
 from .reports import RENDERERS
 from .reports.github import github_command
@@ -161,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="DIR",
                    help="the target checkpoint's folder: labels become its argmax and alpha is reported (only its "
                    "final norm and lm_head are read); without it the labels are the recorded next tokens")
+    p.add_argument("--max-drop", type=float, default=FAIL_SHARE, metavar="SHARE",
+                   help="an engine reading fails when it loses more than this share of the trainer reading's "
+                   f"acceptance length, from 0 to below 1 (default {FAIL_SHARE:g})")
+    p.add_argument("--min-acceptance", type=float, metavar="LENGTH",
+                   help="warn about a reading whose acceptance length is below LENGTH, from 1 to K+1 (the exit code "
+                   "is not changed)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
@@ -602,6 +609,11 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
+    if not 0 <= args.max_drop < 1:
+        raise UsageError(f"--max-drop must be a share from 0 to below 1 (0.1 is 10%), not {args.max_drop:g}")
+    if args.min_acceptance is not None and not 1 <= args.min_acceptance <= args.steps + 1:
+        raise UsageError(f"--min-acceptance must be an acceptance length from 1 to {args.steps + 1} (K+1 with "
+                         f"--steps {args.steps}), not {args.min_acceptance:g}")
     resolved = resolve(args.engine)
     hint = torch_missing()
     if hint:
@@ -620,8 +632,11 @@ def cmd_accept(args: argparse.Namespace) -> int:
         result = evaluate(ckpt, named, samples(Path(args.data), expect), args.steps, target=head)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
+    result.max_drop, result.min_acceptance = args.max_drop, args.min_acceptance
     if args.format == "json":
         _write(json.dumps(result.record(), indent=2) + "\n")
+        for why in result.warnings():
+            print(f"eagle3-checks: warning: {why}", file=sys.stderr)
         if result.skipped:
             print(f"eagle3-checks: note: {result.skipped} positions skipped for non-finite states", file=sys.stderr)
     else:

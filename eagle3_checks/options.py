@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from .engines import resolve as resolve_engines
 
 LEVELS = ("header", "scan", "forward")
+# the share of the trainer reading's acceptance length an engine reading may lose before it fails (accept --max-drop)
+FAIL_SHARE = 0.10
 
 
 @dataclass(frozen=True)

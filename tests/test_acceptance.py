@@ -252,17 +252,23 @@ def test_loss_mask_restricts_positions(world):
 
 # ----- a mis-conversion -------------------------------------------------------------------------------------------
 
+def _flipped(world) -> Path:
+    """The world's drafter with norm_before_residual dropped from its config (vLLM 0.33.0 then reads True)."""
+    flipped = world["root"] / "flipped"
+    if not flipped.exists():
+        flipped.mkdir()
+        for f in world["drafter"].iterdir():
+            os.symlink(f, flipped / f.name) if f.name != "config.json" else None
+        cfg = json.loads((world["drafter"] / "config.json").read_text())
+        cfg.pop("norm_before_residual", None)
+        (flipped / "config.json").write_text(json.dumps(cfg))
+    return flipped
+
+
 def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     """vLLM 0.33.0 defaults norm_before_residual to True where speculators trained with False: a config without
     the field gets another engine reading, whose logits and figures differ."""
-    cfg_path = world["drafter"] / "config.json"
-    flipped = world["root"] / "flipped"
-    flipped.mkdir()
-    for f in world["drafter"].iterdir():
-        os.symlink(f, flipped / f.name) if f.name != "config.json" else None
-    cfg = json.loads(cfg_path.read_text())
-    cfg.pop("norm_before_residual", None)
-    (flipped / "config.json").write_text(json.dumps(cfg))
+    flipped = _flipped(world)
     ckpt = open_checkpoint(flipped)
     named = readings(ckpt, ["vllm@0.33.0"])
     assert named[0][1].norm_before_residual != named[1][1].norm_before_residual
@@ -277,6 +283,42 @@ def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     assert drop > 0.10 and code == 1
     code, out, _ = accept(flipped, folder, capsys=capsys)  # the text report names the cause
     assert code == 1 and "FAIL: vllm@0.33.0" in out and "norm_before_residual" in out
+
+
+def test_max_drop_sets_the_share_an_engine_reading_may_lose(world, capsys):
+    """--max-drop: the flipped reading's loss fails at the default 10% and passes when the share allowed exceeds it."""
+    flipped = _flipped(world)
+    folder = write_speculators(world["root"] / "drop-data", world["records"])
+    code, out, _ = accept(flipped, folder, "--format", "json", capsys=capsys)
+    doc = json.loads(out)
+    drop = 1 - doc["readings"][1]["acceptance_length"] / doc["readings"][0]["acceptance_length"]
+    assert code == 1 and 0.10 < drop < 1
+    code, out, _ = accept(flipped, folder, "--max-drop", f"{min(drop + 0.01, 0.999):.3f}", capsys=capsys)
+    assert code == 0 and "PASS: no engine reading loses more than" in out
+    code, out, _ = accept(flipped, folder, "--max-drop", f"{drop - 0.01:.3f}", capsys=capsys)
+    assert code == 1 and "FAIL: vllm@0.33.0" in out
+
+
+def test_min_acceptance_warns_without_changing_the_exit_code(world, capsys):
+    folder = write_speculators(world["root"] / "min-data", world["records"])
+    code, out, _ = accept(world["drafter"], folder, "--format", "json", capsys=capsys)
+    assert code == 0
+    lengths = [r["acceptance_length"] for r in json.loads(out)["readings"]]
+    code, out, _ = accept(world["drafter"], folder, "--min-acceptance", f"{min(lengths) - 0.001:.3f}", capsys=capsys)
+    assert code == 0 and "WARN:" not in out
+    code, out, _ = accept(world["drafter"], folder, "--min-acceptance", str(K + 1), capsys=capsys)
+    assert code == 0 and out.count("WARN: ") == len(lengths) and "--min-acceptance" in out
+    code, out, err = accept(world["drafter"], folder, "--min-acceptance", str(K + 1), "--format", "json",
+                            capsys=capsys)
+    assert code == 0 and err.count("eagle3-checks: warning: ") == len(lengths) and json.loads(out)["readings"]
+
+
+@pytest.mark.parametrize("args", [["--max-drop", "1"], ["--max-drop", "-0.1"], ["--min-acceptance", "0.5"],
+                                  ["--min-acceptance", str(K + 2)]])
+def test_bad_thresholds_are_refused_before_anything_runs(world, capsys, tmp_path, args):
+    folder = write_speculators(tmp_path / "data", world["records"][:1])
+    code, out, err = accept(world["drafter"], folder, *args, capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and args[0] in err and not out
 
 
 # ----- bad input --------------------------------------------------------------------------------------------------

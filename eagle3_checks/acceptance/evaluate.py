@@ -40,9 +40,9 @@ from typing import Any
 from .. import engines
 from ..engines.reading import describe_difference, differences
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
+from ..options import FAIL_SHARE
 from .samples import Expect, Sample
 
-FAIL_SHARE = 0.10  # an engine reading failing: it loses more than this share of the trainer reading's acceptance
 TRAINER = "trainer"
 
 
@@ -98,6 +98,16 @@ class Result:
     readings: list[Figures]
     skipped: int = 0  # positions skipped for non-finite states
     samples: int = 0
+    max_drop: float = FAIL_SHARE  # the share of the trainer reading's acceptance length an engine reading may lose
+    min_acceptance: float | None = None  # a reading below this acceptance length is warned about
+
+    def warnings(self) -> list[str]:
+        """The readings whose acceptance length is below ``min_acceptance`` (warned: the exit code is unchanged)."""
+        if self.min_acceptance is None:
+            return []
+        return [f"{f.reading}: acceptance length {f.acceptance_length:.3f} is below the minimum "
+                f"{self.min_acceptance:g} (--min-acceptance)"
+                for f in self.readings if not f.problem and f.acceptance_length < self.min_acceptance]
 
     def failures(self) -> list[str]:
         """Why each failing engine reading fails (empty: none fails)."""
@@ -106,10 +116,10 @@ class Result:
         for f in self.readings[1:]:
             if f.problem:
                 out.append(f"{f.reading}: {f.problem}")
-            elif f.acceptance_length < base.acceptance_length * (1 - FAIL_SHARE) - 1e-12:
+            elif f.acceptance_length < base.acceptance_length * (1 - self.max_drop) - 1e-12:
                 drop = 1 - f.acceptance_length / base.acceptance_length
                 out.append(f"{f.reading}: acceptance length {f.acceptance_length:.3f} is {100 * drop:.1f}% below the "
-                           f"trainer reading's {base.acceptance_length:.3f} (more than {100 * FAIL_SHARE:.0f}%)"
+                           f"trainer reading's {base.acceptance_length:.3f} (more than {100 * self.max_drop:g}%)"
                            + (f"; the readings differ in {'; '.join(f.causes)}" if f.causes else
                               "; the readings differ in no modelled field"))
         return out
@@ -266,7 +276,8 @@ def render_text(result: Result) -> str:
         lines.append(f"  {'':<20} step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; conditional "
                      f"{' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "
                      + ("n/a" if f.alpha is None or math.isnan(f.alpha) else f"{f.alpha:.3f}"))
+    lines.extend(f"WARN: {why}" for why in result.warnings())
     fails = result.failures()
     lines.append("FAIL: " + "; ".join(fails) if fails else "PASS: no engine reading loses more than "
-                 f"{100 * FAIL_SHARE:.0f}% of the trainer reading's acceptance length")
+                 f"{100 * result.max_drop:g}% of the trainer reading's acceptance length")
     return "\n".join(lines) + "\n"
