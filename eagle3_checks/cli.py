@@ -25,6 +25,7 @@ from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, ch
 from .errors import UsageError
 from .gate import (
     WAIVERS,
+    acceptance_thresholds,
     all_checks,
     gate,
     load_target,
@@ -37,7 +38,7 @@ from .gate import (
     unknown_code,
 )
 from .numerics import torch_missing
-from .options import FAIL_SHARE
+from .options import ACCEPT_STEPS, FAIL_SHARE
 from .registry import LEVELS, Severity
 from .reports import RENDERERS
 from .reports.github import github_command
@@ -49,7 +50,6 @@ from .storage.hub import is_hub, local_dir, locate_any
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
 DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
-ACCEPT_STEPS = 3  # the accept command's draft steps
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
 
@@ -73,7 +73,8 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    "read lazily, for the later draft steps of a drafter that ships none (as engines do)")
     _hub_options(p)
     p.add_argument("--level", choices=LEVELS,
-                   help="run checks up to this level (default: all three; header reads headers only)")
+                   help="run checks up to this level (default: every level: header, scan, forward, and acceptance "
+                   "with --data; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.add_argument("--waive", "--skip", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check or a finding code, with the reason (repeatable): it still runs and its "
@@ -86,6 +87,19 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
+    p.add_argument("--data", metavar="DIR",
+                   help="recorded target states (as accept reads them): runs the acceptance level, each reading's "
+                   f"acceptance over K={ACCEPT_STEPS} draft steps and which semantics the weights were trained with")
+    _threshold_options(p)
+
+
+def _threshold_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-drop", type=float, default=FAIL_SHARE, metavar="SHARE",
+                   help="an engine reading fails when it loses more than this share of the trainer reading's "
+                   f"acceptance length, from 0 to below 1 (default {FAIL_SHARE:g})")
+    p.add_argument("--min-acceptance", type=float, metavar="LENGTH",
+                   help="warn about a reading whose acceptance length is below LENGTH, from 1 to K+1 (the exit code "
+                   "is not changed)")
 
 
 def _report_options(p: argparse.ArgumentParser) -> None:
@@ -162,12 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="DIR",
                    help="the target checkpoint's folder: labels become its argmax and alpha is reported (only its "
                    "final norm and lm_head are read); without it the labels are the recorded next tokens")
-    p.add_argument("--max-drop", type=float, default=FAIL_SHARE, metavar="SHARE",
-                   help="an engine reading fails when it loses more than this share of the trainer reading's "
-                   f"acceptance length, from 0 to below 1 (default {FAIL_SHARE:g})")
-    p.add_argument("--min-acceptance", type=float, metavar="LENGTH",
-                   help="warn about a reading whose acceptance length is below LENGTH, from 1 to K+1 (the exit code "
-                   "is not changed)")
+    _threshold_options(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
@@ -277,7 +286,8 @@ def _parse_gate_options(args: argparse.Namespace):
     return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                          strict=args.strict, waive=args.waive, engine=args.engine, source=args.source,
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
-                         revision=args.revision, download=args.download)
+                         revision=args.revision, download=args.download, data=args.data, max_drop=args.max_drop,
+                         min_acceptance=args.min_acceptance)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -609,11 +619,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
-    if not 0 <= args.max_drop < 1:
-        raise UsageError(f"--max-drop must be a share from 0 to below 1 (0.1 is 10%), not {args.max_drop:g}")
-    if args.min_acceptance is not None and not 1 <= args.min_acceptance <= args.steps + 1:
-        raise UsageError(f"--min-acceptance must be an acceptance length from 1 to {args.steps + 1} (K+1 with "
-                         f"--steps {args.steps}), not {args.min_acceptance:g}")
+    acceptance_thresholds(args.max_drop, args.min_acceptance, args.steps)
     resolved = resolve(args.engine)
     hint = torch_missing()
     if hint:

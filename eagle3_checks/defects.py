@@ -188,6 +188,28 @@ def target_ids(transform: Callable[[np.ndarray], None]) -> Edit:
     return d2t_values(ids)
 
 
+def _lm_head_rows_shuffled(d: Draft) -> None:
+    """lm_head's rows in another order (a seeded permutation): every shape, name and value statistic unchanged."""
+    t = d.tensors["lm_head.weight"]
+    assert t.data is not None
+    rows = np.frombuffer(t.data, np.uint8).reshape(t.shape[0], -1)  # whole rows of bytes, in any dtype
+    order = np.random.default_rng(0).permutation(t.shape[0])
+    d.tensors["lm_head.weight"] = RawTensor(t.dtype, t.shape, rows[order].tobytes())
+
+
+def example_data(layout: str, root: Path) -> Path:
+    """States recorded from the clean example drafter of ``layout`` itself (acceptance.synthetic: each next token
+    its own step-0 choice), for the defects gated on data; written under ``root`` once."""
+    from .acceptance.synthetic import write_self_labelled
+
+    folder = root / f"example-data-{layout}"
+    if not (folder / "done").exists():
+        clean = Draft.example(layout).save(root / f"example-clean-{layout}")
+        write_self_labelled(open_checkpoint(clean), folder)
+        (folder / "done").write_text("")
+    return folder
+
+
 def _past_the_vocabulary(ids: np.ndarray) -> None:
     ids[-1] += EXAMPLE.vocab_size
 
@@ -269,6 +291,8 @@ class Defect:
     # parse_options arguments the gate needs to see it; target_config True: the example's target config
     options: dict[str, Any] = field(default_factory=dict)
     clean: str = ""  # what the drafter has instead, when worth saying ('it states "head_dim": 24')
+    # gated with recorded states (the acceptance level): the clean example drafter's own, from example_data()
+    data: bool = False
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -289,9 +313,14 @@ class Defect:
             self.after(path)
         return path
 
-    def gate_options(self, target: str | Path | None = None) -> dict[str, Any]:
-        """The parse_options arguments (``target``: the target config file, for a defect that needs one)."""
+    def gate_options(self, target: str | Path | None = None, data: str | Path | None = None) -> dict[str, Any]:
+        """The parse_options arguments (``target``: the target config file, for a defect that needs one; ``data``:
+        the recorded states, for one gated on them: :func:`example_data`)."""
         options = dict(self.options)
+        if self.data:
+            if data is None:
+                raise ValueError(f"defect {self.name} is gated on recorded states: pass example_data()'s folder")
+            options["data"] = str(data)
         if options.pop("target_config", False):
             if target is None:
                 raise ValueError(f"defect {self.name} needs a target config")
@@ -401,6 +430,18 @@ CATALOGUE = (
     Defect("norm-before-residual-absent", "engine.semantics/norm-before-residual",
            "without norm_before_residual (vLLM defaults it to True, speculators trained with False)",
            config(norm_before_residual=REMOVE), also=("forward.equivalence/differs",), layouts=(SPECULATORS,)),
+    # ----- gated on recorded states: the acceptance level
+    Defect("norm-before-residual-absent-measured", "acceptance.engine-drop/drop",
+           "without norm_before_residual (vLLM 0.33 defaults it to True), gated with --max-drop 0.02 on states "
+           "recorded from it", config(norm_before_residual=REMOVE),
+           also=("engine.semantics/norm-before-residual", "forward.equivalence/differs"), layouts=(SPECULATORS,),
+           data=True, options={"max_drop": 0.02}),
+    Defect("norm-before-residual-flipped", "acceptance.trained-with/norm-before-residual",
+           "stating norm_before_residual true, gated on states recorded from it as trained (false)",
+           config(norm_before_residual=True), layouts=(SPECULATORS,), data=True),
+    Defect("lm-head-rows-shuffled", "acceptance.figures/below-minimum",
+           "with lm_head's rows shuffled, gated on states recorded from it with --min-acceptance 1.5",
+           _lm_head_rows_shuffled, data=True, options={"min_acceptance": 1.5}),
     Defect("aux-ids-in-eagle-config-only", "engine.aux-layers/ids-not-read",
            "with its aux ids in eagle_config only (where vLLM 0.33 does not read them)",
            config(eagle_aux_hidden_state_layer_ids=REMOVE), layouts=(FLAT,), options={"aux_convention": "vllm"}),
@@ -497,7 +538,8 @@ def run_example(check_id: str, failing: bool, root: Path | None = None) -> Any:
             draft.save(path)
         target_path = Path(tmp) / "target.json"
         target_path.write_text(json.dumps(target_config(EXAMPLE)))
-        gate_options = parse_options(**{"reference": "none", **example.defect.gate_options(target_path)})
+        data = example_data(example.layout, Path(tmp)) if example.defect.data else None
+        gate_options = parse_options(**{"reference": "none", **example.defect.gate_options(target_path, data)})
         target = load_target(gate_options.target_config) if gate_options.target_config else None
         ckpt = open_checkpoint(path)
         reference, note = resolve_reference(gate_options.reference, ckpt)

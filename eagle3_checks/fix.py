@@ -112,7 +112,9 @@ def _choose(edits: list[Edit], applied: dict[str, Any]) -> tuple[list[Edit], lis
 
 def plan_fixes(src: Checkpoint, options: GateOptions) -> tuple[dict | None, FixResult]:
     """The fixed config of ``src`` (nothing written) and what was done: rounds of gate, patch, gate again."""
-    options = dataclasses.replace(options, level="header")  # fixes are config edits: the header level finds them
+    # fixes are config edits: the header level finds them, and with recorded states (--data) the acceptance level's
+    # resolver (what the weights were trained with), which needs the levels before it
+    options = dataclasses.replace(options, level=options.level if options.data else "header")
     config, outcome = copy.deepcopy(src.config_raw), FixResult(None)
     applied: dict[str, Any] = {}
     result = gate_checkpoint(src, options)

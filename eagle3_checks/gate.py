@@ -23,7 +23,7 @@ from .drafter.spec import Spec, resolve_reference
 from .engines import AUX_CONVENTIONS, ENGINE_NAMES
 from .engines import resolve as resolve_engines
 from .errors import UsageError
-from .options import LEVELS, GateOptions
+from .options import ACCEPT_STEPS, FAIL_SHARE, LEVELS, GateOptions
 from .registry import (
     CRASHED,
     SLUG,
@@ -188,8 +188,11 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                   strict: bool = False, waive: Iterable[str] = (), engine: str | Iterable[str] | None = None,
                   source: str | None = None, aux_convention: str | None = None,
                   max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
-                  download: bool = False) -> GateOptions:
+                  download: bool = False, data: str | None = None, max_drop: float | str | None = None,
+                  min_acceptance: float | str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
+    if level == "acceptance" and not data:
+        raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
     if level is not None:
         if level not in LEVELS:
             raise UsageError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
@@ -207,6 +210,9 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--max-model-len {max_model_len!r}: a positive number of tokens") from None
         if max_model_len <= 0:
             raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
+    drop, minimum = acceptance_thresholds(max_drop, min_acceptance, ACCEPT_STEPS)
+    if data and not os.path.isdir(data):
+        raise UsageError(f"--data {data}: not a directory (the recorded target states' folder)")
     waivers: list[tuple[str, str]] = []
     for item in waive:
         waived, sep, reason = item.partition("=")
@@ -218,7 +224,24 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                        strict=bool(strict), waive=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
-                       revision=revision or None, download=bool(download))
+                       revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
+                       min_acceptance=minimum)
+
+
+def acceptance_thresholds(max_drop: float | str | None, min_acceptance: float | str | None,
+                          steps: int) -> tuple[float, float | None]:
+    """--max-drop (default FAIL_SHARE) and --min-acceptance, validated for K = ``steps``. Raises UsageError."""
+    try:
+        drop = FAIL_SHARE if max_drop is None else float(max_drop)
+        minimum = None if min_acceptance is None else float(min_acceptance)
+    except (TypeError, ValueError):
+        raise UsageError(f"--max-drop {max_drop!r} / --min-acceptance {min_acceptance!r}: numbers") from None
+    if not 0 <= drop < 1:
+        raise UsageError(f"--max-drop must be a share from 0 to below 1 (0.1 is 10%), not {drop:g}")
+    if minimum is not None and not 1 <= minimum <= steps + 1:
+        raise UsageError(f"--min-acceptance must be an acceptance length from 1 to {steps + 1} (K+1 with "
+                         f"--steps {steps}), not {minimum:g}")
+    return drop, minimum
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

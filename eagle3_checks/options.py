@@ -13,9 +13,18 @@ from dataclasses import dataclass
 
 from .engines import resolve as resolve_engines
 
-LEVELS = ("header", "scan", "forward")
+# "acceptance" runs only with recorded target states (--data): GateOptions.levels leaves it out without them
+LEVELS = ("header", "scan", "forward", "acceptance")
 # the share of the trainer reading's acceptance length an engine reading may lose before it fails (accept --max-drop)
 FAIL_SHARE = 0.10
+ACCEPT_STEPS = 3  # the draft steps K the acceptance level (and accept) runs
+# The acceptance level's resolver (acceptance/resolve.py) decides which of two readings the weights were trained
+# with only when the better one gains at least DECIDE_GAIN (in alpha with the target's distribution, in acceptance
+# length with the recorded tokens) over at least DECIDE_POSITIONS positions; else "undecided". Measured on the
+# project's trained tiny drafters (tests/peers/train_world.py): the wrong rope base costs 0.018-0.034 in both, a
+# flipped norm_before_residual 0.16-1.6; an untrained drafter moves by at most 0.001.
+DECIDE_GAIN = 0.01
+DECIDE_POSITIONS = 200
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,11 @@ class GateOptions:
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
     max_model_len: int | None = None  # the context the drafter will be served with
     progress: bool = False  # show progress on a terminal (long scans)
+    # the acceptance level: recorded target states (a folder, as accept reads it), the share of the trainer
+    # reading's acceptance length an engine reading may lose, and the length below which a reading is warned about
+    data: str | None = None
+    max_drop: float = FAIL_SHARE
+    min_acceptance: float | None = None
 
     @property
     def waivers(self) -> dict[str, str]:
@@ -56,6 +70,6 @@ class GateOptions:
         return self.engine or resolve_engines(None)[0]
 
     def levels(self) -> tuple[str, ...]:
-        if self.level is None:
-            return LEVELS
-        return LEVELS[: LEVELS.index(self.level) + 1]
+        """The levels that run: up to ``level`` (default all), the acceptance level only with ``data``."""
+        levels = LEVELS if self.level is None else LEVELS[: LEVELS.index(self.level) + 1]
+        return levels if self.data else tuple(lv for lv in levels if lv != "acceptance")

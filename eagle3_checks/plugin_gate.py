@@ -86,14 +86,17 @@ def configure(config: pytest.Config) -> None:
     from_ini = config.getoption(dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
     ckpts = [str(base / p) if from_ini and not os.path.isabs(p) and not is_hub(p) else p for p in ckpts]
-    target, source, target_ckpt = (_ini_relative(config, name) for name in ("target-config", "source", "target"))
+    target, source, target_ckpt, data = (_ini_relative(config, name)
+                                         for name in ("target-config", "source", "target", "data"))
     try:
         options = parse_options(reference=value(config, "reference"), target_config=target,
                                 level=value(config, "level"), strict=bool(value(config, "strict")),
                                 waive=value(config, "waive") or [], engine=value(config, "engine"), source=source,
                                 aux_convention=value(config, "aux-convention"),
                                 max_model_len=value(config, "max-model-len"), target=target_ckpt,
-                                revision=value(config, "revision"), download=bool(value(config, "download")))
+                                revision=value(config, "revision"), download=bool(value(config, "download")),
+                                data=data, max_drop=value(config, "max-drop"),
+                                min_acceptance=value(config, "min-acceptance"))
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:

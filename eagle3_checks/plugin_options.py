@@ -32,6 +32,9 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),
+    "data": ("string", None, "recorded target states: runs the acceptance level"),
+    "max-drop": ("string", None, "the share of the trainer reading's acceptance length an engine reading may lose"),
+    "min-acceptance": ("string", None, "warn about a reading whose acceptance length is below this"),
 }
 
 STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint

@@ -574,3 +574,22 @@ def test_figures_equal_speculators_own_full_and_cond_accuracy(tmp_path, monkeypa
         assert product == pytest.approx(full, abs=1e-6)
         seen.append((full, ours.conditional_accuracy[k]))
     assert 0.2 < seen[0][0] < 0.8 and seen[1][0] > 0.0, seen  # not a trivial agreement
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--level", "acceptance"], "give --data DIR"),
+    (["--data", "no-such-folder"], "not a directory"),
+    (["--data", ".", "--max-drop", "1.5"], "--max-drop must be a share"),
+    (["--data", ".", "--min-acceptance", "9"], "--min-acceptance must be an acceptance length from 1 to 4"),
+])
+def test_the_gate_refuses_bad_acceptance_options(drafter, capsys, args, said):
+    path = drafter("speculators").write()
+    assert main(["check", str(path), *args]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_without_data_the_acceptance_level_does_not_run(drafter, capsys):
+    path = drafter("speculators").write()
+    assert main(["check", str(path), "--format", "json"]) == 0
+    ids = {c["id"] for c in json.loads(capsys.readouterr().out)["checkpoints"][0]["checks"]}
+    assert "forward.equivalence" in ids and not any(i.startswith("acceptance.") for i in ids)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from eagle3_checks.defects import CATALOGUE, DEFECTS
+from eagle3_checks.defects import CATALOGUE, DEFECTS, example_data
 from eagle3_checks.gate import all_checks
 from helpers import CLEAN, LAYOUTS, assert_clean, assert_fails, run, write_defect
 
@@ -19,6 +20,7 @@ UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden file
 CASES = [pytest.param(defect, layout, id=f"{defect.name}-{layout}") for defect in CATALOGUE
          for layout in defect.layouts]
 BY_ID = {c.id: c for c in all_checks()}
+DATA = Path(tempfile.mkdtemp(prefix="eagle3-example-data-"))  # the defects' recorded states, per worker
 
 
 def runnable(code: str) -> bool:
@@ -28,8 +30,13 @@ def runnable(code: str) -> bool:
 
 
 def gate_defect(drafter, target_path, defect, layout):
-    """The gate (every level; --strict, so that a defect whose code is a warning fails it) on the defect."""
-    return run(write_defect(drafter(layout), defect), strict=True, **defect.gate_options(target_path))
+    """The gate (every level; --strict, so that a defect whose code is a warning fails it) on the defect; one gated
+    on recorded states gets the clean example's own (written once per session and layout)."""
+    data = example_data(layout, DATA) if defect.data and runnable(defect.code) else None
+    if defect.data and data is None:  # no torch here: the defect's acceptance-level codes cannot be judged
+        return run(write_defect(drafter(layout), defect), strict=True,
+                   **{k: v for k, v in defect.gate_options(target_path, "-").items() if k != "data"})
+    return run(write_defect(drafter(layout), defect), strict=True, **defect.gate_options(target_path, data))
 
 
 @pytest.mark.parametrize("defect, layout", CASES)
@@ -58,14 +65,14 @@ def said(f) -> str:
 
 def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):
     """Each defect's findings of its codes, message and fix (regenerate with EAGLE3_UPDATE_GOLDEN=1). Not the
-    forward level's: they need torch, and the logits they compare depend on its build."""
+    forward and acceptance levels': they need torch, and the figures they state depend on its build."""
     lines = []
     for defect in CATALOGUE:
         for layout in defect.layouts:
             result = gate_defect(drafter, target_path, defect, layout)
             lines += sorted({f"{defect.name} [{layout}] {said(f)}" for f in result.findings()
                              if f.code in defect.codes and f.severity.value != "info"
-                             and BY_ID[f.code.partition("/")[0]].level != "forward"})
+                             and BY_ID[f.code.partition("/")[0]].level not in ("forward", "acceptance")})
     text = "\n".join(lines) + "\n"
     if UPDATE:
         GOLDEN.write_text(text)

@@ -20,8 +20,9 @@ def _modules() -> list[pathlib.Path]:
 # The ones allowed, each to keep a start-up light. The pytest plugin's entry point is imported by every pytest run
 # where eagle3-checks is installed, and imports the gate only when an eagle3 option is given. The command imports the
 # machinery of each command other than check when that command runs, the scan and forward checks their passes
-# (numerics.value_stats, numerics.draft_steps) when they run, and a folder's reader the pytorch_model.bin reader when
-# the folder has one: `check --level header` of a safetensors drafter imports none of them (tests/test_header_path.py).
+# (numerics.value_stats, numerics.draft_steps) and the acceptance level its evaluation when they run, and a folder's
+# reader the pytorch_model.bin reader when the folder has one: `check --level header` of a safetensors drafter
+# imports none of them (tests/test_header_path.py).
 LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
     (path, fn, name) for path, fn, names in (
         ("cli.py", "cmd_convert", ("ConvertRefused", "convert")),
@@ -34,6 +35,10 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("cli.py", "cmd_accept", ("AcceptanceError", "DataError", "evaluate", "expect_of", "load_head", "readings",
                                   "render_text", "samples")),
         ("checks/scan.py", "values", ("scan", "supported")),
+        ("checks/acceptance.py", "_evaluate", ("AcceptanceError", "DataError", "evaluate", "expect_of", "load_head",
+                                               "readings", "samples", "answers", "candidates")),
+        ("checks/acceptance.py", "trained_with", ("CONFIRMED", "CONTRADICTED")),
+        ("defects.py", "example_data", ("write_self_labelled",)),
         ("checks/forward.py", "_weights", ("Weights",)),
         ("checks/forward.py", "_logits", ("run",)),
         ("checks/forward.py", "equivalence", ("ForwardError", "compare", "random_inputs")),

@@ -18,8 +18,10 @@ except ImportError:
 
 import helpers
 
-N_CHECKS = len(all_checks())  # one item each with the default --eagle3-engine (vllm)
-LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in all_checks()}
+# one item each with the default --eagle3-engine (vllm); the acceptance level's only with --eagle3-data
+DEFAULT = [c for c in all_checks() if c.level != "acceptance"]
+N_CHECKS = len(DEFAULT)
+LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in DEFAULT}
 
 
 def test_gate_from_an_empty_folder(pytester, drafter):
@@ -339,3 +341,23 @@ def test_scan_level_in_ci(pytester, drafter):
     result.stdout.fnmatch_lines(["*ERROR: fc.weight: 1 NaN of 12288 values, the first at index (2, 3)*",
                                  f"FAILED eagle3-checks::{path.name}::scan.values - *"])
     assert result.ret == 1
+
+
+def test_eagle3_data_adds_the_acceptance_level(pytester, drafter, tmp_path):
+    """--eagle3-data runs the acceptance level's three checks (one item each, engine-drop per release), with the
+    gate's thresholds as plugin options; the example drafter without norm_before_residual, on states recorded from
+    it, loses more than 2% of its acceptance under vLLM 0.33.0's default."""
+    pytest.importorskip("torch")
+    from eagle3_checks.defects import example_data
+
+    data = example_data("speculators", tmp_path)
+    clean = drafter("speculators").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={clean}", f"--eagle3-data={data}", "--eagle3-reference=none",
+                                "-k", "acceptance", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, deselected=N_CHECKS)
+    d = drafter("speculators")
+    helpers.inject(d, "norm-before-residual-absent-measured")
+    result = pytester.runpytest(f"--eagle3-ckpt={d.write()}", f"--eagle3-data={data}", "--eagle3-max-drop=0.02",
+                                "--eagle3-reference=none", "-k", "acceptance", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1, deselected=N_CHECKS)
+    result.stdout.fnmatch_lines(["*acceptance.engine-drop*vllm@0.33.0*"])

@@ -23,8 +23,11 @@ Figures per reading, over the starting positions whose K labels all exist and wh
   acceptance rate of speculative sampling.
 
 With ``--target`` the labels are the target's argmax at the position each step drafts from (row j, step k:
-position j+k+1), and step k+1 is fed that token. Steps after the first are exact where the recorded tokens are the
-target's own greedy continuation; elsewhere the target's state at j+k+1 saw the recorded tokens, not the drafted ones.
+position j+k+1). Later steps are fed the recorded tokens in both cases, as speculators' teacher forcing does
+(``core.py:325-338``): the recorded states saw those tokens. Where the recorded tokens are the target's own greedy
+continuation (the response a trainer's data generation regenerates with the target) that is what an engine feeds
+after an accepted step; in a prompt the target's argmax may differ from the next recorded token, and the figures
+then count what speculators' metrics count.
 
 A sample's positions from its first non-finite (NaN or Inf) state on are skipped and counted: every later row
 attends to that state.
@@ -32,6 +35,7 @@ attends to that state.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +68,7 @@ class Figures:
     overlap_n: int = 0
     problem: str | None = None  # the reading cannot compute the drafter
     causes: list[str] = field(default_factory=list)  # how this reading differs from the trainer's (engines.reading)
+    fields: list[str] = field(default_factory=list)  # the semantic fields it differs in
 
     def __post_init__(self) -> None:
         for name in ("correct", "counted", "cond_correct", "cond_counted"):
@@ -169,8 +174,9 @@ def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Input
     t = x.shape[0]
     rows = t - 1
     j = torch.arange(rows)
+    padded = torch.cat([x, torch.zeros(steps + 1, dtype=torch.int64)])
+    recorded = [padded[j + k + 2] for k in range(steps - 1)]  # what step k+1 is fed
     if target is None:  # the recorded next tokens
-        padded = torch.cat([x, torch.zeros(steps + 1, dtype=torch.int64)])
         labels = torch.stack([padded[j + k + 2] for k in range(steps)])
         valid = torch.stack([(j + k + 2) < t for k in range(steps)])
         target_logits = None
@@ -184,7 +190,7 @@ def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Input
         m = torch.cat([sample.loss_mask.to(torch.bool), torch.zeros(steps + 1, dtype=torch.bool)])
         valid &= torch.stack([m[j + k + 1] for k in range(steps)])
     inputs = Inputs(aux_hidden_states=sample.aux[:rows], input_ids=x[1:], position_ids=j + 1,
-                    later_tokens=[labels[k] for k in range(steps - 1)])
+                    later_tokens=recorded)
     return inputs, labels, valid, target_logits
 
 
@@ -216,15 +222,26 @@ def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: 
     fig.accepted += float(accepted[start].sum())
 
 
+def permuted(aux: Any, order: Sequence[int]) -> Any:
+    """The aux states (T, A*Ht) with their A blocks in ``order``: block i of the result is block order[i]."""
+    blocks = aux.chunk(len(order), dim=-1)
+    import torch
+
+    return torch.cat([blocks[i] for i in order], dim=-1)
+
+
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
-             device: str = "cpu", target: Any = None) -> Result:
+             device: str = "cpu", target: Any = None, orders: dict[str, Sequence[int]] | None = None) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
-    :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax. Raises AcceptanceError."""
+    :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax. ``orders``: the readings (by
+    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. Raises AcceptanceError."""
+    orders = orders or {}
     figures = [Figures(name, steps) for name, _ in named]
     trained = named[0][1]
     for fig, (_, reading) in zip(figures[1:], named[1:], strict=True):
         if reading.servable:
-            fig.causes = [describe_difference(n, reading, trained) for n in differences(reading, trained)]
+            fig.fields = differences(reading, trained)
+            fig.causes = [describe_difference(n, reading, trained) for n in fig.fields]
     for fig, (_, reading) in zip(figures, named, strict=True):
         if not reading.servable:
             fig.problem = ("cannot compute this drafter: "
@@ -245,8 +262,10 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
                 continue
+            fed = inputs if name not in orders else dataclasses.replace(
+                inputs, aux_hidden_states=permuted(inputs.aux_hidden_states, orders[name]))
             try:
-                logits = run(reading, weights, inputs, steps)
+                logits = run(reading, weights, fed, steps)
             except ForwardError as exc:
                 if name == TRAINER:
                     raise AcceptanceError(f"the trainer's reading cannot run: {exc}") from exc

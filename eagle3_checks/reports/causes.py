@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the checks name causes (config_cause) and the gate imports 
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 # which checks state a cause best, before those that see its consequences
 _OWNER = ("files", "keys", "config.", "vocab.", "dtypes", "shapes", "target.", "engine.", "scan.", "reference.",
-          "forward.")
+          "forward.", "acceptance.")
 
 
 @dataclass

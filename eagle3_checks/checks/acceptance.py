@@ -1,0 +1,220 @@
+"""The acceptance level: what each reading of the drafter accepts on the user's recorded target states (``--data``),
+and which semantics its weights were trained with.
+
+One pass over the data runs every reading at once (:func:`eagle3_checks.acceptance.evaluate`): the trainer's, each
+selected engine release's, and the resolver's candidates (:mod:`eagle3_checks.acceptance.resolve`), K =
+:data:`~eagle3_checks.options.ACCEPT_STEPS` draft steps, teacher-forced. With ``--target`` (a local folder) the labels
+are the target's argmax and alpha is measured; without it the recorded next tokens are the labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..engines.reading import effect, fix_for, patch_for
+from ..numerics import torch_missing
+from ..options import ACCEPT_STEPS
+from ..registry import CONFIG, Context, Data, NotApplicable, check, config_cause, error, info, note, warning
+from ._common import release
+
+_KEY = ("acceptance",)
+_SLUG = {"rope_theta": "rope-theta", "norm_before_residual": "norm-before-residual", "feedback": "norm-output",
+         "aux_order": "aux-order"}
+
+
+def _evaluation(ctx: Context) -> dict[str, Any]:
+    """The figures of every reading and the resolver's answers, computed once per gate run."""
+    if _KEY in ctx.cache:
+        got = ctx.cache[_KEY]
+        if isinstance(got, NotApplicable):
+            raise got
+        return got
+    try:
+        ctx.cache[_KEY] = _evaluate(ctx)
+    except NotApplicable as exc:
+        ctx.cache[_KEY] = exc
+        raise
+    return ctx.cache[_KEY]
+
+
+def _evaluate(ctx: Context) -> dict[str, Any]:
+    from ..acceptance import AcceptanceError, DataError, evaluate, expect_of, load_head, readings, samples
+    from ..acceptance.resolve import answers, candidates
+
+    ckpt, options = ctx.ckpt, ctx.options
+    if not options.data:
+        raise NotApplicable("no recorded target states (--data)")
+    if ckpt.config is None or not ckpt.complete or ckpt.past_end or ckpt.problems:
+        raise NotApplicable("the checkpoint's files are incomplete or broken (see files)")
+    try:
+        named = readings(ckpt, options.engines(), options.optional_engines)
+    except AcceptanceError as exc:
+        raise NotApplicable(str(exc)) from None
+    trained = named[0][1]
+    cands = candidates(trained)
+    expect = expect_of(trained)
+    head, labels_note = None, ""
+    if options.target and Path(options.target).is_dir():
+        try:
+            head = load_head(Path(options.target), expect.hidden, expect.vocab)
+        except DataError as exc:
+            raise NotApplicable(f"--target {options.target}: {exc}") from None
+    elif options.target:
+        labels_note = f" (--target {options.target} is not a local folder: its lm_head is not read here)"
+    try:
+        result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], samples(Path(options.data), expect),
+                          ACCEPT_STEPS, target=head, orders={c.name: c.order for c in cands if c.order})
+    except (AcceptanceError, DataError) as exc:
+        raise NotApplicable(f"--data {options.data}: {exc}") from None
+    result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
+    served = {name: fig for (name, _), fig in zip(named, result.readings, strict=False)}
+    return {"result": result, "served": served, "answers": answers(result, trained, cands), "trained": trained,
+            "labels_note": labels_note}
+
+
+def _figures(fig: Any) -> str:
+    alpha = "" if fig.alpha is None else f", alpha {fig.alpha:.3f}"
+    return (f"acceptance length {fig.acceptance_length:.3f} over {fig.positions} positions (step accuracy "
+            f"{' '.join(f'{a:.3f}' for a in fig.step_accuracy)}{alpha})")
+
+
+@check(
+    "acceptance.figures",
+    "The drafter, read as trained, accepts drafts on the recorded target states",
+    example="lm-head-rows-shuffled",
+    level="acceptance",
+    requires=torch_missing,
+    guards="A drafter whose every name, shape and flag is right and that still accepts almost nothing: weights "
+    "from another run, an untrained or broken export (the story this project comes from: 15% acceptance under "
+    "vLLM, found hours into serving).",
+    evidence=("field survey rows A2-A8, B1, G2, G4-G5, H6: weights load cleanly, acceptance collapses",
+              "unslothai/unsloth#10401: an untrained drafter scored alpha 0.01"),
+    fix="retrain or re-export the drafter from the trained run; record states from the target it serves with",
+    codes={"figures": note("the trainer reading's acceptance on the data"),
+           "below-minimum": "a reading's acceptance length is below --min-acceptance (a warning)"},
+)
+def figures(ctx: Context) -> Iterable[Any]:
+    got = _evaluation(ctx)
+    result = got["result"]
+    base = result.readings[0]
+    yield info(f"read as trained: {_figures(base)}; labels: {result.labels}{got['labels_note']}"
+               + (f"; {result.skipped} positions skipped for non-finite states" if result.skipped else ""),
+               file=ctx.options.data, code="figures")
+    yield Data(acceptance={**result.record(), "readings": [f.record() for f in got["served"].values()]})
+    minimum = ctx.options.min_acceptance
+    if minimum is not None and base.acceptance_length < minimum:
+        yield warning(
+            f"read as trained, the drafter reaches acceptance length {base.acceptance_length:.3f} on the data, "
+            f"below the minimum {minimum:g}",
+            file=ctx.options.data, expected=f"acceptance length >= {minimum:g} (--min-acceptance)",
+            found=_figures(base), code="below-minimum",
+            why=f"each draft round of {ACCEPT_STEPS} tokens would yield {base.acceptance_length:.2f} tokens: "
+            "speculative decoding gains little or costs time",
+            fix="check that the weights are the trained run's and that the data comes from the target the drafter "
+            "was trained for; then retrain or re-export")
+
+
+@check(
+    "acceptance.engine-drop",
+    "The engine's reading keeps the acceptance the drafter reaches as trained",
+    example="norm-before-residual-absent-measured",
+    level="acceptance",
+    per_engine=True,
+    requires=torch_missing,
+    guards="An engine reading that computes the drafter differently from its trainer: measured on the user's own "
+    "data, in acceptance length, rather than in logits on random inputs.",
+    evidence=("vLLM update_eagle3: norm_before_residual defaults to True, speculators to False",
+              "vLLM PR #28549: the target's lm_head replaced the drafter's, mean acceptance 1.32 instead of 2.49"),
+    fix="state what the trainer computed in config.json (the finding's difference says which field)",
+    codes={"drop": "the release's reading loses more than --max-drop of the trained acceptance length",
+           "unservable": "the release's reading cannot compute the drafter",
+           "holds": note("the release's reading keeps the trained acceptance")},
+)
+def engine_drop(ctx: Context) -> Iterable[Any]:
+    spec = release(ctx)
+    got = _evaluation(ctx)
+    fig = got["served"].get(spec)
+    if fig is None:
+        raise NotApplicable(f"{spec} does not read the {ctx.ckpt.layout} layout (name it to require it)")
+    base = got["result"].readings[0]
+    if fig.problem:
+        yield error(f"{spec} cannot run the drafter on the data: {fig.problem}", code="unservable",
+                    expected="a reading that computes the drafter", found=fig.problem,
+                    why="the engine refuses the drafter or serves parameters it does not fill (forward.equivalence "
+                    "and engine.loads say which)", fix="fix what engine.loads lists")
+        return
+    share = 1 - fig.acceptance_length / base.acceptance_length
+    if share > ctx.options.max_drop + 1e-12:
+        causes = "; ".join(fig.causes) or "no modelled field (see forward.equivalence)"
+        yield error(
+            f"{spec} reaches acceptance length {fig.acceptance_length:.3f} on the data, {100 * share:.1f}% below "
+            f"the {base.acceptance_length:.3f} the drafter reaches as trained; the readings differ in {causes}",
+            # one differing field: the config field engine.semantics names is the root cause of the drop
+            cause=config_cause(fig.fields[0]) if len(fig.fields) == 1 else None,
+            file=ctx.options.data, expected=f"at most {100 * ctx.options.max_drop:g}% below "
+            f"{base.acceptance_length:.3f} (--max-drop)", found=_figures(fig), code="drop",
+            why=f"served by {spec}, each draft round of {ACCEPT_STEPS} tokens yields {fig.acceptance_length:.2f} "
+            f"tokens instead of {base.acceptance_length:.2f}",
+            fix="make config.json state what the trainer computed: forward.equivalence and engine.semantics give "
+            "the field and its patch (eagle3-checks fix applies them)")
+    else:
+        yield info(f"{spec}: {_figures(fig)}, {100 * share:+.1f}% below the trained reading", code="holds")
+
+
+@check(
+    "acceptance.trained-with",
+    "The config states the semantics the weights were trained with",
+    example="norm-before-residual-flipped",
+    level="acceptance",
+    requires=torch_missing,
+    guards="A config that says something else than the trainer computed, which no reader of the config can see: "
+    "SpecForge before PR #270 trained with rope base 10000 whatever rope_theta said; a converter wrote the wrong "
+    "norm_before_residual or norm_output; fc's input blocks reordered.",
+    evidence=("SpecForge PR #270 (2025-10-30): rope base 10000 when rope_scaling was null",
+              "SpecForge PR #879 (2026-09): norm_output changed meaning",
+              "vLLM update_eagle3: norm_before_residual defaults to True, speculators to False"),
+    fix="state the value the weights were trained with (the finding's patch); eagle3-checks fix applies it",
+    codes={"rope-theta": "the weights score better with another rope base than the config states",
+           "norm-before-residual": "the weights score better with the other norm_before_residual",
+           "norm-output": "the weights score better with the other norm_output (fed-back state)",
+           "aux-order": "the weights score better with fc's input blocks in another order",
+           "confirmed": note("the data confirms what the config states"),
+           "undecided": note("the data cannot tell the candidates apart")},
+)
+def trained_with(ctx: Context) -> Iterable[Any]:
+    from ..acceptance.resolve import CONFIRMED, CONTRADICTED
+
+    got = _evaluation(ctx)
+    raw = ctx.ckpt.config.raw if ctx.ckpt.config is not None else {}
+    for a in got["answers"]:
+        if a.verdict == CONFIRMED:
+            yield info(f"{a.question}: the data confirms the config ({a.shown()})", code="confirmed", key=a.question)
+        elif a.verdict != CONTRADICTED:
+            yield info(f"{a.question}: undecided: {a.why} ({a.shown()})", code="undecided", key=a.question)
+        elif a.question == "aux_order":
+            order = tuple(a.best)
+            yield error(
+                f"fc's input blocks score best fed the aux states in order {order}, not in the recorded order "
+                f"({a.shown()})", code="aux-order", key="fc.weight", expected="fc's column blocks in the order of "
+                "the aux layers", found=f"blocks ordered as aux {order}",
+                why="every engine feeds the captured states in layer order: the drafter sees them permuted",
+                fix=f"reorder fc.weight's {len(order)} column blocks: new block i = old block j where order[j] = i, "
+                f"order {order} (a tensor edit: re-export from the trained run)")
+        else:
+            cand = a.reading
+            patch = patch_for(a.question, cand, raw)
+            yield error(
+                f"the weights were trained with {_value(a, a.best)}, the config states {_value(a, a.stated)} "
+                f"({a.shown()})", code=_SLUG[a.question], file=CONFIG, key=a.question, patch=patch,
+                expected=_value(a, a.best), found=_value(a, a.stated),
+                why=f"{effect(a.question)}: every engine that reads the config computes what the weights were not "
+                f"trained for, {a.metric} {a.scores[0][1]:.3f} instead of {max(s for _, s in a.scores):.3f}",
+                fix=fix_for(a.question, cand) or "state the value the weights were trained with")
+
+
+def _value(a: Any, v: Any) -> str:
+    if a.question == "feedback":
+        return f"norm_output {str(v == 'normed').lower()}"
+    return f"{a.question} {v:g}" if isinstance(v, float) else f"{a.question} {str(v).lower()}"
