@@ -50,19 +50,26 @@ def target_path(tmp_path: Path) -> Path:
 PEERS = Path(__file__).parent / "peers"
 
 
+def _peer_paths(tmp_path_factory, name: str) -> tuple[Path, Path, Path]:
+    """(output folder, done marker, lock file) of a peer build, in the session's common temporary folder."""
+    import hashlib
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: basetemp is .../popen-gwN
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(PEERS.glob("*.py")))).hexdigest()[:12]
+    stem = shared / f"peer-{name}-{key}"
+    return stem, stem.with_name(stem.name + ".done"), stem.with_name(stem.name + ".lock")
+
+
 def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
     """The peer's drafters, built once per test session: under pytest-xdist the workers share one build (the first
     to take the lock builds it into the session's common temporary folder, the others wait and read it)."""
     import fcntl
-    import hashlib
 
     if importlib.util.find_spec(package) is None:
         pytest.fail(f"{package} is not installed: install the test extras as the README's test command does")
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: basetemp is .../popen-gwN
-    key = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(PEERS.glob("*.py")))).hexdigest()[:12]
-    out, done = shared / f"peer-{package}-{key}", shared / f"peer-{package}-{key}.done"
-    with open(shared / f"peer-{package}-{key}.lock", "w") as lock:
+    out, done, lock_path = _peer_paths(tmp_path_factory, package)
+    with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, whoever holds it
         if not done.exists():
             out.mkdir(exist_ok=True)
@@ -83,3 +90,61 @@ def speculators_drafters(tmp_path_factory) -> Path:
 def specforge_drafters(tmp_path_factory) -> Path:
     """Every variant of peers/variants.py SPECFORGE, built by SpecForge 0.2.0 and written by its SGLang exporter."""
     return _build_peer(tmp_path_factory, "specforge", "build_specforge.py")
+
+
+# ----- the trained world: a target and drafters trained on CPU (peers/train_world.py, about 100 s) ----------------
+#
+# Built in the background from collection on, once per session (the first worker to take the lock starts it), and
+# its tests moved to the end of the run: the rest of the suite runs meanwhile, and no worker sits waiting for it.
+
+WORLD = "trained_world"
+
+
+def _start_world(factory) -> None:
+    import fcntl
+
+    out, done, lock_path = _peer_paths(factory, WORLD)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = out.with_name(out.name + ".started")
+        if done.exists() or started.exists():
+            return
+        out.mkdir(exist_ok=True)
+        started.write_text("")
+        log = out.with_name(out.name + ".log")
+        script = (f'"$0" "{PEERS / "train_world.py"}" "{out}" > "{log}" 2>&1 && touch "{done}" '
+                  f'|| touch "{out}.failed"')
+        subprocess.Popen(["/bin/sh", "-c", script, sys.executable], start_new_session=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+
+
+def pytest_collection_modifyitems(session, config, items):
+    world = [item for item in items if WORLD in getattr(item, "fixturenames", ())]
+    if not world:
+        return
+    ids = {id(item) for item in world}
+    items[:] = [item for item in items if id(item) not in ids] + world
+    if importlib.util.find_spec("speculators") is not None and not os.environ.get("EAGLE3_TRAINED_WORLD"):
+        _start_world(config._tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def trained_world(tmp_path_factory) -> Path:
+    """peers/train_world.py's output: target/, train/, test/, drafters/NAME/, metrics.json. EAGLE3_TRAINED_WORLD=DIR
+    uses one built before (``python tests/peers/train_world.py DIR``), when working on these tests."""
+    import time
+
+    if os.environ.get("EAGLE3_TRAINED_WORLD"):
+        return Path(os.environ["EAGLE3_TRAINED_WORLD"])
+    if importlib.util.find_spec("speculators") is None:
+        pytest.fail("speculators is not installed: install the test extras as the README's test command does")
+    _start_world(tmp_path_factory)  # a no-op when collection started it
+    out, done, _ = _peer_paths(tmp_path_factory, WORLD)
+    failed = out.with_name(out.name + ".failed")
+    deadline = time.monotonic() + 1200
+    while not done.exists():
+        if failed.exists() or time.monotonic() > deadline:
+            log = out.with_name(out.name + ".log")
+            pytest.fail("peers/train_world.py failed: " + (log.read_text()[-4000:] if log.exists() else "no log"))
+        time.sleep(0.5)
+    return out
