@@ -91,6 +91,15 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="recorded target states (as accept reads them): runs the acceptance level, each reading's "
                    f"acceptance over K={ACCEPT_STEPS} draft steps and which semantics the weights were trained with")
     _threshold_options(p)
+    _loss_mask_options(p)
+
+
+def _loss_mask_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--loss-mask", metavar="DIR",
+                   help="speculators' prepared-data folder (datasets save_to_disk, with input_ids and loss_mask): "
+                   "only masked-in positions count (needs pyarrow)")
+    p.add_argument("--loss-mask-start", type=int, default=0, metavar="N",
+                   help="the hs_<i> index of its first row (speculators' start file index; default 0)")
 
 
 def _threshold_options(p: argparse.ArgumentParser) -> None:
@@ -173,10 +182,18 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{DEFAULT_ENGINE})")
     p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
                    help=f"draft steps K, 1 to {MAX_STEPS} (default {ACCEPT_STEPS})")
-    p.add_argument("--target", metavar="DIR",
-                   help="the target checkpoint's folder: labels become its argmax and alpha is reported (only its "
-                   "final norm and lm_head are read); without it the labels are the recorded next tokens")
+    p.add_argument("--target", metavar="DIR|hf://ORG/NAME[@REVISION]",
+                   help="the target checkpoint: labels become its argmax and alpha is reported (only its final norm "
+                   "and lm_head are read, by byte range on the Hub); without it the labels are the recorded next "
+                   "tokens")
     _threshold_options(p)
+    _loss_mask_options(p)
+    p.add_argument("--resolve", action="store_true",
+                   help="also score what the config cannot prove (rope base, norm_before_residual, norm_output, aux "
+                   "order) and say which the weights were trained with; a contradiction exits 1")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="where the readings run: auto (default) a GPU when torch sees one, else the CPU; the figures "
+                   "agree to float rounding")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
@@ -287,7 +304,8 @@ def _parse_gate_options(args: argparse.Namespace):
                          strict=args.strict, waive=args.waive, engine=args.engine, source=args.source,
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
                          revision=args.revision, download=args.download, data=args.data, max_drop=args.max_drop,
-                         min_acceptance=args.min_acceptance)
+                         min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
+                         loss_mask_start=args.loss_mask_start)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -615,7 +633,18 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from .acceptance import AcceptanceError, DataError, evaluate, expect_of, load_head, readings, render_text, samples
+    from .acceptance import (
+        AcceptanceError,
+        DataError,
+        LossMasks,
+        evaluate,
+        expect_of,
+        load_head,
+        readings,
+        render_text,
+        samples,
+    )
+    from .acceptance.resolve import CONTRADICTED, answers, candidates
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
@@ -624,6 +653,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
+    device = _device(args.device)
     ckpt = open_any(args.ckpt)
     if ckpt.problems:
         raise UsageError(f"{args.ckpt}: the checkpoint has integrity problems ({ckpt.problems[0].file}: "
@@ -634,20 +664,57 @@ def cmd_accept(args: argparse.Namespace) -> int:
         for why in left_out:
             print(f"eagle3-checks: note: {why}", file=sys.stderr)
         expect = expect_of(named[0][1])
-        head = load_head(Path(args.target), expect.hidden, expect.vocab) if args.target else None
-        result = evaluate(ckpt, named, samples(Path(args.data), expect), args.steps, target=head)
+        head = load_head(args.target, expect.hidden, expect.vocab, device) if args.target else None
+        masks = LossMasks(Path(args.loss_mask), args.loss_mask_start) if args.loss_mask else None
+        data = samples(Path(args.data), expect, masks)
+        if args.format == "text" and sys.stderr.isatty():  # a progress bar where a person watches
+            data = _progress(data, Path(args.data))
+        cands = candidates(named[0][1]) if args.resolve else []
+        result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], data, args.steps, device=device,
+                          target=head, orders={c.name: c.order for c in cands if c.order})
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
+    found = answers(result, named[0][1], cands) if cands else []
+    result.readings = result.readings[:len(named)]  # the resolver's candidates are not readings of an engine
     result.max_drop, result.min_acceptance = args.max_drop, args.min_acceptance
+    contradicted = [a for a in found if a.verdict == CONTRADICTED]
     if args.format == "json":
-        _write(json.dumps(result.record(), indent=2) + "\n")
+        record = result.record()
+        if args.resolve:
+            record["trained_with"] = [a.record() for a in found]
+        _write(json.dumps(record, indent=2) + "\n")
         for why in result.warnings():
             print(f"eagle3-checks: warning: {why}", file=sys.stderr)
         if result.skipped:
             print(f"eagle3-checks: note: {result.skipped} positions skipped for non-finite states", file=sys.stderr)
     else:
-        _write(render_text(result))
-    return 1 if result.failures() else 0
+        _write(render_text(result) + "".join(f"trained with: {a.describe()}\n" for a in found)
+               + (f"FAIL: the config contradicts what the weights were trained with: "
+                  f"{', '.join(a.question for a in contradicted)} (`eagle3-checks fix CKPT DST --data ...` states "
+                  "the trained values)\n" if contradicted else ""))
+    return 1 if result.failures() or contradicted else 0
+
+
+def _device(choice: str) -> str:
+    import torch
+
+    from .numerics.draft_steps import default_device
+
+    if choice == "auto":
+        return default_device()
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False)")
+    return choice
+
+
+def _progress(data, folder: Path):
+    """The samples, with a one-line progress count on stderr (a terminal only)."""
+    total = sum(1 for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
+    n = 0
+    for n, sample in enumerate(data, 1):
+        print(f"\raccept: sample {n} of ~{total}", end="", file=sys.stderr, flush=True)
+        yield sample
+    print(f"\raccept: {n} samples read{' ' * 12}", file=sys.stderr, flush=True)
 
 
 COMMANDS = {"accept": cmd_accept,

@@ -189,7 +189,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                   source: str | None = None, aux_convention: str | None = None,
                   max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
                   download: bool = False, data: str | None = None, max_drop: float | str | None = None,
-                  min_acceptance: float | str | None = None) -> GateOptions:
+                  min_acceptance: float | str | None = None, loss_mask: str | None = None,
+                  loss_mask_start: int | str = 0) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level == "acceptance" and not data:
         raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
@@ -213,6 +214,14 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
     drop, minimum = acceptance_thresholds(max_drop, min_acceptance, ACCEPT_STEPS)
     if data and not os.path.isdir(data):
         raise UsageError(f"--data {data}: not a directory (the recorded target states' folder)")
+    if loss_mask and not data:
+        raise UsageError("--loss-mask: the loss masks of recorded states: give --data DIR too")
+    if loss_mask and not os.path.isdir(loss_mask):
+        raise UsageError(f"--loss-mask {loss_mask}: not a directory (speculators' prepared-data folder)")
+    try:
+        loss_mask_start = int(loss_mask_start)
+    except (TypeError, ValueError):
+        raise UsageError(f"--loss-mask-start {loss_mask_start!r}: an hs_<i> index") from None
     waivers: list[tuple[str, str]] = []
     for item in waive:
         waived, sep, reason = item.partition("=")
@@ -225,7 +234,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                        optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
                        revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
-                       min_acceptance=minimum)
+                       min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start)
 
 
 def acceptance_thresholds(max_drop: float | str | None, min_acceptance: float | str | None,

@@ -58,6 +58,8 @@ class GateOptions:
     # the acceptance level: recorded target states (a folder, as accept reads it), the share of the trainer
     # reading's acceptance length an engine reading may lose, and the length below which a reading is warned about
     data: str | None = None
+    loss_mask: str | None = None  # speculators' prepared-data folder, for its loss masks
+    loss_mask_start: int = 0  # the hs_<i> index of its first row
     max_drop: float = FAIL_SHARE
     min_acceptance: float | None = None
 

@@ -86,8 +86,8 @@ def configure(config: pytest.Config) -> None:
     from_ini = config.getoption(dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
     ckpts = [str(base / p) if from_ini and not os.path.isabs(p) and not is_hub(p) else p for p in ckpts]
-    target, source, target_ckpt, data = (_ini_relative(config, name)
-                                         for name in ("target-config", "source", "target", "data"))
+    target, source, target_ckpt, data, loss_mask = (_ini_relative(config, name) for name in
+                                                    ("target-config", "source", "target", "data", "loss-mask"))
     try:
         options = parse_options(reference=value(config, "reference"), target_config=target,
                                 level=value(config, "level"), strict=bool(value(config, "strict")),
@@ -96,7 +96,8 @@ def configure(config: pytest.Config) -> None:
                                 max_model_len=value(config, "max-model-len"), target=target_ckpt,
                                 revision=value(config, "revision"), download=bool(value(config, "download")),
                                 data=data, max_drop=value(config, "max-drop"),
-                                min_acceptance=value(config, "min-acceptance"))
+                                min_acceptance=value(config, "min-acceptance"), loss_mask=loss_mask,
+                                loss_mask_start=value(config, "loss-mask-start") or 0)
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:

@@ -33,6 +33,8 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),
     "data": ("string", None, "recorded target states: runs the acceptance level"),
+    "loss-mask": ("string", None, "speculators' prepared-data folder: its loss masks for --eagle3-data"),
+    "loss-mask-start": ("string", None, "the hs_<i> index of the loss-mask folder's first row (default 0)"),
     "max-drop": ("string", None, "the share of the trainer reading's acceptance length an engine reading may lose"),
     "min-acceptance": ("string", None, "warn about a reading whose acceptance length is below this"),
 }

@@ -593,3 +593,4 @@ def test_without_data_the_acceptance_level_does_not_run(drafter, capsys):
     assert main(["check", str(path), "--format", "json"]) == 0
     ids = {c["id"] for c in json.loads(capsys.readouterr().out)["checkpoints"][0]["checks"]}
     assert "forward.equivalence" in ids and not any(i.startswith("acceptance.") for i in ids)
+

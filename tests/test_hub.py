@@ -347,3 +347,38 @@ def test_without_huggingface_hub_the_install_hint(monkeypatch, capsys):
     assert main(["check", f"hf://{REPO}", "--level", "header"]) == 2
     said = capsys.readouterr().err
     assert f"hf:// checkpoints need huggingface_hub, which is not installed: {INSTALL['hub']}" in said
+
+
+def test_accept_with_a_target_on_the_hub_reads_its_head_by_range(drafter, hub, hf, tmp_path, capsys):
+    """accept --target hf://ORG/NAME: config.json, the header, then the final norm's and lm_head's bytes by range
+    (no other tensor of the target); the figures equal those with the same target on disk."""
+    pytest.importorskip("torch")
+    import numpy as np
+    import safetensors.numpy
+
+    from eagle3_checks.defects import example_data
+    from eagle3_checks.drafter.example import EXAMPLE
+
+    data = example_data("speculators", tmp_path)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({"hidden_size": EXAMPLE.ht, "vocab_size": EXAMPLE.vocab_size,
+                                                    "rms_norm_eps": 1e-6}))
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((4 * EXAMPLE.vocab_size, EXAMPLE.ht), dtype=np.float32)  # never to be read
+    safetensors.numpy.save_file({"model.embed_tokens.weight": big,
+                                 "model.norm.weight": rng.uniform(0.5, 1.5, EXAMPLE.ht).astype(np.float32),
+                                 "lm_head.weight": rng.standard_normal((EXAMPLE.vocab_size, EXAMPLE.ht),
+                                                                       dtype=np.float32)},
+                                str(target / "model.safetensors"))
+    hub.add("org/target", target)
+    path = drafter("speculators").write()
+    docs = []
+    for spec in (str(target), "hf://org/target"):
+        code, out, err = run(capsys, "accept", str(path), "--data", str(data), "--target", spec, "--format", "json")
+        assert code == 0, err
+        docs.append(json.loads(out))
+    assert docs[0] == docs[1] and docs[1]["labels"] == "target" and docs[1]["readings"][0]["alpha"] is not None
+    read = sum(r.sent for r in resolves(hub) if r.path.endswith(".safetensors"))
+    head_bytes = EXAMPLE.vocab_size * EXAMPLE.ht * 4 + EXAMPLE.ht * 4
+    assert head_bytes <= read < head_bytes + big.nbytes / 8

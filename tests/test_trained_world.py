@@ -224,3 +224,122 @@ def test_fix_applies_the_rope_base_the_weights_were_trained_with(trained_world, 
                  "--target", str(trained_world / "target")]) == 0
     assert not codes(gate(trained_world, fixed))
     assert json.loads((drafter / "config.json").read_text())["transformer_layer_config"]["rope_theta"] == 1e6
+
+
+def _speculators_model(world: Path, name: str):
+    """speculators' own Eagle3DraftModel of a saved drafter, its verifier norm and lm_head from the target (what
+    load_verifier_weights fetches from the Hub)."""
+    from speculators.models.eagle3 import Eagle3SpeculatorConfig
+    from speculators.models.eagle3.core import Eagle3DraftModel
+
+    config = Eagle3SpeculatorConfig.from_pretrained(str(world / "drafters" / name))
+    config.transformer_layer_config._attn_implementation = "eager"
+    model = Eagle3DraftModel(config).eval()
+    model.load_state_dict(safetensors_torch.load_file(str(world / "drafters" / name / "model.safetensors")),
+                          strict=False)
+    target = safetensors_torch.load_file(str(world / "target" / "model.safetensors"))
+    with torch.no_grad():
+        model.verifier_norm.weight.copy_(target["model.norm.weight"])
+        model.verifier_lm_head.weight.copy_(target["lm_head.weight"][model.t2d])
+    return model
+
+
+def test_speculators_loss_masks_count_as_its_metrics_count_them(trained_world, tmp_path, capsys, monkeypatch):
+    """The prepared-data folder speculators trains from, written by the datasets save_to_disk its prepare_data
+    calls (cli/prepare_data.py:243): the prompt's 8 tokens masked out, as regenerate_responses builds rows
+    (cli/regenerate_responses.py:323-329). accept --loss-mask counts only masked-in positions, and each step's
+    figures equal speculators' forward with that loss_mask."""
+    pytest.importorskip("speculators")
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from speculators.losses.eager import kl_div_loss
+
+    from eagle3_checks.acceptance import LossMasks
+
+    files = sorted((trained_world / "test").glob("hs_*.safetensors"), key=lambda p: int(p.stem[3:]))
+    rows = [safetensors_torch.load_file(str(p)) for p in files]
+    ids = [r["token_ids"].tolist() for r in rows]
+    masks = [[0] * 8 + [1] * (len(i) - 8) for i in ids]
+    folder = tmp_path / "prepared"
+    datasets.Dataset.from_dict({"input_ids": ids, "loss_mask": masks}).save_to_disk(str(folder))
+    code = main(["accept", str(trained_world / "drafters" / "trained"), "--data", str(trained_world / "test"),
+                 "--target", str(trained_world / "target"), "--loss-mask", str(folder), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    masked = json.loads(out)["readings"][0]
+    assert masked["positions"] == 16 * (48 - K - 7)  # step 0 of row j counts where mask[j+1]: rows 7..44
+    model = _speculators_model(trained_world, "trained")
+    ckpt = open_checkpoint(trained_world / "drafters" / "trained")
+    named = readings(ckpt, [])
+    expect = expect_of(named[0][1])
+    head = load_head(trained_world / "target", expect.hidden, expect.vocab)
+    for k in range(K):
+        total: dict[str, float] = {}
+        for r, m in zip(rows, masks, strict=True):
+            hs, x = r["hidden_states"], r["token_ids"]
+            t = x.shape[0]
+            with torch.no_grad():  # shift_batch (models/eagle3/data.py), then the forward with the loss mask
+                _, _, metrics = model(hidden_states=hs[:-1, :-1].flatten(1)[None], input_ids=x[1:][None],
+                                      document_ids=torch.zeros(1, t - 1, dtype=torch.long),
+                                      loss_mask=torch.tensor(m[1:], dtype=torch.bool)[None],
+                                      position_ids=torch.arange(1, t)[None],
+                                      verifier_last_hidden_states=hs[1:, -1][None], ttt_steps=k + 1,
+                                      loss_config={"kl_div": (kl_div_loss, 1.0)})
+            for name, v in metrics.items():
+                total[name] = total.get(name, 0.0) + float(v)
+        ours = evaluate(ckpt, named, samples(trained_world / "test", expect, LossMasks(folder)), k + 1,
+                        target=head).readings[0]
+        assert ours.cond_counted[k] == total[f"cond_acc_{k}_total"]
+        assert ours.conditional_accuracy[k] == pytest.approx(total[f"cond_acc_{k}_sum"] / total[f"cond_acc_{k}_total"],
+                                                             abs=1e-6)
+
+
+def test_a_loss_mask_folder_that_does_not_fit_is_refused(trained_world, tmp_path, capsys):
+    datasets = pytest.importorskip("datasets")
+    folder = tmp_path / "other"
+    datasets.Dataset.from_dict({"input_ids": [[1, 2, 3]] * 16, "loss_mask": [[1, 1, 1]] * 16}).save_to_disk(
+        str(folder))
+    code = main(["accept", str(trained_world / "drafters" / "trained"), "--data", str(trained_world / "test"),
+                 "--loss-mask", str(folder)])
+    assert code == 2 and "token_ids differ from row 0" in capsys.readouterr().err
+    code = main(["accept", str(trained_world / "drafters" / "trained"), "--data", str(trained_world / "test"),
+                 "--loss-mask", str(tmp_path)])
+    assert code == 2 and "not a datasets save_to_disk folder" in capsys.readouterr().err
+
+
+def test_accept_resolve_reports_what_the_weights_were_trained_with(trained_world, capsys):
+    base = ["--data", str(trained_world / "test"), "--target", str(trained_world / "target"), "--resolve",
+            "--format", "json"]
+    code = main(["accept", str(trained_world / "drafters" / "trained-rope10k"), *base])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.33.0"]
+    verdicts = {a["question"]: a for a in doc["trained_with"]}
+    assert verdicts["rope_theta"]["verdict"] == "contradicted" and verdicts["rope_theta"]["best"] == 10000.0
+    assert verdicts["norm_before_residual"]["verdict"] == "confirmed"
+    assert main(["accept", str(trained_world / "drafters" / "trained"), *base]) == 0
+    code = main(["accept", str(trained_world / "drafters" / "trained"), *base[:-2]])  # text
+    out = capsys.readouterr().out
+    assert code == 0 and "trained with: rope_theta: confirmed" in out
+
+
+def test_a_lost_head_dim_served_as_vllm_cuts_it_accepts_almost_nothing(trained_world, tmp_path):
+    """What vLLM 0.33.0 serves from the drafter without head_dim: q/k/v/o cut to the 16-wide heads it builds
+    (model_executor/layers/linear.py narrows without a size check), measured against the drafter read as trained."""
+    from eagle3_checks import engines
+
+    def edit(cfg: dict) -> None:
+        del cfg["transformer_layer_config"]["head_dim"]
+
+    mutant = copy(trained_world, "trained", tmp_path, edit)
+    ckpt = open_checkpoint(mutant)
+    served = engines.read(ckpt, "vllm@0.33.0")
+    assert served.narrowed and served.computable and not served.servable
+    expect = expect_of(served)
+    head = load_head(trained_world / "target", expect.hidden, expect.vocab)
+    base = figures(trained_world, trained_world / "drafters" / "trained").readings[0]
+    # the trained drafter's own reading first (the base evaluate holds the others to), then vLLM's of the mutant
+    got = evaluate(ckpt, [("trainer", engines.trainer(open_checkpoint(trained_world / "drafters" / "trained"))),
+                          ("vllm@0.33.0", served)], samples(trained_world / "test", expect), K, target=head)
+    cut = got.readings[1]
+    assert cut.problem is None and any("narrows" in c for c in cut.causes)
+    assert cut.acceptance_length < base.acceptance_length - 1.0, (cut.record(), base.record())

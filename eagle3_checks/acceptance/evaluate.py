@@ -181,7 +181,7 @@ def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Input
         valid = torch.stack([(j + k + 2) < t for k in range(steps)])
         target_logits = None
     else:  # the target's argmax at the position each step drafts from
-        tl = target.logits(sample.last, sample.last_normed)
+        tl = target.logits(sample.last, sample.last_normed).cpu()
         tl = torch.cat([tl, torch.zeros(steps + 1, tl.shape[1])])
         target_logits = torch.stack([tl[j + k + 1] for k in range(steps)])
         labels = target_logits.argmax(-1)
@@ -231,21 +231,25 @@ def permuted(aux: Any, order: Sequence[int]) -> Any:
 
 
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
-             device: str = "cpu", target: Any = None, orders: dict[str, Sequence[int]] | None = None) -> Result:
+             device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
-    :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax. ``orders``: the readings (by
+    :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
+    torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
     name) fed the aux blocks in another order (:func:`permuted`), for the resolver. Raises AcceptanceError."""
     orders = orders or {}
     figures = [Figures(name, steps) for name, _ in named]
     trained = named[0][1]
+    # an engine release is run as it serves the drafter: a tensor its loader narrows is cut as the loader cuts it
     for fig, (_, reading) in zip(figures[1:], named[1:], strict=True):
-        if reading.servable:
+        if reading.computable:
             fig.fields = differences(reading, trained)
-            fig.causes = [describe_difference(n, reading, trained) for n in fig.fields]
-    for fig, (_, reading) in zip(figures, named, strict=True):
-        if not reading.servable:
+            fig.causes = [describe_difference(n, reading, trained) for n in fig.fields] + \
+                [f"{name} {how} (its loader narrows without an error)" for name, how in reading.narrowed.items()]
+    for fig, (name, reading) in zip(figures, named, strict=True):
+        if not (reading.servable if name == TRAINER else reading.computable):
+            unfilled = [r for r, how in reading.unfilled.items() if not how.startswith("shared")]
             fig.problem = ("cannot compute this drafter: "
-                           + ("; ".join(reading.refusals) or "unfilled: " + ", ".join(reading.unfilled)))
+                           + ("; ".join(reading.refusals) or "unfilled: " + ", ".join(unfilled)))
     weights = Weights(ckpt, device)
     result = Result("tokens" if target is None else "target", figures)
     for sample in data:
@@ -265,7 +269,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
             fed = inputs if name not in orders else dataclasses.replace(
                 inputs, aux_hidden_states=permuted(inputs.aux_hidden_states, orders[name]))
             try:
-                logits = run(reading, weights, fed, steps)
+                logits = [step.cpu() for step in run(reading, weights, fed, steps, as_served=name != TRAINER)]
             except ForwardError as exc:
                 if name == TRAINER:
                     raise AcceptanceError(f"the trainer's reading cannot run: {exc}") from exc

@@ -65,6 +65,25 @@ class Answer:
     def shown(self) -> str:
         return "; ".join(f"{_value(self.question, v)}: {self.metric} {s:.3f}" for v, s in self.scores)
 
+    def describe(self) -> str:
+        """One line: the verdict, what scored best and every candidate's figure."""
+        if self.verdict == CONTRADICTED:
+            head = f"{self.question}: CONTRADICTED: the weights were trained with {_value(self.question, self.best)}"
+        elif self.verdict == CONFIRMED:
+            head = f"{self.question}: confirmed"
+        else:
+            head = f"{self.question}: undecided ({self.why})"
+        return f"{head} ({self.shown()})"
+
+    def record(self) -> dict[str, Any]:
+        return {"question": self.question, "verdict": self.verdict, "stated": _plain(self.stated),
+                "best": _plain(self.best), "metric": self.metric,
+                "scores": [[_plain(v), s] for v, s in self.scores]}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
 
 def _value(question: str, value: Any) -> str:
     if question == "aux_order":

@@ -9,7 +9,9 @@ The format is detected from the folder (searched recursively):
   ``float8_e4m3fn`` with per-token float32 ``hidden_states_scales`` [T, 1, 1]
   (``hs_connectors/fp8_hidden_states_connector.py:31-56``, hs-connectors 0.9.0), dequantised as
   ``dequantize_fp8_tensor`` does: ``fp8.to(bfloat16) * scale.to(bfloat16)`` (``hs_connectors/fp8_utils.py:54-61``).
-  The loss mask lives in a separate datasets folder, which is not read: every position counts.
+  The loss mask lives in the prepared-data folder speculators trains from (``prepare_data``'s ``save_to_disk``: Arrow
+  files with ``input_ids`` and ``loss_mask`` per row; row i pairs with ``hs_{i + start}``, ``train/data.py:199-200,
+  313-332``), read with ``--loss-mask DIR`` (:class:`LossMasks`, with pyarrow); without it every position counts.
 * SpecForge 0.2.0: ``rows_*/data_{i}.ckpt`` or ``.ckpt.gz`` (``specforge/runtime/data_plane/offline_reader.py:44``;
   gzip: ``specforge/runtime/data_plane/feature_store.py:238-239``), a ``torch.save`` dict of ``input_ids``,
   ``loss_mask``, ``hidden_state`` [1, T, Ht] (after the final norm) and ``aux_hidden_state`` [1, T, A*Ht]
@@ -27,6 +29,7 @@ Every problem is a :class:`DataError` with a one-line message.
 from __future__ import annotations
 
 import gzip
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,15 +96,91 @@ def detect(folder: Path) -> tuple[str, list[Path]]:
     return fmt, [p for _, _, p in sorted(files)]
 
 
-def samples(folder: Path, expect: Expect) -> Iterator[Sample]:
-    """Every recorded sample of the folder, one file read at a time. Raises DataError."""
+def samples(folder: Path, expect: Expect, masks: LossMasks | None = None) -> Iterator[Sample]:
+    """Every recorded sample of the folder, one file read at a time; ``masks``: speculators' loss masks, by the
+    index in each ``hs_{i}`` name. Raises DataError."""
     fmt, files = detect(folder)
+    if masks is not None and fmt != SPECULATORS:
+        raise DataError(f"--loss-mask {masks.folder}: only speculators keeps its loss masks apart from the states; "
+                        f"--data {folder} holds {fmt} files, which carry their own (or none)")
     for path in files:
         shown = str(path.relative_to(folder))
         if fmt == SPECULATORS:
-            yield _speculators(path, shown, expect)
+            sample = _speculators(path, shown, expect)
+            if masks is not None:
+                m = PATTERNS[SPECULATORS].match(path.name)
+                assert m is not None
+                sample.loss_mask = masks.mask(int(m.group(1)), sample.tokens, shown)
+            yield sample
         else:
             yield from _pickled(path, shown, fmt, expect)
+
+
+class LossMasks:
+    """speculators' prepared-data folder (a ``datasets`` ``save_to_disk``): the ``loss_mask`` of row ``i - start``
+    for ``hs_{i}``, its ``input_ids`` held to the sample's ``token_ids`` as speculators does
+    (``train/data.py:313-321``). Read with pyarrow (the Arrow stream files ``state.json`` lists), one file in memory at
+    a time. Raises DataError."""
+
+    def __init__(self, folder: Path, start: int = 0) -> None:
+        self.folder, self.start = folder, start
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise DataError(f"--loss-mask {folder}: reading a datasets folder needs pyarrow (pip install pyarrow; "
+                            "speculators' own install has it)") from None
+        try:
+            state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+            self.files = [folder / f["filename"] for f in state["_data_files"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"--loss-mask {folder}: not a datasets save_to_disk folder (state.json: "
+                            f"{type(exc).__name__})") from None
+        for f in self.files:
+            if f.parent != folder or not f.is_file():
+                raise DataError(f"--loss-mask {folder}: state.json names {f.name!r}, not a file of the folder")
+        self._rows: list[int] = []  # the first row of each file
+        self._loaded: tuple[int, Any] | None = None
+        total = 0
+        for f in self.files:
+            self._rows.append(total)
+            total += self._table(f).num_rows
+        self.rows = total
+
+    def _table(self, path: Path) -> Any:
+        import pyarrow as pa
+
+        try:
+            with pa.memory_map(str(path)) as source:
+                table = pa.ipc.open_stream(source).read_all()
+        except (pa.ArrowException, OSError) as exc:
+            raise DataError(f"--loss-mask {self.folder}: {path.name}: not an Arrow stream ({exc})"[:300]) from None
+        missing = [c for c in ("input_ids", "loss_mask") if c not in table.column_names]
+        if missing:
+            raise DataError(f"--loss-mask {self.folder}: {path.name} has no {' or '.join(missing)} column "
+                            f"(columns: {', '.join(table.column_names)})")
+        return table.select(["input_ids", "loss_mask"])
+
+    def mask(self, index: int, tokens: Any, shown: str) -> Any:
+        import torch
+
+        row = index - self.start
+        if not 0 <= row < self.rows:
+            raise DataError(f"{shown}: --loss-mask {self.folder} has rows {self.start} to "
+                            f"{self.start + self.rows - 1} for hs_<i>, not {index}")
+        file = max(i for i, first in enumerate(self._rows) if first <= row)
+        if self._loaded is None or self._loaded[0] != file:
+            self._loaded = (file, self._table(self.files[file]))
+        table = self._loaded[1]
+        local = row - self._rows[file]
+        ids = table.column("input_ids")[local].as_py()
+        mask = table.column("loss_mask")[local].as_py()
+        if ids != tokens.tolist():
+            raise DataError(f"{shown}: its token_ids differ from row {row} of --loss-mask {self.folder} (speculators "
+                            "skips such a sample; is --loss-mask-start right?)")
+        if len(mask) != len(ids):
+            raise DataError(f"{shown}: row {row} of --loss-mask {self.folder} has {len(mask)} mask values for "
+                            f"{len(ids)} tokens")
+        return torch.tensor([bool(v) for v in mask])
 
 
 # ----- tensors ----------------------------------------------------------------------------------------------------

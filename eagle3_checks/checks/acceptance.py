@@ -4,7 +4,8 @@ and which semantics its weights were trained with.
 One pass over the data runs every reading at once (:func:`eagle3_checks.acceptance.evaluate`): the trainer's, each
 selected engine release's, and the resolver's candidates (:mod:`eagle3_checks.acceptance.resolve`), K =
 :data:`~eagle3_checks.options.ACCEPT_STEPS` draft steps, teacher-forced. With ``--target`` (a local folder) the labels
-are the target's argmax and alpha is measured; without it the recorded next tokens are the labels.
+are the target's argmax and alpha is measured (a folder, or hf://ORG/NAME read by range); without it the recorded next
+tokens are the labels.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engines.reading import effect, fix_for, patch_for
+from ..errors import UsageError
 from ..numerics import torch_missing
 from ..options import ACCEPT_STEPS
 from ..registry import CONFIG, Context, Data, NotApplicable, check, config_cause, error, info, note, warning
@@ -40,7 +42,7 @@ def _evaluation(ctx: Context) -> dict[str, Any]:
 
 
 def _evaluate(ctx: Context) -> dict[str, Any]:
-    from ..acceptance import AcceptanceError, DataError, evaluate, expect_of, load_head, readings, samples
+    from ..acceptance import AcceptanceError, DataError, LossMasks, evaluate, expect_of, load_head, readings, samples
     from ..acceptance.resolve import answers, candidates
 
     ckpt, options = ctx.ckpt, ctx.options
@@ -55,23 +57,22 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
     trained = named[0][1]
     cands = candidates(trained)
     expect = expect_of(trained)
-    head, labels_note = None, ""
-    if options.target and Path(options.target).is_dir():
+    head = None
+    if options.target:
         try:
-            head = load_head(Path(options.target), expect.hidden, expect.vocab)
-        except DataError as exc:
-            raise NotApplicable(f"--target {options.target}: {exc}") from None
-    elif options.target:
-        labels_note = f" (--target {options.target} is not a local folder: its lm_head is not read here)"
+            head = load_head(options.target, expect.hidden, expect.vocab, revision=options.revision)
+        except (DataError, UsageError) as exc:
+            raise NotApplicable(str(exc)) from None
     try:
-        result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], samples(Path(options.data), expect),
+        masks = LossMasks(Path(options.loss_mask), options.loss_mask_start) if options.loss_mask else None
+        result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands],
+                          samples(Path(options.data), expect, masks),
                           ACCEPT_STEPS, target=head, orders={c.name: c.order for c in cands if c.order})
     except (AcceptanceError, DataError) as exc:
         raise NotApplicable(f"--data {options.data}: {exc}") from None
     result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
     served = {name: fig for (name, _), fig in zip(named, result.readings, strict=False)}
-    return {"result": result, "served": served, "answers": answers(result, trained, cands), "trained": trained,
-            "labels_note": labels_note}
+    return {"result": result, "served": served, "answers": answers(result, trained, cands), "trained": trained}
 
 
 def _figures(fig: Any) -> str:
@@ -99,7 +100,7 @@ def figures(ctx: Context) -> Iterable[Any]:
     got = _evaluation(ctx)
     result = got["result"]
     base = result.readings[0]
-    yield info(f"read as trained: {_figures(base)}; labels: {result.labels}{got['labels_note']}"
+    yield info(f"read as trained: {_figures(base)}; labels: {result.labels}"
                + (f"; {result.skipped} positions skipped for non-finite states" if result.skipped else ""),
                file=ctx.options.data, code="figures")
     yield Data(acceptance={**result.record(), "readings": [f.record() for f in got["served"].values()]})

@@ -91,6 +91,9 @@ class Reading:
     # on-disk name -> how the engine's linear weight loader cut a tensor larger than the parameter it builds
     # (loaded without an error; each profile's ``narrows_at`` cites where)
     narrowed: dict[str, str] = field(default_factory=dict)
+    # on-disk name -> the shape the loader keeps of a narrowed tensor: the leading rows (and columns) of each cut
+    # dimension, as its narrow(dim, 0, size) at tensor-parallel rank 0 keeps them
+    narrowed_to: dict[str, tuple[int, ...]] = field(default_factory=dict)
     unused: dict[str, str] = field(default_factory=dict)  # role -> why: loaded into a parameter never computed with
     # on-disk name -> what serves in its place: loaded, then replaced after load by the serving worker (SGLang's
     # set_embed puts the target's embedding there); not used by the computation, not ignored by the loader
@@ -144,8 +147,13 @@ class Reading:
     @property
     def servable(self) -> bool:
         """The engine loads the checkpoint and fills every parameter it computes with."""
-        return not self.refusals and not self.narrowed and \
-            not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
+        return not self.narrowed and self.computable
+
+    @property
+    def computable(self) -> bool:
+        """The engine serves something: it loads the checkpoint (narrowed tensors cut as its loader cuts them) and
+        fills every parameter it computes with."""
+        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
 
 
 assert set(SEMANTIC_FIELDS) <= {f.name for f in fields(Reading)}
@@ -494,6 +502,8 @@ def finish(r: Reading, ckpt: Checkpoint, missing: str, narrows: bool = False) ->
         if narrows and _narrows(role, exp.shape, entry.shape):
             r.narrowed[entry.name] = (f"{fmt_shape(entry.shape)} cut to the {fmt_shape(exp.shape)} {exp.dims} "
                                       f"{r.engine} builds")
+            r.narrowed_to[entry.name] = tuple(f if b is None else b for b, f in zip(exp.shape, entry.shape,
+                                                                                     strict=True))
         else:
             r.refuse(f"{entry.name}: shape {fmt_shape(entry.shape)}, {r.engine} builds "
                      f"{fmt_shape(exp.shape)} {exp.dims} and its weight loader fails", at=entry.name)

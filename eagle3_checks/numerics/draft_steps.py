@@ -58,6 +58,53 @@ _BLOCK = 1 << 21  # elements per upcast block (8 MB of float32): small enough to
 _TORCH_VIEW = {"BF16": ("<i2", "bfloat16"), "F8_E4M3": ("u1", "float8_e4m3fn"), "F8_E5M2": ("u1", "float8_e5m2")}
 
 
+def view(e: Any, maps: dict) -> Any:
+    """A safetensors entry as a zero-copy torch view of its file, memory-mapped once per file into ``maps``."""
+    import numpy as np
+
+    key = str(e.path)
+    if key not in maps:
+        # copy-on-write: writable for torch (no warning), and nothing is ever written back
+        maps[key] = np.memmap(e.path, dtype=np.uint8, mode="c")
+    return as_tensor(maps[key][e.offset:e.offset + e.nbytes], e.dtype, e.shape)
+
+
+def as_tensor(buf: Any, dtype: str, shape: tuple[int, ...]) -> Any:
+    """A writable uint8 numpy buffer as a torch tensor of a safetensors ``dtype`` and ``shape`` (zero-copy)."""
+    import numpy as np
+    import torch
+
+    if dtype in _TORCH_VIEW:
+        np_view, torch_dtype = _TORCH_VIEW[dtype]
+        t = torch.from_numpy(buf.view(np_view)).view(getattr(torch, torch_dtype))
+    else:
+        t = torch.from_numpy(buf.view(np.dtype(DTYPES[dtype][2]).newbyteorder("<")))
+    return t.reshape(shape)
+
+
+def mm_blocks(x: Any, w: Any, device: str, buf: Any = None) -> tuple[Any, Any]:
+    """``x @ w.T`` in float32 and the workspace to reuse: a float32 weight on the CPU is used in place; any other
+    dtype is upcast one block of rows at a time into ``buf``, so the full weight never exists in float32 and the
+    block stays in cache while it is multiplied."""
+    import torch
+
+    if w.dtype == torch.float32 and device == "cpu":
+        return x @ w.T, buf
+    # W_block @ x.T into contiguous rows of out.T: with few tokens this orientation runs about twice as fast as
+    # x @ W_block.T (measured on the Kimi-sized benchmark).
+    out_t = torch.empty(w.shape[0], x.shape[0], device=device)
+    xt = x.T
+    step = max(1, _BLOCK // w.shape[1])
+    if buf is None or buf.numel() < step * w.shape[1]:
+        buf = torch.empty(max(_BLOCK, w.shape[1]), device=device)
+    for start in range(0, w.shape[0], step):
+        block = w[start:start + step]
+        tmp = buf[: block.numel()].view(block.shape)
+        tmp.copy_(block)
+        torch.mm(tmp, xt, out=out_t[start:start + block.shape[0]])
+    return out_t.T, buf
+
+
 class Weights:
     """A checkpoint's tensors, each file memory-mapped once and handed out as zero-copy torch views."""
 
@@ -65,25 +112,15 @@ class Weights:
         self.ckpt, self.device = ckpt, device or default_device()
         self._maps: dict[str, np.ndarray] = {}
         self._buf: Any = None  # float32 workspace for blockwise upcasts (a torch tensor)
+        self.cuts: dict[str, tuple[int, ...]] = {}  # on-disk name -> the leading part a reading's loader keeps
 
     def raw(self, name: str):
-        import numpy as np
-        import torch
-
         e = self.ckpt.tensors[name]
         if self.ckpt.ends_past_file(e):
             raise ForwardError(f"{e.file}: {name} runs past the end of the file (truncated)")
-        key = str(e.path)
-        if key not in self._maps:
-            # copy-on-write: writable for torch (no warning), and nothing is ever written back
-            self._maps[key] = np.memmap(e.path, dtype=np.uint8, mode="c")
-        buf = self._maps[key][e.offset:e.offset + e.nbytes]
-        if e.dtype in _TORCH_VIEW:
-            np_view, torch_dtype = _TORCH_VIEW[e.dtype]
-            t = torch.from_numpy(buf.view(np_view)).view(getattr(torch, torch_dtype))
-        else:
-            t = torch.from_numpy(buf.view(np.dtype(DTYPES[e.dtype][2]).newbyteorder("<")))
-        return t.reshape(e.shape)
+        t = view(e, self._maps)
+        cut = self.cuts.get(name)
+        return t if cut is None else t[tuple(slice(0, n) for n in cut)]
 
     def f32(self, name: str, rows: int | None = None):
         """The tensor (or its first ``rows`` rows) upcast to float32 (a copy), on the device."""
@@ -95,28 +132,11 @@ class Weights:
     def linear(self, x, name: str, bias_name: str | None = None, rows: int | None = None):
         """``x @ W.T (+ b)`` in float32 for the tensor ``name`` (its first ``rows`` rows). A float32 weight is used
         in place; any other dtype is upcast one block of rows at a time into a reused buffer, so the full weight
-        never exists in float32 and the block stays in cache while it is multiplied."""
-        import torch
-
+        never exists in float32 and the block stays in cache while it is multiplied (:func:`mm_blocks`)."""
         w = self.raw(name)
         if rows is not None:
             w = w[:rows]
-        if w.dtype == torch.float32 and self.device == "cpu":
-            out = x @ w.T
-        else:
-            # W_block @ x.T into contiguous rows of out.T: with few tokens this orientation runs about twice as
-            # fast as x @ W_block.T (measured on the Kimi-sized benchmark).
-            out_t = torch.empty(w.shape[0], x.shape[0], device=self.device)
-            xt = x.T
-            step = max(1, _BLOCK // w.shape[1])
-            if self._buf is None or self._buf.numel() < step * w.shape[1]:
-                self._buf = torch.empty(max(_BLOCK, w.shape[1]), device=self.device)
-            for start in range(0, w.shape[0], step):
-                block = w[start:start + step]
-                tmp = self._buf[: block.numel()].view(block.shape)
-                tmp.copy_(block)
-                torch.mm(tmp, xt, out=out_t[start:start + block.shape[0]])
-            out = out_t.T
+        out, self._buf = mm_blocks(x, w, self.device, self._buf)
         if bias_name is not None:
             out = out + self.f32(bias_name)
         return out
@@ -277,12 +297,17 @@ def torch_cat(parts):
     return torch.cat(parts, dim=-1)
 
 
-def run(reading, weights: Weights, inputs: Inputs, steps: int = 2) -> list:
-    """Target-vocabulary logits (T, V) for each draft step, as ``reading`` computes them."""
+def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bool = False) -> list:
+    """Target-vocabulary logits (T, V) for each draft step, as ``reading`` computes them. ``as_served``: a reading
+    whose loader narrows tensors runs with them cut as it cuts them (what the engine silently serves)."""
     import torch
 
-    if not reading.servable:
-        raise ForwardError("; ".join(reading.refusals) or "parameters left unfilled: " + ", ".join(reading.unfilled))
+    if not (reading.computable if as_served else reading.servable):
+        unfilled = [r for r, how in reading.unfilled.items() if not how.startswith("shared")]
+        raise ForwardError("; ".join(reading.refusals) or ("parameters left unfilled: " + ", ".join(unfilled)
+                                                            if unfilled else "tensors narrowed by its loader: "
+                                                            + ", ".join(reading.narrowed)))
+    weights.cuts = dict(reading.narrowed_to) if as_served else {}
     dev = weights.device
     with torch.no_grad():
         W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731
