@@ -2,6 +2,8 @@
 
     python benchmarks/summarize.py run [N]        run the benchmarks N times (default 3), then summarize them
     python benchmarks/summarize.py RUN.json ...   summarize pytest-benchmark JSON files already written
+    python benchmarks/summarize.py add RUN.json   replace (or add) the rows of the benchmarks in RUN.json only,
+                                                  keeping every other row as it was measured
 
 Each benchmark states its row with ``conftest.report`` (``extra_info["report"]``: what it measures, the time, the
 baseline measured in the same run, the budget, the peak RSS). Summarizing keeps, per benchmark, the median over the
@@ -74,9 +76,11 @@ def _seconds(v: float | None) -> str:
 
 def table(results: dict) -> str:
     """The markdown table of docs/performance.md, from results.json."""
-    lines = [f"Medians of {results['runs']} runs of `pytest benchmarks --benchmark-only` on {results['date']} "
-             f"({results['machine']['cores']} cores, Python {results['machine']['python']}, torch "
-             f"{results['machine']['torch']}); each baseline measured in the same run.", "",
+    dates = sorted({r.get("date", results["date"]) for r in results["benchmarks"].values()})
+    lines = [f"Medians of each benchmark's runs of `pytest benchmarks --benchmark-only` (the held column counts them) "
+             f"on {', '.join(dates) or results['date']} ({results['machine']['cores']} cores, Python "
+             f"{results['machine']['python']}, torch {results['machine']['torch']}); each baseline measured in the "
+             "same run.", "",
              "| benchmark | budget | held | measured | baseline | ratio | peak RSS | notes |",
              "|---|---|---|---|---|---|---|---|"]
     for name, r in results["benchmarks"].items():
@@ -98,9 +102,17 @@ def splice(page: str, block: str) -> str:
     return f"{head}{BEGIN}\n{block}{END}{tail}"
 
 
-def write(runs: list[dict], results_path: Path = RESULTS, page_path: Path = PAGE) -> dict:
-    results = {"date": datetime.date.today().isoformat(), "runs": len(runs), "machine": machine(runs),
-               "benchmarks": summarize(runs)}
+def write(runs: list[dict], results_path: Path = RESULTS, page_path: Path = PAGE, add: bool = False) -> dict:
+    """Summarize ``runs`` into results.json and the page; ``add``: only their benchmarks' rows change (each row
+    keeps the date it was measured on)."""
+    today = datetime.date.today().isoformat()
+    rows = {name: {**row, "date": today} for name, row in summarize(runs).items()}
+    if add:
+        old = json.loads(results_path.read_text(encoding="utf-8"))
+        kept = {name: {**row, "date": row.get("date", old["date"])} for name, row in old["benchmarks"].items()}
+        rows = dict(sorted({**kept, **rows}.items()))
+    results = {"date": today, "runs": len(runs) if not add else old["runs"], "machine": machine(runs),
+               "benchmarks": rows}
     results_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     page_path.write_text(splice(page_path.read_text(encoding="utf-8"), table(results)), encoding="utf-8")
     return results
@@ -119,6 +131,9 @@ def run(n: int) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
+    add = argv[:1] == ["add"]
+    if add:
+        argv = argv[1:]
     if argv[:1] == ["run"]:
         runs = run(int(argv[1]) if len(argv) > 1 else 3)
     elif argv:
@@ -126,7 +141,7 @@ def main(argv: list[str]) -> int:
     else:
         print(__doc__)
         return 2
-    results = write(runs)
+    results = write(runs, add=add)
     print(table(results))
     return 0
 
