@@ -25,6 +25,7 @@ import pytest
 from conftest import PYTHON, report, write_block_checkpoint
 from eagle3_checks.drafter.example import KIMI_K2
 from eagle3_checks.storage.safetensors import RawTensor
+from test_forward_check import bare_matmuls
 
 SAMPLES, TOKENS, K = 8, 131, 3  # with the target's labels 8 x (131 - 3) = 1,024 positions
 
@@ -52,35 +53,6 @@ hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(
 print(json.dumps({"imports_s": t1 - t0, "accept_s": t2 - t1, "maxrss_bytes": hwm * 1024, "shapes": shapes,
                   "figures": result.readings[0].record()}))
 """
-
-
-MATMULS = """
-import json, sys, time
-import torch
-shapes = json.loads(sys.argv[1])
-torch.manual_seed(0)
-xs = [torch.randn(*x) for x, _ in shapes]
-ws = {tuple(w): torch.randn(*w) for _, w in shapes}
-def once(transposed):
-    start = time.perf_counter()
-    with torch.no_grad():
-        for x, (_, w) in zip(xs, shapes):
-            w = ws[tuple(w)]
-            (w @ x.T).T if transposed else x @ w.T
-    return time.perf_counter() - start
-best = []
-for transposed in (False, True):  # each orientation once: a pass is about a minute on 2 cores
-    x, w = xs[0], ws[tuple(shapes[0][1])]
-    (w @ x.T) if transposed else x @ w.T  # warm the kernels
-    best.append(once(transposed))
-flops = sum(2 * x[0] * w[0] * w[1] for x, w in shapes)
-print(json.dumps({"matmul_s": min(best), "orientations_s": best, "flops": flops}))
-"""
-
-
-def bare_matmuls(shapes: list) -> dict:
-    out = subprocess.run([PYTHON, "-c", MATMULS, json.dumps(shapes)], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +96,7 @@ def test_accept_vs_bare_matmuls(benchmark, kimi_block, kimi_target_and_data):
     benchmark.pedantic(once, rounds=1, iterations=1)
     run = runs[-1]
     print(f"\naccept {run['accept_s']:.2f}s, peak RSS {run['maxrss_bytes'] / 1e9:.2f} GB; the bare matmuls next")
-    bare = bare_matmuls(run["shapes"])
+    bare = bare_matmuls(run["shapes"], rounds=1)  # a pass takes minutes on 2 cores
     accept_s, matmul_s, rss = run["accept_s"], bare["matmul_s"], run["maxrss_bytes"]
     budget_rss = size + head_bytes + (1 << 30)
     benchmark.extra_info.update({

@@ -39,7 +39,7 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("checks/scan.py", "values", ("scan", "supported")),
         ("checks/acceptance.py", "_evaluate", ("AcceptanceError", "DataError", "LossMasks", "evaluate", "expect_of",
                                                "load_head", "readings", "samples", "answers", "candidates")),
-        ("checks/acceptance.py", "trained_with", ("CONFIRMED", "CONTRADICTED")),
+        ("checks/acceptance.py", "trained_with", ("CONFIRMED", "CONTRADICTED", "value_text")),
         ("defects.py", "example_data", ("write_self_labelled",)),
         ("checks/forward.py", "_weights", ("Weights",)),
         ("checks/forward.py", "_logits", ("run",)),

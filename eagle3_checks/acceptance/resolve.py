@@ -63,12 +63,13 @@ class Answer:
         return ranked[0] - ranked[1] if len(ranked) > 1 else 0.0
 
     def shown(self) -> str:
-        return "; ".join(f"{_value(self.question, v)}: {self.metric} {s:.3f}" for v, s in self.scores)
+        return "; ".join(f"{value_text(self.question, v)}: {self.metric} {s:.3f}" for v, s in self.scores)
 
     def describe(self) -> str:
         """One line: the verdict, what scored best and every candidate's figure."""
         if self.verdict == CONTRADICTED:
-            head = f"{self.question}: CONTRADICTED: the weights were trained with {_value(self.question, self.best)}"
+            best = value_text(self.question, self.best)
+            head = f"{self.question}: CONTRADICTED: the weights were trained with {best}"
         elif self.verdict == CONFIRMED:
             head = f"{self.question}: confirmed"
         else:
@@ -85,7 +86,8 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _value(question: str, value: Any) -> str:
+def value_text(question: str, value: Any) -> str:
+    """A candidate as findings and reports name it: ``rope_theta 10000``, ``norm_output True (normed feedback)``."""
     if question == "aux_order":
         return f"fc blocks fed aux {tuple(value)}"
     if question == "feedback":

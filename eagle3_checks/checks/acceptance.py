@@ -185,7 +185,7 @@ def engine_drop(ctx: Context) -> Iterable[Any]:
            "undecided": note("the data cannot tell the candidates apart")},
 )
 def trained_with(ctx: Context) -> Iterable[Any]:
-    from ..acceptance.resolve import CONFIRMED, CONTRADICTED
+    from ..acceptance.resolve import CONFIRMED, CONTRADICTED, value_text
 
     got = _evaluation(ctx)
     raw = ctx.ckpt.config.raw if ctx.ckpt.config is not None else {}
@@ -206,16 +206,11 @@ def trained_with(ctx: Context) -> Iterable[Any]:
         else:
             cand = a.reading
             patch = patch_for(a.question, cand, raw)
+            best, stated = value_text(a.question, a.best), value_text(a.question, a.stated)
             yield error(
-                f"the weights were trained with {_value(a, a.best)}, the config states {_value(a, a.stated)} "
-                f"({a.shown()})", code=_SLUG[a.question], file=CONFIG, key=a.question, patch=patch,
-                expected=_value(a, a.best), found=_value(a, a.stated),
+                f"the weights were trained with {best}, the config states {stated} ({a.shown()})",
+                code=_SLUG[a.question], file=CONFIG, key=a.question, patch=patch, expected=best, found=stated,
                 why=f"{effect(a.question)}: every engine that reads the config computes what the weights were not "
                 f"trained for, {a.metric} {a.scores[0][1]:.3f} instead of {max(s for _, s in a.scores):.3f}",
                 fix=fix_for(a.question, cand) or "state the value the weights were trained with")
 
-
-def _value(a: Any, v: Any) -> str:
-    if a.question == "feedback":
-        return f"norm_output {str(v == 'normed').lower()}"
-    return f"{a.question} {v:g}" if isinstance(v, float) else f"{a.question} {str(v).lower()}"
