@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Record how the serving engines load the conformance checkpoints, on CPU (see conformance/README.md).
 #
-#   conformance/run.sh [ENGINE...]        ENGINE: vllm, sglang (default: both)
+#   conformance/run.sh [--keep] ENGINE@VERSION...      e.g. conformance/run.sh vllm@0.32.0 sglang@0.5.14
 #
-# Each engine gets its own virtualenv under $CONFORMANCE_VENVS (default: .conformance-venvs in the repository),
-# built from conformance/requirements-ENGINE.txt when missing, every dependency pinned by constraints-ENGINE.txt
-# (the environment the committed recordings were made in: pip freeze of it). The checkpoint set is generated into a temporary
-# directory with $PYTHON (default: python3; it needs eagle3_checks importable), and each engine's recordings
-# replace tests/conformance/recorded/ENGINE-VERSION/.
+# One release at a time: each gets a fresh virtualenv under $CONFORMANCE_VENVS (default: .conformance-venvs in the
+# repository) with ENGINE==VERSION installed, every dependency pinned by conformance/constraints/ENGINE-VERSION.txt
+# when that file exists (the freeze of the environment the committed recordings were made in; a first recording
+# writes it). The recording replaces tests/conformance/recorded/ENGINE-VERSION/, and the virtualenv (several GB) is
+# removed afterwards unless --keep is given. The checkpoint set is generated once, into a temporary directory, with
+# $PYTHON (default: python3; it needs eagle3_checks importable).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 venvs="${CONFORMANCE_VENVS:-$repo/.conformance-venvs}"
 python="${PYTHON:-python3}"
-engines=("$@")
-[ ${#engines[@]} -gt 0 ] || engines=(vllm sglang)
+keep=0
+releases=()
+for arg in "$@"; do
+    case "$arg" in
+        --keep) keep=1 ;;
+        vllm@*|sglang@*) releases+=("$arg") ;;
+        *) echo "usage: conformance/run.sh [--keep] ENGINE@VERSION... (ENGINE: vllm, sglang); got '$arg'" >&2; exit 2 ;;
+    esac
+done
+if [ ${#releases[@]} -eq 0 ]; then
+    echo "usage: conformance/run.sh [--keep] ENGINE@VERSION... (recorded so far: $(ls "$repo/tests/conformance/recorded" | tr '\n' ' '))" >&2
+    exit 2
+fi
 # Engine error messages print Python sets (vLLM lists the parameters it has): a fixed hash seed keeps their
 # order, and so the recordings, reproducible.
 export PYTHONHASHSEED=0
@@ -24,15 +36,31 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$python" "$here/checkpoints.py" "$work/checkpoints"
 
-for engine in "${engines[@]}"; do
-    venv="$venvs/$engine"
+for release in "${releases[@]}"; do
+    engine="${release%@*}"
+    version="${release#*@}"
+    venv="$venvs/$engine-$version"
+    pins="$here/constraints/$engine-$version.txt"
     if [ ! -x "$venv/bin/python" ]; then
         echo "building $venv (several GB, minutes)"
         python3 -m venv "$venv"
-        "$venv/bin/pip" install -q -r "$here/requirements-$engine.txt" -c "$here/constraints-$engine.txt"
+        if [ -f "$pins" ]; then
+            "$venv/bin/pip" install -q "$engine==$version" -c "$pins"
+        else
+            "$venv/bin/pip" install -q "$engine==$version"
+            # Media packages the text drafters never use: where the build does not match the torch the release
+            # resolves to here (vLLM 0.31.0 and 0.32.0 on this machine's CPU torch), it fails at import
+            # (torchvision's ops) before any engine code runs, and goes. SGLang imports torchvision itself.
+            if ! "$venv/bin/python" -c "import torchvision" 2>/dev/null; then
+                "$venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+            fi
+            "$venv/bin/pip" freeze --exclude-editable > "$pins"
+        fi
     fi
-    version="$("$venv/bin/python" -c "from importlib.metadata import version; print(version('$engine'))")"
     out="$repo/tests/conformance/recorded/$engine-$version"
     rm -rf "$out"
-    "$venv/bin/python" "$here/record_$engine.py" "$work/checkpoints/manifest.json" "$out"
+    "$venv/bin/python" "$repo/eagle3_checks/live/recorders/record_$engine.py" "$work/checkpoints/manifest.json" "$out"
+    if [ "$keep" = 0 ]; then
+        rm -rf "$venv"
+    fi
 done

@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .defects import EXAMPLES, run_example
+from .engines import catalogue
 from .gate import all_checks
 from .registry import Check, Code, Severity
 
 COMMAND = "python -m eagle3_checks.check_docs"
 TABLE_BEGIN = "<!-- generated: eagle3-checks list --format markdown -->"
 TABLE_END = "<!-- end generated -->"
+RELEASES_BEGIN = "<!-- generated: eagle3-checks list --engines --format markdown -->"
+RELEASES_END = TABLE_END
 NAV_BEGIN = f"    # generated: {COMMAND}"
 NAV_END = "    # end generated"
 PAGES = "checks"  # the folder of the pages, under docs/
@@ -204,6 +207,21 @@ def pages(checks: Sequence[Check], examples: Callable[[Check], ExampleDoc | None
     return {page_name(c.id): page(c, examples(c)) for c in checks}
 
 
+def releases_table(listed: Sequence[dict]) -> str:
+    """The modelled releases (:func:`eagle3_checks.engines.catalogue`) as the table ``docs/engines.md`` carries
+    between its markers: a row per release, with the profile that judges it."""
+    rows = ["| release | released | judged by | how it is known | differs from the profile's own release |",
+            "|---|---|---|---|---|"]
+    for entry in listed:
+        for r in entry["releases"]:
+            how = r["how"]
+            differs = "; ".join(f"`{k}={v!r}`" for k, v in r["differs"].items())
+            why = f": {_text(r['why'], cell=True)}" if r["why"] else ""
+            rows.append(f"| `{entry['name']}@{r['version']}` | {r['released'] or '?'} | `{entry['module']}` "
+                        f"({entry['kind']}) | {how} | {differs + why if differs else ''} |")
+    return "\n".join(rows) + "\n"
+
+
 # ----- the committed files ------------------------------------------------------------------------------------------
 
 def splice(text: str, begin: str, end: str, block: str, where: str) -> str:
@@ -226,6 +244,9 @@ def expected(root: Path, checks: Sequence[Check] | None = None,
     index = root / "docs" / "checks.md"
     files["docs/checks.md"] = splice(index.read_text(encoding="utf-8"), TABLE_BEGIN, TABLE_END,
                                      table(checks), "docs/checks.md")
+    engines_page = root / "docs" / "engines.md"
+    files["docs/engines.md"] = splice(engines_page.read_text(encoding="utf-8"), RELEASES_BEGIN, RELEASES_END,
+                                      releases_table(catalogue()), "docs/engines.md")
     config = root / "mkdocs.yml"
     files["mkdocs.yml"] = splice(config.read_text(encoding="utf-8"), NAV_BEGIN, NAV_END, nav(checks), "mkdocs.yml")
     return files

@@ -81,7 +81,12 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    "findings are reported as waived; a per-engine check for one engine or release: "
                    "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=... (--skip: the old name)")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
-                   help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}")
+                   help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}; "
+                   "NAME@installed (vllm, sglang) also runs that installed engine's own config and weight loading "
+                   "on the candidate, on CPU (engine.live; needs --target-config)")
+    p.add_argument("--engine-python", metavar="PATH",
+                   help="the interpreter whose engine NAME@installed means (the serving image's python; default: "
+                   "this one)")
     p.add_argument("--source", metavar="SRC",
                    help="the checkpoint this one was converted from: the forward level compares the two")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
@@ -253,9 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("check_id", metavar="CHECK_ID|CODE")
     p.add_argument("--no-examples", action="store_true", help="describe the examples without gating them")
 
-    p = sub.add_parser("list", help="every check: id, level, title")
+    p = sub.add_parser("list", help="every check: id, level, title (--engines: every modelled release)")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
                    help="markdown: the summary table of docs/checks.md (id, level, what it guards against, codes)")
+    p.add_argument("--engines", action="store_true",
+                   help="list the modelled engine and trainer releases instead: each profile, the releases it holds "
+                   "for, and when each was released and recorded")
 
     p = sub.add_parser("demo", help="build the embedded tiny drafters (both layouts) and gate them")
     p.add_argument("--out", metavar="DIR", help="keep the example checkpoints in DIR (default: a temporary folder)")
@@ -305,7 +313,7 @@ def _parse_gate_options(args: argparse.Namespace):
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
                          revision=args.revision, download=args.download, data=args.data, max_drop=args.max_drop,
                          min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
-                         loss_mask_start=args.loss_mask_start)
+                         loss_mask_start=args.loss_mask_start, engine_python=args.engine_python)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -455,7 +463,31 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return int(report.failed)
 
 
+def _list_engines(fmt: str) -> int:
+    from .check_docs import releases_table
+    from .engines import catalogue
+
+    listed = catalogue()
+    if fmt == "json":
+        _write(json.dumps(listed, indent=2) + "\n")
+    elif fmt == "markdown":
+        _write(releases_table(listed))
+    else:
+        for entry in listed:
+            first, last = entry["holds_for"]
+            _write(f"{entry['name']} {entry['profile']} ({entry['kind']}, {entry['module']}): holds for "
+                   f"{first if first == last else f'{first} to {last}'}\n")
+            for r in entry["releases"]:
+                how = r["how"]
+                differs = ", ".join(f"{k}={v!r}" for k, v in r["differs"].items())
+                _write(f"  {r['version']:<8} released {r['released'] or '?'}  {how}"
+                       + (f"  differs: {differs}" if differs else "") + "\n")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.engines:
+        return _list_engines(args.format)
 
     registered = all_checks()
     if args.format == "json":

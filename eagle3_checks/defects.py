@@ -293,6 +293,13 @@ class Defect:
     clean: str = ""  # what the drafter has instead, when worth saying ('it states "head_dim": 24')
     # gated with recorded states (the acceptance level): the clean example drafter's own, from example_data()
     data: bool = False
+    # the defect is in how the gate is run (its options), not in the files: the example without it is gated without
+    # them
+    in_options: bool = False
+    # judged live (engine.live) by a stand-in interpreter that replays vLLM 0.33.0's own recording of the flat example
+    # (live/example-flat.vllm-0.33.0.json, the conformance recording), the recording edited by this when the defect
+    # is made; the example without the defect replays it as recorded
+    replay: Callable[[dict], None] | None = None
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -313,10 +320,14 @@ class Defect:
             self.after(path)
         return path
 
-    def gate_options(self, target: str | Path | None = None, data: str | Path | None = None) -> dict[str, Any]:
+    def gate_options(self, target: str | Path | None = None, data: str | Path | None = None,
+                     made: bool = True) -> dict[str, Any]:
         """The parse_options arguments (``target``: the target config file, for a defect that needs one; ``data``:
-        the recorded states, for one gated on them: :func:`example_data`)."""
+        the recorded states, for one gated on them: :func:`example_data`; ``made`` False: for the example without
+        the defect)."""
         options = dict(self.options)
+        if self.replay is not None:
+            options.update(engine="vllm@installed", engine_python=str(replaying(self.replay if made else None)))
         if self.data:
             if data is None:
                 raise ValueError(f"defect {self.name} is gated on recorded states: pass example_data()'s folder")
@@ -326,6 +337,46 @@ class Defect:
                 raise ValueError(f"defect {self.name} needs a target config")
             options["target_config"] = str(target)
         return options
+
+
+REPLAYED = Path(__file__).parent / "live" / "example-flat.vllm-0.33.0.json"
+_STAND_INS: dict[Any, Path] = {}
+
+
+def replaying(edit: Callable[[dict], None] | None) -> Path:
+    """A stand-in for an interpreter with vLLM 0.33.0 installed, for the examples of engine.live: it answers the
+    version query and, run as the recorder, writes vLLM 0.33.0's own recording of the flat example (edited by
+    ``edit``) as the candidate's. Written once per process, into a temporary folder removed at exit."""
+    if edit not in _STAND_INS:
+        import atexit
+        import shutil
+        import sys
+
+        record = json.loads(REPLAYED.read_text())
+        if edit is not None:
+            edit(record)
+        folder = Path(tempfile.mkdtemp(prefix="eagle3-stand-in-"))
+        atexit.register(shutil.rmtree, folder, True)
+        script = folder / "python"
+        script.write_text(f"""#!{sys.executable}
+import json, sys
+from pathlib import Path
+RECORD = json.loads({json.dumps(json.dumps(record))})
+if sys.argv[1:2] == ["-c"]:
+    print(RECORD["version"])
+    sys.exit(0)
+out = Path(sys.argv[3])
+out.mkdir(parents=True)
+(out / "candidate.json").write_text(json.dumps({{**RECORD, "checkpoint": "candidate"}}))
+(out / "index.json").write_text(json.dumps({{"run_seconds": 0.0}}))
+""")
+        script.chmod(0o755)
+        _STAND_INS[edit] = script
+    return _STAND_INS[edit]
+
+
+def _fc_unwritten(record: dict) -> None:
+    record["unwritten"] = [{"param": "model.fc.weight", "shard": None, "role": "fc.weight"}]
 
 
 H, HT = EXAMPLE.hidden_size, EXAMPLE.ht
@@ -445,6 +496,13 @@ CATALOGUE = (
     Defect("aux-ids-in-eagle-config-only", "engine.aux-layers/ids-not-read",
            "with its aux ids in eagle_config only (where vLLM 0.33 does not read them)",
            config(eagle_aux_hidden_state_layer_ids=REMOVE), layouts=(FLAT,), options={"aux_convention": "vllm"}),
+    Defect("unrecorded-release", "engine.release/nearest",
+           "gated for vLLM 0.20.0, a release older than every recording, judged as the oldest recorded one",
+           options={"engine": "vllm@0.20.0"}, in_options=True),
+    Defect("live-engine-disagrees", "engine.live/unwritten",
+           "judged live by an engine that leaves fc.weight unwritten (vLLM 0.33.0's own recording of the example, "
+           "replayed with that change)", layouts=(FLAT,), options=TARGET, replay=_fc_unwritten,
+           also=("engine.live/disagrees",)),
     Defect("local-verifier", "engine.serving/local-verifier", "naming a local path as its verifier",
            lambda d: d.config["speculators_config"]["verifier"].update(name_or_path="/models/llama-target"),
            layouts=(SPECULATORS,)),
@@ -539,10 +597,12 @@ def run_example(check_id: str, failing: bool, root: Path | None = None) -> Any:
         target_path = Path(tmp) / "target.json"
         target_path.write_text(json.dumps(target_config(EXAMPLE)))
         data = example_data(example.layout, Path(tmp)) if example.defect.data else None
-        gate_options = parse_options(**{"reference": "none", **example.defect.gate_options(target_path, data)})
+        asked = example.defect.gate_options(target_path, data, made=failing) \
+            if failing or not example.defect.in_options else {}
+        gate_options = parse_options(**{"reference": "none", **asked})
         target = load_target(gate_options.target_config) if gate_options.target_config else None
         ckpt = open_checkpoint(path)
         reference, note = resolve_reference(gate_options.reference, ckpt)
         ctx = Context(ckpt, reference, note, target, gate_options)
-        engine = gate_options.engines()[0] if c.per_engine else None
+        engine = c.engines(gate_options)[0]
         return run_check(c, dataclasses.replace(ctx, engine=engine), {})

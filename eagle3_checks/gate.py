@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import checks as _builtin_checks  # noqa: F401  (importing the package registers the built-in checks)
 from .drafter.checkpoint import Checkpoint, open_any
@@ -23,6 +24,8 @@ from .drafter.spec import Spec, resolve_reference
 from .engines import AUX_CONVENTIONS, ENGINE_NAMES
 from .engines import resolve as resolve_engines
 from .errors import UsageError
+from .live import CannotJudge
+from .live import version as live_version
 from .options import ACCEPT_STEPS, FAIL_SHARE, LEVELS, GateOptions
 from .registry import (
     CRASHED,
@@ -190,7 +193,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                   max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
                   download: bool = False, data: str | None = None, max_drop: float | str | None = None,
                   min_acceptance: float | str | None = None, loss_mask: str | None = None,
-                  loss_mask_start: int | str = 0) -> GateOptions:
+                  loss_mask_start: int | str = 0, engine_python: str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level == "acceptance" and not data:
         raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
@@ -201,6 +204,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             why = c.requires() if c.requires and c.level == level else None
             if why:
                 raise UsageError(f"--level {level}: {why}")
+    engine, live = _installed(engine, engine_python)
     specs, notes, optional = resolve_engines(engine)
     if aux_convention not in (None, *AUX_CONVENTIONS):
         raise UsageError(f"--aux-convention {aux_convention!r}: choose {' or '.join(AUX_CONVENTIONS)}")
@@ -234,7 +238,36 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                        optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
                        revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
-                       min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start)
+                       min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start,
+                       live=live)
+
+
+def _installed(engine: str | Iterable[str] | None, python: str | None) -> tuple[Any, tuple[tuple[str, str], ...]]:
+    """``--engine NAME@installed`` -> NAME@VERSION of the release installed for ``python`` (--engine-python; else
+    this interpreter), to be judged live. Raises UsageError when that interpreter has no such engine."""
+    if python and not engine:
+        raise UsageError("--engine-python: name the engine to judge with it, as --engine vllm@installed")
+    values = [engine] if isinstance(engine, str) else list(engine or [])
+    if not any("@installed" in str(v) for v in values):
+        if python:
+            raise UsageError("--engine-python: judge live with --engine NAME@installed (vllm or sglang)")
+        return engine, ()
+    interpreter = python or sys.executable
+    out, live = [], []
+    for value in values:
+        items = []
+        for item in str(value).split(","):
+            name, _, version = item.strip().partition("@")
+            if version == "installed":
+                try:
+                    found = live_version(name, interpreter)
+                except CannotJudge as exc:
+                    raise UsageError(f"--engine {item.strip()}: cannot judge this release live: {exc}") from None
+                item = f"{name}@{found}"
+                live.append((item, interpreter))
+            items.append(item.strip())
+        out.append(",".join(items))
+    return out, tuple(live)
 
 
 def acceptance_thresholds(max_drop: float | str | None, min_acceptance: float | str | None,
@@ -487,7 +520,7 @@ def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference:
     for c in all_checks():
         if c.level not in levels:
             continue
-        for engine in options.engines() if c.per_engine else (None,):
+        for engine in c.engines(options):
             results.append(run_check(c, dataclasses.replace(ctx, engine=engine), waived, used))
     if options.waive:
         results.append(_waivers_result(options, results, used))

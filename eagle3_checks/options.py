@@ -51,6 +51,9 @@ class GateOptions:
     # releases only `--engine all` brought in: a layout such a release does not read is not applicable to it, and
     # fails the gate only when no release in the set reads the checkpoint (or under --strict)
     optional_engines: tuple[str, ...] = ()
+    # releases judged live (--engine NAME@installed): (the release, e.g. "vllm@0.33.0", the interpreter whose engine
+    # records the candidate: --engine-python, else the gate's own)
+    live: tuple[tuple[str, str], ...] = ()
     source: str | None = None  # the checkpoint the candidate was converted from
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
     max_model_len: int | None = None  # the context the drafter will be served with

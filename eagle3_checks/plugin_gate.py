@@ -97,7 +97,8 @@ def configure(config: pytest.Config) -> None:
                                 revision=value(config, "revision"), download=bool(value(config, "download")),
                                 data=data, max_drop=value(config, "max-drop"),
                                 min_acceptance=value(config, "min-acceptance"), loss_mask=loss_mask,
-                                loss_mask_start=value(config, "loss-mask-start") or 0)
+                                loss_mask_start=value(config, "loss-mask-start") or 0,
+                                engine_python=value(config, "engine-python"))
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:
@@ -201,7 +202,7 @@ class CheckpointCollector(pytest.Collector):
         options = self.config.stash[STATE].options
         levels = options.levels()
         labels = [f"{c.id}[{engine}]" if engine else c.id for c in all_checks() if c.level in levels
-                  for engine in (options.engines() if c.per_engine else (None,))]
+                  for engine in c.engines(options)]
         for label in labels + ([WAIVERS.id] if options.waive else []):  # the waivers' own item: stale ones
             # The node id parsed as pytest parses the ids it stores: "check[engine]" reads as name and params
             # (pytest 9), so --lf finds a failed per-engine check again.

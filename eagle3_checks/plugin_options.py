@@ -29,6 +29,7 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
               "--eagle3-strict (--eagle3-skip, eagle3_skip: the old name)"),
     "engine": ("linelist", [], "engine releases to judge, as the CLI's --engine (repeatable; default: the CLI's; "
                "`eagle3-checks check --help` lists the modelled releases)"),
+    "engine-python": ("string", None, "the interpreter whose engine --eagle3-engine NAME@installed means"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),

@@ -176,6 +176,14 @@ class Check:
     codes: tuple[tuple[str, Code | str], ...] = ()
     # the defect of the catalogue (eagle3_checks/defects.py) that fails it: its example for `eagle3-checks explain`
     example: str = ""
+    # per engine, but only for the releases judged live (--engine NAME@installed): no result for the others
+    live_only: bool = False
+
+    def engines(self, options: GateOptions) -> tuple[str | None, ...]:
+        """The releases this check judges under ``options`` (``(None,)``: an engine-independent check, run once)."""
+        if not self.per_engine:
+            return (None,)
+        return tuple(spec for spec, _ in options.live) if self.live_only else options.engines()
 
     def __post_init__(self) -> None:  # codes given as plain meanings (a plugin's, the gate's own) are Codes too
         codes = tuple((slug, c if isinstance(c, Code) else Code(c)) for slug, c in self.codes)
@@ -205,7 +213,7 @@ REGISTRY: dict[str, Check] = {}
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
           requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False,
-          codes: dict[str, str | Code] | None = None, example: str = "") -> Callable:
+          codes: dict[str, str | Code] | None = None, example: str = "", live_only: bool = False) -> Callable:
     """Register ``fn`` as check ``id``. ``codes``: the slug of each kind of finding it reports (kebab-case, passed as
     ``code=`` where the finding is made) and its meaning in one line, or :func:`note` (meaning) for a code whose
     findings are notes. ``example``: the name of the defect of :mod:`eagle3_checks.defects` that fails it."""
@@ -218,7 +226,7 @@ def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] 
         if id in REGISTRY:
             raise ValueError(f"check {id!r} registered twice")
         REGISTRY[id] = Check(id, title, level, needs, fn, guards, evidence, per_engine, requires, fix, modelled_only,
-                             tuple((codes or {}).items()), example)
+                             tuple((codes or {}).items()), example, live_only)
         return fn
 
     return register

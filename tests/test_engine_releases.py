@@ -57,7 +57,7 @@ def test_a_bare_name_is_the_newest_modelled_release_and_says_so(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: None)
     specs, notes, optional = engines.resolve("sglang")
     assert specs == (SG23,) and optional == ()
-    assert notes == ("sglang is not installed here: the newest modelled release",)
+    assert notes == ("sglang is not installed here: the newest modelled release, 0.5.23",)
 
 
 def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(monkeypatch):
@@ -65,9 +65,63 @@ def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(
     assert engines.resolve("sglang")[0] == (SG06,)
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.20"}.get(name))
     specs, notes, _ = engines.resolve("sglang")
-    assert specs == (SG06,) and "0.5.20 is installed and not modelled: the nearest older" in notes[0]
+    assert specs == ("sglang@0.5.20",) and "between 0.5.6 and 0.5.23, which read drafters differently: judged as " \
+        "0.5.6" in notes[0]
+    assert engines.profile("sglang@0.5.20").judged_by == "0.5.6"
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.6.1"}.get(name))
-    assert engines.resolve("sglang")[0] == (SG23,)
+    assert engines.resolve("sglang")[0] == ("sglang@0.6.1",)
+    assert engines.profile("sglang@0.6.1").judged_by == "0.5.23"
+
+
+# ----- release ranges -----------------------------------------------------------------------------------------------
+
+def test_a_profile_holds_for_its_recorded_releases_and_states_how_they_differ():
+    """vLLM 0.31.0 and 0.32.0 are judged by the 0.33.0 profile (recorded 2026-12-03): one stated difference, their
+    model runner capturing aux states for a drafter that says use_aux_hidden_state false (VL 0.32.0
+    v1/worker/gpu/model_runner.py:299-307)."""
+    judged = engines.judge("vllm", "0.32.0")
+    assert judged.warning is None and judged.profile.judged_by == "0.33.0"
+    assert "recorded 2026-12-03" in judged.note and "holds for 0.31.0 to 0.33.0" in judged.note
+    assert engines.profile("vllm@0.33.0").range == "0.31.0 to 0.33.0"
+    for release in ("0.31.0", "0.32.0"):
+        assert dict(engines.profile("vllm@0.33.0").release(release).differs) == {"aux_when_unused": True}
+    assert engines.profile("vllm@0.33.0").release("0.33.0").differs == ()
+
+
+def test_the_stated_difference_is_what_the_release_reads(drafter):
+    d = drafter("flat")
+    d.config["eagle_config"]["use_aux_hidden_state"] = False
+    ckpt = open_checkpoint(d.write())
+    assert engines.read(ckpt, "vllm@0.33.0").aux_layer_ids is None
+    r = engines.read(ckpt, "vllm@0.32.0")
+    assert r.aux_layer_ids == [1, 3, 5] and r.version == "0.32.0"
+
+
+def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_warning(monkeypatch):
+    from eagle3_checks.engines.profile import Release
+
+    judged = engines.judge("vllm", "0.31.1")  # between 0.31.0 and 0.32.0, which read drafters alike
+    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.31.0 to 0.33.0)" in judged.note
+    assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True}
+    p = engines.profile("vllm@0.33.0")
+    older = Release("0.30.0", "2026-09-22", recorded="2026-12-03")  # a record without 0.31.0's difference
+    monkeypatch.setattr(engines, "PROFILES", (replace(p, releases=(older, *p.releases)), *engines.PROFILES[1:]))
+    judged = engines.judge("vllm", "0.30.5")
+    assert judged.warning and "between 0.30.0 and 0.31.0, which read drafters differently" in judged.warning
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("vllm@0.32.5", "between 0.32.0 and 0.33.0, which read drafters differently: judged as 0.32.0"),
+    ("vllm@0.20.0", "older than every recorded release (the oldest is 0.31.0): judged as 0.31.0"),
+    ("vllm@0.99.0", "newer than every recorded release (the newest is 0.33.0): judged as 0.33.0"),
+])
+def test_a_release_no_recording_covers_is_judged_as_the_nearest_with_a_warning(drafter, spec, says):
+    result = run(drafter("flat").write(), engine=spec, level="header", reference="none")
+    found = [f for f in result.result("engine.release", spec).findings]
+    assert [f.code for f in found] == ["engine.release/nearest"] and says in found[0].message
+    assert f"conformance/run.sh {spec}" in found[0].message
+    covered = run(drafter("flat").write(), engine="vllm@0.32.0", level="header", reference="none")
+    assert covered.result("engine.release", "vllm@0.32.0").findings == []
 
 
 def test_the_installed_version_is_read_from_package_metadata():
@@ -76,7 +130,8 @@ def test_the_installed_version_is_read_from_package_metadata():
 
     assert engines.installed_version("speculators") == version("speculators")
     assert engines.installed_version("vllm") is None
-    installed = f"the installed speculators {version('speculators')}"
+    installed = (f"the installed speculators {version('speculators')}: judged as speculators 0.9.0 (run in the default "
+                 "tests)")
     assert engines.resolve("speculators") == (("speculators@0.9.0",), (installed,), ())
 
 
@@ -88,7 +143,8 @@ def test_lists_repeats_and_all(monkeypatch):
     assert engines.resolve("all,sglang").optional == (VLLM, "speculators@0.9.0")  # sglang is required by name
 
 
-@pytest.mark.parametrize("value, says", [("sglang@0.5.7", "modelled sglang releases are sglang@0.5.23, sglang@0.5.6"),
+@pytest.mark.parametrize("value, says", [("sglang@latest", r"'latest' is no release number \(such as 0.5.23\)"),
+                                         ("tgi@1.0", "no engine 'tgi'"),
                                          ("tgi", "choose vllm, sglang, speculators"), ("vllm,", "an empty name")])
 def test_an_unknown_release_is_a_usage_error(value, says):
     with pytest.raises(UsageError, match=says):
@@ -104,13 +160,13 @@ def test_every_surface_takes_the_engines_from_the_profiles(capsys):
 
     specs = [p.spec for p in engines.PROFILES]
     help_text = build_parser()._subparsers._group_actions[0].choices["check"].format_help()
-    assert all(s in " ".join(help_text.split()) for s in specs)
+    assert all(f"{p.name} {p.range}" in " ".join(help_text.split()) for p in engines.PROFILES)
     assert "eagle3-checks check --help" in OPTIONS["engine"][2]  # the plugin imports no engine list: it points there
     assert set(convert.TARGETS) == set(engines.ENGINE_NAMES)
     with pytest.raises(SystemExit):
         main(["--version"])
     version = capsys.readouterr().out
-    assert all(f"{p.name} {p.version}" in version for p in engines.PROFILES)
+    assert all(f"{p.name} {p.range}" in " ".join(version.split()) for p in engines.PROFILES)
     assert main(["explain", "engine.loads"]) == 0
     explained = capsys.readouterr().out
     assert all(s in explained for s in specs)

@@ -331,9 +331,10 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     assert data["compatibility"]["sglang@0.5.23"]["engine.loads"] == "failed"
     main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "markdown"])
     out = capsys.readouterr().out
-    assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` |" in out
-    assert "| sglang@0.5.23 | FAIL | SKIP | SKIP | SKIP |" in out
-    assert "| vllm@0.33.0 | PASS | PASS | PASS | PASS |" in out
+    assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` | " \
+        "`engine.release` |" in out
+    assert "| sglang@0.5.23 | FAIL | SKIP | SKIP | SKIP | PASS |" in out
+    assert "| vllm@0.33.0 | PASS | PASS | PASS | PASS | PASS |" in out
 
 
 def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):

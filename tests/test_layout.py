@@ -13,8 +13,11 @@ import eagle3_checks
 PACKAGE = pathlib.Path(eagle3_checks.__file__).parent
 
 
+RECORDERS = PACKAGE / "live" / "recorders"  # scripts an engine's interpreter runs: never imported by the package
+
+
 def _modules() -> list[pathlib.Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    return sorted(p for p in PACKAGE.rglob("*.py") if RECORDERS not in p.parents)
 
 
 # The ones allowed, each to keep a start-up light. The pytest plugin's entry point is imported by every pytest run
@@ -28,6 +31,7 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("cli.py", "cmd_convert", ("ConvertRefused", "convert")),
         ("cli.py", "cmd_diff", ("compare", "render_diff_json", "render_diff_text")),
         ("cli.py", "cmd_list", ("table",)),
+        ("cli.py", "_list_engines", ("releases_table", "catalogue")),
         ("cli.py", "cmd_fix", ("fix",)),
         ("cli.py", "_example_lines", ("EXAMPLES", "run_example")),
         ("cli.py", "cmd_demo", ("EXAMPLE_DIRS", "write_example")),

@@ -18,8 +18,9 @@ except ImportError:
 
 import helpers
 
-# one item each with the default --eagle3-engine (vllm); the acceptance level's only with --eagle3-data
-DEFAULT = [c for c in all_checks() if c.level != "acceptance"]
+# one item each with the default --eagle3-engine (vllm); the acceptance level's only with --eagle3-data, engine.live
+# only with --eagle3-engine NAME@installed
+DEFAULT = [c for c in all_checks() if c.level != "acceptance" and not c.live_only]
 N_CHECKS = len(DEFAULT)
 LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in DEFAULT}
 

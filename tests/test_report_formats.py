@@ -574,7 +574,7 @@ def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
 @pytest.mark.parametrize("argv, fragment", [
     (["check", "{good}", "--skip", "config.rop=x"], "no check named 'config.rop'; did you mean config.rope?"),
     (["check", "{good}", "--skip", "engine.aux-layers[vlm]=x"], "no engine named 'vlm'"),
-    (["check", "{good}", "--skip", "engine.aux-layers[vllm@9.9]=x"], "is not modelled"),
+    (["check", "{good}", "--skip", "engine.aux-layers[vllm@nine]=x"], "'nine' is no release number"),
     (["check", "{good}", "--skip", "keys[vllm]=x"], "keys is not a per-engine check"),
     (["check", "{good}", "--skip", "engine.aux-layers[vllm=x"], "write engine.aux-layers[ENGINE]"),
     (["explain", "rope"], "did you mean config.rope?"),

@@ -12,8 +12,9 @@ import math
 import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
-from .. import engines
+from .. import engines, live
 from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.profile import Target
@@ -27,6 +28,7 @@ from ..engines.reading import (
     remedy,
     shown,
 )
+from ..live.compare import disagreements
 from ..numerics import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
@@ -432,3 +434,129 @@ def serving(ctx: Context) -> Iterable[Finding]:
                           "remote repository (\"Speculators verifier must name a remote model repository\")",
                           fix="name the verifier by its hub id, or serve with --model VERIFIER and "
                           "--speculative-config pointing at the drafter")
+
+
+@check(
+    "engine.release",
+    "The release judged is one a recording covers",
+    example="unrecorded-release",
+    per_engine=True,
+    guards="A verdict about a release the gate has no recording of, given as if it were known: a release between "
+    "two recorded ones whose readings differ, or outside every profile's range, is judged by the nearest recorded "
+    "release, and what changed in it is not modelled (vLLM changed its aux-id reading, its embedding and lm_head "
+    "sharing and its head_dim narrowing from release to release).",
+    evidence=("vLLM PR #28549 (before it, the target's lm_head and embedding replaced a drafter's own: mean "
+              "acceptance 1.32 instead of 2.49)", "vLLM 0.32.0 v1/worker/gpu/model_runner.py:299-307 vs 0.33.0 "
+              "eagle3_utils.py requires_aux_hidden_states (aux states captured for a drafter that uses none)"),
+    fix="record the release (conformance/run.sh NAME@VERSION) or judge with a recorded one",
+    codes={"nearest": "no recording covers the release: it is judged as the nearest recorded one"},
+)
+def release_covered(ctx: Context) -> Iterable[Finding]:
+    spec = release(ctx)
+    said = engines.release_warning(spec)
+    if said:
+        name = spec.split("@", 1)[0]
+        yield warning(said, code="nearest", file=CONFIG, key="--engine",
+                      expected=f"a modelled {name} release ({', '.join(p.range for p in engines.versions(name))})",
+                      found=spec.replace("@", " "),
+                      why="each recorded release is held to what its loader did; one in between or beyond may load "
+                      "drafters otherwise, and the verdict would not know it",
+                      fix=f"judge with a recorded release, or record {spec} (conformance/run.sh {spec})")
+
+
+def _live(ctx: Context, spec: str) -> live.Live:
+    """The installed release's own recording of the candidate, made once per gate run."""
+    key = ("live", spec)
+    if key not in ctx.cache:
+        python = dict(ctx.options.live)[spec]
+        if ctx.ckpt.source.weights_elsewhere or not ctx.options.target_config or \
+                not os.path.isfile(ctx.options.target_config):
+            why = ctx.ckpt.source.weights_elsewhere or "--target-config is not a local file"
+            ctx.cache[key] = live.CannotJudge(f"the engine loads a local checkpoint and target config: {why}")
+        else:
+            try:
+                ctx.cache[key] = live.record(spec.split("@", 1)[0], python, ctx.ckpt.source.path,
+                                             Path(ctx.options.target_config), ctx.options.max_model_len)
+            except live.CannotJudge as exc:
+                ctx.cache[key] = exc
+    return ctx.cache[key]
+
+
+@check(
+    "engine.live",
+    "The installed engine's own loader agrees with the modelled release",
+    example="live-engine-disagrees",
+    per_engine=True,
+    live_only=True,
+    needs=("target",),
+    guards="A verdict about the release on the serving box taken from a model of its source: the installed engine "
+    "(--engine vllm@installed, --engine-python for the serving image's interpreter) runs its own config parsing "
+    "and weight loading on the candidate, on CPU, with the conformance recorders' instrumentation, and where it "
+    "refuses the checkpoint, leaves a parameter unwritten, cuts a tensor or captures other layers than the gate's "
+    "profile of that release predicts, the engine's verdict stands and the profile is wrong.",
+    evidence=("vLLM 0.32.0 v1/worker/gpu/model_runner.py:299-307 (aux states captured for a drafter that uses "
+              "none: found by recording, not by reading)",),
+    fix="follow the engine's own verdict; report the profile's disagreement with the recording attached",
+    codes={
+        "refused": "the installed engine refuses the checkpoint",
+        "unwritten": "the installed engine leaves parameters unwritten (they keep their initial values)",
+        "narrowed": "the installed engine cuts a tensor larger than its parameter to fit",
+        "disagrees": "the modelled release predicts otherwise than the installed engine did",
+        "cannot-judge": "the installed release cannot judge this checkpoint live (the reason is given)",
+        "agrees": note("the installed engine loaded the candidate as the profile predicts"),
+    },
+)
+def engine_live(ctx: Context) -> Iterable[Finding]:
+    spec = release(ctx)
+    got = _live(ctx, spec)
+    name = spec.replace("@", " ")
+    if isinstance(got, live.CannotJudge):
+        yield error(f"cannot judge {name} live: {got}", code="cannot-judge", file=CONFIG, key="--engine",
+                    expected="a recording of the candidate by the installed engine", found=str(got),
+                    why="the verdicts below are the profile's alone; the installed engine itself said nothing",
+                    fix="check --engine-python names the serving environment's interpreter, or record this release "
+                    f"with conformance/run.sh {spec} and report what the recorder does not know")
+        return
+    rec = got.record
+    where = f"(live, {got.seconds:.0f} s)"
+    if rec.get("refused"):
+        refused = rec["refused"]
+        yield error(f"{name} refuses the checkpoint {where}: {refused['type']}: {refused['message'][:300]}",
+                    code="refused", file=CONFIG, key=refused.get("at") or "--engine",
+                    expected="the engine builds and loads the drafter", found=f"{refused['type']} at the "
+                    f"{refused.get('stage', '?')} stage ({refused.get('at') or 'no engine frame'})",
+                    why="the server fails to start with this drafter", fix="see engine.loads for what to change")
+    served = engines.read(ctx.ckpt, spec, ctx.target)
+    # a d2t parameter built as zeros (vLLM before 0.31.0 always builds one: llama_eagle3.py:304-307 in 0.29.0) and not
+    # loaded keeps offsets of 0, draft id i = target id i: what a drafter without a draft vocabulary means
+    identity = served.draft_vocab_size == getattr(ctx.target, "vocab_size", None)
+    unwritten = [u.get("role") or u["param"] for u in rec.get("unwritten", []) if not u.get("attribute")
+                 and not (identity and u.get("role") == "d2t")]
+    if unwritten and not rec.get("refused"):
+        yield error(f"{name} leaves {len(unwritten)} parameter(s) unwritten {where}: {_listing(unwritten)}",
+                    code="unwritten", key=unwritten[0], expected="every parameter loaded from the checkpoint",
+                    found=f"{_listing(unwritten)} keep their initial values",
+                    why="the engine raises nothing and computes with uninitialised weights: acceptance collapses",
+                    fix="add the missing tensors, or fix the config field that makes the engine build them")
+    narrowed = sorted(n for n, loads in rec.get("loaded", {}).items() if any(x.get("narrowed") for x in loads))
+    if narrowed:
+        yield error(f"{name} cuts {len(narrowed)} tensor(s) to fit their parameters {where}: {_listing(narrowed)}",
+                    code="narrowed", key=narrowed[0], expected="each tensor the shape of its parameter",
+                    found=f"{_listing(narrowed)} larger than the parameters built from config.json",
+                    why="the engine keeps the first rows and serves a different attention or projection",
+                    fix="state the config values the tensors were trained with (head_dim, the head counts)")
+    serving = engines.profile(spec).serving
+    limit = serving(served, ctx.options.max_model_len, ctx.target) if serving else None
+    cpu_only = bool(rec.get("refused") and rec["refused"].get("cpu_only"))
+    found = disagreements(rec, served, engines.target_of(ctx.ckpt, ctx.target), loaded=not cpu_only, limit=limit)
+    if found:
+        profile = engines.profile(spec)
+        yield error(f"the gate's {profile.name} {profile.judged_by or profile.version} profile disagrees with the "
+                    f"installed {name} {where}: {found[0]}", code="disagrees", file=CONFIG, key="--engine",
+                    expected="the profile predicts what the engine does", found=" | ".join(found[:4]),
+                    why="the engine's own verdict stands; the other engine.* findings for this release come from "
+                    "the profile and may be wrong where it disagrees",
+                    fix=f"follow the engine; report the disagreement with `conformance/run.sh {spec}` attached so "
+                    "the profile can be corrected")
+    elif not rec.get("refused") and not unwritten and not narrowed:
+        yield info(f"{name} loads the candidate as the profile predicts {where}", code="agrees")

@@ -12,6 +12,7 @@ EAGLE/SpecForge for the flat one), with lenient names: the computation the draft
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from ..drafter.config_values import PROVENANCE
 from ..drafter.layout import AUX_CONVENTIONS, SPECULATORS
 from ..errors import UsageError
 from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
-from .profile import Capture, Profile, Target, output_of, version_key
+from .profile import Capture, Profile, Release, Target, output_of, version_key
 from .reading import Reading, lookup, valid_ids
 
 # Every modelled release, in the order reports list them (each engine's newest first).
@@ -33,27 +34,87 @@ ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PROFILES))
 _BY_SPEC = {p.spec: p for p in PROFILES}
 # The trainers whose readings define "what was trained".
 TRAINERS = {"speculators": speculators, "specforge": specforge}
-MIRRORED = {**{p.spec: p.version for p in PROFILES}, "specforge@" + specforge.VERSION: specforge.VERSION}
 DEFAULT_ENGINE = "vllm"
 
 
 def describe() -> str:
-    """'vllm 0.33.0, sglang 0.5.23, ...': what this release of eagle3-checks mirrors (--version)."""
-    return ", ".join(spec.replace("@", " ") for spec in MIRRORED)
+    """'vllm 0.32.0 to 0.33.0, sglang 0.5.23, ...': the releases this release of eagle3-checks models (--version)."""
+    ranges = [f"{p.name} {p.range}" for p in PROFILES]
+    return ", ".join([*ranges, f"specforge {specforge.VERSION}"])
 
 
 def versions(name: str) -> list[Profile]:
-    """The modelled releases of one engine, newest first."""
+    """The modelled readings of one engine (a profile each, named by the release its citations are read from),
+    newest first."""
     return sorted((p for p in PROFILES if p.name == name), key=lambda p: p.key, reverse=True)
 
 
+def releases(name: str) -> list[tuple[Release, Profile]]:
+    """Every release of one engine a profile holds for, with that profile, oldest first."""
+    return sorted(((rel, p) for p in PROFILES if p.name == name for rel in p.holds_for), key=lambda x: x[0].key)
+
+
 def newest(name: str) -> Profile:
-    return versions(name)[0]
+    """The newest release any profile of the engine holds for."""
+    rel, p = releases(name)[-1]
+    return p.at(rel.version, rel.differs)
+
+
+class Judged(NamedTuple):
+    profile: Profile  # the profile for the release (its ``version`` is the release judged)
+    note: str  # which profile judges it, and why
+    warning: str | None  # set when no recording covers the release: it is judged by the nearest recorded one
+
+
+def judge(name: str, version: str) -> Judged:
+    """Which profile judges release ``version`` of engine ``name``: the one that holds for it; inside a profile's
+    range between two recorded releases that agree, that profile; otherwise (between releases whose readings
+    differ, or outside every range) the nearest recorded release below it (above it, for one older than all), with a
+    warning that names the recorded releases around it."""
+    known = releases(name)
+    for rel, p in known:
+        if rel.version == version:
+            own = "" if version == p.version else f"; the {name} {p.version} profile, which holds for {p.range}"
+            return Judged(p.at(version, rel.differs), f"{name} {version} ({rel.how}{own})", None)
+    key = version_key(version)
+    older = [x for x in known if x[0].key < key]
+    newer = [x for x in known if x[0].key > key]
+    if older and newer and older[-1][1] is newer[0][1] and older[-1][0].differs == newer[0][0].differs:
+        (low, p), high = older[-1], newer[0][0]
+        return Judged(p.at(version, low.differs), f"{name} {version} is not recorded: it lies inside the {name} "
+                      f"{p.version} profile's range ({p.range}), whose releases {low.version} and {high.version} "
+                      "around it read drafters alike", None)
+    rel, p = older[-1] if older else newer[0]
+    around = " and ".join(x[0].version for x in (older[-1:] + newer[:1]))
+    if older and newer:
+        where = f"between {around}, which read drafters differently"
+    elif older:
+        where = f"newer than every recorded release (the newest is {around})"
+    else:
+        where = f"older than every recorded release (the oldest is {around})"
+    warning = (f"{name} {version} is {where}: judged as {rel.version} ({rel.how}), the nearest; what changed "
+               f"in {version} is not modelled (record it: conformance/run.sh {name}@{version})")
+    return Judged(p.at(version, rel.differs), warning, warning)
+
+
+@functools.lru_cache(maxsize=64)
+def _judged(spec: str) -> Judged:
+    name, _, version = spec.partition("@")
+    return judge(name, version)
 
 
 def profile(spec: str) -> Profile:
-    """The profile of ``name@version`` (or of a bare name: its newest release)."""
-    return _BY_SPEC[spec] if spec in _BY_SPEC else newest(spec)
+    """The profile of ``name@version`` (any release: see :func:`judge`), or of a bare name (its newest release)."""
+    if spec in _BY_SPEC:
+        return _BY_SPEC[spec]
+    if "@" not in spec:
+        return newest(spec)
+    return _judged(spec).profile
+
+
+def release_warning(spec: str) -> str | None:
+    """Why release ``spec`` is judged by another recorded release, when no recording covers it (engine.release)."""
+    return _judged(spec).warning if "@" in spec and spec.split("@", 1)[0] in ENGINE_NAMES else None
 
 
 def installed_version(name: str) -> str | None:
@@ -75,24 +136,39 @@ def installed_version(name: str) -> str | None:
 def choices() -> str:
     """The accepted --engine values, for help texts and errors."""
     names = ", ".join(ENGINE_NAMES)
-    specs = ", ".join(p.spec for p in PROFILES)
-    return f"{names} (the newest modelled release, or the installed one), NAME@VERSION ({specs}), a comma list, or all"
+    ranges = ", ".join(f"{p.name} {p.range}" for p in PROFILES)
+    return (f"{names} (the installed release, else the newest modelled), NAME@VERSION (modelled: {ranges}; other "
+            "releases are judged by the nearest recorded one, with a warning), a comma list, or all")
 
 
 def _resolve_name(name: str) -> tuple[Profile, str]:
-    known = versions(name)
     installed = installed_version(name)
     if installed is None:
-        return known[0], f"{name} is not installed here: the newest modelled release"
-    exact = [p for p in known if p.version == installed]
-    if exact:
-        return exact[0], f"the installed {name} {installed}"
-    older = [p for p in known if p.key <= version_key(installed)]
-    if older:
-        return older[0], (f"{name} {installed} is installed and not modelled: the nearest older modelled release "
-                          f"({', '.join(p.version for p in known)} are modelled)")
-    return known[-1], (f"{name} {installed} is installed, older than every modelled release: the oldest modelled "
-                       "one")
+        p = newest(name)
+        return p, f"{name} is not installed here: the newest modelled release, {p.version}"
+    judged = judge(name, installed)
+    return judged.profile, f"the installed {name} {installed}: judged as {judged.note}"
+
+
+def catalogue() -> list[dict]:
+    """Every modelled engine and trainer release, as data (``list --engines``, the docs' release table): each
+    profile, the range it holds for, and each release's date, recording date and stated differences."""
+    out: list[dict[str, Any]] = []
+    for p in PROFILES:
+        kind = "engine and trainer" if p.name in TRAINERS else "engine"
+        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.read.__module__,
+                    "holds_for": [p.holds_for[0].version, p.holds_for[-1].version], "reads_ids": p.reads_ids,
+                    "families": list(p.families),
+                    "releases": [{"version": r.version, "released": r.released or None, "recorded": r.recorded,
+                                  "how": r.how, "differs": dict(r.differs), "why": r.why} for r in p.holds_for]})
+    for name, module in TRAINERS.items():
+        if name not in ENGINE_NAMES:
+            out.append({"name": name, "kind": "trainer", "profile": module.VERSION, "module": module.__name__,
+                        "holds_for": [module.VERSION, module.VERSION], "reads_ids": None, "families": [],
+                        "releases": [{"version": module.VERSION, "released": getattr(module, "RELEASED", None),
+                                      "recorded": None, "how": "run in the default tests", "differs": {},
+                                      "why": ""}]})
+    return out
 
 
 class Resolved(NamedTuple):
@@ -121,13 +197,15 @@ def resolve(values: Any) -> Resolved:
                     p, why = _resolve_name(name)
                     specs.setdefault(p.spec, why)
             elif "@" in item:
-                if item not in _BY_SPEC:
-                    name = item.split("@", 1)[0]
-                    known = ", ".join(p.spec for p in versions(name)) if name in ENGINE_NAMES else ""
-                    raise UsageError(f"--engine {item!r} is not modelled" + (f": modelled {name} releases are "
-                                     f"{known}" if known else f"; choose {choices()}"))
-                specs.setdefault(item, "named")
-                named.add(item)
+                name, _, version = item.partition("@")
+                if name not in ENGINE_NAMES:
+                    raise UsageError(f"--engine {item!r}: no engine {name!r}; choose {choices()}")
+                if not version_key(version):
+                    raise UsageError(f"--engine {item!r}: {version!r} is no release number (such as "
+                                     f"{newest(name).version})")
+                spec = f"{name}@{version}"
+                specs.setdefault(spec, f"named: {_judged(spec).note}")
+                named.add(spec)
             elif item in ENGINE_NAMES:
                 p, why = _resolve_name(item)
                 specs.setdefault(p.spec, why)
@@ -350,7 +428,8 @@ def trainer(ckpt: Checkpoint) -> Reading:
     return reading
 
 
-__all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "MIRRORED", "AUX_CONVENTIONS", "Capture", "Profile", "Reading",
+__all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "Release", "Judged", "judge", "releases", "release_warning",
+           "catalogue", "AUX_CONVENTIONS", "Capture", "Profile", "Reading",
            "Target", "Resolved", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
            "trainer_convention", "trained_aux", "TrainedAux", "trainer_capture", "target_of", "named_verifier",
            "ids_where_read"]

@@ -11,6 +11,8 @@ layer L-1; one that writes "id X = the output of layer X" (SGLang's ``+1`` rule)
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -79,6 +81,33 @@ def default_ids(num_layers: int) -> list[int]:
 
 
 @dataclass(frozen=True)
+class Release:
+    """One release a profile holds for, as data: its date, how it is known, and what it does otherwise than the
+    release the profile's reading cites (``differs``: keyword arguments of the profile's ``read``, each one stated
+    difference, with its file and line in ``why``). ``recorded``: the date of its conformance recording
+    (tests/conformance/recorded/NAME-VERSION/, which the default test run holds the profile to); None: read from the
+    released package's source only."""
+
+    version: str
+    released: str  # its upload date on PyPI
+    recorded: str | None = None
+    differs: tuple[tuple[str, Any], ...] = ()
+    why: str = ""
+    peer: bool = False  # the released package itself runs in the default tests (speculators, SpecForge)
+
+    @property
+    def how(self) -> str:
+        """How the release's reading is known, for reports."""
+        if self.recorded:
+            return f"recorded {self.recorded}"
+        return "run in the default tests" if self.peer else "read from its source"
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return version_key(self.version)
+
+
+@dataclass(frozen=True)
 class Profile:
     """One modelled release of an engine (or a trainer that loads drafters, as speculators does)."""
 
@@ -101,6 +130,40 @@ class Profile:
     narrows_at: str = ""
     # the drafter families (drafter/families/) the release has a class for: "llama" (Llama/Qwen3 layers), "mla"
     families: tuple[str, ...] = ("llama",)
+    # the releases this reading holds for, oldest first (its own ``version`` among them): from the first to the last,
+    # as typeshed's VERSIONS states a stdlib module's range; empty: only ``version``, read from its source
+    releases: tuple[Release, ...] = ()
+    # set on a profile made for one release by :meth:`at`: the version of the profile that judges it
+    judged_by: str | None = None
+
+    @property
+    def holds_for(self) -> tuple[Release, ...]:
+        """The releases this profile's reading holds for, oldest first."""
+        return self.releases or (Release(self.version, ""),)
+
+    @property
+    def range(self) -> str:
+        """'0.32.0 to 0.33.0' (or the one release)."""
+        first, last = self.holds_for[0].version, self.holds_for[-1].version
+        return first if first == last else f"{first} to {last}"
+
+    def release(self, version: str) -> Release | None:
+        return next((r for r in self.holds_for if r.version == version), None)
+
+    def at(self, version: str, differs: tuple[tuple[str, Any], ...] = ()) -> Profile:
+        """This reading for another release ``version``: the same profile, its reads given that release's stated
+        differences, its readings naming ``version``."""
+        if version == self.version and not differs:
+            return self
+        base = self.read
+
+        def read(*args: Any, **kwargs: Any) -> Reading:
+            r = base(*args, **{**dict(differs), **kwargs})
+            r.version = version
+            return r
+
+        functools.update_wrapper(read, base)
+        return dataclasses.replace(self, version=version, read=read, judged_by=self.judged_by or self.version)
 
     @property
     def ids_pointer(self) -> str:

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
 from . import reading
-from .profile import Capture, Profile, Target, input_of, output_of
+from .profile import Capture, Profile, Release, Target, input_of, output_of
 from .reading import Reading, is_int, lookup
 from .sglang_0_5_6 import (
     check_replaced_embedding,
@@ -373,6 +373,7 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
+    releases=(Release(VERSION, "2026-10-30", recorded="2026-12-01"),),
     narrows_at="srt/layers/linear.py:739, 840-868 (narrow, no size check)",
     families=("llama", "mla"),
     sources=("srt/models/llama_eagle3.py", MLA_FILE, "srt/models/llama.py", "srt/models/deepseek_v2.py",

@@ -37,7 +37,7 @@ from ..drafter.config_values import class_defaults
 from ..drafter.expected import fmt_shape
 from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
 from . import reading
-from .profile import Capture, Limit, Profile, Target, output_of
+from .profile import Capture, Limit, Profile, Release, Target, output_of
 from .reading import Reading, is_int
 
 VERSION = "0.5.6"
@@ -329,6 +329,7 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
+    releases=(Release(VERSION, "2025-12-03"),),
     narrows_at="srt/layers/linear.py:528, 589-644 (narrow, no size check)",
     sources=("srt/models/llama_eagle3.py", "srt/models/llama.py", "srt/model_executor/model_runner.py",
              "srt/speculative/eagle_worker.py", "srt/configs/model_config.py"),

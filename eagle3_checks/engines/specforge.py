@@ -23,6 +23,7 @@ from .profile import Capture, Target, input_of, output_of
 from .reading import Reading, lookup
 
 VERSION = "0.2.0"
+RELEASED = "2026-08-10"  # its upload date on PyPI
 NAME = "specforge"
 
 # How SpecForge 0.2.0 counted the aux ids of the drafters it trained: it captures the training states through SGLang's

@@ -21,7 +21,7 @@ from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import SPECULATORS_DEFAULTS, TLC, class_defaults
 from ..drafter.layout import SPECULATORS
 from . import reading, vllm_0_33
-from .profile import Profile
+from .profile import Profile, Release
 from .reading import Reading, lookup
 
 VERSION = "0.9.0"
@@ -100,6 +100,7 @@ def _serving(r: Reading, want: int | None, target: Any = None) -> None:
 # speculators captures its training states through vLLM, so it counts ids vLLM's way.
 PROFILE = Profile(
     NAME, VERSION, read, vllm_0_33.capture, vllm_0_33.ids_for,
+    releases=(Release(VERSION, "2026-10-16", peer=True),),
     sources=("speculators/models/eagle3/config.py", "speculators/models/eagle3/core.py",
              "speculators/models/eagle3/model_definitions.py"),
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids",

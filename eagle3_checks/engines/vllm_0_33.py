@@ -38,7 +38,7 @@ from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
 from . import reading
-from .profile import Capture, Limit, Profile, Target, input_of
+from .profile import Capture, Limit, Profile, Release, Target, input_of
 from .reading import Reading, is_int, lookup
 
 VERSION = "0.33.0"
@@ -69,8 +69,10 @@ def eagle3_architecture(architectures: Any) -> tuple[str | None, str]:
 
 # One flat walk, in the order vLLM's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
-    """vLLM 0.33's reading; ``target`` (a TargetConfig, optional) gives the target vocabulary d2t is sized against."""
+def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False) -> Reading:  # noqa: C901
+    """vLLM 0.33's reading; ``target`` (a TargetConfig, optional) gives the target vocabulary d2t is sized against.
+    ``aux_when_unused``: the model runner captures the aux states even when eagle_config.use_aux_hidden_state is
+    false (0.32.0: :data:`RELEASES`)."""
     raw = ckpt.config_raw or {}
     speculators = ckpt.layout == SPECULATORS
     r = Reading(NAME, VERSION, ckpt.layout)
@@ -175,7 +177,7 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
                          "top-level eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150; "
                          "only the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, reads eagle_config's: "
                          "gpu_model_runner.py:5202-5224)")
-    if not uses_aux:
+    if not uses_aux and not aux_when_unused:
         r.set("aux_layer_ids", None, "eagle_config.use_aux_hidden_state is false: vLLM captures no aux states "
               "(eagle3_utils.py:15-22)")
     r.set("aux_convention", "vllm", "vLLM: id L is the residual stream entering layer L (interfaces.py:1640-1650)")
@@ -419,8 +421,21 @@ def serving(r: Reading, want: int | None, target: Any = None) -> Limit | None:
                  found=f"{have} ({r.sources.get('max_position_embeddings', '?')})")
 
 
+# The releases this reading holds for, each recorded (conformance/run.sh) and held to it by the default test run.
+_AUX_WHEN_UNUSED = (("aux_when_unused", True),)
+RELEASES = (
+    Release("0.31.0", "2026-10-05", recorded="2026-12-03", differs=_AUX_WHEN_UNUSED, why="as 0.32.0"),
+    Release("0.32.0", "2026-10-18", recorded="2026-12-03", differs=_AUX_WHEN_UNUSED,
+            why="0.32.0's V2 model runner sets the target's aux layers for every eagle3 drafter "
+            "(v1/worker/gpu/model_runner.py:299-307, 405-407), whatever eagle_config.use_aux_hidden_state says; "
+            "0.33.0 asks the drafter first (eagle3_utils.py: requires_aux_hidden_states). Its loader is 0.33.0's "
+            "(llama_eagle3.py:179-183, 459-463 in 0.32.0)"),
+    Release(VERSION, "2026-11-02", recorded="2026-12-01"),
+)
+
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
+    releases=RELEASES,
     narrows_at="model_executor/layers/linear.py:598, 863, 1780 (narrow, no size check)",
     families=("llama", "mla"),
     sources=("model_executor/models/llama_eagle3.py", "model_executor/models/qwen3_eagle3.py", MLA_FILE,

@@ -1,6 +1,6 @@
-"""Record how vLLM 0.33.0 reads each conformance checkpoint, running vLLM's own config and loading code on CPU.
+"""Record how vLLM reads each conformance checkpoint, running vLLM's own config and loading code on CPU.
 
-    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm==0.33.0
+    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm (0.28.0 to 0.33.0)
 
 For each checkpoint of MANIFEST (written by conformance/checkpoints.py), the path a server takes, up to the point
 where a GPU would be needed (paths: vllm/ in the 0.33.0 wheel):
@@ -23,6 +23,17 @@ replaces engine code, a kernel dispatch:
   ``ops.create_onednn_mm``) that the CUDA wheel does not build, and may drop the original weight. The stub takes
   the function's own torch fallback branch (layers/utils.py:662-665) on every machine, so the loaded weights stay
   inspectable and recordings do not depend on the CPU they were made on.
+
+And one device call, where torch has no accelerator at all (a CPU build of torch, as vLLM 0.32.0's pin resolves to
+here): ``torch.accelerator.empty_cache()``, which ``BaseModelLoader.load_model`` calls after loading to release the
+caching allocator (model_loader/base_loader.py:93 in 0.32.0) and which raises "Cannot access accelerator device"
+without one. It frees memory and computes nothing; the stub makes it a no-op there.
+
+And, for 0.28.0 to 0.30.0 only, the name of one CPU kernel: their ``SiluAndMul`` binds ``torch.ops._C.silu_and_mul``
+when it is built on the CPU platform (model_executor/layers/activation.py:130-135 in 0.30.0; 0.31.0 no longer binds
+it at construction), and the CUDA wheel carries no CPU ``_C`` library, so every Llama-layer drafter would fail to
+build. Where the op is missing, its schema is declared (``_C::silu_and_mul``) with no kernel: the layer builds, and a
+call would raise. Loading never calls it.
 """
 
 from __future__ import annotations
@@ -59,15 +70,30 @@ from vllm.distributed import init_distributed_environment, initialize_model_para
 from vllm.model_executor.layers.linear import MergedColumnParallelLinear, QKVParallelLinear  # noqa: E402
 from vllm.model_executor.model_loader import get_model  # noqa: E402
 from vllm.model_executor.model_loader.default_loader import DefaultModelLoader  # noqa: E402
-from vllm.model_executor.model_loader.utils import get_draft_load_config, get_model_cls  # noqa: E402
+from vllm.model_executor.model_loader.utils import get_model_cls  # noqa: E402
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader  # noqa: E402
 from vllm.model_executor.models.interfaces import EagleModelMixin  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
-    get_eagle3_aux_layers_from_config, requires_aux_hidden_states, set_eagle3_aux_hidden_state_layers)
+    get_eagle3_aux_layers_from_config, set_eagle3_aux_hidden_state_layers)
 from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
-from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config  # noqa: E402
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 # isort: on
+
+# What the releases recorded (0.28.0 to 0.33.0) do differently before get_model, and how the V2 runner decides to
+# capture aux states; each branch cites the release it follows.
+try:  # 0.31.0 on: the draft's own load config (model_executor/model_loader/utils.py)
+    from vllm.model_executor.model_loader.utils import get_draft_load_config  # noqa: E402
+except ImportError:  # 0.28.0 to 0.30.0: load_eagle_model uses the server's load config
+    get_draft_load_config = None
+try:  # 0.30.0 on: pipeline-parallel-safe draft loading (v1/worker/gpu/spec_decode/utils.py)
+    from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config  # noqa: E402
+except ImportError:  # 0.28.0, 0.29.0
+    get_pp_safe_draft_load_config = None
+try:  # 0.33.0: the V2 runner asks the drafter (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py)
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states  # noqa: E402
+except ImportError:  # 0.32.0: every eagle3 drafter gets the aux states (v1/worker/gpu/model_runner.py:299-307)
+    def requires_aux_hidden_states(spec: Any) -> bool:
+        return spec.method in ("eagle3", "dflash", "dspark", "extract_hidden_states")
 
 ENGINE = "vllm"
 VERSION = package_version("vllm")
@@ -200,6 +226,27 @@ def serve_with(model: nn.Module) -> dict[str, str]:
             "lm_head": "target.lm_head" if head else "draft"}
 
 
+def draft_config(spec: SpeculativeConfig, vllm_config: VllmConfig) -> VllmConfig:
+    """load_eagle_model's steps up to get_model (v1/worker/gpu/spec_decode/eagle/utils.py:80-95 in 0.33.0), as the
+    installed release takes them. From 0.31.0 ``apply_draft_overrides`` then the draft load config; in 0.28.0 to
+    0.30.0 the same overrides are made inline (utils.py:36-50 in 0.28.0, 73-109 in 0.30.0), each only when the
+    speculative config sets the draft's own moe_backend, kv_cache_dtype or attention_backend, which no recording
+    does."""
+    if hasattr(spec, "apply_draft_overrides"):
+        config = spec.apply_draft_overrides(vllm_config)
+    else:
+        stated = [f for f in ("moe_backend", "kv_cache_dtype", "attention_backend") if getattr(spec, f, None)]
+        if stated:
+            raise RuntimeError(f"harness: a draft override {stated} this recorder does not apply for this release")
+        config = vllm_config
+    load_config = config.load_config
+    if get_draft_load_config is not None:
+        load_config = get_draft_load_config(config)
+    if get_pp_safe_draft_load_config is not None:
+        load_config = get_pp_safe_draft_load_config(load_config)
+    return config if load_config is config.load_config else replace(config, load_config=load_config)
+
+
 def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
     draft_dir = root / entry["dir"]
     with harness("reading the target config"):
@@ -228,11 +275,7 @@ def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
             stack.enter_context(mock.patch.object(DefaultModelLoader, "load_weights",
                                                   probing_load_weights(record, draft_dir)))
             record["architecture"] = get_model_cls(spec.draft_model_config).__name__  # what get_model builds
-            # load_eagle_model (v1/worker/gpu/spec_decode/eagle/utils.py:80-95), up to get_model.
-            draft_vllm_config = spec.apply_draft_overrides(vllm_config)
-            load_config = get_pp_safe_draft_load_config(get_draft_load_config(draft_vllm_config))
-            if load_config is not draft_vllm_config.load_config:
-                draft_vllm_config = replace(draft_vllm_config, load_config=load_config)
+            draft_vllm_config = draft_config(spec, vllm_config)
             with set_model_tag("eagle_head"):
                 model = get_model(vllm_config=draft_vllm_config, model_config=spec.draft_model_config)
     finally:
@@ -248,16 +291,33 @@ def init_process_group() -> None:
         initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
 
 
+def declare_missing_cpu_ops() -> Any:
+    """See the module docstring: declares ``_C::silu_and_mul`` (no kernel) where the release's activation binds it
+    and no library provides it. Returns the library (kept alive while recording), or None."""
+    try:
+        torch.ops._C.silu_and_mul  # noqa: B018  (a lookup: raises when no library registered the op)
+        return None
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("_C", "FRAGMENT")
+    lib.define("silu_and_mul(Tensor! result, Tensor input) -> ()")
+    return lib
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     torch.manual_seed(0)
+    declared = declare_missing_cpu_ops()  # noqa: F841  (the library must outlive the recording)
     init_process_group()
     # load_model calls gc.collect() twice per checkpoint (model_loader/base_loader.py); with vLLM's imports in the
     # heap that is ~1 s each. Freezing what exists now leaves only each checkpoint's own objects to collect.
     gc.freeze()
-    with mock.patch.object(layer_utils, "dispatch_cpu_unquantized_gemm", keep_weights_gemm):
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(layer_utils, "dispatch_cpu_unquantized_gemm", keep_weights_gemm))
+        if not torch.accelerator.is_available():  # see the module docstring
+            stack.enter_context(mock.patch.object(torch.accelerator, "empty_cache", lambda: None))
         return run_all(Path(argv[0]), Path(argv[1]), ENGINE, VERSION, record_checkpoint, STARTED)
 
 

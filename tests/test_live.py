@@ -1,0 +1,122 @@
+"""The installed engine as the judge (engine.live): what the gate does with the recording an installed engine makes
+of the candidate. No engine is installed here: a stand-in interpreter replays vLLM 0.33.0's own recording of the
+flat example (eagle3_checks/live/example-flat.vllm-0.33.0.json, the committed conformance recording), edited per
+test, and answers the version query as that release. The real engines were run this way by hand (vLLM 0.29.0 on
+the example: 15 s; on a full-vocabulary drafter without d2t it left d2t unwritten, which the profile of 0.31.0 to
+0.33.0 does not predict: engine.live/disagrees)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle3_checks import live
+from eagle3_checks.defects import REPLAYED, replaying
+from eagle3_checks.errors import UsageError
+from helpers import run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def codes(result, spec="vllm@0.33.0"):
+    return [f.code for f in result.result("engine.live", spec).findings]
+
+
+def live_run(drafter, target_path, edit=None, **options):
+    return run(drafter("flat").write(), engine="vllm@installed", engine_python=str(replaying(edit)),
+               target_config=str(target_path), level="header", **options)
+
+
+def test_the_replayed_recording_is_the_committed_conformance_recording():
+    assert REPLAYED.read_text() == (ROOT / "tests/conformance/recorded/vllm-0.33.0/example-flat.json").read_text()
+
+
+def test_an_engine_that_loads_the_candidate_as_predicted_agrees(drafter, target_path):
+    result = live_run(drafter, target_path)
+    assert result.options.live == (("vllm@0.33.0", str(replaying(None))),)
+    assert result.result("engine.live", "vllm@0.33.0").status == "passed"
+    assert codes(result) == ["engine.live/agrees"]
+
+
+def _refused(rec: dict) -> None:
+    rec["refused"] = {"type": "ValueError", "message": "There is no module or parameter named 'fc_norm'",
+                      "stage": "load", "at": "vllm/model_executor/models/utils.py:321"}
+
+
+def _narrowed(rec: dict) -> None:
+    rec["loaded"]["fc.weight"][0]["narrowed"] = True
+
+
+def _harness(rec: dict) -> None:
+    rec["harness_error"] = {"type": "ImportError", "message": "cannot import name 'get_model'", "traceback": ""}
+
+
+def _other_layers(rec: dict) -> None:
+    rec["aux"]["capture_before_layer"] = [2, 4, 6]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (_refused, ["engine.live/refused", "engine.live/disagrees"]),
+    (_narrowed, ["engine.live/narrowed", "engine.live/disagrees"]),
+    (_other_layers, ["engine.live/disagrees"]),
+    (_harness, ["engine.live/cannot-judge"]),
+])
+def test_what_the_installed_engine_did_is_the_verdict(drafter, target_path, edit, expected):
+    result = live_run(drafter, target_path, edit)
+    assert result.result("engine.live", "vllm@0.33.0").status == "failed"
+    assert codes(result) == expected
+
+
+def test_a_release_the_recorder_does_not_know_cannot_be_judged_live(drafter, target_path, tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text(f"#!{sys.executable}\nimport sys\nif sys.argv[1:2] == ['-c']:\n    print('0.33.0')\n"
+                      "    sys.exit(0)\nraise SystemExit('ModuleNotFoundError: no module vllm.v1.worker.gpu')\n")
+    broken.chmod(0o755)
+    result = run(drafter("flat").write(), engine="vllm@installed", engine_python=str(broken),
+                 target_config=str(target_path), level="header")
+    found = result.result("engine.live", "vllm@0.33.0").findings
+    assert [f.code for f in found] == ["engine.live/cannot-judge"]
+    assert "does not know vllm 0.33.0's internals: ModuleNotFoundError" in found[0].message
+
+
+def test_live_judging_needs_the_target_config(drafter):
+    result = run(drafter("flat").write(), engine="vllm@installed", engine_python=str(replaying(None)),
+                 level="header")
+    assert result.result("engine.live", "vllm@0.33.0").status == "skipped"
+
+
+def test_a_release_judged_by_its_profile_only_has_no_live_result(drafter, target_path):
+    result = run(drafter("flat").write(), engine="vllm@0.32.0,vllm@installed", target_config=str(target_path),
+                 engine_python=str(replaying(None)), level="header")
+    assert result.options.engines() == ("vllm@0.32.0", "vllm@0.33.0")
+    assert [r.engine for r in result.results if r.check.id == "engine.live"] == ["vllm@0.33.0"]
+    assert result.result("engine.live", "vllm@0.33.0").status == "passed"
+    assert result.result("engine.loads", "vllm@0.32.0").status == "passed"
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"engine": "vllm@installed", "engine_python": sys.executable}, "cannot judge this release live: vllm is not "
+                                                                     "installed for"),
+    ({"engine": "vllm", "engine_python": sys.executable}, "judge live with --engine NAME@installed"),
+    ({"engine": "tgi@installed"}, "tgi has no live recorder"),
+    ({"engine": "vllm@installed", "engine_python": "/nonexistent/python"}, "cannot run /nonexistent/python"),
+])
+def test_live_judging_asked_wrongly_is_a_usage_error(drafter, options, says):
+    with pytest.raises(UsageError, match=says):
+        run(drafter("flat").write(), **options)
+
+
+def test_the_subprocess_sees_no_gpu_and_the_engines_cpu_platform(tmp_path, target_path, drafter):
+    """What the recorder's interpreter is given: no CUDA device, vLLM's CPU platform, a fixed hash seed."""
+    spy = tmp_path / "python"
+    seen = tmp_path / "env.json"
+    spy.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                   f"json.dump({{k: os.environ.get(k) for k in ('CUDA_VISIBLE_DEVICES', 'VLLM_TARGET_DEVICE', "
+                   f"'PYTHONHASHSEED')}}, open({str(seen)!r}, 'w'))\nprint('0.33.0')\n")
+    spy.chmod(0o755)
+    assert live.version("vllm", str(spy)) == "0.33.0"
+    assert json.loads(seen.read_text()) == {"CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu",
+                                            "PYTHONHASHSEED": "0"}
