@@ -17,7 +17,7 @@ except ImportError:  # the plugin in an editable install, run without the test e
 #   convert  fuzz_converter on our own converter (test_convert.py): each example converts and forward-verifies
 #   fix      test_fix.py's drawn drafters: each example runs fix until it converges
 EXAMPLES = {
-    "ci": {"default": 60, "fuzz": 150, "convert": 8, "fix": 25},
+    "ci": {"default": 60, "fuzz": 100, "convert": 8, "fix": 25},
     "thorough": {"default": 2000, "fuzz": 10_000, "convert": 100, "fix": 500},
 }
 

@@ -2,7 +2,7 @@
 
 Whatever the mutation, every command answers with exit 0, 1 or 2 (never 3, the internal-error code), no check
 crashes, nothing is written into the checkpoint, and each example finishes within a time bound (an alarm fails a
-hang). Examples per test: 150 in the default ``ci`` profile (deterministic), 10,000 with
+hang). Examples per test: 100 in the default ``ci`` profile (deterministic), 10,000 with
 ``HYPOTHESIS_PROFILE=thorough``.
 
 Regressions found by fuzzing, or worth keeping, live in ``tests/corpus/`` (see test_corpus_regressions).
