@@ -206,6 +206,9 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                 raise UsageError(f"--level {level}: {why}")
     engine, live = _installed(engine, engine_python)
     specs, notes, optional = resolve_engines(engine)
+    judged_live = dict(live)
+    notes = tuple(f"{note}; judged live by the {spec.replace('@', ' ')} installed for {judged_live[spec]} "
+                  "(engine.live)" if spec in judged_live else note for spec, note in zip(specs, notes, strict=True))
     if aux_convention not in (None, *AUX_CONVENTIONS):
         raise UsageError(f"--aux-convention {aux_convention!r}: choose {' or '.join(AUX_CONVENTIONS)}")
     if max_model_len is not None:

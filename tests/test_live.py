@@ -37,6 +37,8 @@ def test_the_replayed_recording_is_the_committed_conformance_recording():
 def test_an_engine_that_loads_the_candidate_as_predicted_agrees(drafter, target_path):
     result = live_run(drafter, target_path)
     assert result.options.live == (("vllm@0.33.0", str(replaying(None))),)
+    assert result.options.engine_notes[0].endswith(f"judged live by the vllm 0.33.0 installed for "
+                                                   f"{replaying(None)} (engine.live)")
     assert result.result("engine.live", "vllm@0.33.0").status == "passed"
     assert codes(result) == ["engine.live/agrees"]
 

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +53,8 @@ def _env() -> dict[str, str]:
 
 def version(engine: str, python: str) -> str:
     """The release of ``engine`` installed for interpreter ``python``. Raises CannotJudge."""
+    import subprocess  # here, not at the top: the header gate imports this module and never runs an engine
+
     if engine not in LIVE_ENGINES:
         raise CannotJudge(f"{engine} has no live recorder (live judging runs {', '.join(LIVE_ENGINES)})")
     code = f"from importlib.metadata import version; print(version({engine!r}))"
@@ -74,6 +73,10 @@ def record(engine: str, python: str, checkpoint: Path, target_config: Path, cont
     """Run the installed ``engine``'s recorder on ``checkpoint`` (a folder), served for the target whose config is
     ``target_config`` (``context_length``: the context the server is started with; None: the target's). Raises
     CannotJudge."""
+    import shutil
+    import subprocess
+    import tempfile
+
     release = version(engine, python)
     with tempfile.TemporaryDirectory(prefix="eagle3-live-") as tmp:
         root = Path(tmp)
