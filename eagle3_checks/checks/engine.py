@@ -464,8 +464,8 @@ def release_covered(ctx: Context) -> Iterable[Finding]:
                       fix=f"judge with a recorded release, or record {spec} (conformance/run.sh {spec})")
 
 
-def _live(ctx: Context, spec: str) -> live.Live:
-    """The installed release's own recording of the candidate, made once per gate run."""
+def _live(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
+    """The installed release's own recording of the candidate, made once per gate run (or why there is none)."""
     key = ("live", spec)
     if key not in ctx.cache:
         python = dict(ctx.options.live)[spec]
