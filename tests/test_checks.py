@@ -522,7 +522,8 @@ def test_check_ids_are_stable_and_documented():
     assert [c.id for c in all_checks()] == [
         "files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.architectures",
         "config.layers", "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings",
-        "config.rope", "target.aux-layers", "target.vocab", "target.hidden-size", "engine.loads", "engine.semantics",
+        "config.rope", "config.trainer-release", "target.aux-layers", "target.vocab", "target.hidden-size",
+        "engine.loads", "engine.semantics",
         "engine.aux-layers", "engine.serving", "engine.release", "engine.live", "reference.diff", "scan.values",
         "forward.equivalence",
         "acceptance.figures", "acceptance.engine-drop", "acceptance.trained-with"]

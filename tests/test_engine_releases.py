@@ -681,3 +681,48 @@ def test_a_narrowed_reading_is_not_run_by_the_forward_pass(drafter):
     r = reading(d.write(), VLLM)
     assert r.narrowed and not r.servable
     assert reading(drafter("flat").write(), VLLM).servable
+
+
+# ----- trainer releases ---------------------------------------------------------------------------------------------
+
+def test_the_trainer_release_is_read_from_what_the_checkpoint_shows(drafter):
+    assert engines.trainer_release(open_checkpoint(drafter("speculators").write())) == \
+        ("speculators", "0.9.0", "speculators_version in config.json")
+    assert engines.trainer_release(open_checkpoint(drafter("flat").write())).name is None
+    d = drafter("flat")
+    d.config["max_window_layers"] = 1
+    assert engines.trainer_release(open_checkpoint(d.write()))[:2] == ("specforge", None)
+
+
+def test_specforge_0_1_0_trained_a_null_rope_scaling_with_base_10000(drafter):
+    """SpecForge 0.1.0 (sdist) modeling/draft/llama3_eagle.py:248-252 builds LlamaRotaryEmbedding without a base
+    (default 10000, :99); 0.2.0 passes rope_theta (:569-578)."""
+    from eagle3_checks.engines import specforge
+
+    ckpt = open_checkpoint(drafter("flat").write())
+    old, new = (specforge.read(ckpt, **dict(r.differs)) for r in specforge.RELEASES)
+    assert (old.rope_theta, new.rope_theta) == (10000.0, 1e6) and old.version == "0.1.0"
+
+
+@pytest.mark.parametrize("fields, code", [
+    ({}, "config.trainer-release/unknown-release"),  # rope_scaling null, rope_theta 1e6: the releases differ
+    ({"rope_theta": 10000.0}, "config.trainer-release/detected"),  # both releases build base 10000
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "config.trainer-release/detected"),
+])
+def test_a_specforge_checkpoint_of_unknown_release_states_each_reading_where_they_differ(drafter, fields, code):
+    d = drafter("flat")
+    d.config.update(max_window_layers=1, **fields)
+    found = run(d.write(), level="header").result("config.trainer-release").findings
+    assert [f.code for f in found] == [code]
+    if code.endswith("unknown-release"):
+        assert "rope_theta: 0.1.0 10000.0" in found[0].message and "0.2.0 1000000.0" in found[0].message
+
+
+def test_a_speculators_release_the_gate_does_not_model_is_said(drafter):
+    d = drafter("speculators")
+    d.config["speculators_version"] = "0.7.0"
+    result = run(d.write(), level="header")
+    assert [f.code for f in result.result("config.trainer-release").findings] == ["config.trainer-release/not-modelled"]
+    assert result.result("config.trainer-release").status == "warned"
+    clean = run(drafter("speculators").write(), level="header").result("config.trainer-release")
+    assert clean.status == "passed" and [f.code for f in clean.findings] == ["config.trainer-release/detected"]

@@ -311,7 +311,7 @@ def test_other_commands_take_hub_names(drafter, hub, hf, tmp_path, capsys):
 def test_plugin_gates_a_hub_checkpoint(pytester, drafter, hub, hf):
     hub.add(REPO, drafter("flat").write())
     result = pytester.runpytest(f"--eagle3-ckpt=hf://{REPO}", "--eagle3-level=header")
-    result.assert_outcomes(passed=20, skipped=3)  # the target checks need --eagle3-target-config
+    result.assert_outcomes(passed=21, skipped=3)  # the target checks need --eagle3-target-config
     assert result.ret == 0
 
 

@@ -19,6 +19,7 @@ from ..drafter.layout import (
     SPECULATORS_ARCHITECTURES,
     eagle3_class,
 )
+from ..engines.reading import differences
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, note, warning
 from ..storage.safetensors import json_type
 from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete
@@ -672,3 +673,63 @@ def _unstated_theta(ctx: Context, key: str) -> Finding:
                  why="engines that use another base than the trainer rotate positions at another frequency: "
                  "acceptance drops without an error (SpecForge #265)",
                  fix="state rope_theta (and rope_scaling, if any) as in the target model's config")
+
+
+@check(
+    "config.trainer-release",
+    "The trainer release the checkpoint was trained with is known, or what depends on it is said",
+    example="specforge-release-unknown",
+    guards="A checkpoint whose meaning changed between trainer releases, judged by the newest one's reading "
+    "without saying so: SpecForge before PR #270 (0.1.0) trained its rotary embedding with base 10000 whenever "
+    "rope_scaling was null, whatever rope_theta said, and SpecForge saves no release number; a speculators "
+    "checkpoint from a release the gate does not model is read as the modelled one.",
+    evidence=("SpecForge 0.1.0 specforge/modeling/draft/llama3_eagle.py:248-252 (LlamaRotaryEmbedding without a "
+              "base; its default 10000, :99) vs 0.2.0 :569-578 (base rope_theta)",
+              "a published drafter stating rope_theta 1000000, trained with 10000 (the field survey)"),
+    fix="state what the drafter was trained with (rope_theta 10000 for a SpecForge 0.1.0 drafter), or gate with "
+    "--data: acceptance.trained-with decides from the weights",
+    codes={
+        "detected": note("the trainer and release, and how they were known"),
+        "unknown-release": "the trainer's releases read this checkpoint differently and it does not say which "
+        "trained it: each reading is stated",
+        "not-modelled": "a trainer release the gate does not model: the modelled release's reading judges it",
+    },
+)
+def trainer_release(ctx: Context) -> Iterable[Finding]:
+    config_of(ctx)
+    found = engines.trainer_release(ctx.ckpt)
+    if found.name is None:
+        return
+    if found.version is not None:
+        modelled = engines.TRAINERS[found.name].VERSION
+        if found.version != modelled:
+            yield warning(f"trained with {found.name} {found.version} ({found.how}); the gate models {found.name} "
+                          f"{modelled}'s reading, which judges it", code="not-modelled", file=CONFIG,
+                          key="speculators_version", expected=modelled, found=found.version,
+                          why="speculators' defaults moved between releases (the EAGLE-3.1 flags): the trained "
+                          "computation may differ from the modelled release's",
+                          fix="gate with --data: acceptance.trained-with decides the ambiguous fields from the weights")
+            return
+    readings = engines.trainer_readings(ctx.ckpt) if found.version is None else []
+    newest = readings[-1][1] if readings else None
+    differ = [(version, r, differences(r, newest)) for version, r in readings[:-1]] if newest else []
+    differ = [d for d in differ if d[2]]
+    if not differ:
+        known = f"{found.name} {found.version}" if found.version else (
+            f"{found.name}, release unknown; its known releases ({', '.join(v for v, _ in readings)}) read this "
+            "checkpoint alike")
+        yield info(f"trained with {known} ({found.how})", code="detected")
+        return
+    version, older, fields = differ[0]
+    assert newest is not None
+    said = "; ".join(f"{f}: {version} {getattr(older, f)!r} ({older.sources.get(f, '?')}), {newest.version} "
+                     f"{getattr(newest, f)!r}" for f in fields)
+    yield warning(f"trained with {found.name}, release unknown ({found.how}), and its releases read this checkpoint "
+                  f"differently: {said}. The trainer reading the forward and acceptance levels compare against is "
+                  f"{newest.version}'s", code="unknown-release", file=CONFIG, key=fields[0],
+                  expected=f"a value that means the same under every {found.name} release",
+                  found=f"{version}: {getattr(older, fields[0])!r}, {newest.version}: {getattr(newest, fields[0])!r}",
+                  why="an engine serves the stated value; a drafter trained otherwise accepts less (the rope base: "
+                  "alpha 0.792 vs 0.829 on the tests' trained world)",
+                  fix="state the value the drafter was trained with, or gate with --data (acceptance.trained-with "
+                  "decides from the weights)")

@@ -163,11 +163,11 @@ def catalogue() -> list[dict]:
                                   "how": r.how, "differs": dict(r.differs), "why": r.why} for r in p.holds_for]})
     for name, module in TRAINERS.items():
         if name not in ENGINE_NAMES:
+            rels = module.RELEASES
             out.append({"name": name, "kind": "trainer", "profile": module.VERSION, "module": module.__name__,
-                        "holds_for": [module.VERSION, module.VERSION], "reads_ids": None, "families": [],
-                        "releases": [{"version": module.VERSION, "released": getattr(module, "RELEASED", None),
-                                      "recorded": None, "how": "run in the default tests", "differs": {},
-                                      "why": ""}]})
+                        "holds_for": [rels[0].version, rels[-1].version], "reads_ids": None, "families": [],
+                        "releases": [{"version": r.version, "released": r.released or None, "recorded": r.recorded,
+                                      "how": r.how, "differs": dict(r.differs), "why": r.why} for r in rels]})
     return out
 
 
@@ -413,6 +413,42 @@ def reaches(p: Profile, ids: list[int], layers: tuple[int, ...], target: Target 
     return got.layers == tuple(sorted(set(layers))) and (got.last_id is None or max(ids) <= got.last_id)
 
 
+class TrainerRelease(NamedTuple):
+    """Which trainer and release the checkpoint shows it was trained with, and how that is known."""
+
+    name: str | None  # "speculators", "specforge", or None: the checkpoint does not say
+    version: str | None  # None: the trainer writes no release into what it saves
+    how: str
+
+
+def trainer_release(ckpt: Checkpoint) -> TrainerRelease:
+    """The trainer release, from what the checkpoint shows: speculators writes ``speculators_version`` (a flat copy
+    converted by eagle3-checks keeps its trainer in the provenance block), SpecForge's saved configs carry its
+    template's fields and no version."""
+    raw = ckpt.config_raw or {}
+    provenance = raw.get(PROVENANCE)
+    by_provenance = isinstance(provenance, dict) and provenance.get("trainer") == speculators.NAME
+    if ckpt.layout == SPECULATORS or by_provenance:
+        stated = raw.get("speculators_version")
+        if isinstance(stated, str) and stated:
+            return TrainerRelease(speculators.NAME, stated, "speculators_version in config.json")
+        return TrainerRelease(speculators.NAME, None, "a speculators checkpoint without speculators_version"
+                              if not by_provenance else f"{PROVENANCE}.trainer, without speculators_version")
+    markers = [m for m in SPECFORGE_MARKERS if m in raw]
+    if markers:
+        return TrainerRelease(specforge.NAME, None, f"SpecForge template fields in config.json ({', '.join(markers)}); "
+                              "SpecForge saves no release number")
+    return TrainerRelease(None, None, "the checkpoint names no trainer")
+
+
+def trainer_readings(ckpt: Checkpoint) -> list[tuple[str, Reading]]:
+    """For a SpecForge checkpoint of unknown release, each known release's reading (oldest first): where they
+    differ, what the weights mean depends on a release the checkpoint does not state."""
+    if trainer_release(ckpt).name != specforge.NAME:
+        return []
+    return [(rel.version, specforge.read(ckpt, **dict(rel.differs))) for rel in specforge.RELEASES]
+
+
 def trainer(ckpt: Checkpoint) -> Reading:
     """The reading of the program that trained the drafter. A flat checkpoint converted by eagle3-checks from the
     speculators layout keeps speculators' meaning of norm_output (the state fed back), which its provenance says."""
@@ -429,7 +465,8 @@ def trainer(ckpt: Checkpoint) -> Reading:
 
 
 __all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "Release", "Judged", "judge", "releases", "release_warning",
-           "catalogue", "AUX_CONVENTIONS", "Capture", "Profile", "Reading",
+           "catalogue", "TrainerRelease", "trainer_release", "trainer_readings", "AUX_CONVENTIONS", "Capture",
+           "Profile", "Reading",
            "Target", "Resolved", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
            "trainer_convention", "trained_aux", "TrainedAux", "trainer_capture", "target_of", "named_verifier",
            "ids_where_read"]

@@ -19,12 +19,21 @@ from typing import Any
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
 from . import reading
-from .profile import Capture, Target, input_of, output_of
+from .profile import Capture, Release, Target, input_of, output_of
 from .reading import Reading, lookup
 
 VERSION = "0.2.0"
 RELEASED = "2026-08-10"  # its upload date on PyPI
 NAME = "specforge"
+# The releases whose reading of a flat checkpoint is known, oldest first, each difference one keyword of read().
+# SpecForge writes no version into the configs it saves: which one trained a drafter is not in the checkpoint.
+RELEASES = (
+    Release("0.1.0", "2025-08-01", differs=(("rope_base_default", True),),
+            why="before PR #270: with rope_scaling null, _init_rope builds LlamaRotaryEmbedding without a base "
+            "(specforge/modeling/draft/llama3_eagle.py:248-252 in the 0.1.0 sdist), whose default is 10000 (:99), "
+            "whatever rope_theta says"),
+    Release(VERSION, RELEASED, peer=True),
+)
 
 # How SpecForge 0.2.0 counted the aux ids of the drafters it trained: it captures the training states through SGLang's
 # own target model (offline_capture/sglang_backend/capture.py:86-87 calls the target's set_eagle3_layers_to_capture),
@@ -64,9 +73,11 @@ def capture(ids: list[int], target: Target | None) -> Capture:
                      f"{FIRST_ID_RULE['DeepseekV2ForCausalLM']})", raw)))
 
 
-def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False) -> Reading:
+def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False,
+         rope_base_default: bool = False) -> Reading:
     """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
-    norm_output means "feed the normed state back" (and the final norm is always on)."""
+    norm_output means "feed the normed state back" (and the final norm is always on). ``rope_base_default``: SpecForge
+    0.1.0's rope, base 10000 whenever rope_scaling is null (:data:`RELEASES`)."""
     raw = ckpt.config_raw or {}
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout != FLAT:
@@ -76,6 +87,10 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
     if ckpt.family == MLA:
         return read_mla_trainer(ckpt, r, raw)
     reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
+    if rope_base_default and not r.rope_scaling:
+        r.version = "0.1.0"
+        r.set("rope_theta", 10000.0, "SpecForge 0.1.0: base 10000 when rope_scaling is null, whatever rope_theta says "
+              "(llama3_eagle.py:248-252, :99)")
     archs = str_list(raw.get("architectures"))
     r.set("qk_norm", has_qk_norm(FLAT, reading.model_type_of(r, raw, "llama"), archs), "architectures")
     found, value, key = lookup(raw, ("norm_before_residual",))
