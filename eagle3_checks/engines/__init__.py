@@ -40,7 +40,7 @@ DEFAULT_ENGINE = "vllm"
 def describe() -> str:
     """'vllm 0.32.0 to 0.33.0, sglang 0.5.23, ...': the releases this release of eagle3-checks models (--version)."""
     ranges = [f"{p.name} {p.range}" for p in PROFILES]
-    return ", ".join([*ranges, f"specforge {specforge.VERSION}"])
+    return ", ".join([*ranges, f"specforge {_trainer_range()}"])
 
 
 def versions(name: str) -> list[Profile]:
@@ -150,6 +150,16 @@ def _resolve_name(name: str) -> tuple[Profile, str]:
     return judged.profile, f"the installed {name} {installed}: judged as {judged.note}"
 
 
+def _release_record(r: Release) -> dict[str, Any]:
+    return {"version": r.version, "released": r.released or None, "recorded": r.recorded, "how": r.how,
+            "differs": dict(r.differs), "why": r.why}
+
+
+def _trainer_range() -> str:
+    first, last = specforge.RELEASES[0].version, specforge.RELEASES[-1].version
+    return first if first == last else f"{first} to {last}"
+
+
 def catalogue() -> list[dict]:
     """Every modelled engine and trainer release, as data (``list --engines``, the docs' release table): each
     profile, the range it holds for, and each release's date, recording date and stated differences."""
@@ -158,16 +168,13 @@ def catalogue() -> list[dict]:
         kind = "engine and trainer" if p.name in TRAINERS else "engine"
         out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.read.__module__,
                     "holds_for": [p.holds_for[0].version, p.holds_for[-1].version], "reads_ids": p.reads_ids,
-                    "families": list(p.families),
-                    "releases": [{"version": r.version, "released": r.released or None, "recorded": r.recorded,
-                                  "how": r.how, "differs": dict(r.differs), "why": r.why} for r in p.holds_for]})
+                    "families": list(p.families), "releases": [_release_record(r) for r in p.holds_for]})
     for name, module in TRAINERS.items():
         if name not in ENGINE_NAMES:
             rels = module.RELEASES
             out.append({"name": name, "kind": "trainer", "profile": module.VERSION, "module": module.__name__,
                         "holds_for": [rels[0].version, rels[-1].version], "reads_ids": None, "families": [],
-                        "releases": [{"version": r.version, "released": r.released or None, "recorded": r.recorded,
-                                      "how": r.how, "differs": dict(r.differs), "why": r.why} for r in rels]})
+                        "releases": [_release_record(r) for r in rels]})
     return out
 
 
