@@ -193,7 +193,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                   max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
                   download: bool = False, data: str | None = None, max_drop: float | str | None = None,
                   min_acceptance: float | str | None = None, loss_mask: str | None = None,
-                  loss_mask_start: int | str = 0, engine_python: str | None = None) -> GateOptions:
+                  loss_mask_start: int | str = 0, engine_python: str | None = None, launch: Iterable[str] = (),
+                  tp: int | str | None = None, pp: int | str | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level == "acceptance" and not data:
         raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
@@ -236,13 +237,51 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
         if not sep or not reason:
             raise UsageError(f"--waive {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
         waivers.append((_waiver_id(waived, item), reason))
+    tp, pp = _parallel("--tp", tp), _parallel("--pp", pp)
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
                        strict=bool(strict), waive=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
                        aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
                        revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
                        min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start,
-                       live=live)
+                       live=live, launch=_launch(launch), tensor_parallel=tp, pipeline_parallel=pp)
+
+
+def _parallel(flag: str, value: int | str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag} {value!r}: a positive number of GPUs") from None
+    if n <= 0:
+        raise UsageError(f"{flag} {n}: a positive number of GPUs")
+    return n
+
+
+def _launch(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``--launch NAME=FILE`` (repeatable): the launch settings of engine NAME, a JSON object (the file eagle3-checks
+    recipe writes; TensorRT-LLM's --extra_llm_api_options file when written as JSON), as (NAME, JSON text)."""
+    out: dict[str, str] = {}
+    for item in values or ():
+        name, sep, path = str(item).partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not path:
+            raise UsageError(f"--launch {item!r}: write NAME=FILE (the launch settings of engine NAME, as JSON)")
+        if name not in ENGINE_NAMES:
+            raise UsageError(f"--launch {item!r}: no engine {name!r}; choose {', '.join(ENGINE_NAMES)}")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except OSError as exc:
+            raise UsageError(f"--launch {item!r}: cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise UsageError(f"--launch {item!r}: {path} is not JSON ({exc}); write the launch settings as JSON "
+                             "(eagle3-checks recipe --format json writes them)") from None
+        if not isinstance(doc, dict):
+            raise UsageError(f"--launch {item!r}: {path} holds a JSON {type(doc).__name__}, not an object")
+        out[name] = json.dumps(doc.get("launch", doc) if isinstance(doc.get("launch"), dict) else doc)
+    return tuple(out.items())
 
 
 def _installed(engine: str | Iterable[str] | None, python: str | None) -> tuple[Any, tuple[tuple[str, str], ...]]:

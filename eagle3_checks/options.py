@@ -54,6 +54,11 @@ class GateOptions:
     # releases judged live (--engine NAME@installed): (the release, e.g. "vllm@0.33.0", the interpreter whose engine
     # records the candidate: --engine-python, else the gate's own)
     live: tuple[tuple[str, str], ...] = ()
+    # --launch NAME=FILE: the launch settings a release is started with, as JSON text per engine name (TensorRT-LLM
+    # takes the aux layers from its launch, eagle3_layers_to_capture, not from the drafter's config)
+    launch: tuple[tuple[str, str], ...] = ()
+    tensor_parallel: int | None = None  # --tp: the tensor-parallel size the target (and drafter) is served with
+    pipeline_parallel: int | None = None  # --pp: the pipeline-parallel size
     source: str | None = None  # the checkpoint the candidate was converted from
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
     max_model_len: int | None = None  # the context the drafter will be served with
@@ -70,6 +75,14 @@ class GateOptions:
     def waivers(self) -> dict[str, str]:
         """Each waived target and its reason."""
         return dict(self.waive)
+
+    def launch_for(self, spec: str) -> dict | None:
+        """The launch settings given for the engine of release ``spec`` (NAME@VERSION), or None."""
+        import json
+
+        name = spec.split("@", 1)[0]
+        text = dict(self.launch).get(name)
+        return json.loads(text) if text else None
 
     def engines(self) -> tuple[str, ...]:
         return self.engine or resolve_engines(None)[0]

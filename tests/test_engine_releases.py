@@ -139,13 +139,15 @@ def test_lists_repeats_and_all(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: None)
     assert engines.resolve("vllm,sglang")[0] == (VLLM, SG23)
     assert engines.resolve(["vllm", "sglang@0.5.6", "vllm"])[0] == (VLLM, SG06)
-    assert engines.resolve("all")[0] == (VLLM, SG23, "speculators@0.9.0")
-    assert engines.resolve("all,sglang").optional == (VLLM, "speculators@0.9.0")  # sglang is required by name
+    others = ("trtllm@1.4.0rc1", "llamacpp@0.3.36", "lmdeploy@0.18.0", "mlx@0.7.10")
+    assert engines.resolve("all")[0] == (VLLM, SG23, *others, "speculators@0.9.0")
+    assert engines.resolve("all,sglang").optional == (VLLM, *others, "speculators@0.9.0")  # sglang: named
 
 
 @pytest.mark.parametrize("value, says", [("sglang@latest", r"'latest' is no release number \(such as 0.5.23\)"),
                                          ("tgi@1.0", "no engine 'tgi'"),
-                                         ("tgi", "choose vllm, sglang, speculators"), ("vllm,", "an empty name")])
+                                         ("tgi", "choose vllm, sglang, trtllm, llamacpp, lmdeploy, mlx, speculators"),
+                                         ("vllm,", "an empty name")])
 def test_an_unknown_release_is_a_usage_error(value, says):
     with pytest.raises(UsageError, match=says):
         engines.resolve(value)

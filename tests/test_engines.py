@@ -352,7 +352,11 @@ def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
     assert main(["check", str(d.write()), "--engine", "all,vllm", "--level", "header"]) == 0
     capsys.readouterr()
     flat = drafter("flat").write()  # speculators reads no flat config
-    assert main(["check", str(flat), "--engine", "all", "--level", "header", "--format", "json"]) == 0
+    # TensorRT-LLM takes the aux layers from its launch: the layers the flat example's ids name, as it counts them
+    launch = flat.parent / "trtllm-launch.json"
+    launch.write_text(json.dumps({"speculative_config": {"eagle3_layers_to_capture": [1, 3, 5]}}))
+    assert main(["check", str(flat), "--engine", "all", "--level", "header", "--format", "json",
+                 "--launch", f"trtllm={launch}"]) == 0
     doc = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert doc["compatibility"]["speculators@0.9.0"]["engine.loads"] == "n/a"
 

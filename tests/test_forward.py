@@ -409,7 +409,7 @@ def test_forward_command_usage_errors(drafter, tmp_path, capsys, case, fragment)
 
 @pytest.mark.parametrize("extra, fragment", [
     (["--engine", "vllm", "--steps", "40"], "--steps must be between 1 and 32, not 40"),
-    (["--engine", "all"], "--engine 'all': forward runs one engine release, not 3"),
+    (["--engine", "all"], "--engine 'all': forward runs one engine release, not 7"),
     (["--engine", "vllm", "--inputs", "{missing}"], "no such file or directory"),
 ])
 def test_forward_options_are_refused_before_torch_is_imported(drafter, tmp_path, capsys, monkeypatch, extra,

@@ -69,11 +69,16 @@ def unread_layout(ctx: Context, reading: Reading) -> str | None:
     options = ctx.options
     if builds_drafter(reading) or options is None or options.strict or ctx.engine not in options.optional_engines:
         return None
-    if not any(builds_drafter(engines.read(ctx.ckpt, spec, ctx.target)) for spec in options.engines()):
+    if not any(builds_drafter(served(ctx, spec)) for spec in options.engines()):
         return None
     what = f"the {ctx.ckpt.layout} layout" if not reading.layout_ok else f"architectures {reading.architecture!r}"
     return (f"{NOT_APPLICABLE}: {reading.engine} {reading.version} does not read {what} "
             f"(--engine all judges the releases that read it; name {ctx.engine} to require it)")
+
+
+def served(ctx: Context, spec: str) -> Reading:
+    """Release ``spec``'s reading of the checkpoint, beside the target and with the launch settings given."""
+    return engines.read(ctx.ckpt, spec, ctx.target, ctx.options.launch_for(spec) if ctx.options else None)
 
 
 def builds_drafter(reading: Reading) -> bool:
@@ -94,7 +99,7 @@ def engine_captures(ctx: Context) -> dict[str, tuple[str, list[int], tuple[int, 
     target = engines.target_of(ctx.ckpt, ctx.target)
     out = {}
     for spec in (ctx.options.engines() if ctx.options else ()):
-        reading = engines.read(ctx.ckpt, spec, ctx.target)
+        reading = served(ctx, spec)
         if reading.layout_ok and not reading.not_modelled and reading.aux_layer_ids:
             out[spec] = (reading.keys["aux_layer_ids"], reading.aux_layer_ids,
                          engines.profile(spec).capture(reading.aux_layer_ids, target).layers)

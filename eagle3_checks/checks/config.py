@@ -22,7 +22,7 @@ from ..drafter.layout import (
 from ..engines.reading import differences
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, note, warning
 from ..storage.safetensors import json_type
-from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete
+from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete, served
 
 
 @check(
@@ -223,7 +223,7 @@ def _mla_architectures(ctx: Context, archs: list, key: str) -> Iterable[Finding]
                     fix=f'set "architectures": ["{MLA_CLASS}"] (vLLM 0.33 deepseek_eagle3.py, SGLang 0.5.23 '
                     "kimi_k25_eagle3.py)", patch=[add("/architectures", [MLA_CLASS])], code="mla-class")
         return
-    readers = [(spec, engines.read(ctx.ckpt, spec, ctx.target))
+    readers = [(spec, served(ctx, spec))
                for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0])]
     if any(r.class_refusal for _, r in readers if r.layout_ok):
         yield _per_engine_architecture(ctx, archs, key)
@@ -234,7 +234,7 @@ def _per_engine_architecture(ctx: Context, archs: list, key: str) -> Finding:
     from it. vLLM prefixes any name lacking Eagle3 (transformers_utils/configs/eagle.py:55-64: LlamaForCausalLM ->
     Eagle3LlamaForCausalLM), SGLang builds the name as it is (llama.py:968-973: the target's class). The
     engine-independent check must not contradict engine.loads: an error only when no selected release serves it."""
-    readers = [(spec, engines.read(ctx.ckpt, spec, ctx.target))
+    readers = [(spec, served(ctx, spec))
                for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0])]
     readers = [(spec, r) for spec, r in readers if r.layout_ok and not r.not_modelled]
     serving = [f"{spec} (builds {r.architecture})" for spec, r in readers if r.class_refusal is None]
@@ -657,9 +657,9 @@ def _unstated_theta(ctx: Context, key: str) -> Finding:
     if trained.layout_ok:
         used[trained.engine] = (trained.rope_theta, trained.sources.get("rope_theta", "default"))
     for spec in (ctx.options.engines() if ctx.options else engines.resolve(None)[0]):
-        served = engines.read(ctx.ckpt, spec, ctx.target)
-        if served.layout_ok and not served.not_modelled:
-            used[spec] = (served.rope_theta, served.sources.get("rope_theta", "default"))
+        reading_ = served(ctx, spec)
+        if reading_.layout_ok and not reading_.not_modelled:
+            used[spec] = (reading_.rope_theta, reading_.sources.get("rope_theta", "default"))
     values = {theta for theta, _ in used.values()}
     listing = "; ".join(f"{who}: {theta:g} ({src})" for who, (theta, src) in used.items())
     if len(values) <= 1:

@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import engines, live
 from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
+from ..engines.launch import preconditions
 from ..engines.profile import Target
 from ..engines.reading import (
     SEMANTIC_FIELDS,
@@ -32,6 +33,7 @@ from ..live.compare import disagreements
 from ..numerics import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
+from ._common import served as served_by
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
 _HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
@@ -57,7 +59,7 @@ def _builds_drafter(served: Reading) -> None:
 def _readings(ctx: Context):
     config_of(ctx)
     require_complete(ctx)
-    served = engines.read(ctx.ckpt, release(ctx), ctx.target)
+    served = served_by(ctx, release(ctx))
     if served.not_modelled:
         raise NotApplicable(f"not modelled: {served.not_modelled}")
     why = unread_layout(ctx, served)
@@ -285,11 +287,9 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     profile, target = engines.profile(release(ctx)), engines.target_of(ctx.ckpt, ctx.target)
     trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target)
     ids, layers = served.aux_layer_ids, trained.layers
-    right = engines.ids_where_read([profile.spec], layers, target)[profile.ids_pointer] if layers else None
-    patch = [add(profile.ids_pointer, right), *trained.hold(profile.ids_pointer)] if right else None
-    key = profile.ids_pointer[1:].replace("/", ".")
+    right, patch, key, fix = _where_ids_go(profile, layers, target, trained)
     if ids is None:
-        default = profile.default_capture(target)
+        default = profile.default_capture(target, served)
         if layers and default.layers == layers:
             yield info(f"{eng} finds no aux-layer ids where it reads them ({profile.reads_ids}) and falls back to "
                        f"{default.rule}, which captures the layers the drafter was trained on {list(layers)}",
@@ -301,8 +301,8 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         found=served.sources["aux_layer_ids"],
                         why=f"{eng} captures its default layers, not the ones the drafter was trained on "
                         "(vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
-                        fix=f"write {right} in {profile.reads_ids} (the trained layers {list(layers or ())}, counted "
-                        f"{eng}'s way)" if right else _no_ids_fix(eng, trained, target),
+                        fix=fix(f"the trained layers {list(layers or ())}, counted {eng}'s way") if right else
+                        _no_ids_fix(eng, trained, target, profile),
                         patch=patch, code="ids-not-read")
         else:
             yield warning(f"{eng} finds no aux-layer ids and falls back to its default layers",
@@ -342,8 +342,8 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
             file=CONFIG, key=where, expected=str(right) if right else f"layers {list(layers)}", found=str(ids),
             why=f"{cap.rule}. States one layer off: vLLM PR #43671 measured ~10% first-token acceptance instead of "
             "~45%; SGLang PR #25454 about 0.10 accept length on Kimi-K2.5",
-            fix=f"for {eng}, write {right} in {profile.reads_ids} (the same layers, counted its way)" if right else
-            f"no ids make {eng} capture those layers on this target: serve with another engine or release",
+            fix=f"for {eng}, {fix('the same layers, counted its way')}" if right else
+            _no_ids_fix(eng, trained, target, profile),
             patch=patch, code="wrong-layers")
     if cap.last_id is not None:
         above = [i for i in ids if i > cap.last_id]
@@ -376,8 +376,30 @@ def _unjudged(ctx: Context, eng: str, said: str, layers: tuple[int, ...] | None,
                    "follow this check's fix for each engine")
 
 
-def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None) -> str:
+def _where_ids_go(profile, layers, target, trained):
+    """(the ids that make the release capture ``layers``, the config patch that writes them, the key the findings
+    name, fix(why) -> the words of the fix): in the config field the release reads, or in the launch option it takes
+    them from (TensorRT-LLM), or nowhere (a release that reads no ids)."""
+    if profile.ids_path:
+        right = engines.ids_where_read([profile.spec], layers, target)[profile.ids_pointer] if layers else None
+        patch = [add(profile.ids_pointer, right), *trained.hold(profile.ids_pointer)] if right else None
+        return right, patch, profile.ids_pointer[1:].replace("/", "."), \
+            lambda why: f"write {right} in {profile.reads_ids} ({why})"
+    if profile.launch_ids:
+        right = profile.ids_for(layers, target) if layers else None
+        if right is not None and not engines.reaches(profile, right, layers, target):
+            right = None
+        return right, None, f"launch: {profile.launch_ids}", \
+            lambda why: (f"launch with {profile.launch_ids}: {right} ({why}; eagle3-checks recipe --engine "
+                         f"{profile.name} writes the launch settings; --launch {profile.name}=FILE gates with them)")
+    return None, None, "eagle_aux_hidden_state_layer_ids", lambda why: ""
+
+
+def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None, profile=None) -> str:
     """What to do when no ids can be advised for a release: say which fact is missing."""
+    if profile is not None and not profile.ids_path and not profile.launch_ids:
+        return (f"{eng} reads no aux-layer ids ({profile.reads_ids}): serve the drafter with another engine, or "
+                "train it on the layers this one captures")
     if trained.convention is None:
         return f"how the trainer counted is unknown ({trained.how}): pass --aux-convention (and --target-config)"
     if trained.layers is None or target is None or target.architecture is None:
@@ -406,12 +428,20 @@ def _no_ids_fix(eng: str, trained: engines.TrainedAux, target: Target | None) ->
         "context-too-short": "max_position_embeddings below the served context (--max-model-len, or the target's "
         "on SGLang): the release refuses or caps it",
         "local-verifier": "the speculators verifier is not a hub id (`vllm serve DRAFTER` refuses it)",
+        "tp-heads": "the drafter's attention heads do not divide by the tensor-parallel size (--tp)",
+        "tp-kv-heads": "the drafter's KV heads and the tensor-parallel size do not divide one another (--tp)",
+        "pp-embedding": "pipeline parallelism (--pp) and no embedding in the drafter",
     },
 )
 def serving(ctx: Context) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
     _builds_drafter(served)
+    options = ctx.options
+    for p in preconditions(served, options.tensor_parallel if options else None,
+                           options.pipeline_parallel if options else None):
+        yield error(f"{eng}: {p.message}", code=p.code, key=p.key, expected=p.expected, found=p.found, why=p.why,
+                    fix=p.fix, file=CONFIG if not p.key.endswith(".weight") else None)
     want = ctx.options.max_model_len if ctx.options else None
     limit = engines.profile(release(ctx)).serving
     said = limit(served, want, ctx.target) if limit else None  # the one place a context verdict is made
@@ -526,7 +556,7 @@ def engine_live(ctx: Context) -> Iterable[Finding]:
                     expected="the engine builds and loads the drafter", found=f"{refused['type']} at the "
                     f"{refused.get('stage', '?')} stage ({refused.get('at') or 'no engine frame'})",
                     why="the server fails to start with this drafter", fix="see engine.loads for what to change")
-    served = engines.read(ctx.ckpt, spec, ctx.target)
+    served = served_by(ctx, spec)
     # a d2t parameter built as zeros (vLLM before 0.31.0 always builds one: llama_eagle3.py:304-307 in 0.29.0) and not
     # loaded keeps offsets of 0, draft id i = target id i: what a drafter without a draft vocabulary means
     identity = served.draft_vocab_size == getattr(ctx.target, "vocab_size", None)

@@ -18,6 +18,7 @@ from ..engines.reading import describe_difference, differences, remedy
 from ..numerics import ATOL, RTOL, torch_missing
 from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause
 from ._common import release, unread_layout
+from ._common import served as served_by
 
 if TYPE_CHECKING:
     from ..numerics.draft_steps import Weights
@@ -111,7 +112,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     source = ctx.source or cand
     if source.past_end:
         raise NotApplicable(f"the source's files are truncated: {source.past_end[0]} runs past the end of its file")
-    served = engines.read(cand, release(ctx), ctx.target)
+    served = served_by(ctx, release(ctx))
     if served.not_modelled:
         raise NotApplicable(f"not modelled: {served.not_modelled}")
     why = unread_layout(ctx, served)

@@ -384,6 +384,7 @@ class TargetConfig:
     name_or_path: str | None = None
     # the target's context: what both engines serve it with by default (its config's max_position_embeddings)
     max_position_embeddings: int | None = None
+    model_type: str | None = None  # text_config's, else the top level's (mlx-vlm serves some target types only)
 
 
 def read_target_config(raw: Any, path: str) -> TargetConfig:
@@ -408,8 +409,10 @@ def read_target_config(raw: Any, path: str) -> TargetConfig:
     name_or_path = raw.get("_name_or_path") if isinstance(raw.get("_name_or_path"), str) else None
     context = next((node["max_position_embeddings"] for node in (text, raw)
                     if node is not None and _pos_int(node.get("max_position_embeddings"))), None)
+    model_type = next((node["model_type"] for node in (text, raw)
+                       if node is not None and isinstance(node.get("model_type"), str)), None)
     return TargetConfig(path, values.get("num_hidden_layers"), values.get("hidden_size"),
-                        values.get("vocab_size"), source, archs, name_or_path, context)
+                        values.get("vocab_size"), source, archs, name_or_path, context, model_type)
 
 
 def normalized_rope_scaling(value: Any) -> dict | None:

@@ -22,12 +22,23 @@ from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import PROVENANCE
 from ..drafter.layout import AUX_CONVENTIONS, SPECULATORS
 from ..errors import UsageError
-from . import sglang_0_5_6, sglang_0_5_23, specforge, speculators, vllm_0_33
+from . import (
+    llamacpp,
+    lmdeploy_0_18,
+    mlx_vlm_0_7,
+    sglang_0_5_6,
+    sglang_0_5_23,
+    specforge,
+    speculators,
+    trtllm_1_4,
+    vllm_0_33,
+)
 from .profile import Capture, Profile, Release, Target, output_of, version_key
 from .reading import Reading, lookup, valid_ids
 
 # Every modelled release, in the order reports list them (each engine's newest first).
 PROFILES: tuple[Profile, ...] = (vllm_0_33.PROFILE, sglang_0_5_23.PROFILE, sglang_0_5_6.PROFILE,
+                                 trtllm_1_4.PROFILE, llamacpp.PROFILE, lmdeploy_0_18.PROFILE, mlx_vlm_0_7.PROFILE,
                                  speculators.PROFILE)
 # The serving engines (and speculators, which also loads drafters), in report order.
 ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PROFILES))
@@ -142,7 +153,7 @@ def choices() -> str:
 
 
 def _resolve_name(name: str) -> tuple[Profile, str]:
-    installed = installed_version(name)
+    installed = installed_version(newest(name).package or name)
     if installed is None:
         p = newest(name)
         return p, f"{name} is not installed here: the newest modelled release, {p.version}"
@@ -223,9 +234,13 @@ def resolve(values: Any) -> Resolved:
                     tuple(spec for spec in specs if spec not in named))
 
 
-def read(ckpt: Checkpoint, spec: str, target_config: Any = None) -> Reading:
-    """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known)."""
-    return profile(spec).read(ckpt, target_config)
+def read(ckpt: Checkpoint, spec: str, target_config: Any = None, launch: dict | None = None) -> Reading:
+    """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known; ``launch``:
+    the launch settings, for a release that takes the aux layers from its launch rather than the config)."""
+    p = profile(spec)
+    if p.launch_ids:
+        return p.read(ckpt, target_config, launch=launch)
+    return p.read(ckpt, target_config)
 
 
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and

@@ -135,6 +135,14 @@ class Profile:
     releases: tuple[Release, ...] = ()
     # set on a profile made for one release by :meth:`at`: the version of the profile that judges it
     judged_by: str | None = None
+    # what the release captures when it finds no ids (target, the drafter's reading) -> Capture; None: vLLM's and
+    # SGLang's (2, N/2, N-3) of the target, used raw
+    default_rule: Callable[[Target | None, Reading | None], Capture] | None = None
+    # the launch option the release takes the aux layers from instead of the drafter's config (TensorRT-LLM's
+    # eagle3_layers_to_capture); its reading then takes ``launch=`` (the launch settings --launch gives, or None)
+    launch_ids: str | None = None
+    # the distribution whose installed version (NAME-VERSION.dist-info) selects the release (None: ``name``)
+    package: str | None = None
 
     @property
     def holds_for(self) -> tuple[Release, ...]:
@@ -178,8 +186,10 @@ class Profile:
     def key(self) -> tuple[int, ...]:
         return version_key(self.version)
 
-    def default_capture(self, target: Target | None) -> Capture:
+    def default_capture(self, target: Target | None, drafter: Reading | None = None) -> Capture:
         """What the engine captures when it finds no ids: its default layers, used raw."""
+        if self.default_rule is not None:
+            return self.default_rule(target, drafter)
         if target is None or not target.num_layers:
             return Capture(None, "the engine's default (2, N/2, N-3) of the target's N layers, N unknown")
         ids = default_ids(target.num_layers)

@@ -1,0 +1,144 @@
+"""llama.cpp's reading of an EAGLE-3 drafter: its converter (``convert_hf_to_gguf.py``) and its runtime
+(``src/models/eagle3.cpp``), at ggml-org/llama.cpp commit 0c1e57098, the build llama-cpp-python 0.3.36 vendors
+(its sdist on PyPI, 2026-10-01; ``CHANGELOG.md:10-12``). Paths are ``vendor/llama.cpp/`` in that sdist. The
+converter is Python and was run on CPU on drafters of each kind below; the runtime is C++ and is read.
+
+- ``conversion/llama.py:17-30, 50``: the converter takes LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM,
+  Eagle3Speculator and Eagle3DraftModel, and writes an EAGLE-3 GGUF only when the config has ``draft_vocab_size`` and
+  ``num_hidden_layers`` is 1 (a speculators ``transformer_layer_config`` is flattened first, ``:211-213``); otherwise
+  it converts a plain Llama and fails on ``d2t`` ("Can not map tensor");
+- ``:74-83``: the aux ids are the top-level ``eagle_aux_hidden_state_layer_ids`` only (``eagle_config`` is read
+  nowhere), copied as they are, else ``[2, N//2, N-3]`` of the target; ``src/models/eagle3.cpp:6-11``: exactly 3;
+  ``common/speculative.cpp:540-549``: id L is the input of target layer L;
+- ``:95-104``: ``norm_before_residual`` and ``norm_before_fc`` are read (``input_norm.weight`` becomes
+  ``enc.output_norm.weight``, ``:238-240``); ``fc_norm`` and ``norm_output`` are read nowhere (silently ignored): the
+  pre-norm state is fed back (``eagle3.cpp:286-288``) and the final norm always applied (``:66, 290-305``);
+- ``:217-252``: ``midlayer.*`` and ``layers.0.*`` both load; ``hidden_norm`` is ``blk.0.attn_norm_2``; t2d is skipped;
+  ``:241-246, 338-354``: d2t is written as absolute I64 ids, out-of-range or duplicate ids refused;
+- ``src/models/eagle3.cpp:77-100, 156``: one layer, no biases (a bias the converter writes fails the load:
+  ``src/llama-model-loader.cpp:1392-1398``), no q/k norms (``gguf-py/gguf/constants.py:5270-5288``: the converter
+  refuses them); SwiGLU with SiLU; embed_tokens and lm_head optional, the target's otherwise (``:67-75``);
+- the launch needs ``--spec-type draft-eagle3``: EAGLE-3 is not detected from the GGUF (``common/common.h:373``,
+  ``common/speculative.cpp:2270-2303``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..drafter.checkpoint import Checkpoint
+from ..drafter.config_values import class_defaults
+from ..drafter.layout import SPECULATORS, str_list
+from . import reading
+from .profile import Capture, Profile, Release, Target, input_of
+from .reading import Reading, is_int
+
+# llama.cpp names builds by commit; the release judged is the one llama-cpp-python 0.3.36 vendors (commit 0c1e57098),
+# named by that package's version, whose installed version selects it
+VERSION = "0.3.36"
+COMMIT = "0c1e57098"
+NAME = "llamacpp"
+CONVERTER = "conversion/llama.py"
+RUNTIME = "src/models/eagle3.cpp"
+ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
+
+
+def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one walk, converter then runtime
+    raw = ckpt.config_raw or {}
+    speculators = ckpt.layout == SPECULATORS
+    r = Reading(NAME, VERSION, ckpt.layout)
+    fields_ = {**raw, **reading.layer_fields(raw, True)} if speculators else raw  # the converter flattens it
+    archs = str_list(raw.get("architectures")) or []
+    known = [a for a in archs if a in ARCHS]
+    r.set("architecture", "eagle3" if known else None, f"architectures {archs} ({CONVERTER}:17-30)")
+    if not known:
+        r.class_refusal = (f"llama.cpp's converter knows no architecture in {archs} (it converts "
+                           f"{', '.join(ARCHS)}: {CONVERTER}:17-30)")
+        r.refusals.append(r.class_refusal)
+    hd, max_pos, cls = class_defaults(reading.model_type_of(r, fields_, "llama"))
+    reading.read_layer(r, fields_, "", (hd, cls), max_pos)
+    if "draft_vocab_size" not in raw or r.num_layers != 1:
+        r.refuse(f"the converter writes an EAGLE-3 GGUF only with draft_vocab_size and num_hidden_layers 1 "
+                 f"({CONVERTER}:50); otherwise it converts a plain Llama and raises \"Can not map tensor 'd2t'\"",
+                 at="num_hidden_layers" if "draft_vocab_size" in raw else "draft_vocab_size")
+    r.set("hidden_act", "silu", f"llama.cpp's EAGLE-3 graph is SwiGLU with SiLU ({RUNTIME}:264-275)")
+    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, "the target's vocabulary")
+    ht = fields_.get("target_hidden_size")
+    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
+          "config.json: target_hidden_size" if is_int(ht) else f"the target's hidden_size ({CONVERTER}:85-93)")
+    ids = raw.get("eagle_aux_hidden_state_layer_ids")
+    reading.read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),),
+                         f"the converter's default [2, N/2, N-3] of the target (the top-level ids only; "
+                         f"{CONVERTER}:74-83)")
+    if isinstance(ids, list) and ids and len(ids) != 3:
+        r.refuse(f"{len(ids)} aux-layer ids: llama.cpp's runtime requires exactly 3 ('EAGLE3 requires exactly 3 "
+                 f"entries in extract_layers', {RUNTIME}:6-11)", at="eagle_aux_hidden_state_layer_ids")
+    r.set("num_aux", 3, f"llama.cpp: exactly 3 aux states ({RUNTIME}:6-11)")
+    r.set("aux_convention", "vllm", "llama.cpp: id L is the input of target layer L (common/speculative.cpp:540-549)")
+    r.set("norm_before_residual", fields_.get("norm_before_residual") is True,
+          f"config.json: norm_before_residual (default false, {CONVERTER}:95-98)")
+    r.set("input_norm", fields_.get("norm_before_fc") is True,
+          f"config.json: norm_before_fc (default false, {CONVERTER}:100-104)")
+    r.set("fc_norm", False, f"llama.cpp reads no fc_norm (silently ignored; {RUNTIME} has none)")
+    r.set("feedback", "prenorm", f"llama.cpp feeds the pre-norm state back ({RUNTIME}:286-288; norm_output is not "
+          "read)")
+    r.set("final_norm", True, f"llama.cpp always applies output_norm ({RUNTIME}:66)")
+    r.set("qk_norm", False, "llama.cpp's EAGLE-3 layer has no q/k norms")
+    for name in ("attention_bias", "mlp_bias", "fc_bias"):
+        r.set(name, False, f"llama.cpp builds no biases ({RUNTIME}:77-100)")
+    r.set("o_bias", False, f"llama.cpp builds no biases ({RUNTIME}:77-100)")
+    r.set("lm_head_from_embed", False, "llama.cpp keeps a separate output tensor")
+
+    def accept(name: str, n) -> tuple[str | None, str]:
+        if n.role == "t2d":
+            return None, f"the converter skips t2d ({CONVERTER}:247-249)"
+        if n.role is None:
+            return None, f"refused: the converter raises \"Can not map tensor {name!r}\""
+        if n.role.endswith(("q_norm.weight", "k_norm.weight")):
+            return None, f"refused: the converter raises \"Can not map tensor {name!r}\" (no q/k norms in llama.cpp)"
+        if n.role.endswith(".bias"):
+            return None, ("refused: the converter writes it, the runtime builds no bias and fails the load ('wrong "
+                          "number of tensors', src/llama-model-loader.cpp:1392-1398)")
+        if n.role.startswith("fc_norm."):
+            return None, "refused: the converter raises \"Can not map tensor\" (llama.cpp has no fc_norm)"
+        if n.role == "input_norm.weight" and not r.input_norm:
+            return None, ("refused: enc.output_norm.weight is loaded only with norm_before_fc; the runtime fails "
+                          "the load ('wrong number of tensors')")
+        return n.role, ""
+
+    reading.map_roles(r, ckpt, accept)
+    for name, why in r.ignored.items():
+        if why.startswith("refused"):
+            r.refuse(f"{name}: {why[len('refused: '):]}", at=name)
+    reading.finish(r, ckpt, f"a load error (llama.cpp requires the tensor, {RUNTIME}:77-100)")
+    return r
+
+
+def capture(ids: list[int], target: Target | None) -> Capture:
+    n = target.num_layers if target else None
+    return Capture(input_of(sorted(set(ids))), "llama.cpp: id L is the input of target layer L "
+                   "(common/speculative.cpp:540-549)", n - 1 if n else None)
+
+
+def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
+    return [x + 1 for x in layers]
+
+
+def cannot_compute(trained: Reading) -> list[str]:
+    return [name for name, on in (("more than one layer", trained.num_layers != 1),
+                                  ("fc_norm", trained.fc_norm), ("norm_output", trained.feedback == "normed"),
+                                  ("biases", trained.attention_bias or trained.mlp_bias or trained.fc_bias),
+                                  ("Qwen3 q/k norms", trained.qk_norm),
+                                  ("a number of aux states other than 3", trained.num_aux != 3)) if on]
+
+
+PROFILE = Profile(
+    NAME, VERSION, read, capture, ids_for,
+    releases=(Release(VERSION, "2026-10-01", why=f"llama.cpp commit {COMMIT}, the build llama-cpp-python 0.3.36 "
+                      "vendors (CHANGELOG.md:10-12)"),),
+    package="llama_cpp_python",
+    sources=(CONVERTER, RUNTIME, "common/speculative.cpp", "gguf-py/gguf/constants.py"),
+    reads_ids="the top-level eagle_aux_hidden_state_layer_ids (the converter)",
+    ids_path=("eagle_aux_hidden_state_layer_ids",),
+    cannot_compute=cannot_compute,
+)
