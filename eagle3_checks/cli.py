@@ -92,11 +92,22 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
+    _parallel_options(p)
+    p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
+                   help="the launch settings engine NAME is started with, as JSON (eagle3-checks recipe --format json "
+                   "writes them): TensorRT-LLM takes the aux layers from them (eagle3_layers_to_capture)")
     p.add_argument("--data", metavar="DIR",
                    help="recorded target states (as accept reads them): runs the acceptance level, each reading's "
                    f"acceptance over K={ACCEPT_STEPS} draft steps and which semantics the weights were trained with")
     _threshold_options(p)
     _loss_mask_options(p)
+
+
+def _parallel_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tp", metavar="N", help="the tensor-parallel size the drafter is served with (engine.serving: "
+                   "heads and KV heads must divide by it)")
+    p.add_argument("--pp", metavar="N", help="the pipeline-parallel size (engine.serving: a drafter embedding when "
+                   "N > 1)")
 
 
 def _loss_mask_options(p: argparse.ArgumentParser) -> None:
@@ -233,6 +244,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically)")
     p.add_argument("--format", choices=FORMATS, default="text", help="the report on DST")
 
+    p = sub.add_parser("recipe", help="the launch that serves a drafter as trained on one engine release, with its "
+                       "preconditions checked")
+    p.add_argument("ckpt", metavar="CKPT")
+    p.add_argument("--engine", required=True, metavar="NAME[@VERSION]",
+                   help="the release to launch: vllm, sglang, trtllm, llamacpp, lmdeploy or mlx (NAME@VERSION: see "
+                   "eagle3-checks list --engines)")
+    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (as for check)")
+    p.add_argument("--target", metavar="DIR|hf://ORG/NAME", help="the target checkpoint (as for check; also named in "
+                   "the commands)")
+    p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
+                   help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
+    _parallel_options(p)
+    p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K", help="draft tokens per step "
+                   "(default 3)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text (commands with their reasons) or json (the launch settings: --launch reads them back)")
+    _hub_options(p, download=False)
+
     p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
     p.add_argument("ckpt", metavar="CKPT")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -313,7 +342,8 @@ def _parse_gate_options(args: argparse.Namespace):
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
                          revision=args.revision, download=args.download, data=args.data, max_drop=args.max_drop,
                          min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
-                         loss_mask_start=args.loss_mask_start, engine_python=args.engine_python)
+                         loss_mask_start=args.loss_mask_start, engine_python=args.engine_python,
+                         launch=args.launch, tp=args.tp, pp=args.pp)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -529,6 +559,30 @@ def cmd_fix(args: argparse.Namespace) -> int:
         sys.stderr.write("\n".join(lines) + "\n")
         _write(RENDERERS[args.format]([done.result]))
     return done.result.exit_code
+
+
+def cmd_recipe(args: argparse.Namespace) -> int:
+    from .recipe import recipe
+
+    options = parse_options(target_config=args.target_config, target=args.target, revision=args.revision,
+                            aux_convention=args.aux_convention, tp=args.tp, pp=args.pp, reference="none")
+    done = recipe(open_any(args.ckpt, revision=args.revision), args.ckpt, args.engine, options,
+                  args.num_speculative_tokens)
+    if args.format == "json":
+        _write(json.dumps(done.as_dict(), indent=2) + "\n")
+        return 0 if done.passed else 1
+    lines = [f"# {done.spec.replace('@', ' ')}: the launch that serves {args.ckpt} as trained", *done.launch.commands,
+             "", "# why:", *(f"#   {note}" for note in done.launch.notes)]
+    if done.unknown_layers:
+        lines.append(f"#   the trained layers are unknown: {done.unknown_layers}")
+    if done.passed:
+        lines.append(f"# preconditions: all hold; the gate finds no error for {done.spec} with this launch")
+    else:
+        lines += ["", f"# NOT READY: {len(done.findings)} error(s) for {done.spec} with this launch:"]
+        for prev, f in zip([None, *done.findings], done.findings, strict=False):
+            lines += finding_lines(f, "  ", prev)
+    _write("\n".join(lines) + "\n")
+    return 0 if done.passed else 1
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -749,7 +803,7 @@ def _progress(data, folder: Path):
     print(f"\raccept: {n} samples read{' ' * 12}", file=sys.stderr, flush=True)
 
 
-COMMANDS = {"accept": cmd_accept,
+COMMANDS = {"accept": cmd_accept, "recipe": cmd_recipe,
             "check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert,
             "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list, "demo": cmd_demo}
 

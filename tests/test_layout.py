@@ -33,6 +33,7 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("cli.py", "cmd_list", ("table",)),
         ("cli.py", "_list_engines", ("releases_table", "catalogue")),
         ("cli.py", "cmd_fix", ("fix",)),
+        ("cli.py", "cmd_recipe", ("recipe",)),
         ("cli.py", "_example_lines", ("EXAMPLES", "run_example")),
         ("cli.py", "cmd_demo", ("EXAMPLE_DIRS", "write_example")),
         ("cli.py", "cmd_forward", ("check_inputs_path", "run_forward_files")),

@@ -1,0 +1,104 @@
+"""``eagle3-checks recipe``: the launch that serves a drafter as trained on one engine release, with its
+preconditions checked.
+
+The launch is built from the facts of :mod:`eagle3_checks.engines.launch` (the ones ``engine.serving`` checks), for
+the layers the drafter was trained on (TensorRT-LLM takes them at launch, as its own ids); then the gate judges the
+drafter on that release with those launch settings. The recipe passes when the gate finds no error for that release
+and every precondition holds: what it prints then serves the drafter as trained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from . import engines
+from .drafter.checkpoint import Checkpoint
+from .engines.launch import BUILDERS, Launch, Request, unmet
+from .errors import UsageError
+from .gate import GateResult, gate_checkpoint, load_target
+from .options import GateOptions
+from .registry import Finding, Severity
+
+
+@dataclass
+class Recipe:
+    spec: str  # the release judged, NAME@VERSION
+    launch: Launch
+    result: GateResult  # the gate's verdict on the drafter, for this release, with these launch settings
+    unknown_layers: str | None  # why the trained layers are unknown (None: known)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The release's errors: the gate's (for this release and the engine-independent ones) and each unmet
+        precondition of the launch."""
+        avoided = {f"engine.serving/{p.code}" for p in self.launch.problems if p.remedied}
+        own = [f for r in self.result.results if r.engine in (None, self.spec) for f in r.findings
+               if f.severity is Severity.ERROR and f.code not in avoided]
+        return own + [Finding(Severity.ERROR, p.message, check="recipe", code=f"recipe/{p.code}", key=p.key,
+                              expected=p.expected, found=p.found, why=p.why, fix=p.fix)
+                      for p in unmet(self.launch) if not any(f.code == f"engine.serving/{p.code}" for f in own)]
+
+    @property
+    def passed(self) -> bool:
+        return not self.findings
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"schema_version": 1, "engine": self.spec, "commands": self.launch.commands,
+                "launch": self.launch.settings, "notes": self.launch.notes, "passed": self.passed,
+                "findings": [{"check": f.check, "code": f.code, "message": f.message, "key": f.key,
+                              "expected": f.expected, "found": f.found, "why": f.why, "fix": f.fix}
+                             for f in self.findings]}
+
+
+def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, tokens: int = 3) -> Recipe:
+    """The launch of ``drafter`` (as the user names it in the commands) on release ``engine`` (NAME or
+    NAME@VERSION, one release). Raises UsageError."""
+    specs = engines.resolve(engine).specs
+    if len(specs) != 1:
+        raise UsageError(f"--engine {engine!r}: a recipe is for one engine release, not {len(specs)}")
+    spec = specs[0]
+    name = spec.split("@", 1)[0]
+    if name not in BUILDERS:
+        raise UsageError(f"--engine {engine!r}: {name} is not launched (it trains); choose one of "
+                         f"{', '.join(BUILDERS)}")
+    if tokens < 1:
+        raise UsageError(f"--num-speculative-tokens {tokens}: at least 1")
+    profile = engines.profile(spec)
+    config = _target_config(options)
+    target = engines.target_of(ckpt, config)
+    trained = engines.trained_aux(ckpt, options.aux_convention, target)
+    launch_ids = None
+    unknown = None
+    if profile.launch_ids:
+        if trained.layers is None:
+            unknown = trained.how
+        else:
+            ids = profile.ids_for(trained.layers, target)
+            launch_ids = ids if ids is not None and engines.reaches(profile, ids, trained.layers, target) else None
+    where = options.target or _folder(options.target_config) or "TARGET"
+    request = Request(drafter, where, tokens, options.tensor_parallel or 1, options.pipeline_parallel or 1,
+                      launch_ids)
+    reading = engines.read(ckpt, spec, config)
+    launch = BUILDERS[name](reading, request)
+    gated = replace(options, engine=(spec,), engine_notes=("named",), optional_engines=(), level="header",
+                    launch=((name, json.dumps(launch.settings)),) if profile.launch_ids else options.launch)
+    return Recipe(spec, launch, gate_checkpoint(ckpt, gated), unknown)
+
+
+def _folder(config: str | None) -> str | None:
+    """The target checkpoint's folder, as named in the commands: --target-config's folder (the file's, or itself)."""
+    if not config:
+        return None
+    return config if os.path.isdir(config) else os.path.dirname(config) or "."
+
+
+def _target_config(options: GateOptions) -> Any:
+    """The verifier's config, as the gate reads it (--target-config, else --target's config.json)."""
+    if options.target_config:
+        return load_target(options.target_config, revision=options.revision)
+    if options.target:
+        return load_target(options.target, "--target", options.revision)
+    return None
