@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .defects import EXAMPLES, run_example
-from .engines import catalogue
+from .defects import EXAMPLES, Draft, run_example
+from .drafter.checkpoint import open_checkpoint
+from .drafter.layout import FLAT, SPECULATORS
+from .engines import PROFILES, catalogue
 from .gate import all_checks
 from .registry import Check, Code, Severity
 
@@ -222,6 +224,32 @@ def releases_table(listed: Sequence[dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
+MATRIX_BEGIN = "<!-- generated: the engine profiles (python -m eagle3_checks.check_docs) -->"
+MATRIX_END = "<!-- end generated -->"
+
+
+def engine_matrix() -> str:
+    """The README's engine matrix, from the profiles themselves: for each modelled release, which of the embedded
+    example's layouts it builds a drafter from, where it reads the aux-layer ids, and how the release is known."""
+    rows = ["| engine | release | loads the example (flat / speculators) | aux-layer ids read from | known by |",
+            "|---|---|---|---|---|"]
+    for p in PROFILES:
+        loads = []
+        for layout in (FLAT, SPECULATORS):
+            r = _read_example(p, layout)
+            loads.append("yes" if r.layout_ok and not r.class_refusal and not r.not_modelled else "no")
+        how = ", ".join(sorted({r.how for r in p.holds_for}))
+        rows.append(f"| {p.name} | {p.range} | {' / '.join(loads)} | {_text(p.reads_ids, cell=True)} | {how} |")
+    return "\n".join(rows) + "\n"
+
+
+def _read_example(p, layout: str):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return p.read(open_checkpoint(Draft.example(layout).save(Path(tmp) / layout)))
+
+
 # ----- the committed files ------------------------------------------------------------------------------------------
 
 def splice(text: str, begin: str, end: str, block: str, where: str) -> str:
@@ -247,6 +275,9 @@ def expected(root: Path, checks: Sequence[Check] | None = None,
     engines_page = root / "docs" / "engines.md"
     files["docs/engines.md"] = splice(engines_page.read_text(encoding="utf-8"), RELEASES_BEGIN, RELEASES_END,
                                       releases_table(catalogue()), "docs/engines.md")
+    readme = root / "README.md"
+    files["README.md"] = splice(readme.read_text(encoding="utf-8"), MATRIX_BEGIN, MATRIX_END, engine_matrix(),
+                                "README.md")
     config = root / "mkdocs.yml"
     files["mkdocs.yml"] = splice(config.read_text(encoding="utf-8"), NAV_BEGIN, NAV_END, nav(checks), "mkdocs.yml")
     return files

@@ -47,6 +47,7 @@ def regenerated(tmp: Path) -> Path:
     shutil.copy(ROOT / "docs" / "checks.md", tmp / "docs" / "checks.md")
     shutil.copy(ROOT / "docs" / "engines.md", tmp / "docs" / "engines.md")
     shutil.copy(ROOT / "mkdocs.yml", tmp / "mkdocs.yml")
+    shutil.copy(ROOT / "README.md", tmp / "README.md")
     write(tmp)
     return tmp
 
@@ -55,7 +56,8 @@ def differences(tmp: Path) -> list[str]:
     """The generated files in ``tmp`` that are not exactly the committed ones, and the pages on one side only."""
     made = {p.name for p in (tmp / "docs" / "checks").glob("*.md")}
     committed = {p.name for p in (ROOT / "docs" / "checks").glob("*.md")}
-    names = sorted(f"docs/checks/{n}" for n in made | committed) + ["docs/checks.md", "docs/engines.md", "mkdocs.yml"]
+    names = sorted(f"docs/checks/{n}" for n in made | committed) + ["docs/checks.md", "docs/engines.md", "mkdocs.yml",
+                                                                           "README.md"]
     return [n for n in names
             if not (tmp / n).is_file() or not (ROOT / n).is_file() or (tmp / n).read_text() != (ROOT / n).read_text()]
 
