@@ -98,7 +98,8 @@ def configure(config: pytest.Config) -> None:
                                 data=data, max_drop=value(config, "max-drop"),
                                 min_acceptance=value(config, "min-acceptance"), loss_mask=loss_mask,
                                 loss_mask_start=value(config, "loss-mask-start") or 0,
-                                engine_python=value(config, "engine-python"))
+                                engine_python=value(config, "engine-python"), tp=value(config, "tp"),
+                                pp=value(config, "pp"), launch=value(config, "launch") or [])
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:

@@ -33,6 +33,10 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),
+    "tp": ("string", None, "the tensor-parallel size the drafter is served with (engine.serving)"),
+    "pp": ("string", None, "the pipeline-parallel size (engine.serving)"),
+    "launch": ("linelist", [], "the launch settings of an engine, NAME=FILE (JSON, as eagle3-checks recipe --format "
+               "json writes them; repeatable)"),
     "data": ("string", None, "recorded target states: runs the acceptance level"),
     "loss-mask": ("string", None, "speculators' prepared-data folder: its loss masks for --eagle3-data"),
     "loss-mask-start": ("string", None, "the hs_<i> index of the loss-mask folder's first row (default 0)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from xml.etree import ElementTree
@@ -363,3 +364,20 @@ def test_eagle3_data_adds_the_acceptance_level(pytester, drafter, tmp_path):
                                 "--eagle3-reference=none", "-k", "acceptance", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1, deselected=N_CHECKS)
     result.stdout.fnmatch_lines(["*acceptance.engine-drop*vllm@0.33.0*"])
+
+
+def test_the_launch_options_are_the_clis(pytester, drafter):
+    """--eagle3-tp and --eagle3-launch mean what check's --tp and --launch mean (engine.serving, TensorRT-LLM's
+    launch layers)."""
+    path = drafter("flat").write()
+    base = [f"--eagle3-ckpt={path}", "--eagle3-level=header", "--eagle3-reference=none", "--eagle3-aux-convention=vllm",
+            "-k", "engine"]
+    assert pytester.runpytest(*base, "--eagle3-engine=vllm", "--eagle3-tp=3").ret == pytest.ExitCode.TESTS_FAILED
+    assert pytester.runpytest(*base, "--eagle3-engine=vllm", "--eagle3-tp=2").ret == pytest.ExitCode.OK
+    launch = pytester.path / "launch.json"
+    launch.write_text(json.dumps({"speculative_config": {"eagle3_layers_to_capture": [0, 2, 4]}}))
+    assert pytester.runpytest(*base, "--eagle3-engine=trtllm").ret == pytest.ExitCode.TESTS_FAILED
+    assert pytester.runpytest(*base, "--eagle3-engine=trtllm", f"--eagle3-launch=trtllm={launch}").ret == \
+        pytest.ExitCode.OK
+    result = pytester.runpytest(*base, "--eagle3-engine=trtllm", "--eagle3-launch=trtllm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
