@@ -216,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("--to", required=True, choices=ENGINE_NAMES,
-                   help="vllm/sglang: the flat layout (midlayer.*, top-level config, eagle_config); speculators: "
+                   help="vllm/sglang/llamacpp: the flat layout (midlayer.*, top-level config, eagle_config); "
+                   "speculators: "
                    "layers.N.* and a nested config; verified against the engine's newest modelled (or installed) "
                    "release")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")

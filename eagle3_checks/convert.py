@@ -48,8 +48,12 @@ from .registry import Finding, Severity
 from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
 from .storage.safetensors import RawTensor, encode_header, from_numpy
 
-# The layout each engine reads (speculators its own; vLLM and SGLang the flat one), for every modelled engine.
-TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES}
+# The layout convert writes for each engine it converts for (speculators its own; vLLM, SGLang and llama.cpp's
+# converter the flat one). The others need more than a layout: TensorRT-LLM its launch layers, lmdeploy the
+# architectures name LlamaForCausalLM, mlx-vlm the speculators layout beside particular targets: eagle3-checks
+# recipe says what each needs.
+TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES
+           if name in ("vllm", "sglang", "llamacpp", "speculators")}
 # The engine-agnostic checks a source must pass before it is worth converting.
 SOURCE_CHECKS = ("files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.layers",
                  "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings", "config.rope")
@@ -270,7 +274,9 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
          aux_convention: str | None = None) -> Plan:
     """What the conversion will write. Raises ConvertRefused or UsageError; writes nothing."""
     if to not in TARGETS:
-        raise UsageError(f"--to {to!r}: choose one of {', '.join(TARGETS)}")
+        served = (f"; {to} reads what --to vllm or --to speculators writes, with its launch and preconditions from "
+                  f"eagle3-checks recipe --engine {to}" if to in engines.ENGINE_NAMES else "")
+        raise UsageError(f"--to {to!r}: choose one of {', '.join(TARGETS)}{served}")
     if aux_convention not in (None, *engines.AUX_CONVENTIONS):
         raise UsageError(f"--aux-convention {aux_convention!r}: {' or '.join(engines.AUX_CONVENTIONS)}")
     cfg = src.config

@@ -524,3 +524,16 @@ def test_convert_refuses_ids_its_engine_cannot_be_given(drafter, tmp_path, capsy
     result = run(tmp_path / "v", engine="vllm,sglang", target_config=str(target), level="header")
     assert result.result("engine.aux-layers", "vllm").status == "passed"
     assert [f.code for f in result.result("engine.aux-layers", "sglang").findings] == ["engine.aux-layers/ids-not-read"]
+
+
+def test_an_engine_that_needs_more_than_a_layout_is_pointed_to_the_recipe(tmp_path, capsys):
+    """TensorRT-LLM, lmdeploy and mlx-vlm need launch settings, an architectures name or a target type that no
+    layout carries: convert refuses --to them (exit 2) and names the recipe."""
+    from eagle3_checks.cli import main
+    from eagle3_checks.defects import Draft
+
+    src = Draft.example("speculators").save(tmp_path / "src")
+    for to in ("trtllm", "lmdeploy", "mlx"):
+        assert main(["convert", str(src), str(tmp_path / to), "--to", to]) == 2
+        assert f"eagle3-checks recipe --engine {to}" in capsys.readouterr().err
+        assert not (tmp_path / to).exists()
