@@ -1,7 +1,8 @@
 """llama.cpp's reading of an EAGLE-3 drafter: its converter (``convert_hf_to_gguf.py``) and its runtime
 (``src/models/eagle3.cpp``), at ggml-org/llama.cpp commit 0c1e57098, the build llama-cpp-python 0.3.36 vendors
 (its sdist on PyPI, 2026-10-01; ``CHANGELOG.md:10-12``). Paths are ``vendor/llama.cpp/`` in that sdist. The
-converter is Python and was run on CPU on drafters of each kind below; the runtime is C++ and is read.
+converter is Python: conformance/record_llamacpp.py ran it on CPU on the whole conformance set (122 checkpoints,
+2026-12-03), and the default tests hold this profile to that recording; the runtime is C++ and is read.
 
 - ``conversion/llama.py:17-30, 50``: the converter takes LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM,
   Eagle3Speculator and Eagle3DraftModel, and writes an EAGLE-3 GGUF only when the config has ``draft_vocab_size`` and
@@ -40,7 +41,11 @@ COMMIT = "0c1e57098"
 NAME = "llamacpp"
 CONVERTER = "conversion/llama.py"
 RUNTIME = "src/models/eagle3.cpp"
-ARCHS = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel")
+# conversion/llama.py:17-30: the names its LlamaModel class is registered for, the EAGLE-3 ones among them; whether a
+# drafter converts as EAGLE-3 is then decided by draft_vocab_size and the layer count (:50), not by the name
+ARCHS = ("LLaMAForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "VLlama3ForCausalLM",
+         "LlavaForConditionalGeneration", "VoxtralForConditionalGeneration", "LlamaForCausalLMEagle3",
+         "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel", "IQuestCoderForCausalLM", "LlamaModel")
 
 
 def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one walk, converter then runtime
@@ -52,8 +57,9 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
     known = [a for a in archs if a in ARCHS]
     r.set("architecture", "eagle3" if known else None, f"architectures {archs} ({CONVERTER}:17-30)")
     if not known:
-        r.class_refusal = (f"llama.cpp's converter knows no architecture in {archs} (it converts "
-                           f"{', '.join(ARCHS)}: {CONVERTER}:17-30)")
+        r.class_refusal = (f"llama.cpp's converter has no EAGLE-3 drafter class for {archs}: it converts EAGLE-3 "
+                           f"drafters through its LlamaModel class ({CONVERTER}:17-30), and refuses other EAGLE-3 "
+                           "names (\"Model Eagle3Qwen3ForCausalLM is not supported\")")
         r.refusals.append(r.class_refusal)
     hd, max_pos, cls = class_defaults(reading.model_type_of(r, fields_, "llama"))
     reading.read_layer(r, fields_, "", (hd, cls), max_pos)
@@ -92,7 +98,8 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
     def accept(name: str, n) -> tuple[str | None, str]:
         if n.role == "t2d":
             return None, f"the converter skips t2d ({CONVERTER}:247-249)"
-        if n.role is None:
+        if n.role is None or (n.prefixed and n.role in ("d2t", "fc.weight", "fc.bias", "input_norm.weight")):
+            # modify_tensors matches the bare names d2t, fc.weight, input_norm.weight (conversion/llama.py:233-246)
             return None, f"refused: the converter raises \"Can not map tensor {name!r}\""
         if n.role.endswith(("q_norm.weight", "k_norm.weight")):
             return None, f"refused: the converter raises \"Can not map tensor {name!r}\" (no q/k norms in llama.cpp)"
@@ -135,7 +142,8 @@ def cannot_compute(trained: Reading) -> list[str]:
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
     releases=(Release(VERSION, "2026-10-01", why=f"llama.cpp commit {COMMIT}, the build llama-cpp-python 0.3.36 "
-                      "vendors (CHANGELOG.md:10-12)"),),
+                      "vendors (CHANGELOG.md:10-12); its converter recorded 2026-12-03 on the conformance set "
+                      "(tests/conformance/converters/), its runtime read"),),
     package="llama_cpp_python",
     sources=(CONVERTER, RUNTIME, "common/speculative.cpp", "gguf-py/gguf/constants.py"),
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids (the converter)",
