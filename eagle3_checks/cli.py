@@ -249,8 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "preconditions checked")
     p.add_argument("ckpt", metavar="CKPT")
     p.add_argument("--engine", required=True, metavar="NAME[@VERSION]",
-                   help="the release to launch: vllm, sglang, trtllm, llamacpp, lmdeploy or mlx (NAME@VERSION: see "
-                   "eagle3-checks list --engines)")
+                   help=f"the release to launch: {', '.join(dict.fromkeys(p.name for p in PROFILES if p.launch))} "
+                   "(NAME@VERSION: see eagle3-checks list --engines)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (as for check)")
     p.add_argument("--target", metavar="DIR|hf://ORG/NAME", help="the target checkpoint (as for check; also named in "
                    "the commands)")

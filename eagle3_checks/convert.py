@@ -48,12 +48,10 @@ from .registry import Finding, Severity
 from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
 from .storage.safetensors import RawTensor, encode_header, from_numpy
 
-# The layout convert writes for each engine it converts for (speculators its own; vLLM, SGLang and llama.cpp's
-# converter the flat one). The others need more than a layout: TensorRT-LLM its launch layers, lmdeploy the
-# architectures name LlamaForCausalLM, mlx-vlm the speculators layout beside particular targets: eagle3-checks
-# recipe says what each needs.
-TARGETS = {name: SPECULATORS if name == "speculators" else FLAT for name in engines.ENGINE_NAMES
-           if name in ("vllm", "sglang", "llamacpp", "speculators")}
+# The layout convert writes for each engine it converts for (Profile.converts_to: speculators its own; vLLM, SGLang
+# and llama.cpp's converter the flat one). The others need more than a layout: TensorRT-LLM its launch layers,
+# lmdeploy the architectures name LlamaForCausalLM, mlx-vlm particular targets: eagle3-checks recipe says what.
+TARGETS = {p.name: p.converts_to for p in engines.PROFILES if p.converts_to}
 # The engine-agnostic checks a source must pass before it is worth converting.
 SOURCE_CHECKS = ("files", "keys", "shapes", "dtypes", "vocab.d2t", "vocab.t2d", "config.fields", "config.layers",
                  "config.vocab-sizes", "config.aux-layers", "config.head-dim", "config.tied-embeddings", "config.rope")

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import engines
 from .drafter.checkpoint import Checkpoint
-from .engines.launch import BUILDERS, Launch, Request, unmet
+from .engines.launch import Launch, Request, unmet
 from .errors import UsageError
 from .gate import GateResult, gate_checkpoint, load_target
 from .options import GateOptions
@@ -61,9 +61,10 @@ def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, to
         raise UsageError(f"--engine {engine!r}: a recipe is for one engine release, not {len(specs)}")
     spec = specs[0]
     name = spec.split("@", 1)[0]
-    if name not in BUILDERS:
+    if engines.profile(spec).launch is None:
+        launched = dict.fromkeys(p.name for p in engines.PROFILES if p.launch)
         raise UsageError(f"--engine {engine!r}: {name} is not launched (it trains); choose one of "
-                         f"{', '.join(BUILDERS)}")
+                         f"{', '.join(launched)}")
     if tokens < 1:
         raise UsageError(f"--num-speculative-tokens {tokens}: at least 1")
     profile = engines.profile(spec)
@@ -82,7 +83,8 @@ def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, to
     request = Request(drafter, where, tokens, options.tensor_parallel or 1, options.pipeline_parallel or 1,
                       launch_ids)
     reading = engines.read(ckpt, spec, config)
-    launch = BUILDERS[name](reading, request)
+    assert profile.launch is not None  # refused above
+    launch = profile.launch(reading, request)
     gated = replace(options, engine=(spec,), engine_notes=("named",), optional_engines=(), level="header",
                     launch=((name, json.dumps(launch.settings)),) if profile.launch_ids else options.launch)
     return Recipe(spec, launch, gate_checkpoint(ckpt, gated), unknown)

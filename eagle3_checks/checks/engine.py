@@ -438,7 +438,7 @@ def serving(ctx: Context) -> Iterable[Finding]:
     eng = label(served)
     _builds_drafter(served)
     options = ctx.options
-    for p in preconditions(served, options.tensor_parallel if options else None,
+    for p in preconditions(engines.profile(release(ctx)).launch, served, options.tensor_parallel if options else None,
                            options.pipeline_parallel if options else None):
         yield error(f"{eng}: {p.message}", code=p.code, key=p.key, expected=p.expected, found=p.found, why=p.why,
                     fix=p.fix, file=CONFIG if not p.key.endswith(".weight") else None)

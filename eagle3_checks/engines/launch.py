@@ -205,14 +205,12 @@ def mlx(reading: Reading, req: Request) -> Launch:
     return Launch("mlx", [" ".join(_q(c) for c in cmd)], {"args": cmd[1:]}, notes, [])
 
 
-# The launch of each serving engine, by name (speculators trains; it is not launched).
-BUILDERS = {"vllm": vllm, "sglang": sglang, "trtllm": trtllm, "llamacpp": llamacpp, "lmdeploy": lmdeploy, "mlx": mlx}
+# Each profile names its builder (Profile.launch); speculators trains and is not launched.
 
 
-def preconditions(reading: Reading, tp: int | None, pp: int | None) -> list[Problem]:
-    """The parallel-launch preconditions of the release that made ``reading`` (engine.serving's verdicts): the
-    same facts the recipe builds from."""
-    build = BUILDERS.get(reading.engine)
+def preconditions(build: Any, reading: Reading, tp: int | None, pp: int | None) -> list[Problem]:
+    """The parallel-launch preconditions of a release (``build``: its Profile.launch; engine.serving's verdicts):
+    the same facts the recipe builds from."""
     if build is None or (not tp and not pp):
         return []
     return [p for p in build(reading, Request("DRAFT", "TARGET", tp=tp or 1, pp=pp or 1, launch_ids=[0])).problems

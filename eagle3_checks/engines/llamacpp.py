@@ -29,7 +29,8 @@ from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
-from ..drafter.layout import SPECULATORS, str_list
+from ..drafter.layout import FLAT, SPECULATORS, str_list
+from . import launch as launching
 from . import reading
 from .profile import Capture, Profile, Release, Target, input_of
 from .reading import Reading, is_int
@@ -114,9 +115,7 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
         return n.role, ""
 
     reading.map_roles(r, ckpt, accept)
-    for name, why in r.ignored.items():
-        if why.startswith("refused"):
-            r.refuse(f"{name}: {why[len('refused: '):]}", at=name)
+    reading.refuse_skipped(r)
     reading.finish(r, ckpt, f"a load error (llama.cpp requires the tensor, {RUNTIME}:77-100)")
     return r
 
@@ -149,4 +148,6 @@ PROFILE = Profile(
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids (the converter)",
     ids_path=("eagle_aux_hidden_state_layer_ids",),
     cannot_compute=cannot_compute,
+    launch=launching.llamacpp,
+    converts_to=FLAT,
 )

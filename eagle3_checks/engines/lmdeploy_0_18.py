@@ -31,6 +31,7 @@ from typing import Any
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
+from . import launch as launching
 from . import reading
 from .profile import Capture, Profile, Release, Target, default_ids, input_of
 from .reading import Reading, is_int
@@ -109,7 +110,8 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
             return None, f"lmdeploy skips t2d ({FILE}:301-302)"
         if n.role == "lm_head.weight" and tied:
             return None, f"skipped: tie_word_embeddings ({FILE}:307-308), and nothing ties it"
-        refused = f"refused: KeyError, lmdeploy builds no parameter model.{name} ({FILE}:297-298, 313)"
+        refused = (f"refused: lmdeploy raises KeyError: it builds no parameter model.{name} ({FILE}:297-298, 313; it "
+                   "reads midlayer.* names only)")
         if n.role is None or n.prefixed or n.style == "layers":
             return None, refused
         if n.role.endswith("self_attn.o_proj.bias"):
@@ -122,10 +124,7 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
         return n.role, ""
 
     reading.map_roles(r, ckpt, accept)
-    for name, why in r.ignored.items():
-        if why.startswith("refused"):
-            r.refuse(f"{name}: lmdeploy raises KeyError: it builds no parameter of that name ({FILE}:297-298, 313; "
-                     "it reads midlayer.* names only)", at=name)
+    reading.refuse_skipped(r)
     reading.finish(r, ckpt, "uninitialised memory (lmdeploy does not detect missing tensors, "
                    "pytorch/nn/linear/default.py:113)")
     if "d2t" not in r.tensors:
@@ -175,4 +174,5 @@ PROFILE = Profile(
     ids_path=(),
     cannot_compute=cannot_compute,
     default_rule=default_rule,
+    launch=launching.lmdeploy,
 )

@@ -29,6 +29,7 @@ from typing import Any
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import positive_number as positive
 from ..drafter.layout import SPECULATORS
+from . import launch as launching
 from . import reading
 from .profile import Capture, Profile, Release, Target
 from .reading import Reading, is_int
@@ -119,7 +120,8 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
             return None, f"dropped by sanitize without norm_before_fc ({D3}/eagle3.py:551-565)"
         if n.role == "lm_head.weight" and r.lm_head_from_embed:
             return None, f"dropped by sanitize: tied, the embedding is the head ({D3}/eagle3.py:551-565)"
-        refused = "refused: the strict load raises ValueError (no such parameter; utils.py:699)"
+        refused = ("refused: mlx-vlm's strict load raises ValueError: it has no parameter of that name "
+                   "(utils.py:591-610, 699)")
         if n.role is None or n.prefixed or n.style == "midlayer" or (n.role == "d2t" and not small):
             return None, refused
         if n.role.endswith(".bias") and not (r.attention_bias and ".self_attn." in n.role):
@@ -129,10 +131,7 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
         return n.role, ""
 
     reading.map_roles(r, ckpt, accept)
-    for name, why in r.ignored.items():
-        if why.startswith("refused"):
-            r.refuse(f"{name}: mlx-vlm's strict load raises ValueError, it has no parameter of that name "
-                     "(utils.py:591-610, 699)", at=name)
+    reading.refuse_skipped(r)
     reading.finish(r, ckpt, "a ValueError at load (mlx-vlm's load is strict, utils.py:699)")
     if "embed_tokens.weight" not in r.tensors:
         r.refuse(f"no embed_tokens.weight: mlx-vlm drops the empty module (utils.py:299-320) and the first draft "
@@ -188,4 +187,5 @@ PROFILE = Profile(
     cannot_compute=cannot_compute,
     default_rule=default_rule,
     package="mlx_vlm",
+    launch=launching.mlx,
 )

@@ -143,6 +143,11 @@ class Profile:
     launch_ids: str | None = None
     # the distribution whose installed version (NAME-VERSION.dist-info) selects the release (None: ``name``)
     package: str | None = None
+    # launch(reading, launch.Request) -> launch.Launch: how the release is started with a drafter (engines/launch.py;
+    # eagle3-checks recipe and engine.serving's preconditions); None: the release is not launched (a trainer)
+    launch: Callable[..., Any] | None = None
+    # the layout eagle3-checks convert writes for this engine (convert --to NAME); None: no layout alone serves it
+    converts_to: str | None = None
 
     @property
     def holds_for(self) -> tuple[Release, ...]:

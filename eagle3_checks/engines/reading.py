@@ -472,6 +472,18 @@ def map_roles(r: Reading, ckpt: Checkpoint, accept) -> None:
             r.tensors[role] = name
 
 
+REFUSED = "refused: "  # a map_roles skip reason that is a load error of the engine (what follows says which)
+
+
+def refuse_skipped(r: Reading) -> None:
+    """Turn every tensor ``map_roles`` skipped with a REFUSED reason into a refusal at that tensor: the engines whose
+    loaders raise on a name they have no parameter for (lmdeploy's KeyError, mlx-vlm's strict load, llama.cpp's
+    converter)."""
+    for name, why in r.ignored.items():
+        if why.startswith(REFUSED):
+            r.refuse(f"{name}: {why[len(REFUSED):]}", at=name)
+
+
 def finish(r: Reading, ckpt: Checkpoint, missing: str, narrows: bool = False) -> None:
     """Shared end of every engine reading: the parameters the reading builds that no tensor fills (and what the
     engine has there instead), and the loaded tensors whose shape the engine's loader rejects, or, where the engine's

@@ -35,6 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
+from ..drafter.layout import FLAT
+from . import launch as launching
 from . import reading
 from .profile import Capture, Profile, Release, Target, input_of, output_of
 from .reading import Reading, is_int, lookup
@@ -384,4 +386,6 @@ PROFILE = Profile(
     ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
     serving=context_refusal(VERSION),
     cannot_compute=cannot_compute,
+    launch=launching.sglang,
+    converts_to=FLAT,
 )

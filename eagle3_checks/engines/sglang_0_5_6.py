@@ -35,7 +35,8 @@ from typing import Any
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
 from ..drafter.expected import fmt_shape
-from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
+from ..drafter.layout import FLAT, MLA_ARCHITECTURES, SPECULATORS, eagle3_class, str_list
+from . import launch as launching
 from . import reading
 from .profile import Capture, Limit, Profile, Release, Target, output_of
 from .reading import Reading, is_int
@@ -337,4 +338,6 @@ PROFILE = Profile(
     ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
     serving=context_refusal(VERSION),
     cannot_compute=cannot_compute,
+    launch=launching.sglang,
+    converts_to=FLAT,
 )

@@ -106,4 +106,5 @@ PROFILE = Profile(
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids",
     ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=_serving,
+    converts_to=SPECULATORS,
 )

@@ -30,6 +30,7 @@ from typing import Any
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
 from ..drafter.layout import MLA_ARCHITECTURES, SPECULATORS, str_list
+from . import launch as launching
 from . import reading
 from .profile import Capture, Profile, Release, Target, output_of
 from .reading import Reading, is_int, lookup, valid_ids
@@ -185,4 +186,5 @@ PROFILE = Profile(
     default_rule=default_rule,
     launch_ids=LAUNCH_IDS,
     package="tensorrt_llm",
+    launch=launching.trtllm,
 )

@@ -36,7 +36,8 @@ from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import class_defaults
-from ..drafter.layout import SPECULATORS, str_list
+from ..drafter.layout import FLAT, SPECULATORS, str_list
+from . import launch as launching
 from . import reading
 from .profile import Capture, Limit, Profile, Release, Target, input_of
 from .reading import Reading, is_int, lookup
@@ -445,4 +446,6 @@ PROFILE = Profile(
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids",
     ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=serving,
+    launch=launching.vllm,
+    converts_to=FLAT,
 )
