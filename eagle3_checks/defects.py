@@ -346,7 +346,7 @@ _STAND_INS: dict[Any, Path] = {}
 def replaying(edit: Callable[[dict], None] | None) -> Path:
     """A stand-in for an interpreter with vLLM 0.33.0 installed, for the examples of engine.live: it answers the
     version query and, run as the recorder, writes vLLM 0.33.0's own recording of the flat example (edited by
-    ``edit``) as the candidate's. Written once per process, into a temporary folder removed at exit."""
+    ``edit``) as each candidate's. Written once per process, into a temporary folder removed at exit."""
     if edit not in _STAND_INS:
         import atexit
         import shutil
@@ -367,7 +367,8 @@ if sys.argv[1:2] == ["-c"]:
     sys.exit(0)
 out = Path(sys.argv[3])
 out.mkdir(parents=True)
-(out / "candidate.json").write_text(json.dumps({{**RECORD, "checkpoint": "candidate"}}))
+for entry in json.loads(Path(sys.argv[2]).read_text()):
+    (out / f"{{entry['name']}}.json").write_text(json.dumps({{**RECORD, "checkpoint": entry["name"]}}))
 (out / "index.json").write_text(json.dumps({{"run_seconds": 0.0}}))
 """)
         script.chmod(0o755)

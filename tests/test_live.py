@@ -122,3 +122,37 @@ def test_the_subprocess_sees_no_gpu_and_the_engines_cpu_platform(tmp_path, targe
     assert live.version("vllm", str(spy)) == "0.33.0"
     assert json.loads(seen.read_text()) == {"CUDA_VISIBLE_DEVICES": "", "VLLM_TARGET_DEVICE": "cpu",
                                             "PYTHONHASHSEED": "0"}
+
+
+def _head_dim_read_as_8(rec: dict) -> None:
+    rec["config"]["head_dim"] = 8
+
+
+def _fc_left_unwritten(rec: dict) -> None:
+    rec["unwritten"] = [{"param": "model.fc.weight", "shard": None, "role": "fc.weight"}]
+
+
+@pytest.mark.parametrize("edit, check, code", [
+    (_refused, "engine.loads", "engine.loads/refused"),
+    (_narrowed, "engine.loads", "engine.loads/narrowed"),
+    (_fc_left_unwritten, "engine.loads", "engine.loads/unfilled"),
+    (_other_layers, "engine.aux-layers", "engine.aux-layers/wrong-layers"),
+    (_head_dim_read_as_8, "engine.semantics", "engine.semantics/head-dim"),
+])
+def test_judged_live_the_engine_checks_take_the_engines_verdict(drafter, target_path, edit, check, code):
+    """The profile predicts the example loads as trained (its engine checks pass without --engine NAME@installed);
+    judged live, each of them gives what the installed engine's recording showed, said to be the engine's."""
+    modelled = run(drafter("flat").write(), engine="vllm@0.33.0", target_config=str(target_path), level="header",
+                   aux_convention="vllm")
+    assert modelled.result(check, "vllm@0.33.0").status == "passed"
+    result = live_run(drafter, target_path, edit, aux_convention="vllm")
+    found = [f for f in result.result(check, "vllm@0.33.0").findings if f.code == code]
+    assert found and result.result(check, "vllm@0.33.0").status == "failed", \
+        [f.code for f in result.result(check, "vllm@0.33.0").findings]
+    assert "the installed vllm 0.33.0, live" in " ".join(f"{f.message} {f.found} {f.why}" for f in found)
+
+
+def test_judged_live_and_agreeing_the_engine_checks_are_the_profiles(drafter, target_path):
+    result = live_run(drafter, target_path)
+    for check in ("engine.loads", "engine.semantics", "engine.aux-layers"):
+        assert result.result(check, "vllm@0.33.0").status == "passed", check

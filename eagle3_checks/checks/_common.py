@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from .. import engines
+import os
+from pathlib import Path
+
+from .. import engines, live
 from ..drafter.config_values import DraftConfig, TargetConfig
 from ..drafter.spec import Spec
 from ..engines.reading import Reading
+from ..live import verdict
 from ..registry import CONFIG, Context, NotApplicable
 
 __all__ = ["CONFIG"]  # the checks name the config file through here
@@ -76,9 +80,37 @@ def unread_layout(ctx: Context, reading: Reading) -> str | None:
             f"(--engine all judges the releases that read it; name {ctx.engine} to require it)")
 
 
-def served(ctx: Context, spec: str) -> Reading:
-    """Release ``spec``'s reading of the checkpoint, beside the target and with the launch settings given."""
-    return engines.read(ctx.ckpt, spec, ctx.target, ctx.options.launch_for(spec) if ctx.options else None)
+def served(ctx: Context, spec: str, modelled: bool = False) -> Reading:
+    """Release ``spec``'s reading of the checkpoint, beside the target and with the launch settings given. For a
+    release judged live (--engine NAME@installed), what the installed engine's own recording showed replaces the
+    profile's predictions (live.verdict), unless ``modelled``: the profile's reading alone (engine.live compares it
+    with the recording)."""
+    reading = engines.read(ctx.ckpt, spec, ctx.target, ctx.options.launch_for(spec) if ctx.options else None)
+    if modelled or ctx.options is None or spec not in dict(ctx.options.live):
+        return reading
+    key = ("live-verdict", spec)
+    if key not in ctx.cache:
+        got = live_recording(ctx, spec)
+        ctx.cache[key] = reading if isinstance(got, live.CannotJudge) else verdict.corrected(reading, got.record)
+    return ctx.cache[key]
+
+
+def live_recording(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
+    """The installed release's own recording of the candidate, made once per gate run (or why there is none)."""
+    key = ("live", spec)
+    if key not in ctx.cache:
+        python = dict(ctx.options.live)[spec] if ctx.options else ""
+        target = ctx.options.target_config if ctx.options else None
+        if ctx.ckpt.source.weights_elsewhere or not target or not os.path.isfile(target):
+            why = ctx.ckpt.source.weights_elsewhere or "--target-config is not a local file"
+            ctx.cache[key] = live.CannotJudge(f"the engine loads a local checkpoint and target config: {why}")
+        else:
+            try:
+                ctx.cache[key] = live.record(spec.split("@", 1)[0], python, ctx.ckpt.source.path, Path(target),
+                                             ctx.options.max_model_len if ctx.options else None)
+            except live.CannotJudge as exc:
+                ctx.cache[key] = exc
+    return ctx.cache[key]
 
 
 def builds_drafter(reading: Reading) -> bool:

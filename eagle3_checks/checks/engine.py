@@ -8,17 +8,17 @@ torch: the forward check proves the same numerically.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 from .. import engines, live
 from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
-from ..engines.profile import Target
+from ..engines.profile import Capture, Target
 from ..engines.reading import (
     SEMANTIC_FIELDS,
     Reading,
@@ -29,10 +29,11 @@ from ..engines.reading import (
     remedy,
     shown,
 )
+from ..live import verdict
 from ..live.compare import disagreements
 from ..numerics import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
-from ._common import CONFIG, config_of, engine_captures, release, require_complete, unread_layout
+from ._common import CONFIG, config_of, engine_captures, live_recording, release, require_complete, unread_layout
 from ._common import served as served_by
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
@@ -289,7 +290,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     ids, layers = served.aux_layer_ids, trained.layers
     right, patch, key, fix = _where_ids_go(profile, layers, target, trained)
     if ids is None:
-        default = profile.default_capture(target, served)
+        default = _as_captured_live(ctx, served, profile.default_capture(target, served))
         if layers and default.layers == layers:
             yield info(f"{eng} finds no aux-layer ids where it reads them ({profile.reads_ids}) and falls back to "
                        f"{default.rule}, which captures the layers the drafter was trained on {list(layers)}",
@@ -318,7 +319,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                     code="count-mismatch", file=CONFIG, key=where, expected=f"{fc[1] // ht} ids", found=str(ids),
                     why="the fused state does not fit fc: the engine fails at the first draft step (SGLang #32226)",
                     fix="state exactly the ids the drafter was trained on")
-    cap = profile.capture(ids, target)
+    cap = _as_captured_live(ctx, served, profile.capture(ids, target))
     if cap.layers is None:
         outcomes = "; ".join(f"on {which}: the outputs of layers {list(got)}" for which, got in cap.outcomes)
         if layers and any(got != layers for _, got in cap.outcomes):
@@ -354,6 +355,19 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                         expected=f"ids <= {cap.last_id}", found=str(ids),
                         why=f"{cap.rule}; the drafter is fed no state (or the server fails) for those layers",
                         fix="check the ids and that --target-config is the verifier's config")
+
+
+def _as_captured_live(ctx: Context, served: Reading, cap: Capture) -> Capture:
+    """The layers the installed engine captured, for a release judged live (its recording says), else ``cap``."""
+    spec = release(ctx)
+    if ctx.options is None or spec not in dict(ctx.options.live):
+        return cap
+    got = live_recording(ctx, spec)
+    layers = None if isinstance(got, live.CannotJudge) else verdict.captured(got.record)
+    if layers is None:
+        return cap
+    return dataclasses.replace(cap, layers=layers, outcomes=(), rule=f"{verdict.said_by(served)} captures them "
+                               f"(the profile's rule: {cap.rule})")
 
 
 def _unjudged(ctx: Context, eng: str, said: str, layers: tuple[int, ...] | None, where: str) -> Finding:
@@ -494,24 +508,6 @@ def release_covered(ctx: Context) -> Iterable[Finding]:
                       fix=f"judge with a recorded release, or record {spec} (conformance/run.sh {spec})")
 
 
-def _live(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
-    """The installed release's own recording of the candidate, made once per gate run (or why there is none)."""
-    key = ("live", spec)
-    if key not in ctx.cache:
-        python = dict(ctx.options.live)[spec]
-        if ctx.ckpt.source.weights_elsewhere or not ctx.options.target_config or \
-                not os.path.isfile(ctx.options.target_config):
-            why = ctx.ckpt.source.weights_elsewhere or "--target-config is not a local file"
-            ctx.cache[key] = live.CannotJudge(f"the engine loads a local checkpoint and target config: {why}")
-        else:
-            try:
-                ctx.cache[key] = live.record(spec.split("@", 1)[0], python, ctx.ckpt.source.path,
-                                             Path(ctx.options.target_config), ctx.options.max_model_len)
-            except live.CannotJudge as exc:
-                ctx.cache[key] = exc
-    return ctx.cache[key]
-
-
 @check(
     "engine.live",
     "The installed engine's own loader agrees with the modelled release",
@@ -538,7 +534,7 @@ def _live(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
 )
 def engine_live(ctx: Context) -> Iterable[Finding]:
     spec = release(ctx)
-    got = _live(ctx, spec)
+    got = live_recording(ctx, spec)
     name = spec.replace("@", " ")
     if isinstance(got, live.CannotJudge):
         yield error(f"cannot judge {name} live: {got}", code="cannot-judge", file=CONFIG, key="--engine",
@@ -556,7 +552,7 @@ def engine_live(ctx: Context) -> Iterable[Finding]:
                     expected="the engine builds and loads the drafter", found=f"{refused['type']} at the "
                     f"{refused.get('stage', '?')} stage ({refused.get('at') or 'no engine frame'})",
                     why="the server fails to start with this drafter", fix="see engine.loads for what to change")
-    served = served_by(ctx, spec)
+    served = served_by(ctx, spec, modelled=True)
     # a d2t parameter built as zeros (vLLM before 0.31.0 always builds one: llama_eagle3.py:304-307 in 0.29.0) and not
     # loaded keeps offsets of 0, draft id i = target id i: what a drafter without a draft vocabulary means
     identity = served.draft_vocab_size == getattr(ctx.target, "vocab_size", None)

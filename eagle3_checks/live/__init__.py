@@ -68,27 +68,62 @@ def version(engine: str, python: str) -> str:
     return proc.stdout.strip()
 
 
+def _key(engine: str, python: str, checkpoint: Path, target_config: Path, context_length: int | None) -> tuple:
+    """What a recording depends on: the interpreter's engine, the candidate folder and its files as they are now
+    (names, sizes, modification times), the target config's content and the context the server is started with."""
+    import hashlib
+
+    folder = Path(checkpoint).resolve()
+    files = tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir() if f.is_file()))
+    return (engine, python, str(folder), files, hashlib.sha256(Path(target_config).read_bytes()).hexdigest(),
+            context_length or None)
+
+
+# Recordings made by :func:`record_many` in this process, for :func:`record` to return instead of starting the
+# engine again (a gate run over many checkpoints, such as the live conformance suite, imports the engine once).
+_RECORDED: dict[tuple, Live | CannotJudge] = {}
+
+
 def record(engine: str, python: str, checkpoint: Path, target_config: Path, context_length: int | None = None,
            timeout: float = TIMEOUT_S) -> Live:
     """Run the installed ``engine``'s recorder on ``checkpoint`` (a folder), served for the target whose config is
     ``target_config`` (``context_length``: the context the server is started with; None: the target's). Raises
     CannotJudge."""
+    key = _key(engine, python, checkpoint, target_config, context_length)
+    if key not in _RECORDED:
+        record_many(engine, python, [(checkpoint, target_config, context_length)], timeout)
+    got = _RECORDED[key]
+    if isinstance(got, CannotJudge):
+        raise got
+    return got
+
+
+def record_many(engine: str, python: str, candidates: list[tuple[Path, Path, int | None]],
+                timeout: float = TIMEOUT_S) -> list[Live | CannotJudge]:
+    """One run of the installed ``engine``'s recorder over every (checkpoint folder, target config, context length)
+    in ``candidates``: the engine is imported once. Each result is a :class:`Live` or the :class:`CannotJudge` that
+    says why there is none, in order; :func:`record` returns them afterwards without running the engine again.
+    Raises CannotJudge when the interpreter has no such engine or the run as a whole fails."""
     import shutil
     import subprocess
     import tempfile
 
     release = version(engine, python)
+    out_of: list[Live | CannotJudge] = []
     with tempfile.TemporaryDirectory(prefix="eagle3-live-") as tmp:
         root = Path(tmp)
-        (root / "target").mkdir()
-        # the engine reads a folder's config.json
-        shutil.copyfile(target_config, root / "target" / "config.json")
-        entry: dict[str, Any] = {"name": "candidate", "dir": str(checkpoint.resolve()),
-                                 "target_config": "target/config.json", "why": "the candidate, judged live",
-                                 "source_hash": ""}
-        if context_length:
-            entry["context_length"] = context_length
-        (root / "manifest.json").write_text(json.dumps([entry]))
+        manifest = []
+        for i, (checkpoint, target_config, context_length) in enumerate(candidates):
+            (root / f"target-{i}").mkdir()
+            # the engine reads a folder's config.json
+            shutil.copyfile(target_config, root / f"target-{i}" / "config.json")
+            entry: dict[str, Any] = {"name": f"candidate-{i}", "dir": str(Path(checkpoint).resolve()),
+                                     "target_config": f"target-{i}/config.json", "why": "the candidate, judged live",
+                                     "source_hash": ""}
+            if context_length:
+                entry["context_length"] = context_length
+            manifest.append(entry)
+        (root / "manifest.json").write_text(json.dumps(manifest))
         out = root / "out"
         command = [python, str(RECORDERS / f"record_{engine}.py"), str(root / "manifest.json"), str(out)]
         try:
@@ -97,17 +132,27 @@ def record(engine: str, python: str, checkpoint: Path, target_config: Path, cont
             raise CannotJudge(f"{engine} {release}'s own loader ran past {timeout:.0f} s") from None
         except OSError as exc:
             raise CannotJudge(f"cannot run {python}: {exc}") from None
-        path = out / "candidate.json"
-        if not path.is_file():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise CannotJudge(f"the recorder does not know {engine} {release}'s internals: {tail[0][:300]}")
-        rec = json.loads(path.read_text())
-        index = json.loads((out / "index.json").read_text())
-    if "harness_error" in rec:
-        err = rec["harness_error"]
-        raise CannotJudge(f"the recorder does not know {engine} {release}'s internals: {err['type']}: "
-                          f"{err['message'][:300]}")
-    return Live(engine, release, python, rec, float(index.get("run_seconds", 0.0)))
+        index_path = out / "index.json"
+        index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+        # the recorder times the whole run, imports included: each candidate is given its share
+        seconds = float(index.get("run_seconds", 0.0)) / max(len(candidates), 1)
+        for i, candidate in enumerate(candidates):
+            path = out / f"candidate-{i}.json"
+            got: Live | CannotJudge
+            if not path.is_file():
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                got = CannotJudge(f"the recorder does not know {engine} {release}'s internals: {tail[0][:300]}")
+            else:
+                rec = json.loads(path.read_text())
+                if "harness_error" in rec:
+                    err = rec["harness_error"]
+                    got = CannotJudge(f"the recorder does not know {engine} {release}'s internals: {err['type']}: "
+                                      f"{err['message'][:300]}")
+                else:
+                    got = Live(engine, release, python, rec, seconds)
+            _RECORDED[_key(engine, python, *candidate)] = got
+            out_of.append(got)
+    return out_of
 
 
-__all__ = ["CannotJudge", "Live", "LIVE_ENGINES", "record", "version"]
+__all__ = ["CannotJudge", "Live", "LIVE_ENGINES", "record", "record_many", "version"]

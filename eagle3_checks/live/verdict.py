@@ -1,0 +1,109 @@
+"""The installed engine's verdict in the engine checks: the release's modelled reading of the candidate with what
+the engine's own recording of it showed in its place (``conformance/README.md`` describes the recording).
+
+When a release is judged live (``--engine NAME@installed``), ``engine.loads``, ``engine.semantics`` and
+``engine.aux-layers`` judge this corrected reading: the refusal the engine raised, the parameters it left unwritten,
+the tensors it cut or ignored, the config values it built the drafter with and the target layers it captures are
+the engine's; what a recording does not show (which trained role a tensor was, the trainer's reading) stays the
+profile's. ``engine.live`` compares the uncorrected reading with the recording and reports each disagreement.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from ..engines.reading import Reading
+from ..engines.sglang_0_5_23 import AFTER_LOAD
+
+# recording config field -> (the reading's attribute, how the recorded value becomes the attribute's)
+_CONFIG: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "head_dim": ("head_dim", int),
+    "num_aux": ("num_aux", int),
+    "fc_norm": ("fc_norm", bool),
+    "norm_before_fc": ("input_norm", bool),
+    "norm_output": ("feedback", lambda v: "normed" if v else "prenorm"),
+    "norm_before_residual": ("norm_before_residual", bool),
+    "target_hidden_size": ("target_hidden_size", int),
+    "num_hidden_layers": ("num_layers", int),
+    "rope_theta": ("rope_theta", float),
+}
+
+
+def said_by(r: Reading) -> str:
+    return f"the installed {r.engine} {r.version}, live"
+
+
+def corrected(r: Reading, rec: dict) -> Reading:
+    """``r`` (the profile's reading) with the recording's facts in place of the profile's predictions."""
+    out = copy.deepcopy(r)
+    who = said_by(r)
+    refused = rec.get("refused")
+    cpu_only = bool(refused and refused.get("cpu_only"))
+    if refused and not cpu_only:
+        message = f"{refused['type']}: {refused['message'][:300]} ({who}, at the {refused.get('stage', '?')} stage)"
+        out.refusals = [message]
+        out.refused_at = {message: refused["at"]} if refused.get("at") and "/" not in refused["at"] else {}
+    elif not refused and out.layout_ok and not out.class_refusal:
+        out.refusals, out.refused_at = [], {}  # the engine built and loaded it
+    if not refused:
+        _loading(out, rec, who)
+    _config(out, rec.get("config") or {}, who)
+    return out
+
+
+def _loading(out: Reading, rec: dict, who: str) -> None:
+    """Unwritten parameters, narrowed and ignored tensors: the engine's."""
+    # a d2t left at zeros means draft id i = target id i: what a drafter without a draft vocabulary means (vLLM
+    # before 0.31.0 builds one for every drafter: llama_eagle3.py:304-307 in 0.29.0)
+    identity = out.draft_vocab_size is not None and out.draft_vocab_size == out.vocab_size
+    unwritten = {u.get("role") or u["param"] for u in rec.get("unwritten", []) if not u.get("attribute")
+                 and not (identity and u.get("role") == "d2t")}
+    # what the profile predicts serving puts there after load (the target's embedding) or shares is not the loader's
+    kept = {role: how for role, how in out.unfilled.items() if how.startswith(("shared", AFTER_LOAD))}
+    out.unfilled = {**kept, **{role: f"its initial values: left unwritten by {who}" for role in sorted(unwritten)
+                               if role not in kept}}
+    for role in unwritten:
+        out.tensors.pop(role, None)
+    narrowed = sorted(name for name, loads in rec.get("loaded", {}).items() if any(x.get("narrowed") for x in loads))
+    out.narrowed = {name: out.narrowed.get(name) or f"cut to the parameter's shape by {who}" for name in narrowed}
+    out.narrowed_to = {name: shape for name, shape in out.narrowed_to.items() if name in out.narrowed}
+    ignored = set(rec.get("ignored", []))
+    out.ignored = {name: out.ignored.get(name) or f"ignored by {who}: no parameter received it" for name in
+                   sorted(ignored) if name in out.ignored or name not in _concatenated(rec)}
+
+
+def _concatenated(rec: dict) -> set[str]:
+    """The MLA tensors SGLang's loader caches and loads as one concatenation (never loaded under their own names;
+    live/compare.py says why)."""
+    fused = any(".fused_qkv_a_proj_with_mqa." in x["param"] for x in rec.get("loaded", {}).get(
+        "(not a checkpoint tensor)", []))
+    return {n for n in rec.get("ignored", []) if fused and n.endswith(
+        ("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))}
+
+
+def _config(out: Reading, cfg: dict, who: str) -> None:
+    """The config values the engine built the drafter with, where the recording read them back."""
+    for field, (attr, convert) in _CONFIG.items():
+        value = cfg.get(field)
+        if value is None or (field == "head_dim" and out.family == "mla"):
+            continue
+        if field == "norm_before_residual" and out.engine != "vllm":  # recorded by vLLM's recorder only
+            continue
+        new = convert(value)
+        if getattr(out, attr) != new:
+            setattr(out, attr, new)
+            out.sources[attr] = f"{who}: {field} {value!r}"
+
+
+def captured(rec: dict) -> tuple[int, ...] | None:
+    """The target layers the engine captures (outputs of X; the recording counts inputs of layer X+1), or None
+    where the drafter uses no aux states or the recording has none."""
+    aux = rec.get("aux") or {}
+    if not aux.get("requires_aux_hidden_states") or aux.get("capture_before_layer") is None:
+        return None
+    return tuple(sorted({x - 1 for x in aux["capture_before_layer"]}))
+
+
+__all__ = ["captured", "corrected", "said_by"]
