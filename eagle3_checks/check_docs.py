@@ -219,7 +219,7 @@ def releases_table(listed: Sequence[dict]) -> str:
             how = r["how"]
             differs = "; ".join(f"`{k}={v!r}`" for k, v in r["differs"].items())
             why = f": {_text(r['why'], cell=True)}" if r["why"] else ""
-            rows.append(f"| `{entry['name']}@{r['version']}` | {r['released'] or '?'} | `{entry['module']}` "
+            rows.append(f"| `{entry['name']}@{r['version']}` | {r['released'] or 'not released'} | `{entry['module']}` "
                         f"({entry['kind']}) | {how} | {differs + why if differs else ''} |")
     return "\n".join(rows) + "\n"
 

@@ -511,7 +511,7 @@ def _list_engines(fmt: str) -> int:
             for r in entry["releases"]:
                 how = r["how"]
                 differs = ", ".join(f"{k}={v!r}" for k, v in r["differs"].items())
-                _write(f"  {r['version']:<8} released {r['released'] or '?'}  {how}"
+                _write(f"  {r['version']:<8} {'released ' + r['released'] if r['released'] else 'not released'}  {how}"
                        + (f"  differs: {differs}" if differs else "") + "\n")
     return 0
 

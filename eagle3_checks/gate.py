@@ -21,7 +21,7 @@ from . import checks as _builtin_checks  # noqa: F401  (importing the package re
 from .drafter.checkpoint import Checkpoint, open_any
 from .drafter.config_values import TargetConfig, read_target_config
 from .drafter.spec import Spec, resolve_reference
-from .engines import AUX_CONVENTIONS, ENGINE_NAMES
+from .engines import AUX_CONVENTIONS, ENGINE_NAMES, trainer_said
 from .engines import resolve as resolve_engines
 from .errors import UsageError
 from .live import CannotJudge
@@ -454,6 +454,13 @@ class GateResult:
         """The result of one check; ``engine`` is a release (``sglang@0.5.23``) or an engine name (its first result)."""
         return next(r for r in self.results if r.check.id == check_id and (
             engine is None or r.engine == engine or (r.engine or "").split("@")[0] == engine))
+
+    @property
+    def trainer(self) -> dict[str, str | None]:
+        """The trainer the checkpoint shows and how that was known, and the trainer reading it is judged against
+        (every report states them)."""
+        found, reading = trainer_said(self.ckpt)
+        return {"name": found.name, "version": found.version, "how": found.how, "reading": reading}
 
     def by_label(self, label: str) -> CheckResult:
         return next(r for r in self.results if r.label == label)

@@ -709,20 +709,26 @@ def test_specforge_0_1_0_trained_a_null_rope_scaling_with_base_10000(drafter):
 @pytest.mark.parametrize("fields, code", [
     ({}, "config.trainer-release/unknown-release"),  # rope_scaling null, rope_theta 1e6: the releases differ
     ({"rope_theta": 10000.0}, "config.trainer-release/detected"),  # both releases build base 10000
-    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "config.trainer-release/detected"),
+    # 0.1.0 builds every rotary embedding without a base (linear: llama3_eagle.py:256-261, :151)
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "config.trainer-release/unknown-release"),
+    # norm_output true: 0.2.0 feeds the pre-norm state back, SpecForge after PR #879 the normed one
+    ({"rope_theta": 10000.0, "norm_output": True}, "config.trainer-release/unknown-release"),
 ])
 def test_a_specforge_checkpoint_of_unknown_release_states_each_reading_where_they_differ(drafter, fields, code):
     d = drafter("flat")
     d.config.update(max_window_layers=1, **fields)
     found = run(d.write(), level="header").result("config.trainer-release").findings
     assert [f.code for f in found] == [code]
-    if code.endswith("unknown-release"):
+    if code.endswith("unknown-release") and "norm_output" not in fields:
         assert "rope_theta: 0.1.0 10000.0" in found[0].message and "0.2.0 1000000.0" in found[0].message
+    if "norm_output" in fields:
+        assert "feedback: main after PR #879 'normed'" in found[0].message and "0.2.0 'prenorm'" in found[0].message
 
 
-def test_a_speculators_release_the_gate_does_not_model_is_said(drafter):
+@pytest.mark.parametrize("version", ["0.1.0", "0.10.0", "main"])
+def test_a_speculators_release_the_gate_does_not_model_is_said(drafter, version):
     d = drafter("speculators")
-    d.config["speculators_version"] = "0.7.0"
+    d.config["speculators_version"] = version
     result = run(d.write(), level="header")
     assert [f.code for f in result.result("config.trainer-release").findings] == ["config.trainer-release/not-modelled"]
     assert result.result("config.trainer-release").status == "warned"

@@ -49,6 +49,7 @@ LAZY = {("pytest_plugin.py", "pytest_configure", "plugin_gate")} | {
         ("checks/forward.py", "_weights", ("Weights",)),
         ("checks/forward.py", "_logits", ("run",)),
         ("checks/forward.py", "equivalence", ("ForwardError", "compare", "random_inputs")),
+        ("checks/forward.py", "_other_releases", ("ForwardError", "compare")),
         ("storage/folder.py", "_read_weights", ("read_bin",)),
     ) for name in names}
 

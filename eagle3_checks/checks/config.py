@@ -701,15 +701,20 @@ def trainer_release(ctx: Context) -> Iterable[Finding]:
     if found.name is None:
         return
     if found.version is not None:
-        modelled = engines.TRAINERS[found.name].VERSION
-        if found.version != modelled:
-            yield warning(f"trained with {found.name} {found.version} ({found.how}); the gate models {found.name} "
-                          f"{modelled}'s reading, which judges it", code="not-modelled", file=CONFIG,
-                          key="speculators_version", expected=modelled, found=found.version,
-                          why="speculators' defaults moved between releases (the EAGLE-3.1 flags): the trained "
-                          "computation may differ from the modelled release's",
+        judged = engines.judge(found.name, found.version) if engines.version_key(found.version) else None
+        if judged is None or judged.warning:
+            profile = engines.TRAINERS[found.name].PROFILE
+            yield warning(f"trained with {found.name} {found.version} ({found.how}); "
+                          + (str(judged.warning) if judged else f"not a release number: judged as {profile.version}"),
+                          code="not-modelled", file=CONFIG, key="speculators_version",
+                          expected=f"a modelled {found.name} release ({profile.range})", found=found.version,
+                          why="speculators' defaults moved between releases (the EAGLE-3.1 flags, the layer config "
+                          "class, fc's width): the trained computation may differ from the nearest release's",
                           fix="gate with --data: acceptance.trained-with decides the ambiguous fields from the weights")
             return
+        yield info(f"trained with {found.name} {found.version} ({found.how}): judged against {judged.note}",
+                   code="detected")
+        return
     readings = engines.trainer_readings(ctx.ckpt) if found.version is None else []
     newest = readings[-1][1] if readings else None
     differ = [(version, r, differences(r, newest)) for version, r in readings[:-1]] if newest else []
@@ -722,8 +727,8 @@ def trainer_release(ctx: Context) -> Iterable[Finding]:
         return
     version, older, fields = differ[0]
     assert newest is not None
-    said = "; ".join(f"{f}: {version} {getattr(older, f)!r} ({older.sources.get(f, '?')}), {newest.version} "
-                     f"{getattr(newest, f)!r}" for f in fields)
+    said = "; ".join(f"{f}: {v} {getattr(r, f)!r} ({r.sources.get(f, '?')}), {newest.version} "
+                     f"{getattr(newest, f)!r}" for v, r, changed in differ for f in changed)
     yield warning(f"trained with {found.name}, release unknown ({found.how}), and its releases read this checkpoint "
                   f"differently: {said}. The trainer reading the forward and acceptance levels compare against is "
                   f"{newest.version}'s", code="unknown-release", file=CONFIG, key=fields[0],

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
 from ..numerics import ATOL, RTOL, torch_missing
-from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause
+from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
 from ._common import release, unread_layout
 from ._common import served as served_by
 
@@ -82,6 +82,40 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
     return notes
 
 
+def _other_releases(ctx: Context, source, trained, served, got, inputs, width: int, eng: str) -> Iterable[Finding]:
+    """Where the trainer's release is unknown and its releases read the checkpoint differently (config.trainer-release
+    /unknown-release), the engine's logits against each other release's reading too: which of them it computes."""
+    from ..numerics.draft_steps import ForwardError, compare
+
+    others = [(v, r) for v, r in engines.trainer_readings(source)[:-1] if differences(r, trained)]
+    if not others:
+        return
+    said = []
+    for version, reading in others:
+        if not reading.servable or reading.num_aux * (reading.target_hidden_size or 0) != width:
+            said.append(f"{version}: not computed on the same inputs ("
+                        + ("; ".join(reading.refusals) or f"fc takes {reading.num_aux} states") + ")")
+            continue
+        try:
+            theirs = _logits(ctx, source, reading, inputs)
+        except ForwardError as exc:
+            said.append(f"{version}: cannot run ({exc})")
+            continue
+        steps = [compare(a, b, k, (eng, f"{reading.engine} {version}")) for k, (a, b) in
+                 enumerate(zip(got, theirs, strict=True))]
+        bad = [s for s in steps if not s.ok]
+        said.append(f"{version}: " + ("agrees" if not bad else f"differs ({bad[0].describe()})"))
+    found = engines.trainer_release(source)
+    yield warning(f"{eng}'s reading against each {found.name} release's reading of this checkpoint (its release is "
+                  f"unknown: {found.how}): {'; '.join(said)}; the finding below compares against {trained.version}'s",
+                  code="unknown-release", expected="one trainer release that the checkpoint states",
+                  found="; ".join(said), key="speculators_version" if found.name == "speculators" else None,
+                  why="the releases compute different drafters from the same weights: which one the engine must "
+                  "match depends on the release that trained it (config.trainer-release names the fields)",
+                  fix="state the trainer release (speculators_version) or the fields' values as trained, or gate with "
+                  "--data (acceptance.trained-with decides from the weights)")
+
+
 @check(
     "forward.equivalence",
     "The engine's reading computes what was trained (logits of K draft steps)",
@@ -101,6 +135,8 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
         "non-finite": "NaN or +inf logits",
         "agrees": note("the release's reading computes what was trained"),
         "differs": "the release's reading computes other logits than the trainer's",
+        "unknown-release": "the trainer's release is unknown and its releases' readings differ: the engine's logits "
+        "against each of them",
     },
 )
 def equivalence(ctx: Context) -> Iterable[Finding]:
@@ -166,6 +202,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     except ForwardError as exc:
         raise NotApplicable(f"the forward pass cannot run: {exc}") from exc
     steps = [compare(a, b, k, (eng, trained.engine)) for k, (a, b) in enumerate(zip(got, want, strict=True))]
+    yield from _other_releases(ctx, source, trained, served, got, inputs, width, eng)
     bad = [s for s in steps if not s.ok]
     broken = [s for s in steps if s.nonfinite]
     if broken:

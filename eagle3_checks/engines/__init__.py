@@ -185,7 +185,9 @@ def catalogue() -> list[dict]:
             rels = module.RELEASES
             out.append({"name": name, "kind": "trainer", "profile": module.VERSION, "module": module.__name__,
                         "holds_for": [rels[0].version, rels[-1].version], "reads_ids": None, "families": [],
-                        "releases": [_release_record(r) for r in rels]})
+                        "releases": [_release_record(r) for r in rels]
+                        + [{**_release_record(r), "how": "in no release: read from the change"}
+                           for r in getattr(module, "UNRELEASED", ())]})
     return out
 
 
@@ -463,19 +465,40 @@ def trainer_release(ckpt: Checkpoint) -> TrainerRelease:
     return TrainerRelease(None, None, "the checkpoint names no trainer")
 
 
+def trainer_said(ckpt: Checkpoint) -> tuple[TrainerRelease, str]:
+    """What every report says of the trainer: the release the checkpoint shows (and how that was known), and the
+    trainer reading the engine, forward and acceptance levels compare against ("speculators 0.9.0")."""
+    found = trainer_release(ckpt)
+    r = trainer(ckpt)
+    return found, f"{r.engine.removesuffix(' (trainer)')} {r.version}"
+
+
 def trainer_readings(ckpt: Checkpoint) -> list[tuple[str, Reading]]:
-    """For a SpecForge checkpoint of unknown release, each known release's reading (oldest first): where they
-    differ, what the weights mean depends on a release the checkpoint does not state."""
-    if trainer_release(ckpt).name != specforge.NAME:
+    """For a checkpoint whose trainer is known and its release not, each known release's reading (oldest first;
+    one per distinct reading, the newest release of each): where they differ, what the weights mean depends on a
+    release the checkpoint does not state."""
+    found = trainer_release(ckpt)
+    if found.version is not None:
         return []
-    return [(rel.version, specforge.read(ckpt, **dict(rel.differs))) for rel in specforge.RELEASES]
+    if found.name == specforge.NAME:  # the newest release last: the default reading
+        return [(rel.version, specforge.read(ckpt, **dict(rel.differs)))
+                for rel in (*specforge.RELEASES[:-1], *specforge.UNRELEASED, specforge.RELEASES[-1])]
+    if found.name == speculators.NAME and ckpt.layout == SPECULATORS:
+        out: dict[tuple, tuple[str, Reading]] = {}
+        for rel in speculators.RELEASES:
+            out[rel.differs] = (rel.version, speculators.PROFILE.at(rel.version, rel.differs).read(ckpt, lenient=True))
+        return sorted(out.values(), key=lambda x: version_key(x[0]))
+    return []
 
 
 def trainer(ckpt: Checkpoint) -> Reading:
     """The reading of the program that trained the drafter. A flat checkpoint converted by eagle3-checks from the
     speculators layout keeps speculators' meaning of norm_output (the state fed back), which its provenance says."""
     if ckpt.layout == SPECULATORS:
-        reading = speculators.read(ckpt, lenient=True)
+        # the release the checkpoint states (speculators_version), judged as judge() judges any release; else 0.9.0
+        stated = trainer_release(ckpt).version
+        p = judge(speculators.NAME, stated).profile if stated and version_key(stated) else speculators.PROFILE
+        reading = p.read(ckpt, lenient=True)
     else:
         provenance = (ckpt.config_raw or {}).get(PROVENANCE)
         trained_by = provenance.get("trainer") if isinstance(provenance, dict) else None
@@ -487,8 +510,8 @@ def trainer(ckpt: Checkpoint) -> Reading:
 
 
 __all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "Release", "Judged", "judge", "releases", "release_warning",
-           "catalogue", "TrainerRelease", "trainer_release", "trainer_readings", "AUX_CONVENTIONS", "Capture",
-           "Profile", "Reading",
+           "catalogue", "TrainerRelease", "trainer_release", "trainer_readings", "trainer_said", "AUX_CONVENTIONS",
+           "Capture", "Profile", "Reading",
            "Target", "Resolved", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
            "trainer_convention", "trained_aux", "TrainedAux", "trainer_capture", "target_of", "named_verifier",
            "ids_where_read"]

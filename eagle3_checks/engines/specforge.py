@@ -29,10 +29,24 @@ NAME = "specforge"
 # SpecForge writes no version into the configs it saves: which one trained a drafter is not in the checkpoint.
 RELEASES = (
     Release("0.1.0", "2025-08-01", differs=(("rope_base_default", True),),
-            why="before PR #270: with rope_scaling null, _init_rope builds LlamaRotaryEmbedding without a base "
-            "(specforge/modeling/draft/llama3_eagle.py:248-252 in the 0.1.0 sdist), whose default is 10000 (:99), "
-            "whatever rope_theta says"),
+            why="before PR #270 (d3472dde, 2025-10-30) and #287 / #702: _init_rope builds every rotary embedding "
+            "without a base, so 10000 whatever rope_theta says (specforge/modeling/draft/llama3_eagle.py in the "
+            "0.1.0 sdist: rope_scaling null :248-252, default base :99; linear :256-261, :151; dynamic :262-267, "
+            ":183), a llama3 rope_scaling as plain RoPE without its scaling (:268-272), and a rope_scaling "
+            "without rope_type fails (:254-255, KeyError); no norm_output or fc_norm: the final norm always "
+            "applies (:651-652) and the pre-norm state is fed back (core/eagle3.py:204-229)"),
     Release(VERSION, RELEASED, peer=True),
+)
+# Merged changes in no release on PyPI that change what a saved checkpoint means (a drafter trained from SpecForge's
+# main branch after them): readings the trainer-release check states beside the releases', never the default one.
+UNRELEASED = (
+    Release("main after PR #879", "", differs=(("pr_879", True),),
+            why="PR #879 (\"Fix eagle3/eagle3.1 hidden states normalisation\", opened 2026-09-15, after 0.2.0; its "
+            "merged source is not reachable here, so this follows the PR's description): the final norm always "
+            "applies before lm_head, norm_output true feeds the normed state back (EAGLE-3.1) and false the "
+            "pre-norm one, and the default becomes false; in 0.2.0 norm_output false drops the final norm "
+            "(llama3_eagle.py:1772-1776) and the pre-norm state is always fed back (algorithms/eagle3/"
+            "model.py:386-400)"),
 )
 
 # How SpecForge 0.2.0 counted the aux ids of the drafters it trained: it captures the training states through SGLang's
@@ -74,10 +88,11 @@ def capture(ids: list[int], target: Target | None) -> Capture:
 
 
 def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False,
-         rope_base_default: bool = False) -> Reading:
+         rope_base_default: bool = False, pr_879: bool = False) -> Reading:
     """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
     norm_output means "feed the normed state back" (and the final norm is always on). ``rope_base_default``: SpecForge
-    0.1.0's rope, base 10000 whenever rope_scaling is null (:data:`RELEASES`)."""
+    0.1.0 (:data:`RELEASES`): base 10000 in every rope branch, llama3 scaling ignored, no norm_output.
+    ``pr_879``: SpecForge's main branch after PR #879 (:data:`UNRELEASED`), norm_output in the speculators meaning."""
     raw = ckpt.config_raw or {}
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout != FLAT:
@@ -87,10 +102,20 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
     if ckpt.family == MLA:
         return read_mla_trainer(ckpt, r, raw)
     reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
-    if rope_base_default and not r.rope_scaling:
+    if rope_base_default:
         r.version = "0.1.0"
-        r.set("rope_theta", 10000.0, "SpecForge 0.1.0: base 10000 when rope_scaling is null, whatever rope_theta says "
-              "(llama3_eagle.py:248-252, :99)")
+        kind = (r.rope_scaling or {}).get("rope_type")
+        if r.rope_scaling and not isinstance((raw.get("rope_scaling") or {}).get("rope_type"), str):
+            r.refusals.append("SpecForge 0.1.0 reads rope_scaling[\"rope_type\"] (llama3_eagle.py:254-255): a "
+                              "rope_scaling without it fails with a KeyError")
+        r.set("rope_theta", 10000.0, "SpecForge 0.1.0: every rotary embedding built without a base, so 10000 "
+              "whatever rope_theta says (llama3_eagle.py:248-272, :99, :151, :183)")
+        if kind == "llama3":
+            r.rope_scaling = None
+            r.sources["rope_scaling"] = "SpecForge 0.1.0: a llama3 rope_scaling builds plain RoPE, its scaling " \
+                "ignored (llama3_eagle.py:268-272)"
+    if pr_879:
+        r.version = UNRELEASED[0].version
     archs = str_list(raw.get("architectures"))
     r.set("qk_norm", has_qk_norm(FLAT, reading.model_type_of(r, raw, "llama"), archs), "architectures")
     found, value, key = lookup(raw, ("norm_before_residual",))
@@ -98,11 +123,20 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
           f"config.json: {key}" if found else "EAGLE/SpecForge: the residual is the un-normed fc output")
     found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
     r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "EAGLE/SpecForge: none")
-    r.set("fc_norm", raw.get("fc_norm") is True, "config.json: fc_norm" if "fc_norm" in raw else "default: False")
-    if speculators_meaning:
-        r.set("final_norm", True, "speculators applies the final norm before lm_head")
+    r.set("fc_norm", raw.get("fc_norm") is True and not rope_base_default,
+          "SpecForge 0.1.0 has no fc_norm" if rope_base_default and "fc_norm" in raw else
+          "config.json: fc_norm" if "fc_norm" in raw else "default: False")
+    if speculators_meaning or pr_879:
+        r.set("final_norm", True, "speculators applies the final norm before lm_head" if speculators_meaning else
+              "SpecForge after PR #879: the final norm always applies")
         r.set("feedback", "normed" if raw.get("norm_output") is True else "prenorm",
-              "config.json: norm_output (speculators' meaning, per eagle3_checks_provenance)")
+              "config.json: norm_output (speculators' meaning, per eagle3_checks_provenance)" if speculators_meaning
+              else "config.json: norm_output (after PR #879: true feeds the normed state back)" if "norm_output" in raw
+              else "SpecForge after PR #879: norm_output defaults to false, the pre-norm state is fed back")
+    elif rope_base_default:
+        r.set("final_norm", True, "SpecForge 0.1.0 has no norm_output: the final norm always applies "
+              "(llama3_eagle.py:651-652)")
+        r.set("feedback", "prenorm", "SpecForge 0.1.0 feeds the pre-norm layer output back (core/eagle3.py:204-229)")
     else:
         final = raw.get("norm_output", True)
         r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"

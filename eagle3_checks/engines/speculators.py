@@ -28,9 +28,19 @@ VERSION = "0.9.0"
 NAME = "speculators"
 
 
-def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False) -> Reading:
+# The EAGLE-3 flags each release has a config field and a computation for (older releases keep an unknown key,
+# extra="allow", and compute as if it were False).
+FLAGS = ("norm_before_fc", "fc_norm", "norm_output")
+SINCE = {"norm_before_fc": "0.5.0", "fc_norm": "0.7.0", "norm_output": "0.7.0", "aux_from_ids": "0.7.0"}
+
+
+def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False, default_type: str = "qwen3",
+         flags: tuple[str, ...] = FLAGS, aux_from_ids: bool = True,
+         layer_types: tuple[str, ...] = ("llama", "qwen3")) -> Reading:
     """``lenient``: the trainer reading, which takes any naming of a role (the computation the drafter was
-    trained to do); otherwise speculators' own non-strict loader."""
+    trained to do); otherwise speculators' own non-strict loader. The other keywords are what older releases do
+    otherwise (``RELEASES``): the transformers class a ``transformer_layer_config`` without ``model_type`` becomes,
+    the flags the release has, whether fc takes one state per stated id (else always 3), the layer types it builds."""
     raw = ckpt.config_raw or {}
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout != SPECULATORS:
@@ -46,25 +56,34 @@ def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False) -> Reading
     if not isinstance(raw.get(TLC), dict):
         r.refusals.append("config.json has no transformer_layer_config object")
         return r
-    model_type = reading.model_type_of(r, fields_, "qwen3")
-    if model_type not in ("llama", "qwen3"):  # model_definitions.py model_classes
+    model_type = reading.model_type_of(r, fields_, default_type)
+    if model_type not in layer_types:  # model_definitions.py model_classes
         r.refusals.append(f"speculators has no EAGLE-3 layer for model_type {model_type!r} (KeyError in "
-                          "model_classes: llama and qwen3 only)")
-    if raw.get("norm_before_fc") is True and raw.get("fc_norm") is True:
+                          f"model_classes: {' and '.join(layer_types)} only)")
+    if raw.get("norm_before_fc") is True and raw.get("fc_norm") is True and "fc_norm" in flags:
         r.refusals.append("speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")")
     head_dim, max_position, cls = class_defaults(model_type)
     reading.read_layer(r, fields_, f"{TLC}.", (head_dim, cls), max_position)
     r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
-          ("" if "model_type" in fields_ else " (default: speculators builds a Qwen3Config)"))
+          ("" if "model_type" in fields_ else f" (default: speculators builds a {cls.split()[-1]})"))
 
     for name, attr in (("norm_before_residual", "norm_before_residual"), ("norm_before_fc", "input_norm"),
                        ("fc_norm", "fc_norm")):
         found, value, key = lookup(raw, (name,))
+        if name != "norm_before_residual" and name not in flags:
+            r.set(attr, False, f"speculators before {SINCE[name]} has no {name}: computed without it"
+                  + (f" (config.json's {key} is kept and not read)" if found else ""))
+            continue
         r.set(attr, bool(value) if found and value is not None else False,
               f"config.json: {key}" if found else "speculators default: False")
     found, value, _ = lookup(raw, ("norm_output",))
-    r.set("feedback", "normed" if (found and value) else "prenorm",
-          "config.json: norm_output" if found else "speculators default: norm_output False")
+    if "norm_output" not in flags:
+        r.set("feedback", "prenorm", f"speculators before {SINCE['norm_output']} has no norm_output: the pre-norm "
+              "state is fed back"
+              + (" (config.json's norm_output is kept and not read)" if found else ""))
+    else:
+        r.set("feedback", "normed" if (found and value) else "prenorm",
+              "config.json: norm_output" if found else "speculators default: norm_output False")
     r.set("final_norm", True, "speculators applies the final norm before lm_head")
     r.set("lm_head_from_embed", False, "speculators keeps a separate lm_head")
     default = SPECULATORS_DEFAULTS["draft_vocab_size"]
@@ -74,9 +93,12 @@ def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False) -> Reading
                          "speculators default layers (no ids in the config)")
     r.set("aux_convention", "vllm", "speculators captures its training states through vLLM")
     ids = raw.get("eagle_aux_hidden_state_layer_ids")
-    r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
-          "config.json: eagle_aux_hidden_state_layer_ids (count)" if isinstance(ids, list) and ids
-          else "speculators default: 3")
+    if not aux_from_ids:
+        r.set("num_aux", 3, f"speculators before {SINCE['aux_from_ids']}: fc takes 3 states whatever the ids")
+    else:
+        r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
+              "config.json: eagle_aux_hidden_state_layer_ids (count)" if isinstance(ids, list) and ids
+              else "speculators default: 3")
 
     def accept(name: str, n) -> tuple[str | None, str]:
         if n.role is None:
@@ -97,10 +119,49 @@ def _serving(r: Reading, want: int | None, target: Any = None) -> None:
     return None  # speculators is a trainer: no serving context
 
 
+# The releases this reading holds for, oldest first, each read from its wheel on PyPI (0.9.0 also runs in the default
+# tests); each difference from 0.9.0 is one keyword of read(). 0.2.0 has no EAGLE-3 forward pass
+# (models/eagle3.py:466 raises NotImplementedError): a checkpoint stating it was converted by it, not trained.
+_LLAMA_DEFAULT = "transformer_layer_config without model_type is a LlamaConfig"
+_FIXED_AUX = "fc takes 3 x hidden_size states whatever eagle_aux_hidden_state_layer_ids says"
+_POST = "a post-release of {0}: only {1} changed, not models/ or config.py (diffed against {0}'s wheel)"
+_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False))
+_BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False))
+RELEASES = (
+    Release("0.2.0", "2025-11-03", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
+            why=f"models/eagle3.py: {_LLAMA_DEFAULT} (:60, 99); {_FIXED_AUX} (:362-387, of target_hidden_size); no "
+            "norm_before_fc, fc_norm or norm_output field; it builds a Llama-style layer for any model_type "
+            "(:245-253), stated here as llama layers only; no forward (:466): a checkpoint stating 0.2.0 was "
+            "converted by it, not trained"),
+    Release("0.3.0", "2025-12-10", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
+            why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 73); core.py:181: {_FIXED_AUX}; no "
+            "norm_before_fc, fc_norm or norm_output; model_definitions.py:104-111: llama layers only"),
+    Release("0.4.0", "2026-03-04", differs=_BEFORE_0_5,
+            why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 78); core.py:213: {_FIXED_AUX}; no "
+            "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"),
+    Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle")),
+    Release("0.5.0", "2026-04-24", differs=_BEFORE_0_7,
+            why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 82); core.py:189: {_FIXED_AUX}; norm_before_fc "
+            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output"),
+    Release("0.6.0", "2026-06-16", differs=_BEFORE_0_7,
+            why=f"as 0.5.0 (models/eagle3/config.py identical to 0.5.0's: {_LLAMA_DEFAULT}, :34, 82); core.py:55: "
+            f"{_FIXED_AUX}"),
+    Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
+    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
+    Release("0.7.0", "2026-07-30",
+            why="as 0.9.0 for a checkpoint (models/eagle3/config.py identical to 0.9.0's; core.py:67-74: fc takes "
+            "len(ids) or 3 states); it does not validate the ids (utils.py:30-43)"),
+    Release("0.7.0.1", "2026-08-13", why=_POST.format("0.7.0", "data_generation and _vendor/hs_connectors")),
+    Release("0.7.0.2", "2026-10-07", why=_POST.format("0.7.0", "data_generation and _vendor/hs_connectors")),
+    Release("0.8.0", "2026-09-03", why="as 0.9.0 (models/eagle3/config.py, core.py, model_definitions.py identical)"),
+    Release("0.8.1", "2026-10-10", why="as 0.9.0 (models/eagle3/config.py, core.py, model_definitions.py identical)"),
+    Release(VERSION, "2026-10-16", peer=True),
+)
+
 # speculators captures its training states through vLLM, so it counts ids vLLM's way.
 PROFILE = Profile(
     NAME, VERSION, read, vllm_0_33.capture, vllm_0_33.ids_for,
-    releases=(Release(VERSION, "2026-10-16", peer=True),),
+    releases=RELEASES,
     sources=("speculators/models/eagle3/config.py", "speculators/models/eagle3/core.py",
              "speculators/models/eagle3/model_definitions.py"),
     reads_ids="the top-level eagle_aux_hidden_state_layer_ids",

@@ -44,6 +44,7 @@ def _checkpoint_json(r: GateResult) -> dict[str, Any]:
         # GateOptions built without parse_options has no engine notes: then no engine is listed
         "engines": [{"engine": spec.split("@")[0], "version": spec.split("@")[1], "why": note}
                     for spec, note in zip(r.options.engines(), r.options.engine_notes, strict=False)],
+        "trainer": r.trainer,
         "exit_code": r.exit_code,
         "counts": {**r.counts(), "causes": causes.count(Severity.ERROR)},
         "summary": summary_line(r, causes),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..gate import FAILED, SKIPPED, WAIVED, WARNED, GateResult
 from ..registry import Finding, describe_op
 from .causes import Causes, group
-from .summary import LABEL, compatibility, skip_reason, summary_line
+from .summary import LABEL, compatibility, skip_reason, summary_line, trainer_line
 
 
 def _md(text: str | None) -> str:
@@ -39,6 +39,7 @@ def render_markdown(results: list[GateResult]) -> str:
                 f"**{summary_line(result, causes)}**", ""]
         out += [f"Engine {_md(f'{spec}: {why}')}  " for spec, why in zip(result.options.engines(),
                                                                       result.options.engine_notes, strict=False)]
+        out.append(f"Trainer {_md(trainer_line(result))}  ")
         if causes.groups:
             out += ["", "#### Root causes", ""]
             for c in causes.groups:

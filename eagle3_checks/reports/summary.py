@@ -40,3 +40,12 @@ def compatibility(result: GateResult) -> dict[str, dict[str, str]]:
             na = r.status == SKIPPED and (r.reason or "").startswith("not applicable")
             table.setdefault(r.engine, {})[r.check.id] = NOT_APPLICABLE if na else r.status
     return table if len(table) > 1 else {}
+
+
+def trainer_line(result: GateResult) -> str:
+    """'speculators 0.9.0 (speculators_version in config.json); judged against speculators 0.9.0's reading'."""
+    t = result.trainer
+    shown = " ".join(x for x in (t["name"], t["version"]) if x) or "not stated"
+    if t["name"] and not t["version"]:
+        shown += ", release not stated"
+    return f"{shown} ({t['how']}); judged against {t['reading']}'s reading"

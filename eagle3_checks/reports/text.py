@@ -8,7 +8,7 @@ from .. import __version__
 from ..gate import FAILED, PASSED, SKIPPED, WAIVED, WARNED, CheckResult, GateResult
 from ..registry import Finding, Severity, describe_op
 from .causes import Causes, group
-from .summary import LABEL, compatibility, skip_reason, summary_line
+from .summary import LABEL, compatibility, skip_reason, summary_line, trainer_line
 
 
 class Style:
@@ -103,7 +103,9 @@ def _header(result: GateResult) -> list[str]:
         lines.append(f"  target config: {result.options.target_config}")
     lines += [f"  engine {spec}: {why}" for spec, why in zip(result.options.engines(), result.options.engine_notes,
                                                               strict=False)]
+    lines.append(f"  trainer: {trainer_line(result)}")
     return lines
+
 
 
 def render_text(results: list[GateResult], *, color: bool = False, quiet: bool = False) -> str:

@@ -1,0 +1,123 @@
+"""Trainer releases as data: speculators 0.2.0 to 0.9.0 (each read from its wheel on PyPI; 0.9.0 also runs here) and
+SpecForge 0.1.0, 0.2.0 and its main branch after PR #879. The release a checkpoint states (speculators_version)
+selects the trainer reading the engine, forward and acceptance levels compare against; one that states none gets
+every release's reading where they differ; every report says which trainer and release, and how that was known."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eagle3_checks import engines
+from eagle3_checks.drafter.checkpoint import open_checkpoint
+from eagle3_checks.engines import speculators
+from eagle3_checks.reports.json_report import render_json
+from eagle3_checks.reports.markdown import render_markdown
+from eagle3_checks.reports.text import render_text
+from helpers import run
+
+
+def trained(drafter, version, **fields):
+    d = drafter("speculators")
+    if version is None:
+        d.config.pop("speculators_version", None)
+    else:
+        d.config["speculators_version"] = version
+    tlc = fields.pop("tlc", None)
+    if tlc is not None:
+        d.config["transformer_layer_config"] = {k: v for k, v in {**d.config["transformer_layer_config"],
+                                                                    **tlc}.items() if v is not None}
+    d.config.update(fields)
+    return open_checkpoint(d.write())
+
+
+@pytest.mark.parametrize("fields, attr, by_release", [
+    # norm_output exists from 0.7.0 (models/eagle3/config.py:76-82); before, the pre-norm state is fed back
+    ({"norm_output": True}, "feedback", {"0.6.0": "prenorm", "0.7.0": "normed", "0.9.0": "normed"}),
+    # fc_norm from 0.7.0 (config.py:66-74)
+    ({"fc_norm": True}, "fc_norm", {"0.6.0.2": False, "0.7.0": True}),
+    # norm_before_fc from 0.5.0 (config.py:58-65)
+    ({"norm_before_fc": True}, "input_norm", {"0.4.0": False, "0.5.0": True, "0.8.1": True}),
+    # fc takes len(ids) states from 0.7.0 (core.py:67-74); 3 before (0.6.0 core.py:55)
+    ({"eagle_aux_hidden_state_layer_ids": [1, 3, 5, 6]}, "num_aux", {"0.6.0": 3, "0.7.0": 4}),
+    # transformer_layer_config without model_type: LlamaConfig up to 0.6.0 (config.py:34, 82), Qwen3Config after
+    ({"tlc": {"model_type": None, "head_dim": None}}, "head_dim", {"0.6.0": 16, "0.7.0": 128}),
+    ({"tlc": {"model_type": None}}, "qk_norm", {"0.3.0": False, "0.6.0": False, "0.7.0": True}),
+])
+def test_each_speculators_release_reads_the_checkpoint_as_its_source_says(drafter, fields, attr, by_release):
+    for version, expected in by_release.items():
+        ckpt = trained(drafter, version, **dict(fields))
+        reading = engines.trainer(ckpt)
+        assert reading.version == version and getattr(reading, attr) == expected, (version, reading.sources.get(attr))
+
+
+def test_speculators_0_3_0_builds_llama_layers_only(drafter):
+    ckpt = trained(drafter, "0.3.0", tlc={"model_type": "qwen3"})
+    assert any("llama only" in r for r in engines.trainer(ckpt).refusals)
+    assert not engines.trainer(trained(drafter, "0.4.0", tlc={"model_type": "qwen3"})).refusals
+
+
+def test_a_stated_modelled_release_is_detected_and_judges(drafter):
+    ckpt_dir = trained(drafter, "0.6.0", norm_output=True).source.path
+    result = run(ckpt_dir, level="header")
+    found = result.result("config.trainer-release").findings
+    assert [f.code for f in found] == ["config.trainer-release/detected"]
+    assert "speculators 0.6.0 (read from its source" in found[0].message
+    # vLLM 0.33.0 serves norm_output as stated (the normed state fed back); speculators 0.6.0 trained without it
+    assert "engine.semantics/feedback" in {f.code for f in result.result("engine.semantics", "vllm").findings}
+    assert not [f for f in run(trained(drafter, "0.9.0", norm_output=True).source.path, level="header")
+                .result("engine.semantics", "vllm").findings if f.code == "engine.semantics/feedback"]
+
+
+def test_a_speculators_checkpoint_of_unknown_release_states_each_reading_where_they_differ(drafter):
+    result = run(trained(drafter, None, norm_output=True, fc_norm=True).source.path, level="header")
+    found = result.result("config.trainer-release").findings
+    assert [f.code for f in found] == ["config.trainer-release/unknown-release"]
+    assert "feedback: 0.6.0.2 'prenorm'" in found[0].message and "0.9.0 'normed'" in found[0].message
+    assert "fc_norm: 0.6.0.2 False" in found[0].message
+    alike = run(trained(drafter, None).source.path, level="header").result("config.trainer-release").findings
+    assert [f.code for f in alike] == ["config.trainer-release/detected"]
+    assert "its known releases" in alike[0].message
+
+
+def test_the_releases_are_the_wheels_on_pypi_in_order():
+    versions = [r.version for r in speculators.RELEASES]
+    assert versions[0] == "0.2.0" and versions[-1] == speculators.VERSION
+    assert [engines.version_key(v) for v in versions] == sorted(engines.version_key(v) for v in versions)
+    assert all(r.why for r in speculators.RELEASES[:-1]), "each release states how it differs from 0.9.0, or not"
+
+
+@pytest.mark.parametrize("layout, version, says", [
+    ("speculators", "0.6.0", "trainer: speculators 0.6.0 (speculators_version in config.json); judged against "
+                             "speculators 0.6.0's reading"),
+    ("speculators", None, "trainer: speculators, release not stated (a speculators checkpoint without "
+                          "speculators_version); judged against speculators 0.9.0's reading"),
+    ("flat", None, "trainer: not stated (the checkpoint names no trainer); judged against specforge 0.2.0's reading"),
+])
+def test_every_report_says_which_trainer_and_release_and_how_it_was_known(drafter, layout, version, says):
+    d = drafter(layout)
+    if layout == "speculators":
+        d.config.pop("speculators_version")
+        if version:
+            d.config["speculators_version"] = version
+    result = run(d.write(), level="header")
+    assert says in render_text([result])
+    assert says.replace("trainer: ", "Trainer ", 1) in render_markdown([result])
+    doc = json.loads(render_json([result]))["checkpoints"][0]["trainer"]
+    assert (doc["name"], doc["version"]) == (None if layout == "flat" else "speculators", version)
+    assert doc["how"] in says and doc["reading"] in says
+
+
+@pytest.mark.slow
+def test_the_forward_level_computes_against_each_release_where_the_release_is_unknown(drafter):
+    """norm_output true without speculators_version: 0.6.0 fed the pre-norm state back, 0.7.0 on the normed one.
+    vLLM 0.33.0 feeds the normed one back: it computes 0.9.0's drafter, not 0.6.0's, and the report says both."""
+    pytest.importorskip("torch")
+    result = run(trained(drafter, None, norm_output=True).source.path, level="forward", engine="vllm")
+    found = {f.code: f for f in result.result("forward.equivalence", "vllm").findings}
+    assert set(found) == {"forward.equivalence/unknown-release", "forward.equivalence/agrees"}
+    said = found["forward.equivalence/unknown-release"].message
+    assert "0.6.0.2: differs" in said and "compares against 0.9.0's" in said
+    known = run(trained(drafter, "0.9.0", norm_output=True).source.path, level="forward", engine="vllm")
+    assert [f.code for f in known.result("forward.equivalence", "vllm").findings] == ["forward.equivalence/agrees"]
