@@ -63,11 +63,15 @@ def test_a_bare_name_is_the_newest_modelled_release_and_says_so(monkeypatch):
 def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.6"}.get(name))
     assert engines.resolve("sglang")[0] == (SG06,)
-    monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.20"}.get(name))
+    monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.10"}.get(name))
     specs, notes, _ = engines.resolve("sglang")
-    assert specs == ("sglang@0.5.20",) and "between 0.5.6 and 0.5.23, which read drafters differently: judged as " \
+    assert specs == ("sglang@0.5.10",) and "between 0.5.6 and 0.5.14, which read drafters differently: judged as " \
         "0.5.6" in notes[0]
-    assert engines.profile("sglang@0.5.20").judged_by == "0.5.6"
+    assert engines.profile("sglang@0.5.10").judged_by == "0.5.6"
+    monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.18"}.get(name))
+    specs, notes, _ = engines.resolve("sglang")
+    assert "between 0.5.14 and 0.5.22, which read drafters differently: judged as 0.5.14" in notes[0]
+    assert engines.profile("sglang@0.5.18").judged_by == "0.5.23"
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.6.1"}.get(name))
     assert engines.resolve("sglang")[0] == ("sglang@0.6.1",)
     assert engines.profile("sglang@0.6.1").judged_by == "0.5.23"
@@ -95,6 +99,31 @@ def test_the_stated_difference_is_what_the_release_reads(drafter):
     assert engines.read(ckpt, "vllm@0.33.0").aux_layer_ids is None
     r = engines.read(ckpt, "vllm@0.32.0")
     assert r.aux_layer_ids == [1, 3, 5] and r.version == "0.32.0"
+
+
+def test_sglang_0_5_14_is_held_by_the_0_5_23_profile_with_its_stated_differences(drafter):
+    """SGLang 0.5.14 (recorded 2026-12-03; the release SpecForge 0.2.0 pins): no norm_before_fc (llama_eagle3.py:141-183
+    builds no input_norm, the tensor is dropped), and GPT-OSS targets always add 1 (gpt_oss.py:1273-1285) with no
+    capture after the last layer (:692-697)."""
+    from eagle3_checks.engines.profile import Target
+
+    assert engines.judge("sglang", "0.5.14").warning is None
+    assert engines.profile(SG23).range == "0.5.14 to 0.5.23"
+    d = drafter("flat")
+    d.config["norm_before_fc"] = True
+    d.add("input_norm.weight", (3 * EXAMPLE.ht,))
+    ckpt = open_checkpoint(d.write())
+    new, old = engines.read(ckpt, SG23), engines.read(ckpt, "sglang@0.5.14")
+    assert new.input_norm and "input_norm.weight" not in new.ignored
+    assert not old.input_norm and "input_norm.weight" in old.ignored and old.version == "0.5.14"
+    result = run(ckpt.source.path, engine="sglang@0.5.14", level="header", reference="none")
+    assert "engine.loads/dropped" in {f.code for f in result.result("engine.loads", "sglang@0.5.14").findings}
+    assert run(ckpt.source.path, engine=SG23, level="header", reference="none").result(
+        "engine.loads", SG23).status == "passed"
+    gpt_oss = Target("GptOssForCausalLM", 8)
+    assert engines.profile(SG23).capture([2, 4, 8], gpt_oss).layers == (1, 3, 7)  # raw: max id == N
+    got = engines.profile("sglang@0.5.14").capture([2, 4, 8], gpt_oss)
+    assert got.layers == (2, 4, 8) and got.last_id == 6  # +1, and id 8 captures nothing on 8 layers
 
 
 def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_warning(monkeypatch):

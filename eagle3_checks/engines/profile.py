@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -91,6 +92,7 @@ class Release:
     version: str
     released: str  # its upload date on PyPI
     recorded: str | None = None
+    # keyword arguments of the profile's read, or of its capture where that takes the keyword
     differs: tuple[tuple[str, Any], ...] = ()
     why: str = ""
     peer: bool = False  # the released package itself runs in the default tests (speculators, SpecForge)
@@ -169,14 +171,19 @@ class Profile:
         if version == self.version and not differs:
             return self
         base = self.read
+        stated = dict(differs)
+        capture_keys = {k: v for k, v in stated.items() if k in inspect.signature(self.capture).parameters}
+        read_keys = {k: v for k, v in stated.items() if k not in capture_keys}
 
         def read(*args: Any, **kwargs: Any) -> Reading:
-            r = base(*args, **{**dict(differs), **kwargs})
+            r = base(*args, **{**read_keys, **kwargs})
             r.version = version
             return r
 
         functools.update_wrapper(read, base)
-        return dataclasses.replace(self, version=version, read=read, judged_by=self.judged_by or self.version)
+        capture = functools.partial(self.capture, **capture_keys) if capture_keys else self.capture
+        return dataclasses.replace(self, version=version, read=read, capture=capture,
+                                   judged_by=self.judged_by or self.version)
 
     @property
     def ids_pointer(self) -> str:

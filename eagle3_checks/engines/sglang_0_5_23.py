@@ -48,6 +48,7 @@ from .sglang_0_5_6 import (
     read_context,
     read_fc_input_and_embedding,
     read_llama_layer,
+    simple_yarn,
 )
 
 VERSION = "0.5.23"
@@ -67,6 +68,7 @@ FIRST_ID_RULE = {"DeepseekV2ForCausalLM": "models/deepseek_v2.py:3458-3473",
                  "KimiK25ForConditionalGeneration": "models/kimi_k25.py:928-939 -> deepseek_v2.py:3458-3473",
                  "Glm4MoeLiteForCausalLM": "models/glm4_moe_lite.py:805-820"}
 GPT_OSS = {"GptOssForCausalLM": "models/gpt_oss.py:1337-1352"}
+GPT_OSS_0_5_14 = "0.5.14 models/gpt_oss.py:1273-1285, always +1; its forward captures layer inputs only (:692-697)"
 PLUS_ONE = "models/llama.py:929-941 (and qwen3.py:778-791, qwen3_moe.py:1128-1143)"
 # The worker replaces a drafter's embedding with the target's after load, unless the drafter states a
 # target_hidden_size other than its hidden_size (speculative/eagle_worker_v2.py:353-363, models/llama.py:910-924).
@@ -76,7 +78,10 @@ TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eag
 
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
+def read(ckpt: Checkpoint, target: Any = None, norm_before_fc: bool = True,  # noqa: C901
+         yarn_mscale: bool = True) -> Reading:
+    """``norm_before_fc`` / ``yarn_mscale`` False: what 0.5.14 does otherwise (:data:`RELEASES`): no input_norm, and
+    a YaRN rope_scaling's mscale / mscale_all_dim ignored."""
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.23 reads flat configs only (speculators_config and "
                             "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable")
     if not r.layout_ok:
@@ -105,8 +110,13 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
               "hidden_norm")
     o_bias = read_biases(r, raw)  # this release's sources: LLAMA_LAYER_SOURCES
     found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
-    r.set("input_norm", bool(value) if found else False,
-          f"config.json: {key} (llama_eagle3.py:169-182)" if found else "SGLang default: no norm_before_fc")
+    if not norm_before_fc:
+        r.set("input_norm", False, "SGLang 0.5.14 has no norm_before_fc: llama_eagle3.py:141-183 builds no input_norm")
+    else:
+        r.set("input_norm", bool(value) if found else False,
+              f"config.json: {key} (llama_eagle3.py:169-182)" if found else "SGLang default: no norm_before_fc")
+    if not yarn_mscale and r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":
+        simple_yarn(r, "0.5.14 layers/rotary_embedding/factory.py:242-247, yarn.py:94")
     fc_norm = raw.get("fc_norm") or raw.get("use_aux_norm")
     r.set("fc_norm", bool(fc_norm), "config.json: fc_norm / use_aux_norm (llama_eagle3.py:184-196)"
           if "fc_norm" in raw or "use_aux_norm" in raw else "SGLang default: no fc_norm")
@@ -308,30 +318,33 @@ def read_mla(ckpt: Checkpoint, target: Any, r: Reading) -> Reading:  # noqa: C90
     return r
 
 
-def _rule(ids: list[int], target: Target | None) -> tuple[str, str] | None:
+def _rule(ids: list[int], target: Target | None, gpt_oss_raw: bool = True) -> tuple[str, str] | None:
     """('raw' or 'plus_one', cite) on a known target class; None when the target is unknown."""
     if target is None or target.architecture is None:
         return None
     arch = target.architecture
     if arch in FIRST_ID_RULE:
         return ("plus_one" if ids and ids[0] == 1 else "raw"), FIRST_ID_RULE[arch]
-    if arch in GPT_OSS:
+    if arch in GPT_OSS and gpt_oss_raw:
         n = target.num_layers
         return ("raw" if n is not None and ids and max(ids) == n else "plus_one"), GPT_OSS[arch]
+    if arch in GPT_OSS:
+        return "plus_one", GPT_OSS_0_5_14
     return "plus_one", PLUS_ONE
 
 
-def _last_id(kind: str, target: Target) -> int | None:
+def _last_id(kind: str, target: Target, gpt_oss_raw: bool = True) -> int | None:
     n = target.num_layers
     if n is None:
         return None
-    end_capture = target.architecture in GPT_OSS  # gpt_oss.py also captures after its last layer
+    end_capture = target.architecture in GPT_OSS and gpt_oss_raw  # gpt_oss.py also captures after its last layer
     return (n if end_capture else n - 1) if kind == "raw" else (n - 1 if end_capture else n - 2)
 
 
-def capture(ids: list[int], target: Target | None) -> Capture:
-    """The target layers SGLang 0.5.23 captures from explicit ids: the TARGET class decides how to count."""
-    rule = _rule(ids, target)
+def capture(ids: list[int], target: Target | None, gpt_oss_raw: bool = True) -> Capture:
+    """The target layers SGLang 0.5.23 captures from explicit ids: the TARGET class decides how to count.
+    ``gpt_oss_raw`` False: 0.5.14's GPT-OSS, which always adds 1 and captures layer inputs only."""
+    rule = _rule(ids, target, gpt_oss_raw)
     if rule is None:
         plus, raw = output_of(sorted(set(ids))), input_of(sorted(set(ids)))
         if plus == raw:
@@ -348,7 +361,8 @@ def capture(ids: list[int], target: Target | None) -> Capture:
     layers = output_of(sorted(set(ids))) if kind == "plus_one" else input_of(sorted(set(ids)))
     how = ("adds 1: id X is the output of layer X" if kind == "plus_one"
            else "uses the ids raw: id L is the input of layer L")
-    return Capture(layers, f"SGLang 0.5.23 on {target.architecture} {how} ({cite})", _last_id(kind, target))
+    return Capture(layers, f"SGLang 0.5.23 on {target.architecture} {how} ({cite})",
+                   _last_id(kind, target, gpt_oss_raw))
 
 
 def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
@@ -373,9 +387,25 @@ def cannot_compute(trained: Reading) -> list[str]:
                                   ("Qwen3 q/k norms", trained.qk_norm)) if on]
 
 
+# The releases this reading holds for, each recorded (conformance/run.sh) and held to it by the default test run.
+RELEASES = (
+    Release("0.5.14", "2026-06-26", recorded="2026-12-03",
+            differs=(("norm_before_fc", False), ("yarn_mscale", False), ("gpt_oss_raw", False)),
+            why="the release SpecForge 0.2.0 pins; models/llama_eagle3.py:141-183 builds no input_norm (norm_before_fc "
+            "is not read; input_norm.weight is dropped silently, :342-350); YaRN reads factor, extrapolation_factor, "
+            "attn_factor, beta_fast and beta_slow only (layers/rotary_embedding/factory.py:242-247, yarn.py:94); "
+            "GPT-OSS targets always add 1 (models/gpt_oss.py:1273-1285) and capture layer inputs only (:692-697). "
+            "Its aux ids come from eagle_config only, inline in model_executor/model_runner.py:458-472, and it "
+            "already has the DeepSeek first-id rule (models/deepseek_v2.py:2799-2814)"),
+    Release("0.5.22", "2026-10-16", recorded="2026-12-03",
+            why="as 0.5.23: its models/llama_eagle3.py and kimi_k25_eagle3.py differ from 0.5.23's only by the "
+            "draft_parallel_spec attribute 0.5.23 adds (diffed wheel against wheel)"),
+    Release(VERSION, "2026-10-30", recorded="2026-12-01"),
+)
+
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
-    releases=(Release(VERSION, "2026-10-30", recorded="2026-12-01"),),
+    releases=RELEASES,
     narrows_at="srt/layers/linear.py:739, 840-868 (narrow, no size check)",
     families=("llama", "mla"),
     sources=("srt/models/llama_eagle3.py", MLA_FILE, "srt/models/llama.py", "srt/models/deepseek_v2.py",

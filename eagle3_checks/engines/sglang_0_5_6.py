@@ -75,6 +75,18 @@ def flat_reading(ckpt: Checkpoint, version: str, why_not_speculators: str) -> tu
 
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
+def simple_yarn(r: Reading, cite: str) -> None:
+    """A YaRN rope_scaling as SGLang's YaRNScalingRotaryEmbedding reads it (``cite``): factor, extrapolation_factor,
+    attn_factor, beta_fast and beta_slow only, scaled by 0.1 ln(factor) + 1 (mscale and mscale_all_dim ignored)."""
+    scaling = dict(r.rope_scaling or {})
+    factor = float(scaling.get("factor", 1.0))
+    mscale = (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0) * float(scaling.get("attn_factor", 1))
+    kept = {k: v for k, v in scaling.items() if k in ("rope_type", "factor", "original_max_position_embeddings",
+                                                      "beta_fast", "beta_slow")}
+    r.set("rope_scaling", {**kept, "attention_factor": mscale},
+          f"config.json: rope_scaling (as SGLang's YaRNScalingRotaryEmbedding reads it, {cite})")
+
+
 def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a "
                             "speculators config (Eagle3DraftModel, nested transformer_layer_config) is not loadable")
@@ -91,17 +103,9 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     raw = ckpt.config_raw or {}
     read_llama_layer(r, raw, legacy_rope=True, silu_cite="")
     if r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":
-        # srt/layers/rotary_embedding.py get_rope: YaRN needs original_max_position_embeddings, reads only factor,
-        # extrapolation_factor, attn_factor, beta_fast and beta_slow, and scales by 0.1 ln(factor) + 1.
-        scaling = dict(r.rope_scaling)
-        if "original_max_position_embeddings" not in scaling:
+        if "original_max_position_embeddings" not in r.rope_scaling:
             r.refusals.append("rope_scaling yarn without original_max_position_embeddings: SGLang raises KeyError")
-        factor = float(scaling.get("factor", 1.0))
-        mscale = (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0) * float(scaling.get("attn_factor", 1))
-        kept = {k: v for k, v in scaling.items() if k in ("rope_type", "factor", "original_max_position_embeddings",
-                                                          "beta_fast", "beta_slow")}
-        r.set("rope_scaling", {**kept, "attention_factor": mscale},
-              "config.json: rope_scaling (as SGLang's YaRNScalingRotaryEmbedding reads it)")
+        simple_yarn(r, "srt/layers/rotary_embedding.py get_rope")
     read_context(r, raw)  # the context the served one must not exceed (engine.serving: context_refusal)
     if r.num_layers != 1:
         r.refusals.append(f"SGLang 0.5.6 raises \"EAGLE3 currently only supports 1 layer\" "
