@@ -12,8 +12,10 @@ import pytest
 from eagle3_checks import engines
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.engines import speculators
+from eagle3_checks.reports.github import render_github
 from eagle3_checks.reports.json_report import render_json
 from eagle3_checks.reports.markdown import render_markdown
+from eagle3_checks.reports.sarif import render_sarif
 from eagle3_checks.reports.text import render_text
 from helpers import run
 
@@ -107,6 +109,8 @@ def test_every_report_says_which_trainer_and_release_and_how_it_was_known(drafte
     doc = json.loads(render_json([result]))["checkpoints"][0]["trainer"]
     assert (doc["name"], doc["version"]) == (None if layout == "flat" else "speculators", version)
     assert doc["how"] in says and doc["reading"] in says
+    assert json.loads(render_sarif([result]))["runs"][0]["properties"]["verdicts"][0]["trainer"] == doc
+    assert says.replace("trainer: ", "(trainer: ", 1) in render_github([result]).replace("%3A", ":").replace("%2C", ",")
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from ..gate import GateResult
 from ..registry import Severity
 from .causes import group
 from .locations import Locator, annotation_text, reported
-from .summary import summary_line
+from .summary import summary_line, trainer_line
 
 _GH_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -43,7 +43,7 @@ def render_github(results: list[GateResult]) -> str:
             name, region = where.place(f)
             out.append(github_command(level, annotation_text(f, causes), file=where.path(name),
                                       line=region.get("startLine"), title=title))
-        verdict = f"{result.ckpt.display}: {summary_line(result, causes)}"
+        verdict = f"{result.ckpt.display}: {summary_line(result, causes)} (trainer: {trainer_line(result)})"
         out.append(github_command("error" if result.exit_code else "notice", verdict, title="eagle3-checks verdict"))
     return "\n".join(out) + "\n"
 

@@ -97,8 +97,8 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
             "results": sarif_results,
             "invocations": [{"executionSuccessful": True,
                              "exitCode": max((r.exit_code for r in results), default=0)}],
-            "properties": {"verdicts": [{"checkpoint": r.ckpt.display, "summary": summary_line(r)}
-                                        for r in results]},
+            "properties": {"verdicts": [{"checkpoint": r.ckpt.display, "summary": summary_line(r),
+                                         "trainer": r.trainer} for r in results]},
         }],
     }
 
