@@ -70,7 +70,7 @@ def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(
     assert engines.profile("sglang@0.5.10").judged_by == "0.5.6"
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.5.18"}.get(name))
     specs, notes, _ = engines.resolve("sglang")
-    assert "between 0.5.14 and 0.5.22, which read drafters differently: judged as 0.5.14" in notes[0]
+    assert "between 0.5.14 and 0.5.20, which read drafters differently: judged as 0.5.14" in notes[0]
     assert engines.profile("sglang@0.5.18").judged_by == "0.5.23"
     monkeypatch.setattr(engines, "installed_version", lambda name: {"sglang": "0.6.1"}.get(name))
     assert engines.resolve("sglang")[0] == ("sglang@0.6.1",)
@@ -80,13 +80,16 @@ def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(
 # ----- release ranges -----------------------------------------------------------------------------------------------
 
 def test_a_profile_holds_for_its_recorded_releases_and_states_how_they_differ():
-    """vLLM 0.31.0 and 0.32.0 are judged by the 0.33.0 profile (recorded 2026-12-03): one stated difference, their
+    """vLLM 0.30.0 to 0.32.0 are judged by the 0.33.0 profile (recorded 2026-12-03): one stated difference, their
     model runner capturing aux states for a drafter that says use_aux_hidden_state false (VL 0.32.0
-    v1/worker/gpu/model_runner.py:299-307)."""
+    v1/worker/gpu/model_runner.py:299-307); 0.30.0 also raises the draft's max_position_embeddings for every rope
+    type (0.30.0 config/speculative.py:1373-1380, 1659-1690)."""
     judged = engines.judge("vllm", "0.32.0")
     assert judged.warning is None and judged.profile.judged_by == "0.33.0"
-    assert "recorded 2026-12-03" in judged.note and "holds for 0.31.0 to 0.33.0" in judged.note
-    assert engines.profile("vllm@0.33.0").range == "0.31.0 to 0.33.0"
+    assert "recorded 2026-12-03" in judged.note and "holds for 0.30.0 to 0.33.0" in judged.note
+    assert engines.profile("vllm@0.33.0").range == "0.30.0 to 0.33.0"
+    assert dict(engines.profile("vllm@0.33.0").release("0.30.0").differs) == {"aux_when_unused": True,
+                                                                             "any_rope": True}
     for release in ("0.31.0", "0.32.0"):
         assert dict(engines.profile("vllm@0.33.0").release(release).differs) == {"aux_when_unused": True}
     assert engines.profile("vllm@0.33.0").release("0.33.0").differs == ()
@@ -126,22 +129,36 @@ def test_sglang_0_5_14_is_held_by_the_0_5_23_profile_with_its_stated_differences
     assert got.layers == (2, 4, 8) and got.last_id == 6  # +1, and id 8 captures nothing on 8 layers
 
 
+def test_vllm_0_30_0_raises_the_draft_for_every_rope_type(drafter, tmp_path):
+    """A yarn drafter (4096) beside a 32768-token target: 0.31.0 on limit max_model_len to the draft's (rope_type yarn
+    is not cache-only, config/speculative.py:100-113); 0.30.0 raises the draft to the target's (:1373-1380, 1659-1690
+    have no rope-type check)."""
+    d = drafter("flat")
+    d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
+    target = target_file(tmp_path, max_position_embeddings=32768)
+    found = {spec: [f.code for f in run(d.write(), engine=spec, level="header", reference="none", max_model_len=32768,
+                                        target_config=str(target)).result("engine.serving", spec).findings]
+             for spec in ("vllm@0.30.0", "vllm@0.31.0")}
+    assert "engine.serving/context-too-short" in found["vllm@0.31.0"], found
+    assert found["vllm@0.30.0"] == ["engine.serving/context-raised"], found
+
+
 def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_warning(monkeypatch):
     from eagle3_checks.engines.profile import Release
 
     judged = engines.judge("vllm", "0.31.1")  # between 0.31.0 and 0.32.0, which read drafters alike
-    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.31.0 to 0.33.0)" in judged.note
+    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.30.0 to 0.33.0)" in judged.note
     assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True}
     p = engines.profile("vllm@0.33.0")
-    older = Release("0.30.0", "2026-09-22", recorded="2026-12-03")  # a record without 0.31.0's difference
+    older = Release("0.29.0", "2026-09-09", recorded="2026-12-03")  # a record without 0.30.0's differences
     monkeypatch.setattr(engines, "PROFILES", (replace(p, releases=(older, *p.releases)), *engines.PROFILES[1:]))
-    judged = engines.judge("vllm", "0.30.5")
-    assert judged.warning and "between 0.30.0 and 0.31.0, which read drafters differently" in judged.warning
+    judged = engines.judge("vllm", "0.29.5")
+    assert judged.warning and "between 0.29.0 and 0.30.0, which read drafters differently" in judged.warning
 
 
 @pytest.mark.parametrize("spec, says", [
     ("vllm@0.32.5", "between 0.32.0 and 0.33.0, which read drafters differently: judged as 0.32.0"),
-    ("vllm@0.20.0", "older than every recorded release (the oldest is 0.31.0): judged as 0.31.0"),
+    ("vllm@0.20.0", "older than every recorded release (the oldest is 0.30.0): judged as 0.30.0"),
     ("vllm@0.99.0", "newer than every recorded release (the newest is 0.33.0): judged as 0.33.0"),
 ])
 def test_a_release_no_recording_covers_is_judged_as_the_nearest_with_a_warning(drafter, spec, says):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def served(ctx: Context, spec: str, modelled: bool = False) -> Reading:
     release judged live (--engine NAME@installed), what the installed engine's own recording showed replaces the
     profile's predictions (live.verdict), unless ``modelled``: the profile's reading alone (engine.live compares it
     with the recording)."""
-    reading = engines.read(ctx.ckpt, spec, ctx.target, ctx.options.launch_for(spec) if ctx.options else None)
+    reading = engines.read(ctx.ckpt, spec, served_target(ctx), ctx.options.launch_for(spec) if ctx.options else None)
     if modelled or ctx.options is None or spec not in dict(ctx.options.live):
         return reading
     key = ("live-verdict", spec)
@@ -93,6 +94,16 @@ def served(ctx: Context, spec: str, modelled: bool = False) -> Reading:
         got = live_recording(ctx, spec)
         ctx.cache[key] = reading if isinstance(got, live.CannotJudge) else verdict.corrected(reading, got.record)
     return ctx.cache[key]
+
+
+def served_target(ctx: Context) -> TargetConfig | None:
+    """The target as the engine serves it: started with a context of its own (--max-model-len), that is the target's
+    max_model_len, which vLLM raises a plain-RoPE draft's max_position_embeddings to (0.33.0
+    config/speculative.py:1807-1846; the live conformance suite found the gate raising it to the target's own
+    context instead) and the context SGLang checks the draft against."""
+    if ctx.target is None or ctx.options is None or not ctx.options.max_model_len:
+        return ctx.target
+    return dataclasses.replace(ctx.target, max_position_embeddings=ctx.options.max_model_len)
 
 
 def live_recording(ctx: Context, spec: str) -> live.Live | live.CannotJudge:

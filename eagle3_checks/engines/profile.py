@@ -92,7 +92,7 @@ class Release:
     version: str
     released: str  # its upload date on PyPI
     recorded: str | None = None
-    # keyword arguments of the profile's read, or of its capture where that takes the keyword
+    # keyword arguments of the profile's read, and of its capture and serving where they take the keyword
     differs: tuple[tuple[str, Any], ...] = ()
     why: str = ""
     peer: bool = False  # the released package itself runs in the default tests (speculators, SpecForge)
@@ -173,7 +173,10 @@ class Profile:
         base = self.read
         stated = dict(differs)
         capture_keys = {k: v for k, v in stated.items() if k in inspect.signature(self.capture).parameters}
-        read_keys = {k: v for k, v in stated.items() if k not in capture_keys}
+        serving_keys = {k: v for k, v in stated.items() if self.serving is not None
+                        and k in inspect.signature(self.serving).parameters}
+        read_keys = {k: v for k, v in stated.items() if k not in capture_keys and
+                     (k not in serving_keys or k in inspect.signature(self.read).parameters)}
 
         def read(*args: Any, **kwargs: Any) -> Reading:
             r = base(*args, **{**read_keys, **kwargs})
@@ -182,7 +185,8 @@ class Profile:
 
         functools.update_wrapper(read, base)
         capture = functools.partial(self.capture, **capture_keys) if capture_keys else self.capture
-        return dataclasses.replace(self, version=version, read=read, capture=capture,
+        serving = functools.partial(self.serving, **serving_keys) if serving_keys and self.serving else self.serving
+        return dataclasses.replace(self, version=version, read=read, capture=capture, serving=serving,
                                    judged_by=self.judged_by or self.version)
 
     @property

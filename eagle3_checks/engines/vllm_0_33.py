@@ -70,7 +70,8 @@ def eagle3_architecture(architectures: Any) -> tuple[str | None, str]:
 
 # One flat walk, in the order vLLM's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False) -> Reading:  # noqa: C901
+def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False,  # noqa: C901
+         any_rope: bool = False) -> Reading:
     """vLLM 0.33's reading; ``target`` (a TargetConfig, optional) gives the target vocabulary d2t is sized against.
     ``aux_when_unused``: the model runner captures the aux states even when eagle_config.use_aux_hidden_state is
     false (0.32.0: :data:`RELEASES`)."""
@@ -251,9 +252,12 @@ def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False)
 
     context = getattr(target, "max_position_embeddings", None)
     kind = (r.rope_scaling or {}).get("rope_type", "default")
-    if context and r.max_position_embeddings and context > r.max_position_embeddings and kind in CACHE_ONLY_ROPE_TYPES:
-        r.set("max_position_embeddings", context, f"raised to the target's max_model_len {context} (rope_type {kind}: "
-              "config/speculative.py:100-113, 1807-1846)")
+    if context and r.max_position_embeddings and context > r.max_position_embeddings and \
+            (kind in CACHE_ONLY_ROPE_TYPES or any_rope):
+        r.set("max_position_embeddings", context, f"raised from {r.max_position_embeddings} to the target's "
+              f"max_model_len {context} (rope_type {kind}: "
+              + ("0.30.0 config/speculative.py:1373-1380, 1659-1690, for every rope type)" if any_rope else
+                 "config/speculative.py:100-113, 1807-1846)"))
     reading.map_roles(r, ckpt, accept)
     reading.finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)", narrows=True)
     if not uses_aux:
@@ -405,16 +409,20 @@ def ids_for(layers: tuple[int, ...], target: Target | None) -> list[int] | None:
     return [x + 1 for x in layers]
 
 
-def serving(r: Reading, want: int | None, target: Any = None) -> Limit | None:
+def serving(r: Reading, want: int | None, target: Any = None, any_rope: bool = False) -> Limit | None:
     """--max-model-len against the draft (without it, the reading has already raised the draft to the target's
-    max_model_len where vLLM does)."""
+    max_model_len where vLLM does). ``any_rope``: 0.30.0, which raises it whatever the rope type."""
     have = r.max_position_embeddings
+    raised = r.sources.get("max_position_embeddings", "")
+    if want is not None and raised.startswith("raised"):  # the reading, served at this context, already raised it
+        return Limit("info", f"raises the draft's max_position_embeddings to max_model_len {want} ({raised})")
     if want is None or not have or have >= want:
         return None
     kind = (r.rope_scaling or {}).get("rope_type", "default")
-    if kind in CACHE_ONLY_ROPE_TYPES:
+    if kind in CACHE_ONLY_ROPE_TYPES or any_rope:
         return Limit("info", f"raises the draft's max_position_embeddings {have} to max_model_len {want} (rope_type "
-                     f"{kind}; config/speculative.py:100-113)")
+                     f"{kind}; " + ("0.30.0 config/speculative.py:1373-1380, 1659-1690: every rope type)" if any_rope
+                                    else "config/speculative.py:100-113)"))
     return Limit("error", f"limits max_model_len to the draft's max_position_embeddings {have} (rope_type {kind}), "
                  f"below the planned {want}", "vLLM resizes the rotary cache only for plain RoPE types "
                  "(config/speculative.py:100-113, config/vllm.py:3025-3051); otherwise the whole server serves a "
@@ -425,6 +433,11 @@ def serving(r: Reading, want: int | None, target: Any = None) -> Limit | None:
 # The releases this reading holds for, each recorded (conformance/run.sh) and held to it by the default test run.
 _AUX_WHEN_UNUSED = (("aux_when_unused", True),)
 RELEASES = (
+    Release("0.30.0", "2026-09-22", recorded="2026-12-03", differs=(*_AUX_WHEN_UNUSED, ("any_rope", True)),
+            why="as 0.31.0, except that it raises an EAGLE draft's max_position_embeddings to the target's "
+            "max_model_len for every rope type (config/speculative.py:1373-1380, 1659-1690: no rope-type check), "
+            "where 0.31.0 on raise it for the cache-only rope types only and otherwise limit max_model_len to the "
+            "draft's"),
     Release("0.31.0", "2026-10-05", recorded="2026-12-03", differs=_AUX_WHEN_UNUSED, why="as 0.32.0"),
     Release("0.32.0", "2026-10-18", recorded="2026-12-03", differs=_AUX_WHEN_UNUSED,
             why="0.32.0's V2 model runner sets the target's aux layers for every eagle3 drafter "
