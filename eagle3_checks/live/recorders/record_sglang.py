@@ -227,6 +227,9 @@ def target_standin(target: ModelConfig) -> tuple[nn.Module, SimpleNamespace]:
     delegates to a language model (kimi_k25.py:693, 928-939), which is the same kind of stand-in."""
     cls, _ = ModelRegistry.resolve_model_cls(target.hf_config.architectures)
     layers = SimpleNamespace(layers_to_capture=[])
+    # MoE targets hand the ids to their decoder (0.5.23 qwen3_moe.py:1128-1143 -> qwen2_moe.py:1153-1156), which
+    # stores them and flags those layers: the stand-in decoder stores them
+    layers.set_eagle3_layers_to_capture = lambda ids: setattr(layers, "layers_to_capture", list(ids))
     text = target.hf_text_config
     if text is target.hf_config:
         return _standin(cls, text, layers), layers
