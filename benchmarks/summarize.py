@@ -1,6 +1,7 @@
 """The performance table, generated from benchmark output: never written by hand.
 
     python benchmarks/summarize.py run [N]        run the benchmarks N times (default 3), then summarize them
+                                                  (the rows of benchmarks that skipped keep their measurement)
     python benchmarks/summarize.py RUN.json ...   summarize pytest-benchmark JSON files already written
     python benchmarks/summarize.py add RUN.json   replace (or add) the rows of the benchmarks in RUN.json only,
                                                   keeping every other row as it was measured
@@ -107,11 +108,16 @@ def write(runs: list[dict], results_path: Path = RESULTS, page_path: Path = PAGE
     keeps the date it was measured on)."""
     today = datetime.date.today().isoformat()
     rows = {name: {**row, "date": today} for name, row in summarize(runs).items()}
-    if add:
-        old = json.loads(results_path.read_text(encoding="utf-8"))
-        kept = {name: {**row, "date": row.get("date", old["date"])} for name, row in old["benchmarks"].items()}
+    old = json.loads(results_path.read_text(encoding="utf-8")) if results_path.is_file() else None
+    if old is not None:
+        # the row of every benchmark that did not run here stays as it was measured: with ``add`` every other one;
+        # otherwise those that skip without what they need (an engine's environment: benchmarks/test_live.py)
+        kept = {name: {**row, "date": row.get("date", old["date"])} for name, row in old["benchmarks"].items()
+                if name not in rows}
         rows = dict(sorted({**kept, **rows}.items()))
-    results = {"date": today, "runs": len(runs) if not add else old["runs"], "machine": machine(runs),
+    elif add:
+        raise SystemExit(f"{results_path}: no results to add to")
+    results = {"date": today, "runs": old["runs"] if add and old else len(runs), "machine": machine(runs),
                "benchmarks": rows}
     results_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     page_path.write_text(splice(page_path.read_text(encoding="utf-8"), table(results)), encoding="utf-8")

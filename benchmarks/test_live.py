@@ -1,0 +1,108 @@
+"""The installed engine as the judge on a Kimi-sized drafter: ``eagle3-checks check --engine NAME@installed`` as a
+whole process, the engine's own config parsing and weight loading run on the candidate on CPU in its subprocess,
+against the same live judging of the tiny embedded example in this run (the engine's start-up and imports, which
+both pay).
+
+    EAGLE3_LIVE_VLLM_PYTHON=.../bin/python pytest benchmarks/test_live.py --benchmark-only    (or _SGLANG_)
+
+Targets: the Kimi-K2-sized flat drafter (4.7 GB, the AQ-MedAI shapes) and the Kimi-K2.5-sized MLA drafter (6.0 GB)
+judged live within TIMEOUT_S, each with the engine's own verdict (engine.live gives ``agrees``: the profile
+predicted what the engine did), and the engine's peak memory (the largest child's peak RSS) within
+RSS_BUDGET x the drafter's size: the engine materialises the drafter's parameters once, the gate maps nothing. The
+drafters are sparse files (zero-filled weights), which the engines load as any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, report
+from eagle3_checks.drafter.example import write_example
+from eagle3_checks.drafter.layout import FLAT
+
+# the interpreter of an environment with the engine installed (the serving image's, or conformance/run.sh --keep's)
+PYTHONS = {"vllm": os.environ.get("EAGLE3_LIVE_VLLM_PYTHON", ""),
+           "sglang": os.environ.get("EAGLE3_LIVE_SGLANG_PYTHON", "")}
+TIMEOUT_S = 1800  # eagle3_checks.live.TIMEOUT_S: the gate gives the engine this long
+# The engine's peak: the drafter's parameters (1x), the checkpoint pages its loader maps and touches (1x), and the
+# recorder's sentinel check of each parameter, a copy of one tensor at a time (the embedding: up to 0.5x)
+RSS_BUDGET = 3.0
+# The gate as a process, then the peak RSS of its largest child (the engine's recorder), in bytes, on stderr.
+PROBE = ("import resource, sys\nfrom eagle3_checks.cli import main\ncode = main(sys.argv[1:])\n"
+         "print('child_rss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr)\n"
+         "sys.exit(code)\n")
+
+
+def judge_live(engine: str, folder: Path, target: Path) -> tuple[float, int, dict]:
+    """One whole-process live judging: wall time, the engine's peak RSS, and engine.live's result."""
+    argv = [PYTHON, "-c", PROBE, "check", str(folder), "--engine", f"{engine}@installed", "--engine-python",
+            PYTHONS[engine], "--target-config", str(target), "--level", "header", "--reference", "none",
+            "--format", "json"]
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S + 120)
+    wall = time.perf_counter() - start
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    rss = int(proc.stderr.rsplit("child_rss", 1)[1].split()[0])
+    checks = json.loads(proc.stdout)["checkpoints"][0]["checks"]
+    results = [r for r in checks if r["id"] == "engine.live"]
+    assert len(results) == 1, results
+    return wall, rss, results[0]
+
+
+def measure(benchmark, engine: str, example: Path, drafters: list[Path]) -> tuple[dict, list]:
+    """The example, then each Kimi-sized drafter, judged live: the row (the slowest drafter against the example)
+    and each drafter's (folder, (wall, RSS, engine.live result))."""
+    if not PYTHONS[engine]:
+        pytest.skip(f"set EAGLE3_LIVE_{engine.upper()}_PYTHON to an interpreter with {engine} installed")
+    base_s, _, base = judge_live(engine, example, example.parent / "example-target" / "config.json")
+    assert [f["code"] for f in base["findings"]] == ["engine.live/agrees"], base
+    version = base["engine"].split("@", 1)[1]
+    runs: list[tuple[Path, tuple[float, int, dict]]] = []
+    benchmark.pedantic(lambda: runs.extend((d, judge_live(engine, d, d.parent / "target.json")) for d in drafters),
+                       rounds=1, iterations=1)
+    said = []
+    for folder, (wall, rss, result) in runs:
+        size = (folder / "model.safetensors").stat().st_size
+        codes = [f["code"] for f in result["findings"]]
+        said.append(f"{folder.name} ({size / 1e9:.1f} GB): {wall:.1f} s, engine peak RSS {rss / 1e9:.2f} GB "
+                    f"({rss / size:.2f}x), {', '.join(codes)}")
+        benchmark.extra_info[folder.name] = {"wall_s": round(wall, 2), "engine_rss_bytes": rss,
+                                             "drafter_bytes": size, "codes": codes}
+    print(f"\n{engine} {version}: example {base_s:.1f} s; " + "; ".join(said))
+    row = {"what": f"`check --engine {engine}@installed` ({engine} {version}), Kimi-sized drafters judged live",
+           "measured_s": max(r[1][0] for r in runs),
+           "budget": f"<= {TIMEOUT_S} s; engine peak RSS <= {RSS_BUDGET}x the drafter; engine.live agrees",
+           "baseline": f"the same on the embedded example ({engine}'s start-up and imports)", "baseline_s": base_s,
+           "rss_bytes": max(r[1][1] for r in runs), "notes": "; ".join(said)}
+    return row, runs
+
+
+def held(runs: list) -> None:
+    for folder, (wall, rss, result) in runs:
+        assert [f["code"] for f in result["findings"]] == ["engine.live/agrees"], (folder.name, result)
+        assert wall <= TIMEOUT_S
+        assert rss <= RSS_BUDGET * (folder / "model.safetensors").stat().st_size, folder.name
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> Path:
+    """The embedded example (flat), beside its target's config (example-target/config.json)."""
+    return write_example(tmp_path_factory.mktemp("live-example"))[FLAT]
+
+
+def test_vllm_judges_kimi_sized_drafters_live(benchmark, example, kimi_sparse, kimi_mla_sparse):
+    row, runs = measure(benchmark, "vllm", example, [kimi_sparse, kimi_mla_sparse])
+    report(benchmark, **row)
+    held(runs)
+
+
+def test_sglang_judges_kimi_sized_drafters_live(benchmark, example, kimi_sparse, kimi_mla_sparse):
+    row, runs = measure(benchmark, "sglang", example, [kimi_sparse, kimi_mla_sparse])
+    report(benchmark, **row)
+    held(runs)
