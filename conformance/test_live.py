@@ -11,7 +11,8 @@ engine once over the whole set. Each checkpoint is held to two things:
   field by field: the live path is the recorder, run on the candidate where it lies;
 - the gate, judging live, gives the engine's own verdict and finds no disagreement with the release's profile
   (``engine.live`` gives ``agrees`` or the engine's own ``refused`` / ``unwritten`` / ``narrowed``, never
-  ``disagrees`` or ``cannot-judge``).
+  ``disagrees`` or ``cannot-judge``), and the engine checks, which take the engine's verdicts, give what the
+  profile gives (tests/test_live.py holds the same on the committed recordings, without an engine).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ PYTHON = os.environ.get("EAGLE3_LIVE_PYTHON", "")
 # read from, which differs between the two; the type, the stage and the engine frame do not)
 FIELDS = ("architecture", "loaded", "ignored", "unwritten", "aux", "config", "serves_with")
 ENGINE_VERDICTS = {"engine.live/agrees", "engine.live/refused", "engine.live/unwritten", "engine.live/narrowed"}
+ENGINE_CHECKS = ("engine.loads", "engine.semantics", "engine.aux-layers", "engine.serving")
 
 if not (ENGINE and PYTHON):
     pytest.skip("set EAGLE3_LIVE_ENGINE and EAGLE3_LIVE_PYTHON (conformance/run.sh --live does)",
@@ -94,5 +96,14 @@ def test_the_gate_judging_live_gives_the_engines_verdict_and_no_disagreement(jud
     options = parse_options(engine=f"{ENGINE}@installed", engine_python=PYTHON, reference="none", level="header",
                             target_config=str(out / entry["target_config"]), max_model_len=entry.get("context_length"))
     result = gate(out / entry["dir"], options)
-    codes = {f.code for f in result.result("engine.live", f"{ENGINE}@{version}").findings}
-    assert codes and codes <= ENGINE_VERDICTS, (name, codes)
+    spec = f"{ENGINE}@{version}"
+    codes = {f.code for f in result.result("engine.live", spec).findings}
+    assert codes and codes <= ENGINE_VERDICTS and "engine.live/disagrees" not in codes, (name, codes)
+    # the engine checks, taking the engine's verdicts, give what the release's profile gives
+    modelled = gate(out / entry["dir"], parse_options(
+        engine=spec, reference="none", level="header", target_config=str(out / entry["target_config"]),
+        max_model_len=entry.get("context_length")))
+    for check in ENGINE_CHECKS:
+        want, got = modelled.result(check, spec), result.result(check, spec)
+        assert (want.status, {f.code for f in want.findings}) == (got.status, {f.code for f in got.findings}), \
+            (name, check, [f.code for f in want.findings], [f.code for f in got.findings])

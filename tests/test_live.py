@@ -81,7 +81,7 @@ def test_a_release_the_recorder_does_not_know_cannot_be_judged_live(drafter, tar
                  target_config=str(target_path), level="header")
     found = result.result("engine.live", "vllm@0.33.0").findings
     assert [f.code for f in found] == ["engine.live/cannot-judge"]
-    assert "does not know vllm 0.33.0's internals: ModuleNotFoundError" in found[0].message
+    assert "does not know vllm 0.33.0's internals (it exited with 1): ModuleNotFoundError" in found[0].message
 
 
 def test_live_judging_needs_the_target_config(drafter):
@@ -156,3 +156,89 @@ def test_judged_live_and_agreeing_the_engine_checks_are_the_profiles(drafter, ta
     result = live_run(drafter, target_path)
     for check in ("engine.loads", "engine.semantics", "engine.aux-layers"):
         assert result.result(check, "vllm@0.33.0").status == "passed", check
+
+
+# ----- the live verdict, held to the modelled one on the committed recordings ------------------------------------
+
+ENGINE_CHECKS = ("engine.loads", "engine.semantics", "engine.aux-layers", "engine.serving")
+
+
+def _conformance_set():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conformance_checkpoints", ROOT / "conformance" / "checkpoints.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def conformance_set(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conformance") / "set"
+    out.mkdir()
+    return out, {e["name"]: e for e in _conformance_set().build(out)}
+
+
+def replaying_recorded(folder: Path, release: str, where: Path) -> Path:
+    """A stand-in interpreter of ``release`` that answers each candidate with the committed recording of the
+    conformance checkpoint of that folder name (tests/conformance/recorded/``folder``/)."""
+    script = where / f"python-{folder.name}"
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+from pathlib import Path
+if sys.argv[1:2] == ["-c"]:
+    print({release!r})
+    sys.exit(0)
+out = Path(sys.argv[3])
+out.mkdir(parents=True)
+for entry in json.loads(Path(sys.argv[2]).read_text()):
+    rec = json.loads((Path({str(folder)!r}) / (Path(entry["dir"]).name + ".json")).read_text())
+    (out / (entry["name"] + ".json")).write_text(json.dumps(rec))
+(out / "index.json").write_text(json.dumps({{"run_seconds": 0.0}}))
+""")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("engine_dir", ["vllm-0.33.0", "sglang-0.5.23"])
+def test_judged_live_on_the_engines_own_recordings_the_engine_checks_give_the_profiles_verdicts(
+        conformance_set, engine_dir, tmp_path):
+    """The committed recordings agree with the profiles (test_conformance.py), so judging each conformance checkpoint
+    live on its own recording must give every engine check the modelled verdict: a live correction that changes one
+    (an idle norm taken for a missing tensor, SGLang's context check taken for a load refusal) fails here."""
+    out, entries = conformance_set
+    engine, release = engine_dir.split("-")
+    python = replaying_recorded(ROOT / "tests" / "conformance" / "recorded" / engine_dir, release, tmp_path)
+    spec, differ = f"{engine}@{release}", []
+    for name, entry in sorted(entries.items()):
+        options = dict(reference="none", level="header", target_config=str(out / entry["target_config"]),
+                       max_model_len=entry.get("context_length"))
+        modelled = run(out / entry["dir"], engine=spec, **options)
+        judged = run(out / entry["dir"], engine=f"{engine}@installed", engine_python=str(python), **options)
+        for check in ENGINE_CHECKS:
+            want, got = modelled.result(check, spec), judged.result(check, spec)
+            # the codes, not their count: an engine raises its first refusal, the profile lists each
+            if (want.status, {f.code for f in want.findings}) != (got.status, {f.code for f in got.findings}):
+                differ.append(f"{name} {check}: modelled {want.status} {[f.code for f in want.findings]}, live "
+                              f"{got.status} {[f.code for f in got.findings]}")
+    assert not differ, "\n".join(differ)
+
+
+def test_a_config_the_gate_patched_is_what_the_engine_loads(drafter):
+    """fix judges its patched config before writing it: judged live, the engine loads a folder holding that config
+    (links to the weights beside it), not the unpatched one on disk."""
+    from types import SimpleNamespace
+
+    from eagle3_checks.checks._common import _as_read
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+
+    path = drafter("flat").write()
+    ckpt = open_checkpoint(path)
+    with _as_read(SimpleNamespace(ckpt=ckpt)) as folder:
+        assert folder == path
+    patched = {**ckpt.config_raw, "norm_before_residual": True}
+    with _as_read(SimpleNamespace(ckpt=ckpt.with_config(patched))) as folder:
+        assert folder != path and json.loads((folder / "config.json").read_text()) == patched
+        assert (folder / "model.safetensors").resolve() == (path / "model.safetensors").resolve()
+    assert json.loads((path / "config.json").read_text()) == ckpt.config_raw  # the source is never written

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from .. import engines, live
@@ -92,7 +96,10 @@ def served(ctx: Context, spec: str, modelled: bool = False) -> Reading:
     key = ("live-verdict", spec)
     if key not in ctx.cache:
         got = live_recording(ctx, spec)
-        ctx.cache[key] = reading if isinstance(got, live.CannotJudge) else verdict.corrected(reading, got.record)
+        serving = engines.profile(spec).serving
+        limit = serving(reading, ctx.options.max_model_len, ctx.target) if serving else None
+        ctx.cache[key] = reading if isinstance(got, live.CannotJudge) else \
+            verdict.corrected(reading, got.record, limit)
     return ctx.cache[key]
 
 
@@ -117,11 +124,34 @@ def live_recording(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
             ctx.cache[key] = live.CannotJudge(f"the engine loads a local checkpoint and target config: {why}")
         else:
             try:
-                ctx.cache[key] = live.record(spec.split("@", 1)[0], python, ctx.ckpt.source.path, Path(target),
-                                             ctx.options.max_model_len if ctx.options else None)
+                with _as_read(ctx) as folder:
+                    ctx.cache[key] = live.record(spec.split("@", 1)[0], python, folder, Path(target),
+                                                 ctx.options.max_model_len if ctx.options else None)
             except live.CannotJudge as exc:
                 ctx.cache[key] = exc
     return ctx.cache[key]
+
+
+@contextlib.contextmanager
+def _as_read(ctx: Context) -> Iterator[Path]:
+    """The folder the engine is to load: the checkpoint's own, or, where the gate reads a config that is not the one
+    on disk (fix judging its patched config), a temporary folder with that config beside links to the files."""
+    folder = Path(ctx.ckpt.source.path)
+    try:
+        on_disk = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        on_disk = None
+    if ctx.ckpt.config_raw is None or ctx.ckpt.config_raw == on_disk:
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix="eagle3-live-config-") as tmp:
+        patched = Path(tmp) / folder.name
+        patched.mkdir()
+        for f in folder.iterdir():
+            if f.is_file() and f.name != "config.json":
+                (patched / f.name).symlink_to(f.resolve())
+        (patched / "config.json").write_text(json.dumps(ctx.ckpt.config_raw), encoding="utf-8")
+        yield patched
 
 
 def builds_drafter(reading: Reading) -> bool:

@@ -30,7 +30,7 @@ from ..engines.reading import (
     shown,
 )
 from ..live import verdict
-from ..live.compare import disagreements
+from ..live.compare import disagreements, left_unwritten
 from ..numerics import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, live_recording, release, require_complete, unread_layout
@@ -553,11 +553,7 @@ def engine_live(ctx: Context) -> Iterable[Finding]:
                     f"{refused.get('stage', '?')} stage ({refused.get('at') or 'no engine frame'})",
                     why="the server fails to start with this drafter", fix="see engine.loads for what to change")
     served = served_by(ctx, spec, modelled=True)
-    # a d2t parameter built as zeros (vLLM before 0.31.0 always builds one: llama_eagle3.py:304-307 in 0.29.0) and not
-    # loaded keeps offsets of 0, draft id i = target id i: what a drafter without a draft vocabulary means
-    identity = served.draft_vocab_size == getattr(ctx.target, "vocab_size", None)
-    unwritten = [u.get("role") or u["param"] for u in rec.get("unwritten", []) if not u.get("attribute")
-                 and not (identity and u.get("role") == "d2t")]
+    unwritten = left_unwritten(rec, served)
     if unwritten and not rec.get("refused"):
         yield error(f"{name} leaves {len(unwritten)} parameter(s) unwritten {where}: {_listing(unwritten)}",
                     code="unwritten", key=unwritten[0], expected="every parameter loaded from the checkpoint",
@@ -580,8 +576,8 @@ def engine_live(ctx: Context) -> Iterable[Finding]:
         yield error(f"the gate's {profile.name} {profile.judged_by or profile.version} profile disagrees with the "
                     f"installed {name} {where}: {found[0]}", code="disagrees", file=CONFIG, key="--engine",
                     expected="the profile predicts what the engine does", found=" | ".join(found[:4]),
-                    why="the engine's own verdict stands; the other engine.* findings for this release come from "
-                    "the profile and may be wrong where it disagrees",
+                    why="the engine's own verdict stands: engine.loads, engine.semantics and engine.aux-layers for "
+                    "this release take it; the profile predicted otherwise and is wrong there",
                     fix=f"follow the engine; report the disagreement with `conformance/run.sh {spec}` attached so "
                     "the profile can be corrected")
     elif not rec.get("refused") and not unwritten and not narrowed:

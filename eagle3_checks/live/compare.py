@@ -16,6 +16,19 @@ def _before_layer(layers: tuple[int, ...]) -> list[int]:
     return sorted(x + 1 for x in layers)
 
 
+def left_unwritten(rec: dict, r: Reading) -> list[str]:
+    """What the engine left unwritten that the drafter computes with (engine.live and the live verdict): not the
+    pre-attention norm a later layer builds and never uses (Reading.idle_roles), and not a d2t kept at its initial
+    state where the draft vocabulary is the target's (SGLang's hot_token_id left None, srt/models/
+    llama_eagle3.py:350-353; vLLM before 0.31.0's zero-filled d2t, llama_eagle3.py:304-307 in 0.29.0): both mean
+    draft id i = target id i."""
+    identity = r.draft_vocab_size is not None and r.draft_vocab_size == r.vocab_size
+    idle = r.idle_roles() - set(r.tensors) - set(r.unused)
+    names = {u.get("role") or u["param"] for u in rec.get("unwritten", [])
+             if not (identity and u.get("role") == "d2t")}
+    return sorted(names - idle)
+
+
 def disagreements(rec: dict, r: Reading, target: Target | None, loaded: bool = True,
                   limit: Limit | None = None) -> list[str]:
     """Where the gate's reading ``r`` of a checkpoint differs from what the engine recorded. ``loaded`` False: the

@@ -14,8 +14,10 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from ..engines.profile import Limit
 from ..engines.reading import Reading
 from ..engines.sglang_0_5_23 import AFTER_LOAD
+from .compare import left_unwritten
 
 # recording config field -> (the reading's attribute, how the recorded value becomes the attribute's)
 _CONFIG: dict[str, tuple[str, Callable[[Any], Any]]] = {
@@ -35,18 +37,25 @@ def said_by(r: Reading) -> str:
     return f"the installed {r.engine} {r.version}, live"
 
 
-def corrected(r: Reading, rec: dict) -> Reading:
-    """``r`` (the profile's reading) with the recording's facts in place of the profile's predictions."""
+def corrected(r: Reading, rec: dict, limit: Limit | None = None) -> Reading:
+    """``r`` (the profile's reading) with the recording's facts in place of the profile's predictions. ``limit``:
+    engine.serving's verdict on the served context; a refusal it states (SGLang's context check, at the config stage)
+    stays that check's, not a load refusal."""
     out = copy.deepcopy(r)
     who = said_by(r)
     refused = rec.get("refused")
     cpu_only = bool(refused and refused.get("cpu_only"))
-    if refused and not cpu_only:
+    context_refusal = bool(refused and limit is not None and limit.refuses and refused.get("stage") == "config")
+    if refused and not cpu_only and not context_refusal and not out.class_refusal:
         message = f"{refused['type']}: {refused['message'][:300]} ({who}, at the {refused.get('stage', '?')} stage)"
         out.refusals = [message]
         out.refused_at = {message: refused["at"]} if refused.get("at") and "/" not in refused["at"] else {}
+        # nothing serves in the place of a tensor whose load the profile says is refused (engine.loads skips those)
+        out.replaced = {k: v for k, v in out.replaced.items() if k not in r.refused_at.values()}
     elif not refused and out.layout_ok and not out.class_refusal:
         out.refusals, out.refused_at = [], {}  # the engine built and loaded it
+    # (a class the profile says the release does not build stays refused: the engine.live finding says where the
+    # engine did otherwise)
     if not refused:
         _loading(out, rec, who)
     _config(out, rec.get("config") or {}, who)
@@ -55,11 +64,7 @@ def corrected(r: Reading, rec: dict) -> Reading:
 
 def _loading(out: Reading, rec: dict, who: str) -> None:
     """Unwritten parameters, narrowed and ignored tensors: the engine's."""
-    # a d2t left at zeros means draft id i = target id i: what a drafter without a draft vocabulary means (vLLM
-    # before 0.31.0 builds one for every drafter: llama_eagle3.py:304-307 in 0.29.0)
-    identity = out.draft_vocab_size is not None and out.draft_vocab_size == out.vocab_size
-    unwritten = {u.get("role") or u["param"] for u in rec.get("unwritten", []) if not u.get("attribute")
-                 and not (identity and u.get("role") == "d2t")}
+    unwritten = set(left_unwritten(rec, out))
     # what the profile predicts serving puts there after load (the target's embedding) or shares is not the loader's
     kept = {role: how for role, how in out.unfilled.items() if how.startswith(("shared", AFTER_LOAD))}
     out.unfilled = {**kept, **{role: f"its initial values: left unwritten by {who}" for role in sorted(unwritten)
@@ -72,6 +77,8 @@ def _loading(out: Reading, rec: dict, who: str) -> None:
     ignored = set(rec.get("ignored", []))
     out.ignored = {name: out.ignored.get(name) or f"ignored by {who}: no parameter received it" for name in
                    sorted(ignored) if name in out.ignored or name not in _concatenated(rec)}
+    for role in [role for role, name in out.tensors.items() if name in out.ignored]:  # loaded into nothing
+        del out.tensors[role]
 
 
 def _concatenated(rec: dict) -> set[str]:
