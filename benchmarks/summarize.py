@@ -113,7 +113,7 @@ def write(runs: list[dict], results_path: Path = RESULTS, page_path: Path = PAGE
         # the row of every benchmark that did not run here stays as it was measured: with ``add`` every other one;
         # otherwise those that skip without what they need (an engine's environment: benchmarks/test_live.py)
         kept = {name: {**row, "date": row.get("date", old["date"])} for name, row in old["benchmarks"].items()
-                if name not in rows}
+                if name not in rows and name in _benchmark_names()}
         rows = dict(sorted({**kept, **rows}.items()))
     elif add:
         raise SystemExit(f"{results_path}: no results to add to")
@@ -122,6 +122,15 @@ def write(runs: list[dict], results_path: Path = RESULTS, page_path: Path = PAGE
     results_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     page_path.write_text(splice(page_path.read_text(encoding="utf-8"), table(results)), encoding="utf-8")
     return results
+
+
+def _benchmark_names() -> set[str]:
+    """benchmarks/test_*.py::test_* as they are now (a row of a benchmark renamed or removed is not kept)."""
+    import ast
+
+    return {f"benchmarks/{path.name}::{node.name}" for path in (ROOT / "benchmarks").glob("test_*.py")
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
 
 
 def run(n: int) -> list[dict]:

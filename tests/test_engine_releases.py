@@ -780,3 +780,15 @@ def test_a_speculators_release_the_gate_does_not_model_is_said(drafter, version)
     assert result.result("config.trainer-release").status == "warned"
     clean = run(drafter("speculators").write(), level="header").result("config.trainer-release")
     assert clean.status == "passed" and [f.code for f in clean.findings] == ["config.trainer-release/detected"]
+
+
+def test_the_engine_checks_read_the_target_as_served(drafter, tmp_path):
+    """Started with --max-model-len, that is the target's max_model_len: vLLM raises a plain-RoPE draft's
+    max_position_embeddings to it (config/speculative.py:1807-1846), not to the target's own context (the live
+    conformance run on vLLM 0.30.0 found the gate doing the latter)."""
+    target = target_file(tmp_path, max_position_embeddings=32768)
+    result = run(drafter("flat").write(), engine="vllm@0.33.0", level="header", reference="none",
+                 target_config=str(target), max_model_len=8192)
+    found = result.result("engine.serving", "vllm@0.33.0").findings
+    assert [f.code for f in found] == ["engine.serving/context-raised"], found
+    assert "to max_model_len 8192 (raised from 4096 to the target's max_model_len 8192" in found[0].message

@@ -75,6 +75,7 @@ class Judged(NamedTuple):
     profile: Profile  # the profile for the release (its ``version`` is the release judged)
     note: str  # which profile judges it, and why
     warning: str | None  # set when no recording covers the release: it is judged by the nearest recorded one
+    release: str = ""  # the modelled release whose reading (and stated differences) judges it
 
 
 def judge(name: str, version: str) -> Judged:
@@ -86,26 +87,34 @@ def judge(name: str, version: str) -> Judged:
     for rel, p in known:
         if rel.version == version:
             own = "" if version == p.version else f"; the {name} {p.version} profile, which holds for {p.range}"
-            return Judged(p.at(version, rel.differs), f"{name} {version} ({rel.how}{own})", None)
+            return Judged(p.at(version, rel.differs), f"{name} {version} ({rel.how}{own})", None, rel.version)
     key = version_key(version)
+    for rel, p in known:  # a build of a modelled release (0.33.0+cpu, 0.9.0.dev1): its numbers are that release's
+        if rel.key == key:
+            return Judged(p.at(version, rel.differs), f"{name} {version}, a build of {rel.version}: judged as "
+                          f"{rel.version} ({rel.how})", None, rel.version)
     older = [x for x in known if x[0].key < key]
     newer = [x for x in known if x[0].key > key]
     if older and newer and older[-1][1] is newer[0][1] and older[-1][0].differs == newer[0][0].differs:
         (low, p), high = older[-1], newer[0][0]
-        return Judged(p.at(version, low.differs), f"{name} {version} is not recorded: it lies inside the {name} "
+        return Judged(p.at(version, low.differs), f"{name} {version} is not "
+                      f"{'recorded' if low.recorded else 'modelled'}: it lies inside the {name} "
                       f"{p.version} profile's range ({p.range}), whose releases {low.version} and {high.version} "
-                      "around it read drafters alike", None)
+                      "around it read drafters alike", None, low.version)
     rel, p = older[-1] if older else newer[0]
+    known_as = "recorded" if rel.recorded else "modelled"
     around = " and ".join(x[0].version for x in (older[-1:] + newer[:1]))
     if older and newer:
         where = f"between {around}, which read drafters differently"
     elif older:
-        where = f"newer than every recorded release (the newest is {around})"
+        where = f"newer than every {known_as} release (the newest is {around})"
     else:
-        where = f"older than every recorded release (the oldest is {around})"
+        where = f"older than every {known_as} release (the oldest is {around})"
+    how_to = f"record it: conformance/run.sh {name}@{version}" if rel.recorded else \
+        "read its package and state its differences as a Release of the profile"
     warning = (f"{name} {version} is {where}: judged as {rel.version} ({rel.how}), the nearest; what changed "
-               f"in {version} is not modelled (record it: conformance/run.sh {name}@{version})")
-    return Judged(p.at(version, rel.differs), warning, warning)
+               f"in {version} is not modelled ({how_to})")
+    return Judged(p.at(version, rel.differs), warning, warning, rel.version)
 
 
 @functools.lru_cache(maxsize=64)
@@ -470,7 +479,12 @@ def trainer_said(ckpt: Checkpoint) -> tuple[TrainerRelease, str]:
     trainer reading the engine, forward and acceptance levels compare against ("speculators 0.9.0")."""
     found = trainer_release(ckpt)
     r = trainer(ckpt)
-    return found, f"{r.engine.removesuffix(' (trainer)')} {r.version}"
+    name = r.engine.removesuffix(" (trainer)")
+    if found.name == name and found.version and r.version == found.version and name in ENGINE_NAMES:
+        judged = judge(name, found.version)  # a release judged by another's reading names that one
+        if judged.release and judged.release != found.version:
+            return found, f"{name} {judged.release}"
+    return found, f"{name} {r.version}"
 
 
 def trainer_readings(ckpt: Checkpoint) -> list[tuple[str, Reading]]:

@@ -172,11 +172,15 @@ class Profile:
             return self
         base = self.read
         stated = dict(differs)
-        capture_keys = {k: v for k, v in stated.items() if k in inspect.signature(self.capture).parameters}
-        serving_keys = {k: v for k, v in stated.items() if self.serving is not None
-                        and k in inspect.signature(self.serving).parameters}
-        read_keys = {k: v for k, v in stated.items() if k not in capture_keys and
-                     (k not in serving_keys or k in inspect.signature(self.read).parameters)}
+
+        def taken_by(fn: Callable[..., Any] | None) -> dict[str, Any]:
+            return {k: v for k, v in stated.items() if fn is not None and k in inspect.signature(fn).parameters}
+
+        read_keys, capture_keys, serving_keys = taken_by(self.read), taken_by(self.capture), taken_by(self.serving)
+        unknown = set(stated) - set(read_keys) - set(capture_keys) - set(serving_keys)
+        if unknown:
+            raise TypeError(f"{self.spec}: release {version}'s stated differences {sorted(unknown)} are keywords of "
+                            "neither its read, capture nor serving")
 
         def read(*args: Any, **kwargs: Any) -> Reading:
             r = base(*args, **{**read_keys, **kwargs})

@@ -105,7 +105,9 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
     if rope_base_default:
         r.version = "0.1.0"
         kind = (r.rope_scaling or {}).get("rope_type")
-        if r.rope_scaling and not isinstance((raw.get("rope_scaling") or {}).get("rope_type"), str):
+        stated = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else {}
+        # transformers' LlamaConfig copies a legacy "type" to "rope_type" before SpecForge reads it
+        if stated and not isinstance(stated.get("rope_type", stated.get("type")), str):
             r.refusals.append("SpecForge 0.1.0 reads rope_scaling[\"rope_type\"] (llama3_eagle.py:254-255): a "
                               "rope_scaling without it fails with a KeyError")
         r.set("rope_theta", 10000.0, "SpecForge 0.1.0: every rotary embedding built without a base, so 10000 "

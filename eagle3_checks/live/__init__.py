@@ -90,9 +90,7 @@ def record(engine: str, python: str, checkpoint: Path, target_config: Path, cont
     ``target_config`` (``context_length``: the context the server is started with; None: the target's). Raises
     CannotJudge."""
     key = _key(engine, python, checkpoint, target_config, context_length)
-    if key not in _RECORDED:
-        record_many(engine, python, [(checkpoint, target_config, context_length)], timeout)
-    got = _RECORDED[key]
+    got = _RECORDED.get(key) or record_many(engine, python, [(checkpoint, target_config, context_length)], timeout)[0]
     if isinstance(got, CannotJudge):
         raise got
     return got
@@ -141,7 +139,10 @@ def record_many(engine: str, python: str, candidates: list[tuple[Path, Path, int
             got: Live | CannotJudge
             if not path.is_file():
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                got = CannotJudge(f"the recorder does not know {engine} {release}'s internals: {tail[0][:300]}")
+                got = CannotJudge(f"the recorder does not know {engine} {release}'s internals (it exited with "
+                                  f"{proc.returncode}): {tail[0][:300]}")
+                out_of.append(got)  # not kept: a run that stopped early (killed, out of memory) may be retried
+                continue
             else:
                 rec = json.loads(path.read_text())
                 if "harness_error" in rec:
