@@ -125,3 +125,23 @@ def test_the_forward_level_computes_against_each_release_where_the_release_is_un
     assert "0.6.0.2: differs" in said and "compares against 0.9.0's" in said
     known = run(trained(drafter, "0.9.0", norm_output=True).source.path, level="forward", engine="vllm")
     assert [f.code for f in known.result("forward.equivalence", "vllm").findings] == ["forward.equivalence/agrees"]
+
+
+def test_a_release_judged_by_another_names_the_one_whose_reading_judges(drafter):
+    result = run(trained(drafter, "0.10.0").source.path, level="header")
+    assert "judged against speculators 0.9.0's reading" in render_text([result])
+    found = result.result("config.trainer-release").findings
+    assert [f.code for f in found] == ["config.trainer-release/not-modelled"]
+    assert "read its package and state its differences" in found[0].message and "run.sh" not in found[0].message
+
+
+@pytest.mark.parametrize("name, version, release", [("vllm", "0.33.0+cpu", "0.33.0"),
+                                                    ("speculators", "0.9.0.dev1", "0.9.0")])
+def test_a_build_of_a_modelled_release_is_judged_as_that_release(name, version, release):
+    judged = engines.judge(name, version)
+    assert judged.warning is None and judged.release == release and f"a build of {release}" in judged.note
+
+
+def test_a_stated_difference_no_function_takes_is_refused():
+    with pytest.raises(TypeError, match="keywords of neither"):
+        engines.profile("vllm@0.33.0").at("0.29.0", (("no_such_keyword", True),))
