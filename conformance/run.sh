@@ -58,12 +58,14 @@ for release in "${releases[@]}"; do
             "$venv/bin/pip" install -q -r "$venv/requirements.txt" -c "$pins"
         else
             "$venv/bin/pip" install -q -r "$venv/requirements.txt"
-            # Media packages the text drafters never use: where the build does not match the torch the release
-            # resolves to here (vLLM 0.31.0 and 0.32.0 on this machine's CPU torch), it fails at import
-            # (torchvision's ops) before any engine code runs, and goes. SGLang imports torchvision itself.
-            if ! "$venv/bin/python" -c "import torchvision" 2>/dev/null; then
-                "$venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-            fi
+        fi
+        # Media packages the text drafters never use: where the build does not match the torch the release
+        # resolves to here (vLLM 0.30.0 to 0.32.0 on this machine's CPU torch), it fails at import (torchvision's
+        # ops) before any engine code runs, and goes. SGLang imports torchvision itself (see README.md, 0.5.20).
+        if ! "$venv/bin/python" -c "import torchvision" 2>/dev/null; then
+            "$venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+        fi
+        if [ ! -f "$pins" ]; then
             "$venv/bin/pip" freeze --exclude-editable > "$pins"
         fi
         echo "$release: installed in $((SECONDS - started)) s, $(du -sh "$venv" | cut -f1) on disk"
