@@ -17,15 +17,14 @@ engine once over the whole set. Each checkpoint is held to two things:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+import checkpoints  # conformance/checkpoints.py, beside this file (pytest puts this folder on sys.path)
 from eagle3_checks import live
 from eagle3_checks.gate import gate, parse_options
 
@@ -44,20 +43,12 @@ if not (ENGINE and PYTHON):
                 allow_module_level=True)
 
 
-def _checkpoint_set():
-    spec = importlib.util.spec_from_file_location("conformance_checkpoints", ROOT / "conformance" / "checkpoints.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
     """The set, built; the installed engine run once over all of it; its release and the run's time."""
     out = tmp_path_factory.mktemp("conformance") / "set"
     out.mkdir()
-    entries = {e["name"]: e for e in _checkpoint_set().build(out)}
+    entries = {e["name"]: e for e in checkpoints.build(out)}
     started = time.time()
     got = live.record_many(ENGINE, PYTHON, [(out / e["dir"], out / e["target_config"], e.get("context_length"))
                                             for e in entries.values()])

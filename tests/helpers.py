@@ -208,3 +208,20 @@ def write_target(path, embed: RawTensor, hidden: int = 64):
         "model.norm.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors",
         "model.embed_tokens.weight": "model-00002-of-00002.safetensors"}}))
     return path
+
+
+def build_conformance_set(out: Path) -> dict[str, dict]:
+    """conformance/checkpoints.py's checkpoint set written into ``out`` (empty or absent): name -> manifest entry.
+    That script is not a package module: it is loaded from its file, under a name its dataclasses can look up."""
+    import importlib.util
+    import sys
+
+    name = "conformance_checkpoints"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "conformance" /
+                                                      "checkpoints.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return {entry["name"]: entry for entry in sys.modules[name].build(out)}

@@ -11,9 +11,7 @@ value the gate reports. A disagreement names the checkpoint, the release and the
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.engines.profile import Target
 from eagle3_checks.gate import load_target
 from eagle3_checks.live.compare import disagreements
+from helpers import build_conformance_set
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = Path(__file__).parent / "conformance" / "recorded"
@@ -30,19 +29,10 @@ RECORDINGS = sorted((d.name, p.stem) for d in RECORDED.iterdir() if d.is_dir()
                     for p in d.glob("*.json") if p.name != "index.json")
 
 
-def _checkpoint_set():
-    spec = importlib.util.spec_from_file_location("conformance_checkpoints", ROOT / "conformance" / "checkpoints.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("conformance") / "set"
-    out.mkdir()
-    return out, {entry["name"]: entry for entry in _checkpoint_set().build(out)}
+    return out, build_conformance_set(out)
 
 
 def recording(engine_dir: str, name: str) -> dict:

@@ -16,7 +16,7 @@ import pytest
 from eagle3_checks import live
 from eagle3_checks.defects import REPLAYED, replaying
 from eagle3_checks.errors import UsageError
-from helpers import run
+from helpers import build_conformance_set, run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,21 +163,10 @@ def test_judged_live_and_agreeing_the_engine_checks_are_the_profiles(drafter, ta
 ENGINE_CHECKS = ("engine.loads", "engine.semantics", "engine.aux-layers", "engine.serving")
 
 
-def _conformance_set():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("conformance_checkpoints", ROOT / "conformance" / "checkpoints.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def conformance_set(tmp_path_factory):
     out = tmp_path_factory.mktemp("conformance") / "set"
-    out.mkdir()
-    return out, {e["name"]: e for e in _conformance_set().build(out)}
+    return out, build_conformance_set(out)
 
 
 def replaying_recorded(folder: Path, release: str, where: Path) -> Path:
