@@ -58,10 +58,9 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
     known = [a for a in archs if a in ARCHS]
     r.set("architecture", "eagle3" if known else None, f"architectures {archs} ({CONVERTER}:17-30)")
     if not known:
-        r.class_refusal = (f"llama.cpp's converter has no EAGLE-3 drafter class for {archs}: it converts EAGLE-3 "
-                           f"drafters through its LlamaModel class ({CONVERTER}:17-30), and refuses other EAGLE-3 "
-                           "names (\"Model Eagle3Qwen3ForCausalLM is not supported\")")
-        r.refusals.append(r.class_refusal)
+        r.refuse_class(f"llama.cpp's converter has no EAGLE-3 drafter class for {archs}: it converts EAGLE-3 "
+                       f"drafters through its LlamaModel class ({CONVERTER}:17-30), and refuses other EAGLE-3 "
+                       "names (\"Model Eagle3Qwen3ForCausalLM is not supported\")")
     hd, max_pos, cls = class_defaults(reading.model_type_of(r, fields_, "llama"))
     reading.read_layer(r, fields_, "", (hd, cls), max_pos)
     if "draft_vocab_size" not in raw or r.num_layers != 1:

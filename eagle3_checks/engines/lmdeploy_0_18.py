@@ -61,10 +61,9 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one w
     r.set("architecture", built,
           f"architectures {archs} (pytorch/configurations/llama.py:9-11 renames exactly LlamaForCausalLM)")
     if archs[:1] != ["LlamaForCausalLM"]:
-        r.class_refusal = (f"lmdeploy 0.18.0 builds its EAGLE-3 drafter only for architectures[0] "
-                           f"'LlamaForCausalLM' (pytorch/configurations/llama.py:9-11); {archs} raises "
-                           "RuntimeError('Can not found rewrite for architectures') (pytorch/models/patch.py:196)")
-        r.refusals.append(r.class_refusal)
+        r.refuse_class(f"lmdeploy 0.18.0 builds its EAGLE-3 drafter only for architectures[0] "
+                       f"'LlamaForCausalLM' (pytorch/configurations/llama.py:9-11); {archs} raises "
+                       "RuntimeError('Can not found rewrite for architectures') (pytorch/models/patch.py:196)")
     hd, max_pos, cls = class_defaults(reading.model_type_of(r, raw, "llama"))
     # configurations/default.py:17-21: head_dim = config head_dim or hidden_size // heads
     reading.read_layer(r, raw, "", (hd, cls), max_pos)

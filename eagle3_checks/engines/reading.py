@@ -144,6 +144,11 @@ class Reading:
         if at is not None:
             self.refused_at[why] = at
 
+    def refuse_class(self, why: str) -> None:
+        """The release builds no EAGLE-3 drafter class from the architectures: ``class_refusal``, also a refusal."""
+        self.class_refusal = why
+        self.refusals.append(why)
+
     @property
     def servable(self) -> bool:
         """The engine loads the checkpoint and fills every parameter it computes with."""

@@ -92,7 +92,7 @@ def read(ckpt: Checkpoint, target: Any = None, norm_before_fc: bool = True,  # n
     if "LlamaForCausalLMEagle3" not in archs:
         nextn = [a for a in archs if a in NEXTN_ARCHS]
         target_cls = [a for a in archs if a in TARGET_CLASSES]
-        r.class_refusal = (
+        r.refuse_class(
             f"architectures {archs}: SGLang 0.5.23 rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
             "head, not an EAGLE-3 drafter (configs/model_config.py:1032-1036)" if nextn else
             f"architectures {archs}: SGLang 0.5.23 builds {target_cls[0]}, the target model's own class "
@@ -101,7 +101,6 @@ def read(ckpt: Checkpoint, target: Any = None, norm_before_fc: bool = True,  # n
             "the drafter fails to serve (its EAGLE-3 class is LlamaForCausalLMEagle3)" if target_cls else
             f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
             "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
-        r.refusals.append(r.class_refusal)
     # the config class's defaults (llama.py:196-198, 336); transformers 5.19 standardizes rope_parameters and
     # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
     read_llama_layer(r, raw, legacy_rope=False, silu_cite="; llama.py:116-119")

@@ -93,13 +93,13 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     if not r.layout_ok:
         return r
     if "LlamaForCausalLMEagle3" not in archs:
-        r.class_refusal = (f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
-                           "builds another model (or none) from the drafter's weights")
+        why = (f"SGLang 0.5.6's EAGLE-3 drafter class is LlamaForCausalLMEagle3; architectures {archs} "
+               "builds another model (or none) from the drafter's weights")
         if any(eagle3_class(a) in MLA_ARCHITECTURES for a in archs):
-            r.class_refusal += (": SGLang 0.5.6 has no MLA drafter class (the 0.5.6 wheel has no "
-                                "srt/models/kimi_k25_eagle3.py and registers Eagle3DeepseekV2ForCausalLM nowhere; "
-                                "0.5.23 added it)")
-        r.refusals.append(r.class_refusal)
+            why += (": SGLang 0.5.6 has no MLA drafter class (the 0.5.6 wheel has no "
+                    "srt/models/kimi_k25_eagle3.py and registers Eagle3DeepseekV2ForCausalLM nowhere; "
+                    "0.5.23 added it)")
+        r.refuse_class(why)
     raw = ckpt.config_raw or {}
     read_llama_layer(r, raw, legacy_rope=True, silu_cite="")
     if r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":

@@ -102,9 +102,8 @@ def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False,
         arch, how = eagle3_architecture(raw.get("architectures"))
         r.set("architecture", arch, how)
         if arch is None:
-            r.class_refusal = (f"vLLM raises \"Model architectures ... are not supported\": {how} names no EAGLE-3 "
-                               "drafter class it registers (model_executor/models/registry.py:698-713)")
-            r.refusals.append(r.class_refusal)
+            r.refuse_class(f"vLLM raises \"Model architectures ... are not supported\": {how} names no EAGLE-3 "
+                           "drafter class it registers (model_executor/models/registry.py:698-713)")
     qwen3 = r.architecture in QWEN3_LAYER_ARCHS
     r.set("qk_norm", qwen3, r.sources["architecture"])
     if speculators and not is_int(fields_.get("num_hidden_layers")):
