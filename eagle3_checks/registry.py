@@ -34,6 +34,17 @@ class Severity(str, Enum):
     INFO = "info"
 
 
+# What a finding rests on (its ``basis``), strongest first. ``read``: the checkpoint or the files beside it state it;
+# ``recorded``: an engine release's own code did it, recorded (the conformance recordings, or the installed engine
+# judging live); ``measured``: the user's data measured it (the acceptance level); ``inferred``: drawn from named
+# evidence that does not state it (the finding names that evidence); ``assumed``: a default or a convention nothing
+# confirmed. Only the first three can carry an error, and only they are what ``fix`` applies; an inferred or assumed
+# finding is at most a warning and says what would settle it.
+READ, RECORDED, MEASURED, INFERRED, ASSUMED = "read", "recorded", "measured", "inferred", "assumed"
+BASES = (READ, RECORDED, MEASURED, INFERRED, ASSUMED)
+KNOWN = (READ, RECORDED, MEASURED)  # the bases an error and an applied fix need
+
+
 CONFIG = "config.json"
 NESTED = ("transformer_layer_config.",)  # speculators nests the decoder fields here; engines read them as one
 
@@ -80,6 +91,11 @@ class Finding:
     code: str | None = None
     offset: int | None = None  # the byte offset in ``file`` the finding points at
     waived: str | None = None  # the reason of the --waive waiver that matched this finding: reported, not failing
+    # what it rests on (one of BASES; the gate gives a finding that states none its check's basis) and, for an
+    # inferred or assumed one, the evidence it was drawn from and what would settle it (``--source``, ``--data``)
+    basis: str | None = None
+    rests_on: str | None = None
+    settle: str | None = None
 
     @property
     def code_label(self) -> str:
