@@ -90,7 +90,11 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", metavar="SRC",
                    help="the checkpoint this one was converted from: the forward level compares the two")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
-                   help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
+                   help="how the drafter's trainer counted aux-layer ids (default: from who trained it, when the "
+                   "evidence says)")
+    p.add_argument("--trainer", metavar="NAME[@VERSION]",
+                   help="who trained the drafter, when the checkpoint does not say: speculators or specforge, with "
+                   "the release (default: from the evidence the checkpoint and --source show)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
     _parallel_options(p)
     p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
@@ -233,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "where that engine reads them, for the trained layers")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the source's trainer counted aux-layer ids, when its config does not say (a flat one)")
+    p.add_argument("--trainer", metavar="NAME[@VERSION]",
+                   help="who trained the source, when it does not say (recorded in the output's provenance)")
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
                    "(default: the target config's _name_or_path, else null)")
@@ -341,7 +347,8 @@ def _parse_gate_options(args: argparse.Namespace):
     return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                          strict=args.strict, waive=args.waive, engine=args.engine, source=args.source,
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
-                         revision=args.revision, download=args.download, data=args.data, max_drop=args.max_drop,
+                         trainer=args.trainer, revision=args.revision, download=args.download, data=args.data,
+                         max_drop=args.max_drop,
                          min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
                          loss_mask_start=args.loss_mask_start, engine_python=args.engine_python,
                          launch=args.launch, tp=args.tp, pp=args.pp)
@@ -356,7 +363,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         result = convert(src, args.dst, args.to, force=args.force, target_config=args.target_config,
                          vocab_mapping=args.vocab_mapping, verify_level=args.verify, shift_aux_ids=args.shift_aux_ids,
                          speculative_tokens=args.speculative_tokens, verifier=args.verifier,
-                         aux_convention=args.aux_convention)
+                         aux_convention=args.aux_convention, trainer=parse_options(trainer=args.trainer).trainer)
     except ConvertRefused as exc:
         lines = [f"eagle3-checks convert: not converted: {exc}"]
         for prev, f in zip([None, *exc.findings], exc.findings, strict=False):
@@ -548,12 +555,19 @@ def cmd_fix(args: argparse.Namespace) -> int:
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="fix copies the weights")
     done = fix(src, args.dst, options, force=args.force)
-    assert done.result is not None  # fix() gates the fixed checkpoint
-    lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"]
+    assert done.result is not None  # fix() gates the fixed checkpoint (SRC, when it wrote nothing)
+    if done.applied:
+        lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"
+                 + (f", {len(done.repairs)} tensor repair(s)" if done.repairs else "")]
+    else:
+        lines = [f"nothing written to {args.dst}: no fix rests on what the checkpoint, an engine's own code or the "
+                 "data says" + ("" if done.result.findings() else " (and nothing needs one)")]
     lines += [f"  {e.check}: {e.describe()}" for e in done.edits]
+    lines += [f"  {e.check}: repaired {e.op['path']} ({e.op['value']})" for e in done.repairs]
     lines += [f"  not applied: {why}" for why in done.refused]
+    lines += [f"  not applied: needs a premise stated: {why}" for why in done.needs]
     left = done.left
-    lines.append(f"left: {len(left)} finding(s) that no config edit fixes" if left else "left: nothing")
+    lines.append(f"left: {len(left)} finding(s) that no known fix removes" if left else "left: nothing")
     if args.format == "text":
         _write("\n".join(lines) + "\n\n" + RENDERERS["text"]([done.result]))
     else:

@@ -497,9 +497,10 @@ CATALOGUE = (
     Defect("aux-ids-in-eagle-config-only", "engine.aux-layers/ids-not-read",
            "with its aux ids in eagle_config only (where vLLM 0.33 does not read them)",
            config(eagle_aux_hidden_state_layer_ids=REMOVE), layouts=(FLAT,), options={"aux_convention": "vllm"}),
-    Defect("specforge-release-unknown", "config.trainer-release/unknown-release",
-           "saved by SpecForge (its template's max_window_layers), rope_scaling null and rope_theta 1e6: SpecForge "
-           "0.1.0 trained that with base 10000", config(max_window_layers=1), layouts=(FLAT,)),
+    Defect("trainer-release-unknown", "config.trainer-release/unknown-release",
+           "a speculators config without speculators_version, whose norm_output true feeds the normed state back "
+           "from speculators 0.7.0 on (models/eagle3/config.py:76) and means nothing to the releases before",
+           config(speculators_version=REMOVE, norm_output=True), layouts=(SPECULATORS,)),
     Defect("unrecorded-release", "engine.release/nearest",
            "gated for vLLM 0.20.0, a release older than every recording, judged as the oldest recorded one",
            options={"engine": "vllm@0.20.0"}, in_options=True),

@@ -92,7 +92,7 @@ def configure(config: pytest.Config) -> None:
         options = parse_options(reference=value(config, "reference"), target_config=target,
                                 level=value(config, "level"), strict=bool(value(config, "strict")),
                                 waive=value(config, "waive") or [], engine=value(config, "engine"), source=source,
-                                aux_convention=value(config, "aux-convention"),
+                                aux_convention=value(config, "aux-convention"), trainer=value(config, "trainer"),
                                 max_model_len=value(config, "max-model-len"), target=target_ckpt,
                                 revision=value(config, "revision"), download=bool(value(config, "download")),
                                 data=data, max_drop=value(config, "max-drop"),

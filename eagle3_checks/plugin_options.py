@@ -32,6 +32,8 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "engine-python": ("string", None, "the interpreter whose engine --eagle3-engine NAME@installed means"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
+    "trainer": ("string", None, "who trained the drafter, when the checkpoint does not say: NAME[@VERSION] "
+                "(speculators or specforge)"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),
     "tp": ("string", None, "the tensor-parallel size the drafter is served with (engine.serving)"),
     "pp": ("string", None, "the pipeline-parallel size (engine.serving)"),

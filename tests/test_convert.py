@@ -486,10 +486,13 @@ def test_every_convert_output_passes_the_engines_it_is_meant_for(drafter, tmp_pa
                                   "_name_or_path": "example-org/example-target"}))
     d = drafter(source)  # ids that every engine can be given on both targets (see the next test for one that cannot)
     d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
-    if source == "flat":
+    trainer = None
+    if source == "flat":  # a flat drafter of a trainer that counts ids the convention's way, named by --trainer
         d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+        d.beside, trainer = None, {"sglang": "specforge@0.2.0", "vllm": "speculators@0.9.0"}[convention]
     out = tmp_path / "out"
-    convert(d.write(), out, to, target_config=str(target), aux_convention=convention, verify_level="header")
+    convert(d.write(), out, to, target_config=str(target), aux_convention=convention, verify_level="header",
+            trainer=trainer)
     options = dict(engine="all", target_config=str(target), level="header", aux_convention=convention)
     result = run(out, **options)
     for engine in MEANT_FOR[to]:

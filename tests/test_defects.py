@@ -107,14 +107,17 @@ CLEAN_CASES = [pytest.param(layout, case, id=f"{case[0]}-{layout}") for case in 
 @pytest.mark.parametrize("layout, case", CLEAN_CASES)
 def test_clean_drafters_pass(drafter, tmp_path, layout, case):
     _, shape, shards = case
-    d = drafter(layout, shape)
+    # a flat one names its trainer: speculators' config beside it, or (a wider target, which speculators cannot
+    # train) --trainer and the convention its top-level ids are written in
+    d = drafter(layout, shape, trained=not shape.target_hidden_size)
+    stated = {"trainer": "specforge@0.2.0", "aux_convention": "vllm"} if shape.target_hidden_size else {}
     if shape.target_hidden_size:
         d.config["num_aux_hidden_states"] = len(shape.aux_layer_ids)  # what vLLM sizes a flat drafter's fc from
     path = d.write(shards)
     target = tmp_path / f"target-{layout}.json"
     target.write_text(json.dumps({"num_hidden_layers": shape.target_layers, "hidden_size": shape.ht,
                                   "vocab_size": shape.vocab_size}))
-    result = run(path, target_config=str(target), level="header")
+    result = run(path, target_config=str(target), level="header", **stated)
     assert_clean(result)
     skipped = {r.check.id for r in result.results if r.status == "skipped"}
     assert skipped <= {"reference.diff", "vocab.d2t", "vocab.t2d"}
@@ -122,7 +125,7 @@ def test_clean_drafters_pass(drafter, tmp_path, layout, case):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_example_passes_its_shipped_spec_under_auto(drafter, layout):
-    result = run(drafter(layout).write(), reference="auto", strict=True)
+    result = run(drafter(layout, trained=True).write(), reference="auto", strict=True)
     assert result.reference_name == "tiny-example"
     assert result.result("reference.diff").status == "passed"
     assert result.exit_code == 0

@@ -19,7 +19,7 @@ from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
-from helpers import run
+from helpers import run, specforge_export
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
 SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
@@ -28,7 +28,7 @@ EVERY = f"{VLLM},{SG23},{SG06}"
 
 def gate(path, engine=EVERY, **kw):
     kw.setdefault("level", "header")
-    return run(path, engine=engine, **kw)
+    return run(path, engine=engine, **specforge_export(path, kw))
 
 
 def status(result, check, spec):
@@ -408,7 +408,8 @@ def test_s13_the_last_id_sglang_can_capture(drafter, tmp_path):
     """S13: the +1 rule captures the input of layer X+1 only while X+1 < N (SG23/models/llama.py:485-494, 941;
     SG06/models/llama.py:337-347, 742): the last id is N-2, not N-1 (wrong for 0.5.6 too). vLLM takes ids up to N."""
     d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(1, 3, 7)))
-    result = gate(d.write(), target_config=str(target_file(tmp_path)))
+    # the top-level ids counted vLLM's way (their trainer's), so that vLLM's own capture is right
+    result = gate(d.write(), target_config=str(target_file(tmp_path)), trainer="speculators@0.9.0")
     for spec in (SG23, SG06):
         assert "captures nothing for ids [7]: the target has 8 layers and the last id" in text(
             result, "engine.aux-layers", spec)
@@ -733,13 +734,18 @@ def test_a_narrowed_reading_is_not_run_by_the_forward_pass(drafter):
 
 # ----- trainer releases ---------------------------------------------------------------------------------------------
 
-def test_the_trainer_release_is_read_from_what_the_checkpoint_shows(drafter):
-    assert engines.trainer_release(open_checkpoint(drafter("speculators").write())) == \
-        ("speculators", "0.9.0", "speculators_version in config.json")
-    assert engines.trainer_release(open_checkpoint(drafter("flat").write())).name is None
+def test_the_trainer_is_named_only_on_evidence(drafter):
+    """speculators_version states it; SpecForge's template fields (max_window_layers, use_sliding_window) are written by
+    speculators' train CLI too (speculators 0.9.0 train/cli.py:227-231) and name no trainer."""
+    found = engines.identify(open_checkpoint(drafter("speculators").write()))
+    assert (found.name, found.version, found.basis, found.how) == \
+        ("speculators", "0.9.0", "read", "speculators_version in config.json")
+    assert engines.identify(open_checkpoint(drafter("flat").write())).name is None
     d = drafter("flat")
     d.config["max_window_layers"] = 1
-    assert engines.trainer_release(open_checkpoint(d.write()))[:2] == ("specforge", None)
+    assert engines.identify(open_checkpoint(d.write())).name is None
+    stated = engines.identify(open_checkpoint(d.write()), stated="specforge")
+    assert (stated.name, stated.version, stated.basis) == ("specforge", None, "read")
 
 
 def test_specforge_0_1_0_trained_a_null_rope_scaling_with_base_10000(drafter):
@@ -762,13 +768,15 @@ def test_specforge_0_1_0_trained_a_null_rope_scaling_with_base_10000(drafter):
 ])
 def test_a_specforge_checkpoint_of_unknown_release_states_each_reading_where_they_differ(drafter, fields, code):
     d = drafter("flat")
-    d.config.update(max_window_layers=1, **fields)
-    found = run(d.write(), level="header").result("config.trainer-release").findings
+    d.config.update(**fields)
+    found = run(d.write(), level="header", trainer="specforge").result("config.trainer-release").findings
     assert [f.code for f in found] == [code]
+    if code.endswith("unknown-release"):
+        assert found[0].basis == "assumed"  # no transformers_version: no release is excluded
     if code.endswith("unknown-release") and "norm_output" not in fields:
-        assert "rope_theta: 0.1.0 10000.0" in found[0].message and "0.2.0 1000000.0" in found[0].message
+        assert "specforge 0.1.0 10000.0" in found[0].message and "specforge 0.2.0" in found[0].message
     if "norm_output" in fields:
-        assert "feedback: main after PR #879 'normed'" in found[0].message and "0.2.0 'prenorm'" in found[0].message
+        assert "main after PR #879 'normed'" in found[0].message and "0.2.0 'prenorm'" in found[0].message
 
 
 @pytest.mark.parametrize("version", ["0.1.0", "0.10.0", "main"])

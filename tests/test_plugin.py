@@ -99,7 +99,7 @@ def test_k_selects_and_junit_lists_every_check(pytester, drafter):
 
 
 def test_own_tests_and_fixtures_run_with_the_gate(pytester, drafter):
-    a, b = drafter("flat").write(), drafter("speculators").write()
+    a, b = drafter("flat", trained=True).write(), drafter("speculators").write()
     pytester.makepyfile(test_mine="""
         def test_plain():
             assert True
@@ -143,7 +143,7 @@ def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester,
 
 
 def test_ini_options_and_relative_paths(pytester, drafter, target_path):
-    d = drafter("flat")
+    d = drafter("flat", trained=True)
     del d.config["torch_dtype"]  # a warning
     d.root = pytester.path / "ckpts" / "mine"
     d.write()

@@ -27,6 +27,17 @@ GOLDEN = Path(__file__).parent / "golden"
 UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden files instead of comparing
 
 
+@pytest.fixture
+def drafter(drafter):
+    """The tests' drafters, a flat one with its speculators config beside it (who trained it: these tests are about
+    the reports, not about what an unknown trainer leaves open)."""
+    def make(layout: str = "speculators", *args, **kw):
+        kw.setdefault("trained", layout == "flat")
+        return drafter(layout, *args, **kw)
+
+    return make
+
+
 def cli(capsys, *argv):
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -108,14 +119,15 @@ def test_a_lost_head_dim_is_one_root_cause_in_the_text_report(no_head_dim, capsy
     header, rest = out.split("  ROOT CAUSE ", 1)
     assert "FAIL" not in header  # the report leads with the cause, before any check line
     first = rest.splitlines()
-    assert first[0] == "config.json: head_dim (7 findings in 4 checks)"
+    # engine.semantics too: the speculators config beside it says what was trained (head_dim 24)
+    assert first[0] == "config.json: head_dim (9 findings in 6 checks)"
     assert "ERROR: config.json: head_dim is not stated" in first[1]
     assert 'fix:      add "head_dim": 24' in rest.split("  PASS  files")[0]
-    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], reference.diff" in out
+    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], engine.semantics[vllm@0.33.0]," in out
     # the dependent findings are listed under their checks, pointing at the cause instead of repeating its fix
-    assert out.count("follows from config.json: head_dim, above") == 6
+    assert out.count("follows from config.json: head_dim, above") == 8
     assert out.count('add "head_dim": 24') == 1
-    assert "FAILED: 7 error(s) from 1 root cause, 0 warning(s)" in out
+    assert "FAILED: 9 error(s) from 1 root cause, 0 warning(s)" in out
 
 
 def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
@@ -123,24 +135,27 @@ def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
     report = json.loads(out)["checkpoints"][0]
     # everything schema version 1 had is still there
     assert {"path", "layout", "reference", "exit_code", "counts", "checks"} <= set(report)
-    assert {"error", "warning", "info"} <= set(report["counts"]) and report["counts"]["error"] == 7
+    assert {"error", "warning", "info"} <= set(report["counts"]) and report["counts"]["error"] == 9
     assert report["counts"]["causes"] == 1
     (cause,) = report["causes"]
     assert cause["key"] == "config.json: head_dim" and cause["check"] == "config.head-dim"
     assert cause["fix"] == 'add "head_dim": 24'
     assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.33.0]",
-                                                                            "reference.diff"]
+                                                                            "engine.semantics[vllm@0.33.0]",
+                                                                            "reference.diff",
+                                                                            "forward.equivalence[vllm@0.33.0]"]
     errors = [f for c in report["checks"] for f in c["findings"] if f["severity"] == "error"]
-    assert len(errors) == 7 and {f["cause"] for f in errors} == {"config.json: head_dim"}
+    assert len(errors) == 9 and {f["cause"] for f in errors} == {"config.json: head_dim"}
 
 
 def test_root_causes_in_markdown(no_head_dim, capsys):
     code, out, _ = cli(capsys, "check", no_head_dim, "--format", "markdown")
     causes, table = out.split("| status | check |")
-    assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim/missing`)" in causes
+    assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim/missing`, read)" in causes
     assert '  - fix: add "head_dim": 24' in causes
-    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], reference.diff" in causes
-    assert table.count("follows from: `config.json: head_dim`") == 6
+    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], engine.semantics[vllm@0.33.0], reference.diff, " \
+        "forward.equivalence[vllm@0.33.0]" in causes
+    assert table.count("follows from: `config.json: head_dim`") == 8
 
 
 def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
@@ -456,7 +471,7 @@ def test_quiet_shows_the_failures_and_the_verdict(no_head_dim, drafter, capsys):
     assert code == 1
     assert "PASS  " not in out and "SKIP  " not in out and "note:" not in out and "nan/inf" not in out
     assert "FAIL  shapes" in out and "ROOT CAUSE config.json: head_dim" in out
-    assert out.rstrip().endswith("FAILED: 7 error(s) from 1 root cause, 0 warning(s), 2 note(s)")
+    assert out.rstrip().endswith("FAILED: 8 error(s) from 1 root cause, 0 warning(s), 2 note(s)")
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "-q", "--level", "header")
     assert code == 0 and len(out.splitlines()) == 2 and "PASSED: 0 error(s)" in out
 
@@ -466,7 +481,7 @@ def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsy
     findings = out.split("#### Findings of failing checks")[1]
     visible, collapsed = findings.split("<details><summary>Notes from passing checks</summary>")
     assert "`config.head-dim/missing`" in visible and "`shapes/mismatch`" in visible
-    assert "`engine.aux-layers/convention-unknown[vllm@0.33.0]`" in collapsed and "`engine.aux-layers" not in visible
+    assert "`config.trainer-release/detected`" in collapsed and "`engine.aux-layers" not in visible
 
 
 # ----- waived findings ------------------------------------------------------------------------------------------
@@ -549,10 +564,11 @@ def test_files_says_why_for_each_case(drafter):
 
 def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
     """A waiver for one engine (or release) waives that result's findings only; the check runs for every engine."""
-    d = drafter("flat")
+    d = drafter("flat", trained=False)  # a SpecForge export: its ids in eagle_config, counted SGLang's way
     del d.config["eagle_aux_hidden_state_layer_ids"]  # vLLM 0.33 reads the top level only: it fails, SGLang passes
     path = d.write()
-    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json"]
+    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json",
+            "--trainer", "specforge@0.2.0"]
 
     def statuses(*skip):
         code, out, err = cli(capsys, *argv, *[a for s in skip for a in ("--skip", s)])

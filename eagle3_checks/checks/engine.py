@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from .. import engines, live
+from ..basis import ASSUMED, KNOWN, READ
 from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
@@ -32,8 +33,30 @@ from ..engines.reading import (
 from ..live import verdict
 from ..live.compare import disagreements, left_unwritten
 from ..numerics import RTOL
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
-from ._common import CONFIG, config_of, engine_captures, live_recording, release, require_complete, unread_layout
+from ..registry import (
+    Context,
+    Finding,
+    NotApplicable,
+    Severity,
+    add,
+    check,
+    error,
+    info,
+    note,
+    refusal_cause,
+    warning,
+)
+from ._common import (
+    CONFIG,
+    config_of,
+    engine_captures,
+    identity_of,
+    live_recording,
+    release,
+    require_complete,
+    trained_of,
+    unread_layout,
+)
 from ._common import served as served_by
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
@@ -66,7 +89,7 @@ def _readings(ctx: Context):
     why = unread_layout(ctx, served)
     if why:
         raise NotApplicable(why)
-    trained = engines.trainer(ctx.ckpt)
+    trained = trained_of(ctx).reading
     if not trained.layout_ok or trained.hidden_size is None:
         raise NotApplicable(f"the trainer's reading cannot run: {'; '.join(trained.refusals)}")
     return served, trained
@@ -214,18 +237,48 @@ def loads(ctx: Context) -> Iterable[Finding]:
 def semantics(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
     _builds_drafter(served)
-    for field in differences(served, trained):
+    possible = trained_of(ctx)
+    fields = list(differences(served, trained))
+    fields += [f for _, other in possible.others for f in differences(served, other) if f not in fields]
+    for field in fields:
         if field == "mla" and _latent_eps_only(served, trained):
             yield _latent_eps_note(served, trained)
             continue
-        yield error(
-            f"{label(served)} reads {field} as {shown(field, served, trained)!r}, the drafter was trained "
-            f"with {shown(field, trained, served)!r}",
+        yield _semantic(ctx, field, served, trained, possible)
+
+
+def _semantic(ctx: Context, field: str, served: Reading, trained: Reading, possible) -> Finding:
+    """The release reads ``field`` otherwise than the drafter was trained: an error when every reading the evidence
+    leaves possible trains it alike (its basis read or recorded), else a warning that states each reading's value and
+    what would settle it."""
+    basis = possible.basis_of(field)
+    values = possible.depends(field)
+    identity = possible.identity
+    engine_basis = engines.known_by(release(ctx)) if ctx.engine else READ
+    said = f"{label(served)} reads {field} as {shown(field, served, trained)!r}"
+    patch = patch_for(field, trained, ctx.ckpt.config_raw or {})
+    fix = remedy(field, trained, served, ctx.ckpt.config_raw or {})
+    if not values:
+        return error(
+            f"{said}, the drafter was trained with {shown(field, trained, served)!r}",
             key=field, expected=f"{shown(field, trained, served)!r} ({trained.sources.get(field, '?')})",
             found=f"{shown(field, served, trained)!r} ({served.sources.get(field, '?')})",
-            why=f"{effect(field)}; {describe_difference(field, served, trained)}",
-            fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
-            patch=patch_for(field, trained, ctx.ckpt.config_raw or {}), code=field.replace("_", "-"))
+            why=f"{effect(field)}; {describe_difference(field, served, trained)}", fix=fix, patch=patch,
+            code=field.replace("_", "-"), basis=engine_basis)
+    mine = shown(field, served, trained)
+    agree = [who for who, v in values.items() if repr(v) == repr(mine)]
+    listing = "; ".join(f"{who}: {v!r}" for who, v in values.items())
+    return warning(
+        f"{said}; what the drafter was trained with depends on who trained it, which the evidence does not settle "
+        f"({listing})" + (f": served as trained only if {' or '.join(agree)} trained it" if agree else
+                         ": no reading the evidence leaves possible matches it"),
+        key=field, expected=f"the value it was trained with ({listing})",
+        found=f"{mine!r} ({served.sources.get(field, '?')})", basis=basis,
+        rests_on=f"who trained it: {identity.how}", settle=f"{identity.settle}; or --data "
+        "(acceptance.trained-with decides from the weights)",
+        why=f"{effect(field)}; {describe_difference(field, served, trained)}",
+        fix=f"{fix} (not applied by fix until who trained it is known: {identity.settle})", patch=patch,
+        code=field.replace("_", "-"))
 
 
 def _latent_eps_only(served: Reading, trained: Reading) -> bool:
@@ -271,6 +324,8 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
     codes={
         "default-matches": note("no ids where the release reads them, but its default captures the trained layers"),
         "ids-not-read": "the ids are not where the release reads them: it captures its default layers",
+        "default-undecided": "no ids where the release reads them, and which layers the drafter was trained on is "
+        "not known: whether its default layers are those is not known either",
         "no-ids": "no ids at all: the release captures its default layers",
         "count-mismatch": "the release captures another number of layers than fc takes",
         "target-dependent": "what the release captures depends on the target (pass --target-config)",
@@ -282,11 +337,23 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
     },
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
+    target = engines.target_of(ctx.ckpt, ctx.target)
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target,
+                                  identity_of(ctx))
+    for f in _aux_layers(ctx, trained):
+        if trained.basis in KNOWN or f.code in ("count-mismatch", "beyond-last-layer", "no-ids"):
+            yield f
+        else:  # the trained layers rest on an inferred convention: at most a warning, saying what settles it
+            yield dataclasses.replace(f, basis=trained.basis, rests_on=f"how the trainer counted: {trained.how}",
+                                      settle="--aux-convention vllm or sglang, --trainer or --source",
+                                      severity=Severity.WARNING if f.severity is Severity.ERROR else f.severity)
+
+
+def _aux_layers(ctx: Context, trained: engines.TrainedAux) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
     _builds_drafter(served)
     profile, target = engines.profile(release(ctx)), engines.target_of(ctx.ckpt, ctx.target)
-    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target)
     ids, layers = served.aux_layer_ids, trained.layers
     right, patch, key, fix = _where_ids_go(profile, layers, target, trained)
     if ids is None:
@@ -296,6 +363,16 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                        f"{default.rule}, which captures the layers the drafter was trained on {list(layers)}",
                        code="default-matches",
                        file=CONFIG, key=key, fix="write the ids where the engine reads them anyway", patch=patch)
+        elif trained.ids and layers is None:  # what it was trained on is not known: neither is whether it matters
+            yield warning(f"{eng} finds no aux-layer ids where it reads them and falls back to {default.rule}; the "
+                          f"config has {trained.ids} ({trained.field}), and which layers the drafter was trained on "
+                          f"is not known ({trained.how})", file=CONFIG, key=key,
+                          expected=f"ids in {profile.reads_ids}", found=served.sources["aux_layer_ids"],
+                          basis=ASSUMED, rests_on=f"how the trainer counted: {trained.how}",
+                          settle="--aux-convention vllm or sglang, --trainer or --source (and --target-config)",
+                          why=f"{eng} captures its default layers, which need not be the ones the drafter was "
+                          "trained on (vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
+                          fix=_no_ids_fix(eng, trained, target, profile), code="default-undecided")
         elif trained.ids:
             yield error(f"{eng} finds no aux-layer ids where it reads them; the config has {trained.ids} "
                         f"({trained.field})", file=CONFIG, key=key, expected=f"ids in {profile.reads_ids}",

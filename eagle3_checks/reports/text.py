@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from .. import __version__
+from ..basis import KNOWN
 from ..gate import FAILED, PASSED, SKIPPED, WAIVED, WARNED, CheckResult, GateResult
 from ..registry import Finding, Severity, describe_op
 from .causes import Causes, group
@@ -45,14 +46,20 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None,
     out = [f"{indent}{marker} {f.message}"]
     if f.code:
         out.append(f"{indent}  {'code:':<10}{f.code}")
+    if f.basis:
+        out.append(f"{indent}  {'basis:':<10}{f.basis}")
     if f.waived is not None:
         out.append(f"{indent}  {'waived:':<10}{f.waived} (--waive)")
     if brief:
         return out
     width = 100
-    patch = "; ".join(describe_op(op) for op in f.patch) + " (eagle3-checks fix applies it)" if f.patch else None
+    applies = "eagle3-checks fix applies it" if f.basis in KNOWN else "not applied by eagle3-checks fix until the " \
+        "premise is stated"
+    patch = "; ".join(describe_op(op) for op in f.patch) + f" ({applies})" if f.patch else None
+    repair = f"{f.repair} ({applies})" if f.repair else None
     for label, value in (("file", f.file), ("key", f.key), ("expected", f.expected), ("found", f.found),
-                         ("why", f.why), ("fix", f.fix), ("patch", patch)):
+                         ("rests on", f.rests_on), ("settle", f.settle), ("why", f.why), ("fix", f.fix),
+                         ("patch", patch), ("repair", repair)):
         if value is None or (label == "key" and value in f.message) or (label == "file" and value in f.message):
             continue
         if label in ("why", "fix") and previous is not None and getattr(previous, label) == value:

@@ -29,6 +29,10 @@ from ..errors import UsageError
 from .safetensors import FileHeader, Problem, TensorEntry, json_type, read_header
 
 CONFIG = "config.json"
+# The config the trainer saved, when another config.json was written for serving: eagle3-checks convert keeps the
+# speculators original under this name beside the flat one, and users copy it there by hand (the seeds' Kimi-K2.5
+# drafter). Read like config.json (JSON only, never executed); it is evidence of who trained the weights.
+BESIDE_CONFIGS = ("config_speculators.json",)
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 BIN = "pytorch_model.bin"
@@ -54,6 +58,12 @@ class CheckpointFiles:
     # why the weights' bytes are not readable here (a Hub checkpoint opened from its headers): the scan and forward
     # levels skip with this note
     weights_elsewhere: str | None = None
+    # the names in the folder (a Hub checkpoint: the files looked up), and the trainer's own config saved beside
+    # config.json (BESIDE_CONFIGS: name -> its JSON object; unreadable ones are left out, with the reason in
+    # ``beside_problems``). Neither is a problem of the checkpoint: they are evidence of its trainer.
+    names: list[str] = field(default_factory=list)
+    beside: dict[str, dict] = field(default_factory=dict)
+    beside_problems: dict[str, str] = field(default_factory=dict)
 
     @property
     def weight_files(self) -> list[str]:
@@ -153,6 +163,7 @@ def build(ckpt: CheckpointFiles, root: Path, children: list[str], st_files: list
     """Fill ``ckpt`` from the files ``children`` names in ``root`` (a directory, or a Hub snapshot whose weight
     files ``ckpt`` reads by range)."""
     _read_config(ckpt, root, children)
+    _read_beside(ckpt, root, children)
     _read_weights(ckpt, root, children, st_files)
     return ckpt
 
@@ -247,6 +258,22 @@ def _read_config(ckpt: CheckpointFiles, root: Path, children: list[str]) -> None
                  expected="a JSON object", found=json_type(raw))
         return
     ckpt.config_raw = raw
+
+
+def _read_beside(ckpt: CheckpointFiles, root: Path, children: list[str]) -> None:
+    """The folder's names, and each trainer config saved beside config.json that parses as a JSON object."""
+    ckpt.names = list(children)
+    for name in BESIDE_CONFIGS:
+        if name not in children:
+            continue
+        ok, why = _is_file(root / name)
+        scratch = CheckpointFiles(path=root, display=ckpt.display)  # its problems are not the checkpoint's
+        raw = _read_json(scratch, root / name, name) if ok else _UNUSABLE
+        if isinstance(raw, dict):
+            ckpt.beside[name] = raw
+        else:
+            ckpt.beside_problems[name] = (why or (scratch.problems[0].message if scratch.problems else
+                                                  f"is a JSON {json_type(raw)}, not an object"))
 
 
 def _read_weights(ckpt: CheckpointFiles, root: Path, children: list[str], st_files: list[str]) -> None:

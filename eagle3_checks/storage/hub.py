@@ -33,7 +33,18 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import INSTALL, UsageError
-from .folder import BIN, BIN_INDEX, CONFIG, INDEX, SINGLE, CheckpointFiles, build, locate, read_folder
+from .folder import (
+    BESIDE_CONFIGS,
+    BIN,
+    BIN_INDEX,
+    CONFIG,
+    INDEX,
+    SINGLE,
+    CheckpointFiles,
+    build,
+    locate,
+    read_folder,
+)
 from .safetensors import FileHeader, TensorEntry, read_header
 
 PREFIX = "hf://"
@@ -535,7 +546,12 @@ def read_hub(spec: str, *, revision: str | None = None, download: bool = False, 
         if config is None:
             raise UsageError(f"{ref}: holds neither {CONFIG} nor {SINGLE}, {INDEX} or {BIN} at revision "
                              f"{repo.revision} (404 for each); is this a drafter checkpoint repository?")
-    children = [n for n, present in ((CONFIG, config), (INDEX, index), (SINGLE, single)) if present is not None]
+    # the trainer's own config beside config.json: asked of the Hub once (a 404 is remembered in the cache), read
+    # from the cache only when offline (it is optional: no error when it was never fetched)
+    beside = [(name, repo.cached(name) if repo.offline else repo.file(name)) for name in BESIDE_CONFIGS] \
+        if config is not None else []
+    children = [n for n, present in ((CONFIG, config), (INDEX, index), (SINGLE, single), *beside)
+                if present is not None]
     st_files = [SINGLE] if single is not None else []
     ckpt = HubFiles(path=repo.snapshot, display=str(ref), hub=repo)
     build(ckpt, repo.snapshot, children, st_files)
