@@ -31,7 +31,7 @@ from .gate import (
     load_target,
     load_target_checkpoint,
     parse_options,
-    resolve_reference,
+    reference_for,
     run_gate,
     split_target,
     unknown_check,
@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", metavar="A")
     p.add_argument("reference", metavar="B")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
+                   help=f"the engine releases whose computation a semantic difference states, when A is a checkpoint "
+                   f"(repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--format", choices=("text", "json"), default="text")
     _hub_options(p, download=False)
 
@@ -488,7 +491,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     cand, cand_ck = _as_spec(args.candidate, "A", args.revision)
     ref, ref_ck = _as_spec(args.reference, "B", args.revision)
-    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict)  # the codes and root causes check gives
+    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict,  # the codes and root causes check gives
+                     releases=resolve(args.engine).specs)
     _write(render_diff_json(report, args.candidate, args.reference) if args.format == "json" else
            render_diff_text(report, args.candidate, ref.name))
     return int(report.failed)
@@ -663,9 +667,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ckpt = open_checkpoint(paths[layout])
             if stable:
                 ckpt.display = EXAMPLE_DIRS[layout]
-            reference, note = resolve_reference(options.reference, ckpt)
-            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note,
-                                    target=load_target(str(target))))
+            target_config = load_target(str(target))
+            reference, note = reference_for(options.reference, ckpt, target_config)
+            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note, target=target_config))
         _write(_render(args, results))
         return max(r.exit_code for r in results)
 

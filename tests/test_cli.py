@@ -11,6 +11,7 @@ import pytest
 import helpers
 from eagle3_checks import __version__
 from eagle3_checks.cli import main
+from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.gate import all_checks
 
 
@@ -45,7 +46,8 @@ def test_check_json_and_markdown(drafter, capsys):
     data = json.loads(out)
     assert code == 1 and data["schema_version"] == 1 and data["exit_code"] == 1
     report = data["checkpoints"][0]
-    assert report["layout"] == "speculators" and report["reference"] == "tiny-example"
+    # auto picks the demo's spec for the demo's checkpoint only: this one lacks a field the spec records
+    assert report["layout"] == "speculators" and report["reference"] is None
     by_id = {c["id"]: c for c in report["checks"]}
     # the acceptance level runs with --data; engine.live with --engine NAME@installed
     assert set(by_id) == {c.id for c in all_checks() if c.level != "acceptance" and not c.live_only}
@@ -212,6 +214,37 @@ def test_diff(drafter, capsys):
     assert code == 1 and data["exit_code"] == 1
     assert any("fc.weight: shape [64, 192], aq-medai-kimi-k2-eagle3 has [7168, 21504]" == f["message"]
                for f in data["findings"])
+
+
+def test_diff_compares_aux_ids_by_the_layers_they_select(drafter, tmp_path, capsys):
+    """A speculators drafter's ids [1, 3, 5] count vLLM's way (the inputs of layers 1, 3, 5: the outputs of 0, 2, 4);
+    a reference counted SGLang's way selects those layers with [0, 2, 4]. diff compared the numbers."""
+    from eagle3_checks.drafter.spec import snapshot
+
+    path = drafter("speculators").write()
+    spec = snapshot(open_checkpoint(path), "sglang-counted")
+    spec.aux_convention, spec.aux_convention_note = "sglang", "stated for this test"
+    for ids, codes in (([0, 2, 4], []), ([1, 3, 5], ["reference.diff/aux-convention"])):
+        spec.config["aux_layer_ids"] = ids
+        (tmp_path / "ref.json").write_text(spec.dumps())
+        code, out, _ = cli(capsys, "diff", path, tmp_path / "ref.json", "--format", "json")
+        found = [f for f in json.loads(out)["findings"] if f["code"].startswith("reference.diff/aux")]
+        assert code == 0 and [f["code"] for f in found] == codes, found
+    assert found[0]["basis"] == "inferred" and "--aux-convention" in found[0]["settle"]
+    assert "capture the outputs of target layers [0, 2, 4]" in found[0]["message"]
+    assert "capture layers [1, 3, 5]" in found[0]["message"]
+
+
+def test_diff_states_what_each_engine_computes_with_a_semantic_value(drafter, capsys):
+    d = drafter("flat")
+    d.config["rms_norm_eps"] = 1e-5
+    code, out, _ = cli(capsys, "diff", d.write(), "tiny-example", "--engine", "vllm,sglang", "--format", "json")
+    (f,) = [f for f in json.loads(out)["findings"] if f["code"] == "reference.diff/semantic"]
+    assert code == 0 and f["severity"] == "warning" and f["basis"] == "read"
+    assert "vllm 0.33.0 computes with rms_norm_eps 1e-05" in f["why"] and "sglang 0.5.23 computes with " \
+        "rms_norm_eps 1e-05" in f["why"]
+    code, _, _ = cli(capsys, "diff", d.root, "tiny-example", "--strict")
+    assert code == 1  # a warning fails under --strict
 
 
 def test_list_and_version(capsys):

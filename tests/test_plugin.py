@@ -48,10 +48,10 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
     helpers.inject(d, "d2t-missing")
     path = d.write()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "-p", "no:cacheprovider")
-    # keys fails, and so do vLLM's loads (it builds a d2t no tensor fills: zeros) and the diff against the shipped
-    # tiny spec that --eagle3-reference=auto picks; the forward check has no trained mapping to compare with and
-    # skips, saying so.
-    result.assert_outcomes(failed=3, passed=N_CHECKS - 8, skipped=5)
+    # keys fails, and so does vLLM's loads (it builds a d2t no tensor fills: zeros); --eagle3-reference=auto picks
+    # the shipped tiny spec for the demo's own checkpoint only, which this no longer is, so the diff skips; the
+    # forward check has no trained mapping to compare with and skips, saying so.
+    result.assert_outcomes(failed=2, passed=N_CHECKS - 8, skipped=6)
     result.stdout.fnmatch_lines([
         f"*eagle3 {path.name}::keys*",
         "*ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)*",
@@ -63,8 +63,7 @@ def test_failure_prints_the_finding_not_a_traceback(pytester, drafter, monkeypat
     assert failures.count("ERROR: d2t is missing") == 1 and summary.count("ERROR: d2t is missing") == 1
     # At the terminal the line is cut to its width; in CI it is whole.
     keys_line = "ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)" if ci else "ERROR: d2t is missing*"
-    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - {keys_line}",
-                                 f"FAILED eagle3-checks::{path.name}::reference.diff - ERROR: d2t: only *"])
+    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::{path.name}::keys - {keys_line}"])
     assert result.ret == 1
 
 
