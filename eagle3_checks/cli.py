@@ -538,10 +538,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
         _write(table(registered))
         return 0
-    width = max(len(c.id) for c in registered)
+    width, levels = max(len(c.id) for c in registered), max(len(c.level) for c in registered)
     for c in registered:
         needs = f"  [needs {', '.join(c.needs)}]" if c.needs else ""
-        _write(f"{c.id:<{width}}  {c.level:<7} {c.title}{needs}\n")
+        _write(f"{c.id:<{width}}  {c.level:<{levels}}  {c.title}{needs}\n")
     return 0
 
 

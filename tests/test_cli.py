@@ -247,6 +247,16 @@ def test_diff_states_what_each_engine_computes_with_a_semantic_value(drafter, ca
     assert code == 1  # a warning fails under --strict
 
 
+def test_list_rows_are_aligned(capsys):
+    """The level column was padded to 7 ("forward"): the acceptance rows' titles started one column off, and the
+    forward row's had a single space."""
+    code, out, _ = cli(capsys, "list")
+    rows = out.splitlines()
+    starts = {row.index(c.title) for row, c in zip(rows, all_checks(), strict=True)}
+    assert code == 0 and len(starts) == 1, starts
+    assert all(row[next(iter(starts)) - 2:next(iter(starts))] == "  " for row in rows)
+
+
 def test_list_and_version(capsys):
     code, out, _ = cli(capsys, "list")
     assert code == 0

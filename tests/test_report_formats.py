@@ -122,6 +122,13 @@ def test_a_lost_head_dim_is_one_root_cause_in_the_text_report(no_head_dim, capsy
     assert "FAILED: 6 error(s) from 1 root cause, 1 warning(s)" in out
 
 
+def test_a_root_cause_counts_its_findings_and_checks_in_words_that_agree(drafter, capsys):
+    """"(15 findings in 1 checks)": one check is a check."""
+    code, out, _ = cli(capsys, "diff", drafter("flat").write(), "aq-medai-kimi-k2-eagle3")
+    assert code == 1 and "ROOT CAUSE config.json: hidden_size (15 findings in 1 check)" in out, out[:400]
+    assert "checks)" not in out.split("ROOT CAUSE config.json: hidden_size", 1)[1].splitlines()[0]
+
+
 def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
     code, out, _ = cli(capsys, "check", no_head_dim, *TINY, "--format", "json")
     report = json.loads(out)["checkpoints"][0]

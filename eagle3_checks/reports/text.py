@@ -71,8 +71,9 @@ def cause_lines(causes: Causes, indent: str = "  ", style: Style = PLAIN) -> lis
     out: list[str] = []
     previous = None
     for c in causes.groups:
-        out.append(f"{indent}{style('ROOT CAUSE', 'bold')} {style(c.key, 'bold')} ({len(c.findings)} findings "
-                   f"in {len({f.check for f in c.findings})} checks)")
+        n, checks = len(c.findings), len({f.check for f in c.findings})
+        out.append(f"{indent}{style('ROOT CAUSE', 'bold')} {style(c.key, 'bold')} ({n} finding{'s' if n != 1 else ''} "
+                   f"in {checks} check{'s' if checks != 1 else ''})")
         out.extend(finding_lines(c.finding, indent + "      ", previous, style=style))
         previous = c.finding
         wrapped = textwrap.wrap(f"also affects: {c.also_affects()}", width=100 - len(indent) - 8,
