@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .convert import TARGETS as CONVERT_TARGETS
 from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
 from .drafter.expected import fmt_shape
@@ -215,11 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
-    p.add_argument("--to", required=True, choices=ENGINE_NAMES,
-                   help="vllm/sglang/llamacpp: the flat layout (midlayer.*, top-level config, eagle_config); "
-                   "speculators: "
-                   "layers.N.* and a nested config; verified against the engine's newest modelled (or installed) "
-                   "release")
+    written = ", ".join(CONVERT_TARGETS)
+    p.add_argument("--to", required=True, metavar="{" + ",".join(CONVERT_TARGETS) + "}",
+                   help=f"the engine to write for ({written}): vllm/sglang/llamacpp the flat layout (midlayer.*, "
+                   "top-level config, eagle_config), speculators layers.N.* and a nested config; verified against the "
+                   "engine's newest modelled (or installed) release. "
+                   f"{', '.join(n for n in ENGINE_NAMES if n not in CONVERT_TARGETS)} read one of these layouts: "
+                   "eagle3-checks recipe --engine NAME gives their launch")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: the written drafter "
                    "must fit it (vocabulary, aux ids, hidden size); its name and architectures go into a speculators "

@@ -94,6 +94,26 @@ def test_fuzz_our_own_converter_passes():
 
 # ----- the command, and what it keeps -----------------------------------------------------------------------------
 
+def test_convert_help_offers_only_the_layouts_it_writes(drafter, tmp_path, capsys):
+    """--help offered --to trtllm, lmdeploy and mlx, which always ended in a usage error: convert writes for the
+    engines whose profile converts (vllm, sglang, llamacpp: flat; speculators), and the others read one of those."""
+    import re
+
+    from eagle3_checks.engines import PROFILES
+
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    out = capsys.readouterr().out
+    offered = re.search(r"--to \{([^}]*)\}", out).group(1).split(",")
+    assert offered == list(dict.fromkeys(p.name for p in PROFILES if p.converts_to))
+    assert {"trtllm", "lmdeploy", "mlx"}.isdisjoint(offered)
+    src = drafter("flat").write()
+    for name in ("trtllm", "lmdeploy", "mlx"):  # not offered, and refused saying where its launch comes from
+        assert main(["convert", str(src), str(tmp_path / name), "--to", name]) == 2
+        assert f"eagle3-checks recipe --engine {name}" in capsys.readouterr().err
+        assert not (tmp_path / name).exists()
+
+
 def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
     src = drafter("speculators").write()
     code = main(["convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--shift-aux-ids"])
