@@ -29,6 +29,7 @@ from .gate import (
     acceptance_thresholds,
     all_checks,
     gate,
+    gate_checkpoint,
     load_target,
     load_target_checkpoint,
     parse_options,
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dst", metavar="DST")
     _gate_options(p)
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="the report on DST")
+    _report_options(p)  # the report on DST, as check reports
 
     p = sub.add_parser("recipe", help="the launch that serves a drafter as trained on one engine release, with its "
                        "preconditions checked")
@@ -308,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"engine releases to judge (default {DEFAULT_ENGINE}; more than one prints a compatibility "
                    f"matrix): {choices()}")
     _report_options(p)
+    for command in sub.choices.values():  # a usage error of a command shows that command's usage (see main)
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -554,6 +557,15 @@ def cmd_fix(args: argparse.Namespace) -> int:
     options = _parse_gate_options(args)
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="fix copies the weights")
+    source = open_checkpoint(src)  # not a checkpoint at all: exit 2, as check
+    if source.config_raw is None or not source.complete or source.problems:
+        # a checkpoint whose files cannot be read is what check reports: its findings and exit code, nothing written
+        source.display = args.src
+        result = gate_checkpoint(source, options)
+        print(f"eagle3-checks fix: {args.src}: nothing written: its files or config.json cannot be read, and fix "
+              "edits config.json only (the findings below)", file=sys.stderr)
+        _write(_render(args, [result]))
+        return result.exit_code
     done = fix(src, args.dst, options, force=args.force)
     assert done.result is not None  # fix() gates the fixed checkpoint
     lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"]
@@ -562,10 +574,10 @@ def cmd_fix(args: argparse.Namespace) -> int:
     left = done.left
     lines.append(f"left: {len(left)} finding(s) that no config edit fixes" if left else "left: nothing")
     if args.format == "text":
-        _write("\n".join(lines) + "\n\n" + RENDERERS["text"]([done.result]))
+        _write("\n".join(lines) + "\n\n" + _render(args, [done.result]))
     else:
         sys.stderr.write("\n".join(lines) + "\n")
-        _write(RENDERERS[args.format]([done.result]))
+        _write(_render(args, [done.result]))
     return done.result.exit_code
 
 
@@ -819,7 +831,9 @@ COMMANDS = {"accept": cmd_accept, "recipe": cmd_recipe,
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # the command's usage, not the program's: `fix SRC DST -x` shows fix's options
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         if not args.command:
             parser.print_help(sys.stderr)
             return 2

@@ -247,6 +247,49 @@ def test_diff_states_what_each_engine_computes_with_a_semantic_value(drafter, ca
     assert code == 1  # a warning fails under --strict
 
 
+def test_fix_takes_the_report_options_check_takes(drafter, tmp_path, capsys):
+    """fix -q was a usage error (the program's usage, not fix's); --color too."""
+    d = drafter("flat")
+    del d.config["head_dim"]
+    src = d.write()
+    code, out, err = cli(capsys, "fix", src, tmp_path / "fixed", "-q", "--color", "always")
+    assert code == 0, err
+    assert "\x1b[" in out and "PASS  " not in out  # colour, and the quiet report (failures and verdict only)
+    assert out.startswith(f"wrote {tmp_path / 'fixed'}: 1 config edit(s)")
+
+
+def test_a_command_usage_error_shows_that_commands_usage(drafter, tmp_path, capsys):
+    for argv, usage in ((["fix", drafter("flat").write(), tmp_path / "out", "--bogus"], "usage: eagle3-checks fix "),
+                        (["check", tmp_path, "-x"], "usage: eagle3-checks check ")):
+        with pytest.raises(SystemExit) as exc:
+            main([str(a) for a in argv])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.startswith(usage), err[:200]
+        assert "unrecognized arguments: " in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("breakage", ["truncated", "config-unreadable"])
+def test_fix_exits_as_check_does_on_a_checkpoint_that_cannot_be_read(drafter, tmp_path, capsys, breakage):
+    """docs/gate.md: one set of exit codes. check reports a truncated file or an unreadable config.json as files
+    findings (exit 1); fix said "cannot be read as a checkpoint" and exited 2. Now it reports what check reports,
+    exits with check's code, and writes nothing."""
+    src = drafter("flat").write()
+    if breakage == "truncated":
+        weights = src / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:-100])
+    else:
+        (src / "config.json").write_text("{")
+    checked, out, _ = cli(capsys, "check", src, "--format", "json")
+    fixed, fixed_out, err = cli(capsys, "fix", src, tmp_path / "out", "--format", "json")
+    assert checked == fixed == 1 and "nothing written" in err and not (tmp_path / "out").exists()
+    codes = {f["code"] for c in json.loads(fixed_out)["checkpoints"][0]["checks"] for f in c["findings"]}
+    assert codes == {f["code"] for c in json.loads(out)["checkpoints"][0]["checks"] for f in c["findings"]}
+    assert any(code.startswith("files/") for code in codes)
+    # not a checkpoint at all: a usage error for both
+    assert cli(capsys, "check", tmp_path)[0] == cli(capsys, "fix", tmp_path, tmp_path / "out2")[0] == 2
+
+
 def test_list_rows_are_aligned(capsys):
     """The level column was padded to 7 ("forward"): the acceptance rows' titles started one column off, and the
     forward row's had a single space."""
