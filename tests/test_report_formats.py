@@ -472,6 +472,30 @@ def test_quiet_shows_the_failures_and_the_verdict(no_head_dim, drafter, capsys):
     assert code == 0 and len(out.splitlines()) == 2 and "PASSED: 0 error(s)" in out
 
 
+def test_quiet_reports_a_repeated_per_tensor_warning_once_with_a_count(drafter, capsys):
+    """A freshly initialised drafter (every matrix normal(0, 0.02), transformers' initializer_range): scan.values
+    warns "untrained" for each of its ten matrices; --quiet printed the ten in full. Now once, with the count and
+    where the others are."""
+    import numpy as np
+
+    from eagle3_checks.storage.safetensors import from_numpy
+
+    d = drafter("flat")
+    rng = np.random.default_rng(1)
+    for name, t in list(d.tensors.items()):
+        if t.dtype == "BF16" and len(t.shape) == 2:
+            d.tensors[name] = from_numpy(rng.normal(0, 0.02, t.shape).astype(np.float32), "BF16")
+    path = d.write()
+    code, full, _ = cli(capsys, "check", path, "--level", "scan")
+    quiet_code, quiet, _ = cli(capsys, "check", path, "--level", "scan", "--quiet")
+    untrained = [line for line in full.splitlines() if "WARNING:" in line and "its statistics match" in line]
+    assert code == quiet_code == 0 and len(untrained) == 10
+    assert sum("WARNING:" in line and "its statistics match" in line for line in quiet.splitlines()) == 1
+    assert "and:      9 more scan.values/untrained warnings like it (10 in all): " in quiet
+    assert quiet.count("code:     scan.values/untrained") == 1 and full.count("code:     scan.values/untrained") == 10
+    assert "PASSED: 0 error(s), 10 warning(s)" in quiet  # the verdict still counts every one
+
+
 def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsys):
     code, out, _ = cli(capsys, "check", no_head_dim, "--format", "markdown", "--level", "header")
     findings = out.split("#### Findings of failing checks")[1]
