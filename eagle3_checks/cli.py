@@ -593,6 +593,8 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         return 0 if done.passed else 1
     lines = [f"# {done.spec.replace('@', ' ')}: the launch that serves {args.ckpt} as trained", *done.launch.commands,
              "", "# why:", *(f"#   {note}" for note in done.launch.notes)]
+    if done.target_note:
+        lines.append(f"#   {done.target_note}")
     if done.unknown_layers:
         lines.append(f"#   the trained layers are unknown: {done.unknown_layers}")
     if done.passed:
