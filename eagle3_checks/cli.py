@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .convert import TARGETS as CONVERT_TARGETS
 from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
 from .drafter.expected import fmt_shape
@@ -51,6 +50,8 @@ from .storage.folder import unique_paths, within
 from .storage.hub import is_hub, local_dir, locate_any
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
+# The engines convert writes for: the profiles that convert (convert.TARGETS, which the header path does not import)
+CONVERT_TARGETS = tuple(dict.fromkeys(p.name for p in PROFILES if p.converts_to))
 DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 

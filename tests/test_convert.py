@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from eagle3_checks.cli import main
-from eagle3_checks.convert import ConvertRefused, convert
+from eagle3_checks.convert import TARGETS, ConvertRefused, convert
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.drafter.spec import semantic_config
@@ -105,7 +105,7 @@ def test_convert_help_offers_only_the_layouts_it_writes(drafter, tmp_path, capsy
         main(["convert", "--help"])
     out = capsys.readouterr().out
     offered = re.search(r"--to \{([^}]*)\}", out).group(1).split(",")
-    assert offered == list(dict.fromkeys(p.name for p in PROFILES if p.converts_to))
+    assert offered == list(dict.fromkeys(p.name for p in PROFILES if p.converts_to)) == list(TARGETS)
     assert {"trtllm", "lmdeploy", "mlx"}.isdisjoint(offered)
     src = drafter("flat").write()
     for name in ("trtllm", "lmdeploy", "mlx"):  # not offered, and refused saying where its launch comes from
