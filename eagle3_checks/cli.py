@@ -28,10 +28,11 @@ from .gate import (
     acceptance_thresholds,
     all_checks,
     gate,
+    gate_checkpoint,
     load_target,
     load_target_checkpoint,
     parse_options,
-    resolve_reference,
+    reference_for,
     run_gate,
     split_target,
     unknown_check,
@@ -49,6 +50,8 @@ from .storage.folder import unique_paths, within
 from .storage.hub import is_hub, local_dir, locate_any
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
+# The engines convert writes for: the profiles that convert (convert.TARGETS, which the header path does not import)
+CONVERT_TARGETS = tuple(dict.fromkeys(p.name for p in PROFILES if p.converts_to))
 DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
@@ -219,11 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
-    p.add_argument("--to", required=True, choices=ENGINE_NAMES,
-                   help="vllm/sglang/llamacpp: the flat layout (midlayer.*, top-level config, eagle_config); "
-                   "speculators: "
-                   "layers.N.* and a nested config; verified against the engine's newest modelled (or installed) "
-                   "release")
+    written = ", ".join(CONVERT_TARGETS)
+    p.add_argument("--to", required=True, metavar="{" + ",".join(CONVERT_TARGETS) + "}",
+                   help=f"the engine to write for ({written}): vllm/sglang/llamacpp the flat layout (midlayer.*, "
+                   "top-level config, eagle_config), speculators layers.N.* and a nested config; verified against the "
+                   "engine's newest modelled (or installed) release. "
+                   f"{', '.join(n for n in ENGINE_NAMES if n not in CONVERT_TARGETS)} read one of these layouts: "
+                   "eagle3-checks recipe --engine NAME gives their launch")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: the written drafter "
                    "must fit it (vocabulary, aux ids, hidden size); its name and architectures go into a speculators "
@@ -249,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dst", metavar="DST")
     _gate_options(p)
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="the report on DST")
+    _report_options(p)  # the report on DST, as check reports
 
     p = sub.add_parser("recipe", help="the launch that serves a drafter as trained on one engine release, with its "
                        "preconditions checked")
@@ -286,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", metavar="A")
     p.add_argument("reference", metavar="B")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
+                   help=f"the engine releases whose computation a semantic difference states, when A is a checkpoint "
+                   f"(repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--format", choices=("text", "json"), default="text")
     _hub_options(p, download=False)
 
@@ -308,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"engine releases to judge (default {DEFAULT_ENGINE}; more than one prints a compatibility "
                    f"matrix): {choices()}")
     _report_options(p)
+    for command in sub.choices.values():  # a usage error of a command shows that command's usage (see main)
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -495,7 +505,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     cand, cand_ck = _as_spec(args.candidate, "A", args.revision)
     ref, ref_ck = _as_spec(args.reference, "B", args.revision)
-    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict)  # the codes and root causes check gives
+    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict,  # the codes and root causes check gives
+                     releases=resolve(args.engine).specs)
     _write(render_diff_json(report, args.candidate, args.reference) if args.format == "json" else
            render_diff_text(report, args.candidate, ref.name))
     return int(report.failed)
@@ -541,10 +552,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
         _write(table(registered))
         return 0
-    width = max(len(c.id) for c in registered)
+    width, levels = max(len(c.id) for c in registered), max(len(c.level) for c in registered)
     for c in registered:
         needs = f"  [needs {', '.join(c.needs)}]" if c.needs else ""
-        _write(f"{c.id:<{width}}  {c.level:<7} {c.title}{needs}\n")
+        _write(f"{c.id:<{width}}  {c.level:<{levels}}  {c.title}{needs}\n")
     return 0
 
 
@@ -554,6 +565,15 @@ def cmd_fix(args: argparse.Namespace) -> int:
     options = _parse_gate_options(args)
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="fix copies the weights")
+    source = open_checkpoint(src)  # not a checkpoint at all: exit 2, as check
+    if source.config_raw is None or not source.complete or source.problems:
+        # a checkpoint whose files cannot be read is what check reports: its findings and exit code, nothing written
+        source.display = args.src
+        result = gate_checkpoint(source, options)
+        print(f"eagle3-checks fix: {args.src}: nothing written: its files or config.json cannot be read, and fix "
+              "edits config.json only (the findings below)", file=sys.stderr)
+        _write(_render(args, [result]))
+        return result.exit_code
     done = fix(src, args.dst, options, force=args.force)
     assert done.result is not None  # fix() gates the fixed checkpoint (SRC, when it wrote nothing)
     if done.applied:
@@ -569,10 +589,10 @@ def cmd_fix(args: argparse.Namespace) -> int:
     left = done.left
     lines.append(f"left: {len(left)} finding(s) that no known fix removes" if left else "left: nothing")
     if args.format == "text":
-        _write("\n".join(lines) + "\n\n" + RENDERERS["text"]([done.result]))
+        _write("\n".join(lines) + "\n\n" + _render(args, [done.result]))
     else:
         sys.stderr.write("\n".join(lines) + "\n")
-        _write(RENDERERS[args.format]([done.result]))
+        _write(_render(args, [done.result]))
     return done.result.exit_code
 
 
@@ -588,6 +608,8 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         return 0 if done.passed else 1
     lines = [f"# {done.spec.replace('@', ' ')}: the launch that serves {args.ckpt} as trained", *done.launch.commands,
              "", "# why:", *(f"#   {note}" for note in done.launch.notes)]
+    if done.target_note:
+        lines.append(f"#   {done.target_note}")
     if done.unknown_layers:
         lines.append(f"#   the trained layers are unknown: {done.unknown_layers}")
     if done.passed:
@@ -677,9 +699,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ckpt = open_checkpoint(paths[layout])
             if stable:
                 ckpt.display = EXAMPLE_DIRS[layout]
-            reference, note = resolve_reference(options.reference, ckpt)
-            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note,
-                                    target=load_target(str(target))))
+            target_config = load_target(str(target))
+            reference, note = reference_for(options.reference, ckpt, target_config)
+            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note, target=target_config))
         _write(_render(args, results))
         return max(r.exit_code for r in results)
 
@@ -826,7 +848,9 @@ COMMANDS = {"accept": cmd_accept, "recipe": cmd_recipe,
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # the command's usage, not the program's: `fix SRC DST -x` shows fix's options
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         if not args.command:
             parser.print_help(sys.stderr)
             return 2

@@ -22,7 +22,16 @@ from .basis import ASSUMED, BASES, KNOWN, MEASURED, READ, RECORDED
 from .drafter.checkpoint import Checkpoint, open_any
 from .drafter.config_values import TargetConfig, read_target_config
 from .drafter.spec import Spec, resolve_reference
-from .engines import AUX_CONVENTIONS, ENGINE_NAMES, TRAINERS, identify, known_by, trainer_said, version_key
+from .engines import (
+    AUX_CONVENTIONS,
+    ENGINE_NAMES,
+    TRAINERS,
+    identify,
+    known_by,
+    named_verifier,
+    trainer_said,
+    version_key,
+)
 from .engines import resolve as resolve_engines
 from .errors import UsageError
 from .live import CannotJudge
@@ -157,6 +166,12 @@ def load_target_checkpoint(path: str | os.PathLike,
     return load_target(root, "--target"), TargetEmbedding(str(path), root=root)
 
 
+def reference_for(option: str, ckpt: Checkpoint, target: TargetConfig | None) -> tuple[Spec | None, str]:
+    """``--reference`` as a spec (see :func:`resolve_reference`): auto picks a published drafter's spec for the
+    candidate's own target family only, known from ``target`` or from the verifier the drafter's config names."""
+    return resolve_reference(option, ckpt, target, named_verifier(ckpt.config_raw))
+
+
 def load_source(path: str | os.PathLike, revision: str | None = None, download: bool = False) -> Checkpoint:
     """The checkpoint a candidate was converted from (--source). Raises UsageError."""
     try:
@@ -170,12 +185,12 @@ def load_source(path: str | os.PathLike, revision: str | None = None, download: 
 
 
 def gate_checkpoint(ckpt: Checkpoint, options: GateOptions) -> GateResult:
-    reference, note = resolve_reference(options.reference, ckpt)
     target = load_target(options.target_config) if options.target_config else None
     embedding = None
     if options.target:  # --target-config, when given too, is the config that counts
         target_config, embedding = load_target_checkpoint(options.target)
         target = target or target_config
+    reference, note = reference_for(options.reference, ckpt, target)
     source = load_source(options.source, download=options.download) if options.source else None
     return run_gate(ckpt, options, reference=reference, reference_note=note, target=target, source=source,
                     target_embedding=embedding)

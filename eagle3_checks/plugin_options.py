@@ -44,6 +44,9 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "loss-mask-start": ("string", None, "the hs_<i> index of the loss-mask folder's first row (default 0)"),
     "max-drop": ("string", None, "the share of the trainer reading's acceptance length an engine reading may lose"),
     "min-acceptance": ("string", None, "warn about a reading whose acceptance length is below this"),
+    "report": ("linelist", [], "write the report of every checkpoint gated, as the CLI's --format writes it: "
+               "FORMAT=PATH, FORMAT one of text, json, markdown, github, sarif (repeatable; sarif=eagle3.sarif for "
+               "code scanning)"),
 }
 
 STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint

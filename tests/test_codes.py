@@ -60,8 +60,11 @@ def _check_of(tree: ast.Module, path: Path) -> dict[str, str]:
             if isinstance(node, ast.Name) and node.id in funcs and node.id not in owner:
                 owner[node.id] = check_id
                 todo.append((node.id, check_id))
-    if path.name == "reference.py":  # the reference diff's findings, made by diff(), which the command uses too
-        owner["diff"] = "reference.diff"
+    if path.name == "reference.py":  # the reference diff's findings, made by diff() and the helpers it calls, which
+        owner["diff"] = "reference.diff"  # the diff command uses too
+        for node in ast.walk(funcs["diff"]):
+            if isinstance(node, ast.Name) and node.id in funcs and node.id not in owner:
+                owner[node.id] = "reference.diff"
     return owner
 
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from eagle3_checks.cli import main
-from eagle3_checks.convert import ConvertRefused, convert
+from eagle3_checks.convert import TARGETS, ConvertRefused, convert
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.drafter.spec import semantic_config
@@ -93,6 +93,26 @@ def test_fuzz_our_own_converter_passes():
 
 
 # ----- the command, and what it keeps -----------------------------------------------------------------------------
+
+def test_convert_help_offers_only_the_layouts_it_writes(drafter, tmp_path, capsys):
+    """--help offered --to trtllm, lmdeploy and mlx, which always ended in a usage error: convert writes for the
+    engines whose profile converts (vllm, sglang, llamacpp: flat; speculators), and the others read one of those."""
+    import re
+
+    from eagle3_checks.engines import PROFILES
+
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    out = capsys.readouterr().out
+    offered = re.search(r"--to \{([^}]*)\}", out).group(1).split(",")
+    assert offered == list(dict.fromkeys(p.name for p in PROFILES if p.converts_to)) == list(TARGETS)
+    assert {"trtllm", "lmdeploy", "mlx"}.isdisjoint(offered)
+    src = drafter("flat").write()
+    for name in ("trtllm", "lmdeploy", "mlx"):  # not offered, and refused saying where its launch comes from
+        assert main(["convert", str(src), str(tmp_path / name), "--to", name]) == 2
+        assert f"eagle3-checks recipe --engine {name}" in capsys.readouterr().err
+        assert not (tmp_path / name).exists()
+
 
 def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
     src = drafter("speculators").write()

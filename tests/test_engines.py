@@ -278,14 +278,16 @@ def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
 def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
     """The AQ-MedAI spec records its ids in the SGLang convention (inferred): a candidate whose trainer counted the
     vLLM way needs ids one higher to capture the same layers."""
-    from eagle3_checks.checks.reference import diff
+    from eagle3_checks.checks.reference import diff, with_aux_layers
     from eagle3_checks.drafter.spec import Spec, load_spec, shipped_specs
 
-    ref = load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"])
-    cand = Spec("c", {"aux_layer_ids": [3, 31, 59]}, {}, None, "vllm")
-    assert not [f for f in diff(cand, ref) if "aux layers" in f.message]
-    cand.config["aux_layer_ids"] = [2, 30, 58]
-    assert any("capture the outputs of target layers [1, 29, 57]" in f.message for f in diff(cand, ref))
+    ref = with_aux_layers(load_spec(shipped_specs()["aq-medai-kimi-k2-eagle3"]), None, None, None)
+
+    def cand(ids):  # the layers each side's ids select, under its own counting
+        return with_aux_layers(Spec("c", {"aux_layer_ids": ids}, {}, None, "vllm"), None, None, None)
+
+    assert not [f for f in diff(cand([3, 31, 59]), ref) if "aux layers" in f.message]
+    assert any("capture the outputs of target layers [1, 29, 57]" in f.message for f in diff(cand([2, 30, 58]), ref))
 
 
 # ----- engine.serving ----------------------------------------------------------------------------------------

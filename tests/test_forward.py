@@ -209,6 +209,32 @@ def test_forward_command_steps_with_the_targets_embedding(drafter, tmp_path, cap
     assert "pass --target with the target checkpoint" in capsys.readouterr().err
 
 
+def test_the_forward_note_says_what_sglang_does_with_the_checkpoints_embedding(drafter, tmp_path, capsys):
+    """SGLang's worker puts the target's embedding in place of a drafter's embed_tokens after load (0.5.23
+    srt/speculative/eagle_worker_v2.py:353-363, set_embed at srt/models/llama.py:910-918, unless target_hidden_size
+    differs): the note said "the checkpoint has no embed_tokens" on a checkpoint that has one. It says what SGLang does,
+    with the reading's file and line; a checkpoint without one is still said to have none."""
+    path = drafter("flat").write()
+    assert "embed_tokens.weight" in open_checkpoint(path).roles
+    said = ("sglang 0.5.23 embeds with the target's embed_tokens, not the checkpoint's embed_tokens.weight (the "
+            "target's embedding serves instead: set_embed after load (eagle_worker_v2.py:353-363))")
+    embeds, ids_only = (write_inputs(tmp_path / f"in-{e}.safetensors", embeds=e) for e in (True, False))
+    out = ["--out", str(tmp_path / "o.safetensors")]
+    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out]) == 0
+    err = capsys.readouterr().err
+    assert f"ran 1 draft step: {said}" in err and "has no embed_tokens" not in err, err
+    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out, "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "pass --target" in err and "has no embed_tokens" not in err, err
+    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(ids_only), *out]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "inputs_embeds (T, H) is required" in err, err
+    bare = drafter("flat")
+    del bare.tensors["embed_tokens.weight"]
+    assert main(["forward", str(bare.write()), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out]) == 0
+    assert f"ran 1 draft step: {bare.root} has no embed_tokens" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("case, fragment", [
     ("narrow", "the target's embed_tokens is 32 wide, the drafter's hidden size is 64"),
     ("no-embedding", "no embed_tokens tensor"),

@@ -17,6 +17,7 @@ import pytest
 
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
+from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import (
     KIMI_K2,
     KIMI_K25_MLA,
@@ -240,9 +241,11 @@ def test_mla_fields_under_a_llama_class_are_an_architecture_error(mla):
 
 def test_done_kimi_k25_mla_passes_both_engines_at_header_level_against_its_shipped_spec(mla):
     path = mla(KIMI_K25_MLA, sparse=True).write()
-    result = run(path, reference="auto", level="header", engine="vllm,sglang")
+    # auto picks the published drafter's spec for its own target family only (test_auto_reference_never_crosses_
+    # families); without a target config the spec is named
+    result = run(path, reference="kimi-k2.5-mla-eagle3", level="header", engine="vllm,sglang")
     assert result.exit_code == 0, failing(result)
-    assert result.reference_name == "kimi-k2.5-mla-eagle3" and result.reference_note.startswith("auto:")
+    assert result.reference_name == "kimi-k2.5-mla-eagle3"
     assert status(result, "reference.diff") == PASSED
     for spec in (VLLM, SG23):
         for check_id in ("engine.loads", "engine.semantics", "engine.serving"):
@@ -492,17 +495,20 @@ def test_only_one_of_the_fused_a_projections_leaves_both_unloaded_in_sglang(mla)
 # ----- reference specs, convert ------------------------------------------------------------------------------------
 
 def test_auto_reference_never_crosses_families(mla, tmp_path):
-    """The Kimi-K2.5 MLA spec is chosen only for MLA drafters; the AQ-MedAI Llama-layer spec never for one."""
+    """The Kimi-K2.5 MLA spec is chosen only for MLA drafters; the AQ-MedAI Llama-layer spec never for one. Both are
+    published drafters' specs: chosen for a target of their family (here the DeepseekV3ForCausalLM text model both
+    accept)."""
+    target = read_target_config(mla_target_config(KIMI_K25_MLA), "target.json")
     kimi_mla = open_checkpoint(mla(KIMI_K25_MLA, sparse=True).write())
-    spec, note = resolve_reference("auto", kimi_mla)
+    spec, note = resolve_reference("auto", kimi_mla, target)
     assert spec is not None and spec.name == "kimi-k2.5-mla-eagle3", note
     tensors, cfg = drafter_files(KIMI_K2, FLAT, sparse=True)
     kimi_llama = open_checkpoint(write_checkpoint(tmp_path / "kimi-llama", tensors, cfg))
-    spec, note = resolve_reference("auto", kimi_llama)
+    spec, note = resolve_reference("auto", kimi_llama, target)
     assert spec is not None and spec.name == "aq-medai-kimi-k2-eagle3", note
     # an MLA drafter of the AQ-MedAI sizes (head_dim 128 = nope 64 + rope 64) is still not the Llama spec's family
     shape = replace(KIMI_K25_MLA, qk_nope_head_dim=64, draft_vocab_size=32000)
-    spec, note = resolve_reference("auto", open_checkpoint(mla(shape, sparse=True).write()))
+    spec, note = resolve_reference("auto", open_checkpoint(mla(shape, sparse=True).write()), target)
     # the note names the nearest spec only, and that is one of the same kind of layer
     assert spec is None and "closest kimi-k2.5-mla-eagle3: head_dim 128 vs 192" in note, note
 

@@ -54,6 +54,15 @@ TIMEOUT = 30.0  # seconds per range read
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
+# huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name", of letters, digits, "-", "_", ".".
+REPO_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
+
+
+def is_repo_id(name: Any) -> bool:
+    """Whether ``name`` can be a Hub repository id (``org/model``; not ``.``, ``..`` or a path)."""
+    return isinstance(name, str) and bool(REPO_ID.match(name)) and all(part.strip(".") for part in name.split("/"))
+
+
 def is_hub(spec: Any) -> bool:
     """Whether ``spec`` names a Hub checkpoint (``hf://...``)."""
     return isinstance(spec, str) and spec.startswith(PREFIX)
