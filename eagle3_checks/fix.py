@@ -46,6 +46,7 @@ class Edit:
 
     check: str  # the result label: engine.aux-layers[vllm@0.33.0]
     op: dict
+    basis: str = ""  # what the finding that asked for it rests on (read, recorded or measured: fix applies no other)
 
     def describe(self) -> str:
         return describe_op(self.op)
@@ -107,7 +108,7 @@ def _patches(result: GateResult) -> tuple[list[Edit], list[str]]:
             if not f.failing or not f.patch:
                 continue
             if f.basis in KNOWN:
-                edits += [Edit(r.label, op) for op in f.patch]
+                edits += [Edit(r.label, op, f.basis or "") for op in f.patch]
                 continue
             ops = ", ".join(describe_op(op) for op in f.patch)
             needs.append(f"{r.label} ({f.code}): {ops}: it rests on {f.rests_on or f'a {f.basis} premise'} "
@@ -121,7 +122,7 @@ def _repairs(result: GateResult) -> list[Edit]:
     for r in result.results:
         for f in r.findings:
             if f.failing and f.repair and f.basis in KNOWN and f.key and f.key not in out:
-                out[f.key] = Edit(r.label, {"op": "repair", "path": f.key, "value": f.repair})
+                out[f.key] = Edit(r.label, {"op": "repair", "path": f.key, "value": f.repair}, f.basis or "")
     return list(out.values())
 
 

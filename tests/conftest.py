@@ -68,7 +68,7 @@ def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
 
     if importlib.util.find_spec(package) is None:
         pytest.fail(f"{package} is not installed: install the test extras as the README's test command does")
-    out, done, lock_path = _peer_paths(tmp_path_factory, package)
+    out, done, lock_path = _peer_paths(tmp_path_factory, Path(script).stem)
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, whoever holds it
         if not done.exists():
@@ -90,6 +90,13 @@ def speculators_drafters(tmp_path_factory) -> Path:
 def specforge_drafters(tmp_path_factory) -> Path:
     """Every variant of peers/variants.py SPECFORGE, built by SpecForge 0.2.0 and written by its SGLang exporter."""
     return _build_peer(tmp_path_factory, "specforge", "build_specforge.py")
+
+
+@pytest.fixture(scope="session")
+def train_cli_drafters(tmp_path_factory) -> Path:
+    """Every variant of peers/variants.py TRAIN_CLI, built as speculators 0.9.0's train CLI builds a drafter and saved
+    by it (with written.json: what it wrote)."""
+    return _build_peer(tmp_path_factory, "speculators", "build_train_cli.py")
 
 
 # ----- the trained world: a target and drafters trained on CPU (peers/train_world.py, about 100 s) ----------------

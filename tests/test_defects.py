@@ -59,8 +59,8 @@ def test_the_catalogue_names_codes_its_checks_declare():
 
 
 def said(f) -> str:
-    """A finding as the golden file holds it: its code (with the engine), message and fix."""
-    return f"{f.code_label}: {f.message}" + (f"\n    fix: {f.fix}" if f.fix else "")
+    """A finding as the golden file holds it: its code (with the engine), its basis, message and fix."""
+    return f"{f.code_label} ({f.basis}): {f.message}" + (f"\n    fix: {f.fix}" if f.fix else "")
 
 
 def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):

@@ -17,14 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle3_checks import engines
+from eagle3_checks.basis import KNOWN
 from eagle3_checks.cli import main
 from eagle3_checks.convert import convert
+from eagle3_checks.defects import CATALOGUE
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
 from eagle3_checks.gate import gate_checkpoint, load_target, parse_options
 from eagle3_checks.strategies import drafters
-from helpers import run
+from helpers import run, write_defect
 
 BOTH = "vllm,sglang"
 
@@ -41,6 +43,8 @@ def converges(path: Path, **options) -> None:
     before = failing(gate_checkpoint(src, options))
     config, done = plan_fixes(src, options)
     assert done.rounds <= MAX_ROUNDS and not done.refused, done.refused
+    # only what the checkpoint, an engine's own code or the data says is applied
+    assert all(e.basis in KNOWN for e in done.edits + done.repairs), [(e.describe(), e.basis) for e in done.edits]
     assert not [f for f in done.left if f.patch], [f"{f.check}: {f.message}" for f in done.left if f.patch]
     assert failing(done.result) <= before, failing(done.result) - before
     again_config, again = plan_fixes(src.with_config(config), options)
@@ -152,6 +156,17 @@ def test_drawn_drafters_converge(tmp_path_factory, case, engine, convention, wit
         target = root / "target.json"
         target.write_text(json.dumps(target_config(case.shape)))
     converges(path, engine=engine, aux_convention=convention, target_config=str(target) if target else None)
+
+
+@pytest.mark.parametrize("defect, layout", [(d, layout) for d in CATALOGUE for layout in d.layouts
+                                            if not d.in_options and not d.data and not d.replay])
+def test_the_catalogue_converges_and_breaks_no_verdict(drafter, target_path, defect, layout):
+    """Every defect of the catalogue, gated for vLLM and SGLang with the example's target: following the fixes never
+    fails a check that passed, applies only what rests on read, recorded or measured evidence, and a second fix
+    changes nothing."""
+    path = write_defect(drafter(layout), defect)
+    options = {k: v for k, v in defect.options.items() if k in ("aux_convention", "trainer")}
+    converges(path, engine=BOTH, target_config=str(target_path), **options)
 
 
 def test_fix_refuses_what_convert_refuses(drafter, tmp_path, capsys):

@@ -86,6 +86,10 @@ WRITES: tuple[Writes, ...] = (
     Writes(_S, SERVED_FIELD, "norm_before_fc", "0.5.0", f"{_SC}:58 (0.5.0 models/eagle3/config.py:58)"),
     Writes(_S, SERVED_FIELD, "fc_norm", "0.7.0", f"{_SC}:66 (0.7.0 models/eagle3/config.py:66)"),
     Writes(_S, SERVED_FIELD, "norm_output", "0.7.0", f"{_SC}:76 (0.7.0 models/eagle3/config.py:76)"),
+    # SpeculatorModelConfig._auto_class is "" (config.py:270; 0.2.0 :263): transformers' save_pretrained then copies
+    # the config class's source beside config.json and names it in auto_map (never executed here)
+    Writes(_S, FIELD, "auto_map", "0.2.0", "speculators 0.9.0 config.py:270 (_auto_class)"),
+    Writes(_S, FILE, "config.py", "0.2.0", "speculators 0.9.0 config.py:270 (_auto_class: save_pretrained copies it)"),
     # the train CLI's layer config (create_transformer_layer_config): every draft layer a sliding one by default
     Writes(_S, LAYER_FIELD, "sliding_window", "0.9.0", "speculators 0.9.0 train/cli.py:227-231"),
     Writes(_S, LAYER_FIELD, "use_sliding_window", "0.9.0", "speculators 0.9.0 train/cli.py:230"),
@@ -168,6 +172,7 @@ class Change:
     what: str
     keyword: str  # the specforge.read keyword that states the computation before it
     rope: tuple[str, ...] = ()  # the rope kinds it fixed ("none": no rope_scaling), for transformers-4 configs
+    v5: bool = False  # it also fixed configs saved by transformers 5 (rope_theta only in rope_parameters)
 
 
 ROPE_ALL = ("none", "default", "linear", "dynamic", "llama3", "yarn", "mrope")
@@ -179,9 +184,9 @@ CHANGES: tuple[Change, ...] = (
     Change("1712b656", "2026-07-17", "PR #702: every rope kind built with rope_theta, read from transformers 5's "
            "rope_parameters too (before: linear, dynamic, yarn and mrope without a base; and under transformers 5, "
            "whose configs keep rope_theta only in rope_parameters, getattr(config, \"rope_theta\", 10000) gave 10000 "
-           "in every branch: llama3_eagle.py:552-575 at 1712b656^)", "rope_base_10000", ROPE_ALL),
+           "in every branch: llama3_eagle.py:552-575 at 1712b656^)", "rope_base_10000", ROPE_ALL, v5=True),
     Change("b7ce50cd", "2026-07-19", "fc_norm and norm_output (EAGLE-3.1) added; before, no fc_norm and the final norm "
-           "always applies", "no_eagle31"),
+           "always applies", "no_eagle31", v5=True),
 )
 
 
@@ -197,8 +202,8 @@ def _rope_kind(raw: dict) -> str:
 def dated(transformers_version: str | None, raw: dict) -> list[tuple[str, dict[str, bool]]] | None:
     """The SpecForge computations a checkpoint saved with ``transformers_version`` can have been trained with: for
     each span of SpecForge's history whose pin admits it, the state of each :data:`CHANGES` keyword over that span (a
-    change landing inside a span gives both). None when no pin admits it (not SpecForge's, or a hand-written
-    version)."""
+    change landing inside a span gives both, each named "before" or "after" its commit). None when no pin admits it
+    (not SpecForge's, or a hand-written version)."""
     if not isinstance(transformers_version, str):
         return None
     spans = [p for p in PINS if p.transformers == transformers_version]
@@ -206,25 +211,21 @@ def dated(transformers_version: str | None, raw: dict) -> list[tuple[str, dict[s
         return None
     kind = _rope_kind(raw)
     v5 = version_key(transformers_version)[:1] >= (5,)
-    out: dict[tuple, tuple[str, dict[str, bool]]] = {}
+    first: dict[str, Change] = {}  # per keyword, the change that fixed it for this checkpoint's rope kind
+    for change in CHANGES:
+        if (v5 and change.v5) or (not v5 and (not change.rope or kind in change.rope)):
+            first.setdefault(change.keyword, change)
+    out: dict[tuple, tuple[list[str], dict[str, bool]]] = {}
     for pin in spans:
-        states: list[dict[str, bool]] = [{}]
-        for change in CHANGES:
-            if change.rope and not (v5 or kind in change.rope):
-                continue
-            before = bool(pin.end) and pin.end <= change.date
-            after = bool(pin.start) and pin.start >= change.date
-            values = [True] if before else [False] if after else [True, False]
-            prior = {k: v for s in states for k, v in s.items() if k == change.keyword}
-            if prior:  # an earlier change of the same keyword already fixed it for this span
-                continue
-            states = [{**s, change.keyword: v} for s in states for v in values]
-        for s in states:
-            span = f"from {pin.start} to {pin.end}" if pin.start and pin.end else \
-                f"until {pin.end}" if pin.end else f"from {pin.start}"
-            label = f"main {span} (transformers {pin.transformers})"
-            out.setdefault(tuple(sorted(s.items())), (label, s))
-    return list(out.values())
+        # the changes that landed inside the span cut it into stretches, each with one computation
+        cuts = sorted({c.date for c in first.values() if pin.start < c.date and (not pin.end or c.date < pin.end)})
+        edges = [pin.start, *cuts, pin.end]
+        for begin, end in zip(edges, edges[1:], strict=False):
+            state = {kw: bool(end) and end <= c.date for kw, c in first.items()}
+            span = f"from {begin} to {end}" if begin and end else f"until {end}" if end else f"from {begin}"
+            out.setdefault(tuple(sorted(state.items())), ([], state))[0].append(span)
+    return [(f"main {' and '.join(stretches)} (transformers {transformers_version})", state)
+            for stretches, state in out.values()]
 
 
 def speculators_pins() -> dict[str, tuple[str, str]]:
