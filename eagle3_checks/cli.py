@@ -646,6 +646,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   for p in PROFILES]
     if c.needs:
         lines.append(f"needs:    {', '.join('--target-config' if n == 'target' else '--reference' for n in c.needs)}")
+    lines.append("basis:    " + ("measured: what your recorded data measured" if c.level == "acceptance" else
+                                 "recorded: what the judged release's own code did (its conformance recording, or "
+                                 "the engine judging live); read from its released source where none exists"
+                                 if c.per_engine else "read: what the checkpoint and its files state")
+                 + "; a finding drawn from an inference or a default says so (inferred, assumed), names what would "
+                 "settle it, is at most a warning, and fix does not apply it")
     lines += ["", "guards against:", f"  {c.guards}"]
     if c.evidence:
         lines += ["", "seen in the field:"] + [f"  - {e}" for e in c.evidence]
@@ -676,8 +682,8 @@ def _example_lines(c: Any, run: bool) -> list[str]:
             continue
         r = run_example(c.id, failing)
         shown = [f for f in r.findings if f.severity.value != "info"] or r.findings
-        lines.append(f"          -> {r.status}" + (f": {shown[0].code}: {shown[0].message}" if failing and shown
-                                                    else ""))
+        lines.append(f"          -> {r.status}" + (f": {shown[0].code} ({shown[0].basis}): {shown[0].message}"
+                                                    if failing and shown else ""))
     if run and why:
         lines.append(f"  (not gated here: {why})")
     return lines

@@ -173,7 +173,8 @@ def test_explain_gates_the_examples(capsys):
     code, out, _ = cli(capsys, "explain", "config.head-dim")
     assert code == 0
     assert "  config.head-dim/missing        head_dim is not stated" in out
-    assert "-> failed: config.head-dim/missing: config.json: head_dim is not stated" in out
+    assert "-> failed: config.head-dim/missing (read): config.json: head_dim is not stated" in out
+    assert "basis:    read: what the checkpoint and its files state" in out
     assert out.rstrip().endswith("-> passed")
 
 
