@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,8 @@ def flatten(src: Path, out: Path) -> Path:
     flat.update({"architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": raw["draft_vocab_size"],
                  "eagle_aux_hidden_state_layer_ids": ids,
                  "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "use_aux_hidden_state": True},
-                 **{k: raw[k] for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}})
+                 **{k: raw[k] for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")
+                    if k in raw}})
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps(flat, indent=2))
     tensors = load_file(str(src / "model.safetensors"))
@@ -256,3 +258,40 @@ def test_an_absolute_id_d2t_is_repaired_from_the_tensor_itself(drafter, tmp_path
     assert result.result("vocab.t2d").status == result.result("vocab.d2t").status == "passed"
     assert main(["fix", str(tmp_path / "fixed"), str(tmp_path / "again"), "--level", "header", "--engine", "vllm"]) == 0
     assert not (tmp_path / "again").exists()  # nothing left to fix
+
+
+# ----- the trainer matrix: every modelled speculators release, from the record of what it writes ---------------
+
+F32 = replace(EXAMPLE, dtype="F32")  # what safetensors' numpy reader reads back (no bfloat16 in numpy)
+
+
+def release_config(version: str) -> dict:
+    """The example's speculators config as speculators ``version`` writes it: only the fields that release writes
+    (engines/trainers.py WRITES, read from its wheel), its speculators_version."""
+    _, raw = drafter_files(F32, "speculators")
+    own = {w.name for w in trainers.WRITES if w.trainer == "speculators" and w.kind in (trainers.FIELD,
+                                                                                      trainers.SERVED_FIELD)}
+    keep = trainers.written("speculators", trainers.FIELD, version) | \
+        trainers.written("speculators", trainers.SERVED_FIELD, version)
+    return {**{k: v for k, v in raw.items() if k not in own or k in keep}, "speculators_version": version}
+
+
+@pytest.mark.parametrize("version", [r.version for r in engines.speculators.RELEASES])
+def test_each_speculators_release_is_named_as_itself_and_flattened_is_never_taken_for_specforge(tmp_path, version,
+                                                                                              target_path):
+    tensors, _ = drafter_files(F32, "speculators")
+    src = write_checkpoint(tmp_path / "src", tensors, release_config(version))
+    found = engines.identify(open_checkpoint(src))
+    assert (found.name, found.version, found.basis) == ("speculators", version, "read")
+    third = flatten(src, tmp_path / "flat")
+    result = run(third, engine="vllm", target_config=str(target_path), level="header")
+    assert result.trainer["name"] in (None, "speculators")
+    assert not [f for f in result.findings() if f.severity.value == "error" and f.basis not in KNOWN]
+    assert main(["fix", str(third), str(tmp_path / "fixed"), "--engine", "vllm", "--target-config",
+                 str(target_path)]) in (0, 1)
+    if (tmp_path / "fixed").exists():
+        before = json.loads((third / "config.json").read_text())
+        after = json.loads((tmp_path / "fixed" / "config.json").read_text())
+        assert {k: after.get(k) for k in TRAINED_FIELDS} == {k: before.get(k) for k in TRAINED_FIELDS}
+    sourced = run(third, engine="vllm", target_config=str(target_path), level="header", source=str(src))
+    assert (sourced.trainer["name"], sourced.trainer["version"]) == ("speculators", version)
