@@ -33,6 +33,7 @@ from . import (
     trtllm_1_4,
     vllm_0_33,
 )
+from .capture import vllm_input
 from .profile import Capture, Profile, Release, Target, output_of, version_key
 from .reading import Reading, lookup, valid_ids
 
@@ -186,7 +187,7 @@ def catalogue() -> list[dict]:
     out: list[dict[str, Any]] = []
     for p in PROFILES:
         kind = "engine and trainer" if p.name in TRAINERS else "engine"
-        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.read.__module__,
+        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.module,
                     "holds_for": [p.holds_for[0].version, p.holds_for[-1].version], "reads_ids": p.reads_ids,
                     "families": list(p.families), "releases": [_release_record(r) for r in p.holds_for]})
     for name, module in TRAINERS.items():
@@ -329,7 +330,7 @@ def trainer_capture(ids: list[int], convention: str, target: Target | None) -> C
     srt/models/llama.py:740-742, deepseek_v2.py:4097-4101). SpecForge 0.2.0's SGLang 0.5.14 already counts
     DeepSeek-style targets raw, which is the "vllm" convention (:func:`specforge.capture`)."""
     if convention == "vllm":
-        return vllm_0_33.capture(ids, target)
+        return vllm_input(ids, target)
     return Capture(output_of(sorted(set(ids))), "id X = the output of layer X (SGLang's +1, on every target before "
                    "PR #25454: 0.5.6 srt/models/llama.py:740-742, deepseek_v2.py:4097-4101)")
 

@@ -477,6 +477,9 @@ def map_roles(r: Reading, ckpt: Checkpoint, accept) -> None:
             r.tensors[role] = name
 
 
+# What serving does to a parameter once the loader is done (SGLang's worker puts the target's embedding there): an
+# unfilled reason that starts so is no parameter the loader left (live.compare, live.verdict).
+AFTER_LOAD = "after load, the worker puts "
 REFUSED = "refused: "  # a map_roles skip reason that is a load error of the engine (what follows says which)
 
 

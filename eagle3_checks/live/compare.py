@@ -7,8 +7,7 @@ from __future__ import annotations
 from .. import engines
 from ..drafter.families.mla import effective
 from ..engines.profile import Limit, Target
-from ..engines.reading import Reading
-from ..engines.sglang_0_5_23 import AFTER_LOAD
+from ..engines.reading import AFTER_LOAD, Reading
 
 
 def _before_layer(layers: tuple[int, ...]) -> list[int]:

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..engines.profile import Limit
-from ..engines.reading import Reading
-from ..engines.sglang_0_5_23 import AFTER_LOAD
+from ..engines.reading import AFTER_LOAD, Reading
 from .compare import left_unwritten
 
 # recording config field -> (the reading's attribute, how the recorded value becomes the attribute's)
