@@ -1,6 +1,6 @@
 """Record how vLLM reads each conformance checkpoint, running vLLM's own config and loading code on CPU.
 
-    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm (0.28.0 to 0.33.0)
+    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm (0.28.0 to 0.34.0)
 
 For each checkpoint of MANIFEST (written by conformance/checkpoints.py), the path a server takes, up to the point
 where a GPU would be needed (paths: vllm/ in the 0.33.0 wheel):
@@ -76,7 +76,6 @@ from vllm.model_executor.models.interfaces import EagleModelMixin  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
     get_eagle3_aux_layers_from_config, set_eagle3_aux_hidden_state_layers)
 from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 # isort: on
 
 # What the releases recorded (0.28.0 to 0.33.0) do differently before get_model, and how the V2 runner decides to
@@ -91,9 +90,20 @@ except ImportError:  # 0.28.0, 0.29.0
     get_pp_safe_draft_load_config = None
 try:  # 0.33.0: the V2 runner asks the drafter (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py)
     from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states  # noqa: E402
-except ImportError:  # 0.32.0: every eagle3 drafter gets the aux states (v1/worker/gpu/model_runner.py:299-307)
-    def requires_aux_hidden_states(spec: Any) -> bool:
-        return spec.method in ("eagle3", "dflash", "dspark", "extract_hidden_states")
+except ImportError:
+    if hasattr(SpeculativeConfig, "uses_aux_hidden_states"):
+        # 0.34.0: the runner asks the speculative config (v1/worker/gpu/model_runner.py:317-318), whose eagle3
+        # speculator reads eagle_config.use_aux_hidden_state, default True (v1/worker/gpu/spec_decode/eagle/
+        # config.py:69-72)
+        def requires_aux_hidden_states(spec: Any) -> bool:
+            return bool(spec.uses_aux_hidden_states)
+    else:  # 0.32.0: every eagle3 drafter gets the aux states (v1/worker/gpu/model_runner.py:299-307)
+        def requires_aux_hidden_states(spec: Any) -> bool:
+            return spec.method in ("eagle3", "dflash", "dspark", "extract_hidden_states")
+try:  # the V1 model runner, 0.28.0 to 0.33.0 (v1/worker/gpu_model_runner.py); 0.34.0 has Model Runner V2 only
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
+except ImportError:
+    GPUModelRunner = None
 
 ENGINE = "vllm"
 VERSION = package_version("vllm")
@@ -160,9 +170,10 @@ def read_aux(record: dict, spec: SpeculativeConfig, target: ModelConfig) -> None
     aux["requires_aux_hidden_states"] = requires_aux_hidden_states(spec)
     aux["ids_in_config"] = get_eagle3_aux_layers_from_config(spec)
     # The V1 model runner (still used without Triton or with parallel drafting) reads them differently
-    # (v1/worker/gpu_model_runner.py:5202-5224).
-    aux["ids_v1_runner"] = GPUModelRunner._get_eagle3_aux_layers_from_config(
-        type("Runner", (), {"speculative_config": spec})())
+    # (v1/worker/gpu_model_runner.py:5202-5224); 0.34.0 has none.
+    if GPUModelRunner is not None:
+        aux["ids_v1_runner"] = GPUModelRunner._get_eagle3_aux_layers_from_config(
+            type("Runner", (), {"speculative_config": spec})())
     if not aux["requires_aux_hidden_states"]:
         return
     with harness("building the target stand-in"):
