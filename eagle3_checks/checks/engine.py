@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 
 from .. import engines, live
-from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
+from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
 from ..engines.profile import Capture, Target
@@ -250,8 +250,8 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
         f"({eps_scale_change(a, b, 1.0):.2g} at unit RMS), within the forward tolerance ({RTOL:g} relative) for "
         f"latents of mean square m >= {m:.3g} (RMS >= {math.sqrt(m):.3g}); forward.equivalence (--level forward) "
         f"measures the logits on this checkpoint's weights and fails beyond the tolerance. "
-        f"{LATENT_NORM_SOURCES.get(served.engine, '?')}; "
-        f"{LATENT_NORM_SOURCES['transformers']}; the drafter's trainer is not known (SpecForge 0.2.0 and speculators "
+        f"{served.sources.get('latent_norm_eps', '?')}; "
+        f"{TRANSFORMERS_LATENT_NORMS}; the drafter's trainer is not known (SpecForge 0.2.0 and speculators "
         "0.9.0 train no MLA drafter)", code="latent-norm-eps", file=CONFIG, key="rms_norm_eps")
 
 

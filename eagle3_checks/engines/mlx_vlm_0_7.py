@@ -130,6 +130,10 @@ def _after_load(w: Walk) -> None:
                                          if w.facts["small"] else ""))
 
 
+def _not_attention_bias(w: Walk, name: str, n) -> bool:
+    return not (w.r.attention_bias and ".self_attn." in (n.role or ""))
+
+
 _REFUSED = ("refused: mlx-vlm's strict load raises ValueError: it has no parameter of that name (utils.py:591-610, "
             "699)")
 _SANITIZE = f"({D3}/eagle3.py:551-565)"
@@ -191,8 +195,7 @@ STEPS = (
              f"dropped by sanitize: tied, the embedding is the head {_SANITIZE}"),
         Rule(any_of(unknown, prefixed, midlayer_style, all_of(role_is("d2t"), also(lambda w: not w.facts["small"]))),
              _REFUSED),
-        Rule(all_of(role_ends(".bias"), lambda w, name, n: not (w.r.attention_bias and ".self_attn." in (n.role or ""))),
-             _REFUSED),
+        Rule(all_of(role_ends(".bias"), _not_attention_bias), _REFUSED),
         Rule(any_of(role_ends("q_norm.weight", "k_norm.weight"), role_starts("fc_norm.")), _REFUSED),
     ), "a ValueError at load (mlx-vlm's load is strict, utils.py:699)", refuse_skipped=True),
     Call(_after_load),

@@ -26,7 +26,7 @@ from ..drafter.config_values import (
     rope_scaling_problems,
 )
 from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
-from ..drafter.families.mla import MlaShape, effective
+from ..drafter.families.mla import MlaReader, MlaShape, effective
 from ..drafter.layout import parse_name
 
 # What each knob means, for messages that compare two readings.
@@ -547,8 +547,8 @@ def _narrows(role: str, built: tuple, found: tuple) -> bool:
 MLA_MODEL_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v2")
 
 
-def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
-    """The MLA family's attention as ``reader`` ("vllm", "sglang", "transformers": MlaShape.from_config)
+def read_mla(r: Reading, raw: dict, reader: MlaReader, cite: str) -> None:
+    """The MLA family's attention as ``reader`` (MlaShape.from_config: a release's MlaReader, or transformers')
     computes it, into ``r.mla`` (with its source); a value the reader cannot use is a refusal. Also the sizes the
     shared parts read (hidden size, heads, MLP, vocabulary, layers, eps, act, rope for the rope checks)."""
     r.set("family", "mla", cite)
@@ -571,8 +571,9 @@ def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
                               f"{cls}, which has no MLA sizes: the MLA attention cannot be built as trained")
             return
     try:
-        shape = MlaShape.from_config(config, reading=reader)
+        shape = MlaShape.from_config(config, reader=reader)
     except (ValueError, TypeError) as exc:
         r.refuse(f"the MLA attention cannot be built: {exc}")
         return
     r.set("mla", shape, f"config.json: the MLA fields, as {cite} reads them")
+    r.sources["latent_norm_eps"] = reader.latent_source

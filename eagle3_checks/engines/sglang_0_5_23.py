@@ -33,7 +33,9 @@ the draft's config; engine.serving reports it, the reading does not refuse for i
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+from ..drafter.families.mla import YARN_DEFAULTS, MlaReader, number, yarn_get_mscale
 from ..drafter.layout import FLAT, SPECULATORS, Name
 from . import launch as launching
 from . import reading
@@ -190,8 +192,32 @@ def _simple_yarn(w: Walk) -> None:
         sglang.simple_yarn(w.r, "0.5.14 layers/rotary_embedding/factory.py:242-247, yarn.py:94")
 
 
+def _mla_yarn(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
+    """SGLang 0.5.23: SG23/models/deepseek_v2.py:2064-2178, layers/rotary_embedding/factory.py:371-401."""
+    who = "SGLang 0.5.23 (deepseek_yarn)"
+    scaling = {"factor": number(params, "factor", 1.0, who),
+               "original_max_position_embeddings": number(params, "original_max_position_embeddings", max_pos, who)}
+    for key, default in YARN_DEFAULTS.items():
+        scaling[key] = number(params, key, default, who)
+    knobs: dict[str, Any] = {
+        "softmax_mscale": bool(params.get("apply_yarn_scaling", True)) and bool(params.get("apply_scale", True)),
+        "yarn_extrapolation_factor": number(params, "extrapolation_factor", 1.0, who)}
+    attn_factor = number(params, "attn_factor", 1.0, who)
+    if attn_factor != 1.0:
+        f = scaling["factor"]
+        knobs["rope_attention_factor"] = (yarn_get_mscale(f, scaling["mscale"])
+                                          / yarn_get_mscale(f, scaling["mscale_all_dim"]) * attn_factor)
+    return scaling, knobs
+
+
+# How 0.5.23 builds the MLA attention: its own yarn reading, rope_interleave as stated, the latent norms at
+# rms_norm_eps.
+MLA_READER = MlaReader("sglang", _mla_yarn, latent_source="SGLang 0.5.23 srt/models/deepseek_v2.py:2077, 2163: "
+                       "RMSNorm(..., eps=config.rms_norm_eps)")
+
+
 def _read_mla(w: Walk) -> None:
-    reading.read_mla(w.r, w.raw, "sglang", f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
+    reading.read_mla(w.r, w.raw, MLA_READER, f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
 
 
 def _own_mla_embed(w: Walk) -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drafter.families.mla import YARN_DEFAULTS, MlaReader, number
 from ..drafter.layout import FLAT, SPECULATORS, Name, str_list
 from . import launch as launching
 from . import reading
@@ -243,6 +244,30 @@ _CONVENTION = "vLLM: id L is the residual stream entering layer L (interfaces.py
 MLA_FILE = "model_executor/models/deepseek_eagle3.py"
 
 
+def _mla_yarn(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
+    """vLLM 0.33.0: VL/model_executor/models/deepseek_v2.py:1115-1136, rotary_embedding/__init__.py:284-312."""
+    who = "vLLM 0.33 (deepseek_yarn)"
+    for key in ("factor", "original_max_position_embeddings"):
+        if key not in params:
+            raise ValueError(f"rope {key} missing: {who} reads rope_parameters[{key!r}] and fails (KeyError)")
+    scaling = {"factor": number(params, "factor", None, who),
+               "original_max_position_embeddings": number(params, "original_max_position_embeddings", None, who)}
+    for key, default in YARN_DEFAULTS.items():
+        scaling[key] = number(params, key, default, who)
+    return scaling, {"softmax_mscale": params.get("attention_factor") != 1.0}
+
+
+# How 0.33.0 builds the MLA attention: its own yarn reading, rope dimensions always paired interleaved
+# (is_neox_style=False, deepseek_v2.py), the latent norms at rms_norm_eps.
+MLA_READER = MlaReader("vllm", _mla_yarn, interleave=True,
+                       latent_source="vLLM 0.33.0 model_executor/models/deepseek_v2.py:1082, 1098: RMSNorm(..., "
+                       "eps=config.rms_norm_eps)")
+
+
+def _read_mla(w: Walk) -> None:
+    reading.read_mla(w.r, w.raw, MLA_READER, f"vLLM 0.33 {MLA_FILE}:68-83 (DeepseekV2MLAAttention)")
+
+
 def _q_lora_null(w: Walk) -> None:
     """q_lora_rank null: q is one q_proj from the layer input (deepseek_eagle3.py:76, deepseek_v2.py:1090-1097)."""
     if not ("q_lora_rank" in w.raw and w.raw["q_lora_rank"] is None):
@@ -298,7 +323,7 @@ def _mla_after_load(w: Walk) -> None:
 MLA_STEPS = (
     Call(_mla_architecture),
     model_type_of("llama"),
-    Call(lambda w: reading.read_mla(w.r, w.raw, "vllm", f"vLLM 0.33 {MLA_FILE}:68-83 (DeepseekV2MLAAttention)")),
+    Call(_read_mla),
     Call(_q_lora_null),
     Refuse(lambda w: w.r.hidden_act != "silu", fmt("vLLM raises \"Unsupported activation: {r.hidden_act}. Only silu "
                                                    "is supported for now.\" (deepseek_v2.py:278-281 DeepseekV2MLP)")),
