@@ -179,4 +179,4 @@ def test_every_launch_precondition_is_a_declared_engine_serving_code():
     declared = dict(REGISTRY["engine.serving"].codes)
     source = Path(launch.__file__).read_text()
     made = set(re.findall(r'Problem\("([a-z-]+)"', source)) - {"launch-layers"}
-    assert made == {"tp-heads", "tp-kv-heads", "pp-embedding"} and made <= set(declared)
+    assert made == {"tp-heads", "tp-kv-heads", "pp-embedding", "local-verifier"} and made <= set(declared)

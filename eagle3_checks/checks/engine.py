@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import re
 from collections.abc import Iterable
 
 from .. import engines, live
 from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
-from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
 from ..engines.profile import Capture, Target
 from ..engines.reading import (
@@ -29,15 +26,14 @@ from ..engines.reading import (
     remedy,
     shown,
 )
+from ..engines.recorded import disagreements, left_unwritten
 from ..live import verdict
-from ..live.compare import disagreements, left_unwritten
 from ..numerics import RTOL
 from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, live_recording, release, require_complete, unread_layout
 from ._common import served as served_by
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
-_HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
 
 
 def _listing(items: list[str], limit: int = 4) -> str:
@@ -465,19 +461,10 @@ def serving(ctx: Context) -> Iterable[Finding]:
         else:
             yield error(f"{eng} {said.message}", file=CONFIG, key=said.key, expected=said.expected,
                         found=said.found, why=said.why, fix=said.fix, patch=said.patch, code="context-too-short")
-    if served.engine == "vllm" and ctx.ckpt.layout == SPECULATORS:
-        spec = (ctx.ckpt.config_raw or {}).get("speculators_config")
-        verifier = spec.get("verifier") if isinstance(spec, dict) else None
-        path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
-        local = not (isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path))
-        if local:
-            yield warning(f"{eng}: speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
-                          code="local-verifier", file=CONFIG, key="speculators_config.verifier.name_or_path",
-                          expected="an id such as org/model", found=repr(path),
-                          why="`vllm serve DRAFTER` reads the verifier from this field and refuses anything but a "
-                          "remote repository (\"Speculators verifier must name a remote model repository\")",
-                          fix="name the verifier by its hub id, or serve with --model VERIFIER and "
-                          "--speculative-config pointing at the drafter")
+    build = engines.profile(release(ctx)).drafter_launch
+    for p in build(ctx.ckpt.config_raw or {}, ctx.ckpt.layout) if build else ():
+        yield warning(f"{eng}: {p.message}", code=p.code, file=CONFIG, key=p.key, expected=p.expected,
+                      found=p.found, why=p.why, fix=p.fix)
 
 
 @check(

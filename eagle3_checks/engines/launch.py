@@ -33,6 +33,8 @@ Each :class:`Launch` cites the release's own argument definitions:
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +112,26 @@ def _own_embedding(reading: Reading, pp: int, cite: str) -> list[Problem]:
                         "ship the target's embedding in the drafter (embed_tokens.weight), or serve with --pp 1",
                         "embed_tokens.weight", "absent")]
     return []
+
+
+_HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
+
+
+def vllm_drafter(raw: dict, layout: str) -> list[Problem]:
+    """What ``vllm serve DRAFTER`` needs of a speculators config: a verifier it can fetch. It reads the verifier from
+    speculators_config.verifier.name_or_path and refuses anything but a remote repository id."""
+    if layout != "speculators":
+        return []
+    spec = raw.get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
+    if isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path):
+        return []
+    return [Problem("local-verifier", f"speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
+                    "speculators_config.verifier.name_or_path", "`vllm serve DRAFTER` reads the verifier from this "
+                    "field and refuses anything but a remote repository (\"Speculators verifier must name a remote "
+                    "model repository\")", "name the verifier by its hub id, or serve with --model VERIFIER and "
+                    "--speculative-config pointing at the drafter", "an id such as org/model", repr(path))]
 
 
 def vllm(reading: Reading, req: Request) -> Launch:

@@ -153,6 +153,9 @@ class Profile:
     # launch(reading, launch.Request) -> launch.Launch: how the release is started with a drafter (engines/launch.py;
     # eagle3-checks recipe and engine.serving's preconditions); None: the release is not launched (a trainer)
     launch: Callable[..., Any] | None = None
+    # drafter_launch(config.json, layout) -> [launch.Problem]: what starting the release with the drafter itself needs
+    # of its config (engine.serving warns); None: nothing
+    drafter_launch: Callable[[dict, str], list[Any]] | None = None
     # the layout eagle3-checks convert writes for this engine (convert --to NAME); None: no layout alone serves it
     converts_to: str | None = None
     # the switches the reading's steps read (Walk.switch), with the values of this profile's own release: the
@@ -161,6 +164,9 @@ class Profile:
     # the switches of the release this profile is made for (set by :meth:`at`)
     switches: tuple[tuple[str, Any], ...] = ()
     module: str = ""  # the module holding the record (the catalogue names it)
+    # config values the release's recorder reads back from the built model beyond those every recorder reads
+    # (engines/recorded.py compares them): vLLM's norm_before_residual, from the first layer's residual norm
+    recorded_config: tuple[str, ...] = ()
 
     def read(self, ckpt: Checkpoint, target: Any = None, *, launch: dict | None = None, **switches: Any) -> Reading:
         """This release's reading of ``ckpt`` (``target``: the verifier's TargetConfig, when known; ``launch``: its

@@ -522,6 +522,7 @@ RELEASES = (
 
 PROFILE = Profile(
     NAME, VERSION, STEPS, vllm_input, vllm_ids_for,
+    recorded_config=("norm_before_residual",),
     module=__name__, takes=(("aux_when_unused", False), ("any_rope", False)),
     releases=RELEASES,
     narrows_at="model_executor/layers/linear.py:598, 863, 1780 (narrow, no size check)",
@@ -534,5 +535,6 @@ PROFILE = Profile(
     ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=serving,
     launch=launching.vllm,
+    drafter_launch=launching.vllm_drafter,
     converts_to=FLAT,
 )
