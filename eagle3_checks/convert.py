@@ -244,7 +244,7 @@ def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None],
     out = {
         "architectures": ["Eagle3DraftModel"],
         "speculators_model_type": "eagle3",
-        "speculators_version": engines.speculators.VERSION,
+        "speculators_version": engines.newest("speculators").version,
         "draft_vocab_size": trained.draft_vocab_size,
         "eagle_aux_hidden_state_layer_ids": ids.get(TOP),
         "norm_before_residual": trained.norm_before_residual,
