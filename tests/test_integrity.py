@@ -63,7 +63,15 @@ HEADERS = [
 ]
 
 
-CODES = {'length-beyond-file': 'truncated', 'length-over-cap': 'bad-header', 'not-an-object': 'invalid-json', 'not-utf8': 'invalid-json', 'not-json': 'invalid-json', 'duplicate-key': 'bad-header', 'unknown-dtype': 'bad-header', 'negative-shape': 'bad-header', 'overflowing-shape': 'bad-header', 'shape-size-mismatch': 'bad-header', 'overlap': 'byte-ranges', 'hole': 'byte-ranges', 'offsets-past-end': 'truncated', 'trailing-bytes': 'byte-ranges', 'metadata-not-strings': 'bad-header', 'entry-not-object': 'bad-header', 'bad-offsets': 'bad-header', 'too-short': 'truncated', 'zip': 'wrong-format', 'pickle': 'wrong-format', 'deep-json': 'invalid-json'}
+CODES = {
+    "length-beyond-file": "truncated", "length-over-cap": "bad-header", "not-an-object": "invalid-json",
+    "not-utf8": "invalid-json", "not-json": "invalid-json", "duplicate-key": "bad-header",
+    "unknown-dtype": "bad-header", "negative-shape": "bad-header", "overflowing-shape": "bad-header",
+    "shape-size-mismatch": "bad-header", "overlap": "byte-ranges", "hole": "byte-ranges",
+    "offsets-past-end": "truncated", "trailing-bytes": "byte-ranges", "metadata-not-strings": "bad-header",
+    "entry-not-object": "bad-header", "bad-offsets": "bad-header", "too-short": "truncated", "zip": "wrong-format",
+    "pickle": "wrong-format", "deep-json": "invalid-json"
+}
 
 
 def files_messages(result) -> list[str]:

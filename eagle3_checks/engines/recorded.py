@@ -6,6 +6,7 @@ what its recorder reads back that others do not)."""
 
 from __future__ import annotations
 
+from .. import engines
 from ..drafter.families.mla import effective
 from .profile import Limit, Profile, Target
 from .reading import AFTER_LOAD, Reading
@@ -24,9 +25,7 @@ def concatenated(rec: dict) -> set[str]:
 
 
 def _profile(r: Reading) -> Profile:
-    from . import profile  # the package's lookup (engines/__init__.py imports this module's neighbours)
-
-    return profile(f"{r.engine}@{r.version}")
+    return engines.profile(f"{r.engine}@{r.version}")
 
 
 def _before_layer(layers: tuple[int, ...]) -> list[int]:
