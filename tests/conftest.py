@@ -151,23 +151,32 @@ def trained_world(tmp_path_factory) -> Path:
 
 
 # ----- every declared finding code is produced by a test ------------------------------------------------------------
-# The gate stamps each finding's code in one place (gate.finding_code); wrapped here, every code a test makes the gate
-# produce is recorded. Each xdist worker writes its codes beside the others; when the whole suite has run (no -k, -m,
-# --lf or chosen paths), the session fails on any declared code (gate.all_codes) no test produced, and lists them.
+# The gate stamps each finding's code where it runs a check (gate.run_check, and gate.finding_code for the waivers'
+# own findings); wrapped here, every code a test makes the gate produce is recorded. Each xdist worker writes its codes
+# beside the others; when the whole suite has run (no -k, -m, --lf or chosen paths), the session fails on any declared
+# code (gate.all_codes) no test produced, and lists them.
 PRODUCED: set[str] = set()
 
 
 def _track_codes() -> None:
     from eagle3_checks import gate
 
-    made = gate.finding_code
+    made, ran = gate.finding_code, gate.run_check
 
     def finding_code(c, slug):
         code = made(c, slug)
         PRODUCED.add(code)
         return code
 
-    gate.finding_code = finding_code
+    def run_check(*args, **kwargs):
+        result = ran(*args, **kwargs)
+        PRODUCED.update(f.code for f in result.findings if f.code)
+        return result
+
+    gate.finding_code, gate.run_check = finding_code, run_check
+    from eagle3_checks import defects  # runs checks itself (the catalogue's examples)
+
+    defects.run_check = run_check
 
 
 _track_codes()

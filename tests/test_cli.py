@@ -88,9 +88,22 @@ def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     bad = drafter("speculators")
     helpers.inject(bad, "flat-class-in-speculators")
     path = bad.write()
-    code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
+    code, out, err = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
     assert code == 0 and "WAIV  config.architectures" in out and "waived:   renamed by our loader" in out
     assert "WAIVED ERROR: config.json: architectures" in out and "gate.waivers" in out
+    # the old name is still read, and says when it goes and what replaces it
+    assert err.count("--skip is deprecated and will be removed in 0.2.0: use --waive") == 1
+    code, _, err = cli(capsys, "check", path, "--waive", "config.architectures=renamed by our loader")
+    assert code == 0 and "deprecated" not in err
+
+
+def test_shift_aux_ids_is_deprecated_and_changes_nothing(drafter, capsys, tmp_path):
+    path = drafter("speculators").write()
+    code, _, err = cli(capsys, "convert", path, tmp_path / "a", "--to", "vllm", "--verify", "header")
+    assert code == 0 and "deprecated" not in err
+    code, _, err = cli(capsys, "convert", path, tmp_path / "b", "--to", "vllm", "--verify", "header", "--shift-aux-ids")
+    assert code == 0 and "--shift-aux-ids is deprecated and will be removed in 0.2.0" in err
+    assert (tmp_path / "a" / "config.json").read_text() == (tmp_path / "b" / "config.json").read_text()
 
 
 def test_strict_fails_on_warnings(drafter, capsys):

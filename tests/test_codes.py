@@ -277,6 +277,25 @@ def test_fix_leaves_a_waived_finding_as_it_is(drafter, tmp_path, capsys):
     assert code == 0 and json.loads((tmp_path / "fixed2" / "config.json").read_text())["head_dim"] == 24
 
 
+@pytest.mark.parametrize("check_id", sorted(BY_ID))
+def test_every_check_reports_its_own_crash_with_its_crashed_code(check_id):
+    """A bug in any check is an error finding with the code CHECK/crashed, never a traceback and never a pass: the
+    check's own function made to raise, run as the gate runs it."""
+    import dataclasses
+
+    from eagle3_checks.gate import run_check
+    from eagle3_checks.registry import Context
+
+    def broken(ctx):
+        raise RuntimeError("a bug")
+
+    c = dataclasses.replace(BY_ID[check_id], func=broken, needs=(), requires=None, modelled_only=False,
+                            live_only=False)
+    r = run_check(c, Context(ckpt=None), {})
+    assert [f.code for f in r.findings] == [f"{check_id}/crashed"] and r.status == FAILED
+    assert f"{check_id}/crashed" in c.meanings
+
+
 def test_a_crashed_check_has_a_code_too():
     from eagle3_checks.gate import run_check
     from eagle3_checks.registry import Check, Context

@@ -381,3 +381,14 @@ def test_the_launch_options_are_the_clis(pytester, drafter):
         pytest.ExitCode.OK
     result = pytester.runpytest(*base, "--eagle3-engine=trtllm", "--eagle3-launch=trtllm")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_the_old_waive_name_still_waives_and_warns_of_its_removal(pytester, drafter):
+    path = drafter("flat").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes",
+                                "--eagle3-skip=shapes=known")
+    result.stdout.fnmatch_lines(["*--eagle3-skip / eagle3_skip is deprecated and will be removed in 0.2.0*"])
+    assert result.ret == 0
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes",
+                                "--eagle3-waive=shapes=known")
+    assert "deprecated" not in result.stdout.str() and result.ret == 0

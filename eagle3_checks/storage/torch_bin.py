@@ -127,10 +127,6 @@ class _List:
         self.pos = pos
 
 
-class _Mark:
-    pass
-
-
 def row_major_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
     """The strides, in elements, of a contiguous row-major tensor of ``shape`` (what this tool reads)."""
     expected, acc = [], 1
@@ -240,7 +236,7 @@ def _walk(data: bytes, records: bool) -> Any:  # noqa: C901
     while True:
         try:
             op, arg, at = next(ops)
-        except Exception as exc:  # noqa: BLE001  (genops on arbitrary bytes: ValueError, struct.error, ...)
+        except Exception as exc:  # (genops on arbitrary bytes: ValueError, struct.error, ...)
             raise _Refused(f"data.pkl is not a valid pickle after byte {pos}: {str(exc)[:200]}", pos,
                            _FIX_COPY) from None
         pos = at or 0

@@ -320,14 +320,6 @@ SYMBOLS = {
     "kv_b_proj.weight": "(nh·(qk_nope_head_dim + v_head_dim), kv_lora_rank)",
     "o_proj.weight": "(H, nh·v_head_dim)",
 }
-# The config fields each attention tensor's shape depends on (besides the heads and H): for fixes and messages.
-SIZED_BY = {
-    "q_a_proj.weight": ("q_lora_rank",), "q_a_layernorm.weight": ("q_lora_rank",),
-    "q_b_proj.weight": ("qk_nope_head_dim", "qk_rope_head_dim", "q_lora_rank"),
-    "q_proj.weight": ("qk_nope_head_dim", "qk_rope_head_dim"),
-    "kv_a_proj_with_mqa.weight": ("kv_lora_rank", "qk_rope_head_dim"), "kv_a_layernorm.weight": ("kv_lora_rank",),
-    "kv_b_proj.weight": ("qk_nope_head_dim", "v_head_dim", "kv_lora_rank"), "o_proj.weight": ("v_head_dim",),
-}
 
 
 class _Unknown:

@@ -101,7 +101,7 @@ except ImportError:
         def requires_aux_hidden_states(spec: Any) -> bool:
             return spec.method in ("eagle3", "dflash", "dspark", "extract_hidden_states")
 try:  # the V1 model runner, 0.28.0 to 0.33.0 (v1/worker/gpu_model_runner.py); 0.34.0 has Model Runner V2 only
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 except ImportError:
     GPUModelRunner = None
 
