@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 from safetensors.torch import save_file
 from speculators.config import SpeculatorsConfig, VerifierConfig
-from speculators.losses.eager import kl_div_loss
+from speculators.losses.eager import kl_div_loss  # (the fused loss needs Triton)
 from speculators.models.eagle3 import Eagle3SpeculatorConfig
 from speculators.models.eagle3.core import Eagle3DraftModel
 from speculators.proposals.greedy import GreedyTokenProposalConfig
