@@ -57,8 +57,8 @@ def test_check_json_and_markdown(drafter, capsys):
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
     # a passing check's note is in the findings list too (the table counts it)
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
-    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.33.0]` |" in out
-    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.33.0]`" in out
+    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.34.0]` |" in out
+    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.34.0]`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -23,7 +23,8 @@ MAKERS = {"error", "warning", "info", "make", "stale"}
 BY_ID = {c.id: c for c in all_checks()}
 # slugs two sites of one check share on purpose: one kind of finding, said in two situations
 # one kind of finding made at two sites: the trainer detected with its release stated, or without one that matters
-SHARED = {("engine.aux-layers", "convention-unknown"), ("config.trainer-release", "detected")}
+SHARED = {("engine.aux-layers", "convention-unknown"), ("config.trainer-release", "detected"),
+          ("keys", "unexpected-tensor")}  # P-EAGLE's mask_hidden in another drafter, or any other tensor
 
 
 def cli(capsys, *argv):
@@ -259,7 +260,7 @@ def test_a_code_for_one_engine(drafter, capsys):
     path = d.write()
     argv = ["--engine", "vllm,sglang", "--skip", "engine.loads[vllm]/narrowed=cut on purpose"]
     code, _, checks = _report(capsys, path, *argv)
-    assert checks[("engine.loads", "vllm@0.33.0")]["status"] == WAIVED
+    assert checks[("engine.loads", "vllm@0.34.0")]["status"] == WAIVED
     assert checks[("engine.loads", "sglang@0.5.23")]["status"] == FAILED
     assert parse_options(waive=["engine.loads[vllm]/narrowed=x"]).waive == (("engine.loads/narrowed[vllm]", "x"),)
 

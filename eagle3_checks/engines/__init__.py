@@ -248,11 +248,9 @@ def resolve(values: Any) -> Resolved:
 
 def read(ckpt: Checkpoint, spec: str, target_config: Any = None, launch: dict | None = None) -> Reading:
     """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known; ``launch``:
-    the launch settings, for a release that takes the aux layers from its launch rather than the config)."""
-    p = profile(spec)
-    if p.launch_ids:
-        return p.read(ckpt, target_config, launch=launch)
-    return p.read(ckpt, target_config)
+    the launch settings it is started with, which a release's reading may read: TensorRT-LLM's aux layers, vLLM's
+    speculative config)."""
+    return profile(spec).read(ckpt, target_config, launch=launch)
 
 
 # Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and

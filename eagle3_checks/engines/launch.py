@@ -137,6 +137,11 @@ def vllm_drafter(raw: dict, layout: str) -> list[Problem]:
 def vllm(reading: Reading, req: Request) -> Launch:
     spec: dict[str, Any] = {"method": "eagle3", "model": req.drafter, "num_speculative_tokens": req.tokens}
     notes = ['"method": "eagle3" (config/speculative.py:74-82; "eagle" builds an EAGLE-1 drafter)']
+    if reading.kind == "peagle":  # a release that builds P-EAGLE (0.34.0 refuses the config: no launch serves it)
+        spec["parallel_drafting"] = True
+        notes.append('"parallel_drafting": true: a P-EAGLE drafter drafts its positions in parallel with its '
+                     'mask_hidden (0.33.0 llama_eagle3.py:347-355; `vllm serve DRAFTER` sets it from the speculators '
+                     'config, transformers_utils/configs/speculators/base.py:133-134)')
     problems = heads_divide(reading, req.tp, "config/model.py:1557-1564, for the draft at config/speculative.py:1991",
                             "model_executor/layers/linear.py:1066-1071")
     if problems and req.tp > 1:

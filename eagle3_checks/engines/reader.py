@@ -106,6 +106,8 @@ def _count(w: Walk, step: Count) -> None:
 
 
 def _ids(w: Walk, step: Ids) -> None:
+    if step.when is not None and not step.when(w):
+        return
     reading.read_aux_ids(w.r, w.raw, tuple(tuple(at.split(".")) for at in step.at), w.say(step.why))
 
 

@@ -109,6 +109,9 @@ class Reading:
     not_modelled: str | None = None
     # the decoder layer's family (drafter/families/: "llama" or "mla"), as the class the engine builds decides it
     family: str = "llama"
+    # the drafter the engine builds: "eagle3", or "peagle" (P-EAGLE: EAGLE-3 with mask_hidden for the positions it
+    # drafts in parallel; drafter/layout.py SPECULATORS_KINDS)
+    kind: str = "eagle3"
     # the MLA family's attention as this reader computes it (a drafter.families.mla.MlaShape: sizes, rope, yarn factors,
     # softmax scale); None for the Llama family
     mla: Any = None

@@ -156,6 +156,7 @@ class Ids:
 
     at: tuple[str, ...]
     why: Says
+    when: Cond | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,12 @@ def role_starts(prefix: str) -> TensorCond:
     return cond
 
 
+def name_is(*names: str) -> TensorCond:
+    def cond(w: Walk, name: str, n: Name) -> bool:
+        return name in names
+    return cond
+
+
 def name_has(part: str) -> TensorCond:
     def cond(w: Walk, name: str, n: Name) -> bool:
         return part in name
@@ -344,6 +351,13 @@ def all_of(*conds: TensorCond) -> TensorCond:
 def any_of(*conds: TensorCond) -> TensorCond:
     def cond(w: Walk, name: str, n: Name) -> bool:
         return any(c(w, name, n) for c in conds)
+    return cond
+
+
+def both(*conds: Cond) -> Cond:
+    """A condition on the walk: every one of ``conds`` holds."""
+    def cond(w: Walk) -> bool:
+        return all(c(w) for c in conds)
     return cond
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.config_values import SPECULATORS_DEFAULTS, TLC, class_defaults
-from ..drafter.layout import SPECULATORS
+from ..drafter.layout import PEAGLE, SPECULATORS
 from . import reading
 from .capture import vllm_ids_for, vllm_input
 from .profile import Profile, Release
@@ -42,6 +42,7 @@ from .record import (
     is_switch,
     layout_is,
     midlayer_style,
+    name_is,
     no,
     prefixed,
     reading_of,
@@ -60,13 +61,18 @@ SINCE = {"norm_before_fc": "0.5.0", "fc_norm": "0.7.0", "norm_output": "0.7.0", 
 # What read() does unless a release states otherwise (RELEASES): ``lenient``, the trainer reading, takes any naming
 # of a role (the computation the drafter was trained to do), otherwise speculators' own non-strict loader; the
 # transformers class a transformer_layer_config without model_type becomes; the flags the release has; whether fc
-# takes one state per stated id (else always 3); the layer types it builds.
+# takes one state per stated id (else always 3); the layer types it builds; the drafters it builds
+# (speculators_model_type: P-EAGLE from 0.6.0 on, models/peagle/, whose mask_hidden is a parameter, core.py:44-53).
 SWITCHES = (("lenient", False), ("default_type", "qwen3"), ("flags", FLAGS), ("aux_from_ids", True),
-            ("layer_types", ("llama", "qwen3")))
+            ("layer_types", ("llama", "qwen3")), ("kinds", ("eagle3", PEAGLE)))
 
 
 def _not_eagle3(w: Walk) -> bool:
-    return w.raw.get("speculators_model_type") != "eagle3" and not w.switch("lenient")
+    return w.raw.get("speculators_model_type") not in w.switch("kinds") and not w.switch("lenient")
+
+
+def _peagle(w: Walk) -> bool:
+    return w.raw.get("speculators_model_type") == PEAGLE and PEAGLE in w.switch("kinds")
 
 
 def _no_layer_config(w: Walk) -> bool:
@@ -134,8 +140,11 @@ STEPS = (
     Stop(no(layout_is(SPECULATORS)), "speculators reads speculators configs only (speculators_model_type, "
          "transformer_layer_config); this is a flat config"),
     Refuse(_not_eagle3, lambda w: f"speculators_model_type {w.raw.get('speculators_model_type')!r}: speculators "
-           "builds its EAGLE-3 model only for \"eagle3\""),
-    const("architecture", "Eagle3DraftModel", "speculators_model_type"),
+           f"builds its EAGLE-3 models only for {' and '.join(repr(k) for k in w.switch('kinds'))}"),
+    const("architecture", "Eagle3DraftModel", "speculators_model_type", when=no(_peagle)),
+    const("architecture", "PEagleDraftModel", "speculators_model_type \"peagle\" (models/peagle/core.py:20-53)",
+          when=_peagle),
+    const("kind", PEAGLE, "speculators_model_type \"peagle\"", when=_peagle),
     Stop(_no_layer_config, "config.json has no transformer_layer_config object", layout=False),
     Fact("model_type", _model_type),
     Refuse(lambda w: w.facts["model_type"] not in w.switch("layer_types"), _unbuilt_type),
@@ -158,6 +167,7 @@ STEPS = (
           3, "speculators default: 3", when=is_switch("aux_from_ids")),
     Call(_later_norm),
     Tensors((
+        Rule(all_of(name_is("mask_hidden"), also(_peagle)), load=True, role=lambda w, name, n: "mask_hidden"),
         Rule(unknown, "ignored: speculators loads non-strictly"),
         Rule(all_of(also(lambda w: not w.switch("lenient")), any_of(prefixed, midlayer_style)),
              "ignored: speculators loads non-strictly and has no parameter of that name"),
@@ -174,8 +184,9 @@ def _serving(r: Reading, want: int | None, target: Any = None) -> None:
 # (models/eagle3.py:466 raises NotImplementedError): a checkpoint stating it was converted by it, not trained.
 _LLAMA_DEFAULT = "transformer_layer_config without model_type is a LlamaConfig"
 _FIXED_AUX = "fc takes 3 x hidden_size states whatever eagle_aux_hidden_state_layer_ids says"
-_POST = "a post-release of {0}: only {1} changed, not models/ or config.py (diffed against {0}'s wheel)"
-_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False))
+_POST = ("a post-release of {0}: only {1} changed, not models/ or config.py (its wheel diffed against {0}'s, "
+         "2026-12-06): it reads a checkpoint as {0} does")
+_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False), ("kinds", ("eagle3",)))
 _BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False))
 RELEASES = (
     Release("0.2.0", "2025-11-03", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
@@ -190,21 +201,25 @@ RELEASES = (
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 78); core.py:213: {_FIXED_AUX}; no "
             "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"),
     Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle")),
-    Release("0.5.0", "2026-04-24", differs=_BEFORE_0_7,
+    Release("0.5.0", "2026-04-24", differs=(*_BEFORE_0_7, ("kinds", ("eagle3",))),
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 82); core.py:189: {_FIXED_AUX}; norm_before_fc "
-            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output"),
+            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output; no P-EAGLE (models/peagle/ from 0.6.0)"),
     Release("0.6.0", "2026-06-16", differs=_BEFORE_0_7,
             why=f"as 0.5.0 (models/eagle3/config.py identical to 0.5.0's: {_LLAMA_DEFAULT}, :34, 82); core.py:55: "
             f"{_FIXED_AUX}"),
     Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
-    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
+    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7,
+            why=_POST.format("0.6.0", "data_generation/vllm_client.py")),
     Release("0.7.0", "2026-07-30",
             why="as 0.9.0 for a checkpoint (models/eagle3/config.py identical to 0.9.0's; core.py:67-74: fc takes "
             "len(ids) or 3 states); it does not validate the ids (utils.py:30-43)"),
     Release("0.7.0.1", "2026-08-13", why=_POST.format("0.7.0", "data_generation and _vendor/hs_connectors")),
-    Release("0.7.0.2", "2026-10-07", why=_POST.format("0.7.0", "data_generation and _vendor/hs_connectors")),
+    Release("0.7.0.2", "2026-10-07", why=_POST.format("0.7.0", "data_generation/vllm_client.py and "
+                                                   "_vendor/hs_connectors/transfer.py")),
     Release("0.8.0", "2026-09-03", why="as 0.9.0 (models/eagle3/config.py, core.py, model_definitions.py identical)"),
-    Release("0.8.1", "2026-10-10", why="as 0.9.0 (models/eagle3/config.py, core.py, model_definitions.py identical)"),
+    Release("0.8.1", "2026-10-10", why=_POST.format("0.8.0", "train/cli.py, train/config/schema.py and "
+                                                 "version.py") + "; models/eagle3/config.py, core.py, "
+            "model_definitions.py identical to 0.9.0's"),
     Release(VERSION, "2026-10-16", peer=True),
 )
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.families.mla import YARN_DEFAULTS, MlaReader, number
-from ..drafter.layout import FLAT, SPECULATORS, Name, str_list
+from ..drafter.layout import FLAT, PEAGLE, SPECULATORS, Name, speculators_kind, str_list
 from . import launch as launching
 from . import reading
 from .capture import vllm_ids_for, vllm_input
@@ -51,20 +51,25 @@ from .record import (
     Refuse,
     Rule,
     Source,
+    Stop,
     Tensors,
     Value,
     Walk,
     all_of,
     also,
     any_of,
+    both,
     const,
+    fact_is,
     fc_norm_unbuilt,
     fmt,
+    is_switch,
     is_true,
     layer_beyond,
     model_type_of,
     name_ends,
     name_has,
+    no,
     normed,
     normed_if_true,
     prefixed,
@@ -112,13 +117,20 @@ def _mla_architecture(w: Walk) -> None:
 
 
 def _architecture(w: Walk) -> None:
-    """update_eagle3 maps a speculators config's layer model_type to its class; a flat config's architectures get the
-    Eagle3 prefix (transformers_utils/configs/eagle.py:55-64) and must name a registered drafter class."""
+    """update_eagle3 maps a speculators config's layer model_type to its class (update_peagle to a Peagle* name the
+    registry builds as the same class, model_executor/models/registry.py:698-706); a flat config's architectures get
+    the Eagle3 prefix (transformers_utils/configs/eagle.py:55-64) and must name a registered drafter class."""
     r, model_type = w.r, w.facts["model_type"]
     arch: str | None
     if w.ckpt.layout == SPECULATORS:
         arch = "Eagle3Qwen3ForCausalLM" if model_type == "qwen3" else "Eagle3LlamaForCausalLM"
-        r.set("architecture", arch, f"update_eagle3: model_type {model_type!r}")
+        if w.facts["peagle"]:
+            peagle = "PeagleQwen3ForCausalLM" if model_type == "qwen3" else "PeagleLlamaForCausalLM"
+            r.set("architecture", arch, f"update_peagle: model_type {model_type!r} -> {peagle}, built as {arch} "
+                  "(algos.py:75-82, registry.py:698-706)")
+            r.set("kind", PEAGLE, "speculators_model_type \"peagle\" (algos.py:53-87 update_peagle)")
+        else:
+            r.set("architecture", arch, f"update_eagle3: model_type {model_type!r}")
     else:
         arch, how = eagle3_architecture(w.raw.get("architectures"))
         r.set("architecture", arch, how)
@@ -148,9 +160,13 @@ def _o_bias(w: Walk) -> None:
 
 def _norm_before_residual(w: Walk) -> None:
     """update_eagle3 (algos.py:33-35): config_dict.get("norm_before_residual", True): absent -> True, but an explicit
-    null is None, which llama_eagle3.py:101-104 reads as False. A flat config: False unless stated."""
+    null is None, which llama_eagle3.py:101-104 reads as False; update_peagle's default is False (algos.py:70-72). A
+    flat config: False unless stated."""
     found, value, key = lookup(w.raw, ("norm_before_residual",))
-    if _speculators(w) and found and value is None:
+    if w.facts["peagle"] and not (found and value is not None):
+        w.r.set("norm_before_residual", False, "vLLM default for a P-EAGLE config: False (update_peagle, "
+                "algos.py:70-72)")
+    elif _speculators(w) and found and value is None:
         w.r.set("norm_before_residual", False, "config.json: norm_before_residual null (vLLM update_eagle3 keeps "
                 "None, read as False)")
     elif found and value is not None:
@@ -389,12 +405,85 @@ MLA_STEPS = (
 )
 
 
+_PEAGLE_PASSES = ("update_peagle passes no fc_norm and no norm_output to the drafter's config (algos.py:53-87): "
+                  "vLLM builds neither")
+_V1_RUNNER = (_AUX_WHY + "; vLLM 0.28.0 to 0.33.0 only: their V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, reads "
+              "eagle_config's: gpu_model_runner.py:5202-5224)")
+# config/speculative.py SpeculativeConfig's fields in 0.33.0 (read from its wheel, :407-): the keys a
+# --speculative-config may hold; the config forbids any other (config/utils.py:72, extra="forbid")
+SPECULATIVE_FIELDS = frozenset((
+    "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size", "tensor_parallel_size",
+    "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision",
+    "code_revision", "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
+    "disable_lookahead_block_hashes", "draft_lm_head_quantization", "use_local_argmax_reduction",
+    "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min", "parallel_drafting", "target_model_config",
+    "target_parallel_config", "num_speculative_tokens_per_batch_size", "draft_model_config", "draft_parallel_config",
+    "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob", "draft_load_config", "rejection_sample_method", "synthetic_acceptance_rates",
+    "synthetic_acceptance_length", "enable_adaptive_verification", "draft_sample_method", "dspark_draft_topk",
+    "xpress_topc", "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k"))
+# 0.34.0's (config/speculative.py:449-, recorded against its own parser: tests/conformance/recipes/vllm-0.34.0.json):
+# disable_padded_drafter_batch and use_heterogeneous_vocab removed, four added
+SPECULATIVE_FIELDS_0_34 = (SPECULATIVE_FIELDS - {"disable_padded_drafter_batch", "use_heterogeneous_vocab"}) | {
+    "custom_method", "draft_decode_context_parallel_size", "suffix_decoding_corpus_tokens", "speculator_options"}
+
+
+def _peagle(w: Walk) -> bool:
+    return w.ckpt.layout == SPECULATORS and speculators_kind(w.raw) == PEAGLE
+
+
+def _speculative_config(w: Walk) -> dict:
+    """The launch's speculative config (--launch vllm=FILE: the recipe's JSON, or {"speculative_config": {...}})."""
+    launch = w.launch if isinstance(w.launch, dict) else {}
+    spec = launch.get("speculative_config", launch)
+    return spec if isinstance(spec, dict) else {}
+
+
+def _launch(w: Walk) -> None:
+    """What the launch's speculative config asks of this release: a key its SpeculativeConfig does not have fails
+    validation at startup; parallel drafting builds P-EAGLE's mask_hidden (0.33.0 llama_eagle3.py:347-355) and, from
+    0.34.0, is refused for eagle3 (config/speculative.py:1688-1693)."""
+    spec, r = _speculative_config(w), w.r
+    fields = w.switch("speculative_fields")
+    for key in sorted(k for k in spec if k not in fields):
+        r.refuse(f"the launch's speculative_config has {key!r}, which vLLM {r.version}'s SpeculativeConfig does not "
+                 "have: it forbids unknown fields (config/utils.py:72, extra=\"forbid\") and startup fails validation",
+                 at=f"launch: speculative_config.{key}")
+    parallel = spec.get("parallel_drafting") is True
+    if parallel and not w.switch("peagle"):
+        r.refuse("the launch's speculative_config sets parallel_drafting true: vLLM 0.34.0 raises \"parallel_drafting "
+                 "is only supported by the dflash and dspark methods\" (config/speculative.py:1688-1693)",
+                 at="launch: speculative_config.parallel_drafting")
+    w.facts["parallel"] = parallel and bool(w.switch("peagle"))
+
+
+def _mask_hidden(w: Walk, name: str, n: Name) -> str:
+    return "mask_hidden"
+
+
+def _parallel_without_mask(w: Walk) -> bool:
+    return bool(w.facts["parallel"]) and not any("mask_hidden" in n for n in w.ckpt.tensors)
+
+
 _SPECULATORS_LAYER = (None, 8192, "vLLM: a speculators config has no class default")
 
 # One walk, in the order vLLM's own loader reads the config (its file:line sources beside each step), then
 # llama_eagle3.py's load_weights.
 STEPS = (
     Branch(_mla_class, MLA_STEPS),
+    Fact("peagle", _peagle),
+    # 0.34.0: transformers_utils/configs/speculators/algos.py:53-55 update_peagle raises (base.py:133-134 likewise)
+    Stop(both(fact_is("peagle"), no(is_switch("peagle"))),
+         "vLLM 0.34.0 raises ValueError(\"P-EAGLE (parallel drafting EAGLE-3) is not supported.\") parsing a "
+         "speculators config with speculators_model_type \"peagle\" (transformers_utils/configs/speculators/"
+         "algos.py:53-55)"),
+    Refuse(lambda w: w.facts["peagle"] and "mask_token_id" not in w.raw,
+           "config.json has no mask_token_id: vLLM's update_peagle reads config_dict[\"mask_token_id\"] and raises "
+           "KeyError (algos.py:83)", at="mask_token_id"),
+    Call(_launch),
+    Refuse(_parallel_without_mask, "the launch enables parallel drafting and the checkpoint has no mask_hidden: vLLM "
+           "raises \"mask_hidden not found in weights but model is configured for parallel drafting\" "
+           "(llama_eagle3.py:450-455)", at="mask_hidden"),
     model_type_of("llama"),
     Refuse(lambda w: _speculators(w) and w.facts["model_type"] not in ("llama", "qwen3"),
            fmt("vLLM raises \"Unsupported model_type {model_type} for Eagle3 speculator\" "
@@ -421,8 +510,11 @@ STEPS = (
     Call(_norm_before_residual),
     Value("input_norm", ("norm_before_fc",), False, "vLLM default: False", null_absent=True, when=_speculators),
     Value("input_norm", ("eagle_config.norm_before_fc", "norm_before_fc"), False, "vLLM default: False", when=_flat),
-    Value("fc_norm", ("fc_norm",), False, "vLLM default: False", null_absent=True),
-    Value("feedback", ("norm_output",), "prenorm", "vLLM default: False", take=normed, null_absent=True),
+    Value("fc_norm", ("fc_norm",), False, "vLLM default: False", null_absent=True, when=no(fact_is("peagle"))),
+    Value("feedback", ("norm_output",), "prenorm", "vLLM default: False", take=normed, null_absent=True,
+          when=no(fact_is("peagle"))),
+    const("fc_norm", False, _PEAGLE_PASSES, when=fact_is("peagle")),
+    const("feedback", "prenorm", _PEAGLE_PASSES, when=fact_is("peagle")),
     const("final_norm", True, "vLLM always applies the final norm before lm_head"),
     const("lm_head_from_embed", False, "vLLM's EAGLE-3 drafter has its own lm_head (shared from the target if absent)"),
     Fact("uses_aux", _uses_aux),
@@ -433,9 +525,9 @@ STEPS = (
     # eagle_config["layer_ids"]; never eagle_config["eagle_aux_hidden_state_layer_ids"]. The V1 runner
     # (VLLM_USE_V2_MODEL_RUNNER=0, no Triton, or parallel drafting) reads eagle_config's ids after the top level.
     # update_eagle3 puts a speculators config's ids at the top level.
-    Ids(("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"),
-        _AUX_WHY + "; only the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, reads eagle_config's: "
-        "gpu_model_runner.py:5202-5224)"),
+    Ids(("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"), _V1_RUNNER, when=is_switch("v1_runner")),
+    Ids(("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"), _AUX_WHY + "; 0.34.0 has Model Runner V2 "
+        "only: no release from 0.34.0 on reads eagle_config's)", when=no(is_switch("v1_runner"))),
     Call(_no_aux_captured),
     const("aux_convention", "vllm", _CONVENTION),
     Count((Source("int", "num_aux_layers", "config.json: num_aux_layers (qwen3_eagle3.py:201-214)",
@@ -452,7 +544,13 @@ STEPS = (
     Call(_raise_context),
     Tensors((
         Rule(name_has("t2d"), "vLLM skips t2d"),
-        Rule(name_has("mask_hidden"), "vLLM skips mask_hidden (parallel drafting only) with a warning"),
+        Rule(all_of(name_has("mask_hidden"), also(no(is_switch("peagle")))),
+             "vLLM 0.34.0 skips mask_hidden with a warning: \"parallel drafting is not supported for EAGLE-3\" "
+             "(llama_eagle3.py:421-426)"),
+        Rule(all_of(name_has("mask_hidden"), also(fact_is("parallel"))), load=True, role=_mask_hidden),
+        Rule(name_has("mask_hidden"), "vLLM skips mask_hidden with a warning unless the launch enables parallel "
+             "drafting (llama_eagle3.py:431-439): `vllm serve DRAFTER` does for a P-EAGLE config (transformers_utils/"
+             "configs/speculators/base.py:133-134), a --speculative-config needs \"parallel_drafting\": true"),
         Rule(name_ends("rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached"),
              "vLLM drops rotary buffers (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)"),
         Rule(prefixed, "refused: `model.` prefix", refuse=_PREFIX),
@@ -505,6 +603,8 @@ def serving(r: Reading, want: int | None, target: Any = None, any_rope: bool = F
 
 # The releases this reading holds for, each recorded (conformance/run.sh) and held to it by the default test run.
 _AUX_WHEN_UNUSED = (("aux_when_unused", True),)
+# what 0.34.0 reads otherwise than 0.33.0, each stated by its switch (diffed wheel against wheel, 2026-12-06)
+_0_34 = (("peagle", False), ("v1_runner", False), ("speculative_fields", SPECULATIVE_FIELDS_0_34))
 RELEASES = (
     Release("0.30.0", "2026-09-22", recorded="2026-12-03", differs=(*_AUX_WHEN_UNUSED, ("any_rope", True)),
             why="as 0.31.0, except that it raises an EAGLE draft's max_position_embeddings to the target's "
@@ -518,12 +618,25 @@ RELEASES = (
             "0.33.0 asks the drafter first (eagle3_utils.py: requires_aux_hidden_states). Its loader is 0.33.0's "
             "(llama_eagle3.py:179-183, 459-463 in 0.32.0)"),
     Release(VERSION, "2026-11-02", recorded="2026-12-01"),
+    Release("0.34.0", "2026-11-16", recorded="2026-12-06", differs=_0_34,
+            why="P-EAGLE dropped: a speculators config with speculators_model_type \"peagle\" raises ValueError "
+            "(transformers_utils/configs/speculators/algos.py:53-55, base.py:133-134) and a mask_hidden tensor is "
+            "skipped with a warning whatever the launch (llama_eagle3.py:421-426, qwen3_eagle3.py:399-404); the V1 "
+            "model runner is gone (no v1/worker/gpu_model_runner.py: Model Runner V2 only, which never reads "
+            "eagle_config's ids); SpeculativeConfig lost disable_padded_drafter_batch and use_heterogeneous_vocab "
+            "and still forbids unknown keys (config/speculative.py:449-, config/utils.py:72), and parallel_drafting "
+            "true with eagle3 raises (config/speculative.py:1688-1693). Read from the wheel, not modelled: a "
+            "drafter's own quantized lm_head (packed weights, no plain weight) is kept instead of compared with the "
+            "target's (v1/worker/gpu/spec_decode/eagle/utils.py:30-36), where 0.33.0 read draft.weight (utils.py:31); "
+            "the EAGLE-3 drafter classes set has_own_lm_head only for a weight named lm_head* (model_executor/models/"
+            "utils.py:1194-1196), and the gate reads no quantized drafter"),
 )
 
 PROFILE = Profile(
     NAME, VERSION, STEPS, vllm_input, vllm_ids_for,
     recorded_config=("norm_before_residual",),
-    module=__name__, takes=(("aux_when_unused", False), ("any_rope", False)),
+    module=__name__, takes=(("aux_when_unused", False), ("any_rope", False), ("peagle", True), ("v1_runner", True),
+                            ("speculative_fields", SPECULATIVE_FIELDS)),
     releases=RELEASES,
     narrows_at="model_executor/layers/linear.py:598, 863, 1780 (narrow, no size check)",
     families=("llama", "mla"),

@@ -29,6 +29,9 @@ here): ``torch.accelerator.empty_cache()``, which ``BaseModelLoader.load_model``
 caching allocator (model_loader/base_loader.py:93 in 0.32.0) and which raises "Cannot access accelerator device"
 without one. It frees memory and computes nothing; the stub makes it a no-op there.
 
+And, from 0.34.0, one platform check (:func:`triton_check_stub`): the CPU platform refuses to configure on x86 without
+Triton's CPU backend, which only its model runner's kernels need.
+
 And, for 0.28.0 to 0.30.0 only, the name of one CPU kernel: their ``SiluAndMul`` binds ``torch.ops._C.silu_and_mul``
 when it is built on the CPU platform (model_executor/layers/activation.py:130-135 in 0.30.0; 0.31.0 no longer binds
 it at construction), and the CUDA wheel carries no CPU ``_C`` library, so every Llama-layer drafter would fail to
@@ -315,12 +318,25 @@ def declare_missing_cpu_ops() -> Any:
     return lib
 
 
+def triton_check_stub(stack: ExitStack) -> None:
+    """From 0.34.0 the CPU platform refuses any VllmConfig on an x86 machine whose Triton has no CPU backend
+    (platforms/cpu.py:237-243, "vLLM on x86 CPUs requires Triton (triton-cpu)"), where 0.33.0 only warned
+    (platforms/cpu.py:242-244): a requirement of the CPU model runner's kernels, which recording never runs. On such a
+    release the check is told Triton is there (vllm.triton_utils.HAS_TRITON, read at the call)."""
+    import vllm.triton_utils as triton_utils
+
+    if not triton_utils.HAS_TRITON and tuple(int(x) for x in VERSION.split(".")[:2]) >= (0, 34):
+        stack.enter_context(mock.patch.object(triton_utils, "HAS_TRITON", True))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     torch.manual_seed(0)
     declared = declare_missing_cpu_ops()  # noqa: F841  (the library must outlive the recording)
+    platform = ExitStack()
+    triton_check_stub(platform)
     init_process_group()
     # load_model calls gc.collect() twice per checkpoint (model_loader/base_loader.py); with vLLM's imports in the
     # heap that is ~1 s each. Freezing what exists now leaves only each checkpoint's own objects to collect.
