@@ -236,7 +236,7 @@ def test_list_and_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     out = " ".join(capsys.readouterr().out.split())
-    assert exc.value.code == 0 and __version__ in out and "vllm 0.30.0 to 0.33.0" in out and "sglang 0.5.6" in out
+    assert exc.value.code == 0 and __version__ in out and "vllm 0.30.0 to 0.34.0" in out and "sglang 0.5.6" in out
 
 
 def test_demo(tmp_path, capsys):

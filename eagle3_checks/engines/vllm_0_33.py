@@ -254,7 +254,7 @@ def _bias_wanted(w: Walk, name: str, n: Name) -> bool:
 _D2T_REFUSED = also(lambda w: not w.facts["dv_differs"])
 _PREFIX = fmt("{name}: vLLM prefixes `model.` itself and raises \"There is no module or parameter named "
               "'model.model...'\"")
-_AUX_WHY = ("vLLM default: (2, N/2, N-3) of the target's N layers (0.33's default V2 runner reads the top-level "
+_AUX_WHY = ("vLLM default: (2, N/2, N-3) of the target's N layers (its default Model Runner V2 reads the top-level "
             "eagle_aux_hidden_state_layer_ids, not eagle_config's: eagle3_utils.py:113-150")
 _CONVENTION = "vLLM: id L is the residual stream entering layer L (interfaces.py:1640-1650)"
 MLA_FILE = "model_executor/models/deepseek_eagle3.py"
@@ -411,7 +411,7 @@ _V1_RUNNER = (_AUX_WHY + "; vLLM 0.28.0 to 0.33.0 only: their V1 runner, VLLM_US
               "eagle_config's: gpu_model_runner.py:5202-5224)")
 # config/speculative.py SpeculativeConfig's fields in 0.33.0 (read from its wheel, :407-): the keys a
 # --speculative-config may hold; the config forbids any other (config/utils.py:72, extra="forbid")
-SPECULATIVE_FIELDS = frozenset((
+SPECULATIVE_FIELDS_0_33 = frozenset((
     "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size", "tensor_parallel_size",
     "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len", "revision",
     "code_revision", "index_share_for_mtp_iteration", "disable_padded_drafter_batch", "disable_eagle_block_drop",
@@ -424,8 +424,15 @@ SPECULATIVE_FIELDS = frozenset((
     "xpress_topc", "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k"))
 # 0.34.0's (config/speculative.py:449-, recorded against its own parser: tests/conformance/recipes/vllm-0.34.0.json):
 # disable_padded_drafter_batch and use_heterogeneous_vocab removed, four added
-SPECULATIVE_FIELDS_0_34 = (SPECULATIVE_FIELDS - {"disable_padded_drafter_batch", "use_heterogeneous_vocab"}) | {
+SPECULATIVE_FIELDS_0_34 = (SPECULATIVE_FIELDS_0_33 - {"disable_padded_drafter_batch", "use_heterogeneous_vocab"}) | {
     "custom_method", "draft_decode_context_parallel_size", "suffix_decoding_corpus_tokens", "speculator_options"}
+# 0.30.0 to 0.32.0's (config/speculative.py:375-, :388-, :387-, read from their wheels): 0.33.0's but six it added
+SPECULATIVE_FIELDS_0_30 = SPECULATIVE_FIELDS_0_33 - {
+    "disable_lookahead_block_hashes", "draft_lm_head_quantization", "fly_entropy_threshold", "fly_entropy_top_k",
+    "fly_window_size", "xpress_topc"}
+# the switch "speculative_fields" names the release whose SpeculativeConfig a launch is held to
+SPECULATIVE_FIELDS = {"0.30.0": SPECULATIVE_FIELDS_0_30, "0.33.0": SPECULATIVE_FIELDS_0_33,
+                      "0.34.0": SPECULATIVE_FIELDS_0_34}
 
 
 def _peagle(w: Walk) -> bool:
@@ -444,7 +451,7 @@ def _launch(w: Walk) -> None:
     validation at startup; parallel drafting builds P-EAGLE's mask_hidden (0.33.0 llama_eagle3.py:347-355) and, from
     0.34.0, is refused for eagle3 (config/speculative.py:1688-1693)."""
     spec, r = _speculative_config(w), w.r
-    fields = w.switch("speculative_fields")
+    fields = SPECULATIVE_FIELDS[w.switch("speculative_fields")]
     for key in sorted(k for k in spec if k not in fields):
         r.refuse(f"the launch's speculative_config has {key!r}, which vLLM {r.version}'s SpeculativeConfig does not "
                  "have: it forbids unknown fields (config/utils.py:72, extra=\"forbid\") and startup fails validation",
@@ -602,9 +609,9 @@ def serving(r: Reading, want: int | None, target: Any = None, any_rope: bool = F
 
 
 # The releases this reading holds for, each recorded (conformance/run.sh) and held to it by the default test run.
-_AUX_WHEN_UNUSED = (("aux_when_unused", True),)
+_AUX_WHEN_UNUSED = (("aux_when_unused", True), ("speculative_fields", "0.30.0"))
 # what 0.34.0 reads otherwise than 0.33.0, each stated by its switch (diffed wheel against wheel, 2026-12-06)
-_0_34 = (("peagle", False), ("v1_runner", False), ("speculative_fields", SPECULATIVE_FIELDS_0_34))
+_0_34 = (("peagle", False), ("v1_runner", False), ("speculative_fields", "0.34.0"))
 RELEASES = (
     Release("0.30.0", "2026-09-22", recorded="2026-12-03", differs=(*_AUX_WHEN_UNUSED, ("any_rope", True)),
             why="as 0.31.0, except that it raises an EAGLE draft's max_position_embeddings to the target's "
@@ -616,7 +623,8 @@ RELEASES = (
             why="0.32.0's V2 model runner sets the target's aux layers for every eagle3 drafter "
             "(v1/worker/gpu/model_runner.py:299-307, 405-407), whatever eagle_config.use_aux_hidden_state says; "
             "0.33.0 asks the drafter first (eagle3_utils.py: requires_aux_hidden_states). Its loader is 0.33.0's "
-            "(llama_eagle3.py:179-183, 459-463 in 0.32.0)"),
+            "(llama_eagle3.py:179-183, 459-463 in 0.32.0). 0.30.0 to 0.32.0's SpeculativeConfig lacks six fields "
+            "0.33.0 added (config/speculative.py:375-, 388-, 387-): a launch naming one fails their validation"),
     Release(VERSION, "2026-11-02", recorded="2026-12-01"),
     Release("0.34.0", "2026-11-16", recorded="2026-12-06", differs=_0_34,
             why="P-EAGLE dropped: a speculators config with speculators_model_type \"peagle\" raises ValueError "
@@ -636,7 +644,7 @@ PROFILE = Profile(
     NAME, VERSION, STEPS, vllm_input, vllm_ids_for,
     recorded_config=("norm_before_residual",),
     module=__name__, takes=(("aux_when_unused", False), ("any_rope", False), ("peagle", True), ("v1_runner", True),
-                            ("speculative_fields", SPECULATIVE_FIELDS)),
+                            ("speculative_fields", "0.33.0")),
     releases=RELEASES,
     narrows_at="model_executor/layers/linear.py:598, 863, 1780 (narrow, no size check)",
     families=("llama", "mla"),
