@@ -190,3 +190,12 @@ def test_config_architectures_not_modelled(drafter, monkeypatch):
     result = run(path, level="header")
     assert "config.architectures/not-modelled" in codes(result)
     assert next(r for r in result.results if r.check.id == "shapes").status == "skipped"
+
+
+@pytest.mark.parametrize("kind, refused", [("dflash", True), ("eagle3", False), ("peagle", False)])
+def test_config_fields_speculators_model_type(drafter, kind, refused):
+    """speculators_model_type names the drafter vLLM and speculators build: EAGLE-3, or P-EAGLE (drafter.layout
+    SPECULATORS_KINDS); another algorithm's config (a DFlash drafter) is no EAGLE-3 drafter."""
+    d = drafter(SPECULATORS)
+    d.config["speculators_model_type"] = kind
+    assert ("config.fields/speculators-model-type" in codes(run(d.write(), level="header"))) is refused
