@@ -5,7 +5,6 @@ made with conformance/recipe_parsers.py under each engine's interpreter)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from dataclasses import replace
@@ -17,10 +16,9 @@ from eagle3_checks.cli import main
 from eagle3_checks.defects import Draft
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
+from helpers import assert_golden
 
-GOLDEN = Path(__file__).parent / "golden" / "recipes.txt"
 RECORDED = Path(__file__).parent / "conformance" / "recipes"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))
 
 
 @pytest.fixture
@@ -64,9 +62,7 @@ def test_recipes_are_golden(here, capsys):
         code, out, _ = recipe(capsys, ckpt, "--engine", engine, "--target-config", f"{target}/config.json", *extra)
         text.append(f"$ eagle3-checks recipe {ckpt} --engine {engine} {' '.join(extra)} (exit {code})\n{out}")
     got = "\n".join(text)
-    if UPDATE:
-        GOLDEN.write_text(got)
-    assert got == GOLDEN.read_text(), "the recipes changed: compare, then EAGLE3_UPDATE_GOLDEN=1"
+    assert_golden("recipes.txt", got)
 
 
 @pytest.mark.parametrize("engine, ready", [("vllm", 0), ("sglang", 0), ("trtllm", 0), ("llamacpp", 0)])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -20,11 +19,9 @@ from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.github import parse_github
 from eagle3_checks.reports.locations import json_key_line
 from eagle3_checks.reports.sarif import to_sarif
-from helpers import run
+from helpers import assert_golden, run
 
 DATA = Path(__file__).parent / "data"
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden files instead of comparing
 
 
 def cli(capsys, *argv):
@@ -398,11 +395,7 @@ def test_golden(example, capsys, monkeypatch, fmt, case):
         validate_sarif(json.loads(out))
     if fmt == "github":
         parse_github(out)
-    golden = GOLDEN / f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }"
-    if UPDATE:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(out)
-    assert out == golden.read_text(), f"{golden.name} differs (EAGLE3_UPDATE_GOLDEN=1 rewrites it)"
+    assert_golden(f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }", out)
 
 
 # ----- the terminal ------------------------------------------------------------------------------------------------
