@@ -56,6 +56,32 @@ DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without 
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
 
 
+# The release that removes the deprecated option names (CHANGELOG.md says which and what replaces them).
+REMOVED_IN = "0.2.0"
+_REPLACED = {"--skip": "use --waive, which takes the same CHECK_ID=REASON",
+             "--shift-aux-ids": "it has no effect: convert always writes each engine's aux-layer ids where that engine "
+                                "reads them"}
+
+
+class _Deprecated(argparse.Action):
+    """An old option name: still read (``append``: added to its replacement's list; else stored as True), and a
+    one-line deprecation message on stderr naming the release that removes it."""
+
+    def __init__(self, *args: Any, append: bool = False, **kwargs: Any) -> None:
+        self.append = append
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = option_string or self.option_strings[0]
+        print(f"eagle3-checks: warning: {name} is deprecated and will be removed in {REMOVED_IN}: "
+              f"{_REPLACED[name]}", file=sys.stderr)
+        if self.append:
+            setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+        else:
+            setattr(namespace, self.dest, True)
+
+
 def _hub_options(p: argparse.ArgumentParser, download: bool = True) -> None:
     p.add_argument("--revision", metavar="REV",
                    help="the branch, tag or commit of a Hugging Face cache folder (models--ORG--NAME) or of an "
@@ -79,10 +105,12 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="run checks up to this level (default: every level: header, scan, forward, and acceptance "
                    "with --data; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
-    p.add_argument("--waive", "--skip", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
+    p.add_argument("--waive", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check or a finding code, with the reason (repeatable): it still runs and its "
                    "findings are reported as waived; a per-engine check for one engine or release: "
-                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=... (--skip: the old name)")
+                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=...")
+    p.add_argument("--skip", dest="waive", action=_Deprecated, metavar="CHECK_ID=REASON", append=True,
+                   help=f"the old name of --waive (deprecated: removed in {REMOVED_IN})")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
                    help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}; "
                    "NAME@installed (vllm, sglang) also runs that installed engine's own config and weight loading "
@@ -237,9 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="d2t and t2d to embed: an .npz, a SpecForge torch file, or a folder with d2t.npy and t2d.npy")
     p.add_argument("--verify", choices=("header", "forward"),
                    help="verification before DST is written (default forward when torch is installed, else header)")
-    p.add_argument("--shift-aux-ids", action="store_true",
-                   help="no effect (kept for old scripts): convert always writes each engine's aux-layer ids "
-                   "where that engine reads them, for the trained layers")
+    p.add_argument("--shift-aux-ids", action=_Deprecated, nargs=0, default=False,
+                   help=f"no effect (deprecated: removed in {REMOVED_IN}): convert always writes each engine's "
+                   "aux-layer ids where that engine reads them, for the trained layers")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the source's trainer counted aux-layer ids, when its config does not say (a flat one)")
     p.add_argument("--trainer", metavar="NAME[@VERSION]",

@@ -103,7 +103,7 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
         raise UsageError(f"--vocab-mapping {path}: no such file ({exc.filename})") from exc
     except ImportError as exc:
         raise UsageError(f"--vocab-mapping {path}: a torch file needs torch installed ({exc})") from exc
-    except Exception as exc:  # noqa: BLE001  (any unreadable mapping is a usage error, never a traceback)
+    except Exception as exc:  # (any unreadable mapping is a usage error, never a traceback)
         raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {_load_error(exc)}") from exc
     if d2t.ndim != 1 or t2d.ndim != 1 or d2t.dtype.kind not in "iu" or t2d.dtype.kind not in "biu":
         raise UsageError(f"--vocab-mapping {path}: d2t must be 1-D integer offsets and t2d a 1-D mask, found "
@@ -272,7 +272,7 @@ def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None],
     out = {
         "architectures": ["Eagle3DraftModel"],
         "speculators_model_type": "eagle3",
-        "speculators_version": engines.speculators.VERSION,
+        "speculators_version": engines.newest("speculators").version,
         "draft_vocab_size": trained.draft_vocab_size,
         "eagle_aux_hidden_state_layer_ids": ids.get(TOP),
         "norm_before_residual": trained.norm_before_residual,

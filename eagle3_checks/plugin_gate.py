@@ -43,7 +43,7 @@ class _Eagle3State:
 
             try:
                 self.results[path] = gate(path, self.options)
-            except Exception as exc:  # noqa: BLE001  (reported on every item of the checkpoint, not re-run)
+            except Exception as exc:  # (reported on every item of the checkpoint, not re-run)
                 self.results[path] = exc
         outcome = self.results[path]
         if isinstance(outcome, Exception):
@@ -270,7 +270,7 @@ class CheckItem(pytest.Item):
             gate_result = state.result(self.collector.ckpt_path)
         except UsageError as exc:
             raise CheckFailed(f"{self.label}: cannot gate {_shown(self.collector.ckpt_path)}: {exc}") from None
-        except Exception as exc:  # noqa: BLE001  (an internal error: one line, not a traceback into the package)
+        except Exception as exc:  # (an internal error: one line, not a traceback into the package)
             raise CheckFailed(f"{self.label}: eagle3-checks failed on {_shown(self.collector.ckpt_path)} "
                               f"({type(exc).__name__}: {exc}); this is a bug, please report it") from None
         r = gate_result.by_label(self.label)
@@ -370,7 +370,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: Any) -> None:
     for path in state.ckpts:
         try:
             results.append(state.result(path))
-        except Exception as exc:  # noqa: BLE001  (the items said it; the report says it too, as the CLI's would)
+        except Exception as exc:
             failed = f"cannot gate {_shown(path)}: {exc}"
     for fmt, target in state.reports:
         if failed is None:

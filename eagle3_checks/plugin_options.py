@@ -76,9 +76,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(dest(old), f"the old name of {dest(name)}", type="linelist", default=[])
 
 
+REMOVED_IN = "0.2.0"  # the release that removes the old names (CHANGELOG.md)
+
+
 def value(config: pytest.Config, name: str) -> Any:
-    """An option's value: the command line's, else the ini file's (a list option joins its old name's too)."""
+    """An option's value: the command line's, else the ini file's (a list option joins its old name's too, with a
+    deprecation warning)."""
     names = [name] + ([OLD_NAMES[name]] if name in OLD_NAMES else [])
+    for old in names[1:]:
+        if config.getoption(dest(old)) or config.getini(dest(old)):
+            config.issue_config_time_warning(pytest.PytestDeprecationWarning(
+                f"--eagle3-{old} / {dest(old)} is deprecated and will be removed in {REMOVED_IN}: use "
+                f"--eagle3-{name} / {dest(name)}"), stacklevel=2)
     if OPTIONS[name][0] == "linelist":
         got = [v for n in names for v in (config.getoption(dest(n)) or [])]
         got = got or [v for n in names for v in (config.getini(dest(n)) or [])]

@@ -90,7 +90,7 @@ def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, to
     assert profile.launch is not None  # refused above
     launch = profile.launch(reading, request)
     gated = replace(options, engine=(spec,), engine_notes=("named",), optional_engines=(), level="header",
-                    launch=((name, json.dumps(launch.settings)),) if profile.launch_ids else options.launch)
+                    launch=((name, json.dumps(launch.settings)),))
     return Recipe(spec, launch, gate_checkpoint(ckpt, gated), unknown, where, where_note)
 
 

@@ -118,10 +118,6 @@ def add(path: str, value: Any) -> dict:
     return {"op": "add", "path": path, "value": value}
 
 
-def remove(path: str) -> dict:
-    return {"op": "remove", "path": path}
-
-
 def describe_op(op: dict) -> str:
     """A JSON Patch operation of config.json for people: ``eagle_config.norm_before_fc = true``."""
     key = op["path"].lstrip("/").replace("/", ".")

@@ -244,3 +244,20 @@ def build_conformance_set(out: Path) -> dict[str, dict]:
         spec.loader.exec_module(module)
     Path(out).mkdir(parents=True, exist_ok=True)
     return {entry["name"]: entry for entry in sys.modules[name].build(out)}
+
+
+# ----- golden files: wording lives there, tests assert codes ----------------------------------------------------------
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def assert_golden(name: str, text: str) -> None:
+    """``text`` is tests/golden/NAME as committed; with EAGLE3_UPDATE_GOLDEN=1 the file is rewritten instead (then
+    compare the diff). The one golden-file helper of the suite."""
+    import os
+
+    path = GOLDEN / name
+    if os.environ.get("EAGLE3_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs from the golden file: compare, then EAGLE3_UPDATE_GOLDEN=1"

@@ -59,8 +59,8 @@ def test_check_json_and_markdown(drafter, capsys):
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
     # a passing check's note is in the findings list too (the table counts it)
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
-    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.33.0]` |" in out
-    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.33.0]`" in out
+    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.34.0]` |" in out
+    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.34.0]`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -90,9 +90,22 @@ def test_skip_waives_a_check_with_its_reason(drafter, capsys):
     bad = drafter("speculators")
     helpers.inject(bad, "flat-class-in-speculators")
     path = bad.write()
-    code, out, _ = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
+    code, out, err = cli(capsys, "check", path, "--skip", "config.architectures=renamed by our loader")
     assert code == 0 and "WAIV  config.architectures" in out and "waived:   renamed by our loader" in out
     assert "WAIVED ERROR: config.json: architectures" in out and "gate.waivers" in out
+    # the old name is still read, and says when it goes and what replaces it
+    assert err.count("--skip is deprecated and will be removed in 0.2.0: use --waive") == 1
+    code, _, err = cli(capsys, "check", path, "--waive", "config.architectures=renamed by our loader")
+    assert code == 0 and "deprecated" not in err
+
+
+def test_shift_aux_ids_is_deprecated_and_changes_nothing(drafter, capsys, tmp_path):
+    path = drafter("speculators").write()
+    code, _, err = cli(capsys, "convert", path, tmp_path / "a", "--to", "vllm", "--verify", "header")
+    assert code == 0 and "deprecated" not in err
+    code, _, err = cli(capsys, "convert", path, tmp_path / "b", "--to", "vllm", "--verify", "header", "--shift-aux-ids")
+    assert code == 0 and "--shift-aux-ids is deprecated and will be removed in 0.2.0" in err
+    assert (tmp_path / "a" / "config.json").read_text() == (tmp_path / "b" / "config.json").read_text()
 
 
 def test_strict_fails_on_warnings(drafter, capsys):
@@ -241,7 +254,7 @@ def test_diff_states_what_each_engine_computes_with_a_semantic_value(drafter, ca
     code, out, _ = cli(capsys, "diff", d.write(), "tiny-example", "--engine", "vllm,sglang", "--format", "json")
     (f,) = [f for f in json.loads(out)["findings"] if f["code"] == "reference.diff/semantic"]
     assert code == 0 and f["severity"] == "warning" and f["basis"] == "read"
-    assert "vllm 0.33.0 computes with rms_norm_eps 1e-05" in f["why"] and "sglang 0.5.23 computes with " \
+    assert "vllm 0.34.0 computes with rms_norm_eps 1e-05" in f["why"] and "sglang 0.5.23 computes with " \
         "rms_norm_eps 1e-05" in f["why"]
     code, _, _ = cli(capsys, "diff", d.root, "tiny-example", "--strict")
     assert code == 1  # a warning fails under --strict
@@ -309,7 +322,7 @@ def test_list_and_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     out = " ".join(capsys.readouterr().out.split())
-    assert exc.value.code == 0 and __version__ in out and "vllm 0.30.0 to 0.33.0" in out and "sglang 0.5.6" in out
+    assert exc.value.code == 0 and __version__ in out and "vllm 0.30.0 to 0.34.0" in out and "sglang 0.5.6" in out
 
 
 def test_demo(tmp_path, capsys):

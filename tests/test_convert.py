@@ -318,7 +318,7 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
 
 
 # a trained layer the target lacks is refused before anything is written: no ids can capture it
-@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "aux-layer ids: no ids make vllm@0.33.0 capture "
+@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "aux-layer ids: no ids make vllm@0.34.0 capture "
                                            "the trained layers [0, 2, 4] on this target (layer 4 is past its last "
                                            "layer, 3); nothing was written"),
                                           ({"hidden_size": 128}, "target.hidden-size/fc-width")])

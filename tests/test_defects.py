@@ -5,7 +5,6 @@ findings say is held by the golden file tests/golden/defects.txt. Clean drafters
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -13,10 +12,8 @@ import pytest
 
 from eagle3_checks.defects import CATALOGUE, DEFECTS, example_data
 from eagle3_checks.gate import all_checks
-from helpers import CLEAN, LAYOUTS, assert_clean, assert_fails, run, write_defect
+from helpers import CLEAN, LAYOUTS, assert_clean, assert_fails, assert_golden, run, write_defect
 
-GOLDEN = Path(__file__).parent / "golden" / "defects.txt"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden file instead of comparing
 CASES = [pytest.param(defect, layout, id=f"{defect.name}-{layout}") for defect in CATALOGUE
          for layout in defect.layouts]
 BY_ID = {c.id: c for c in all_checks()}
@@ -74,9 +71,7 @@ def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):
                              if f.code in defect.codes and f.severity.value != "info"
                              and BY_ID[f.code.partition("/")[0]].level not in ("forward", "acceptance")})
     text = "\n".join(lines) + "\n"
-    if UPDATE:
-        GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text(), "the defects' findings changed: compare, then EAGLE3_UPDATE_GOLDEN=1"
+    assert_golden("defects.txt", text)
 
 
 def test_every_finding_of_the_defects_has_its_checks_declared_code(drafter, target_path):

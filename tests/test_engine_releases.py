@@ -22,7 +22,8 @@ from eagle3_checks.errors import UsageError
 from helpers import run, specforge_export
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
-SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
+# VLLM: the release --engine vllm means (the newest a profile holds for); the 0.33.0 profile's own is "vllm@0.33.0"
+SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.34.0"
 EVERY = f"{VLLM},{SG23},{SG06}"
 
 
@@ -86,13 +87,16 @@ def test_a_profile_holds_for_its_recorded_releases_and_states_how_they_differ():
     type (0.30.0 config/speculative.py:1373-1380, 1659-1690)."""
     judged = engines.judge("vllm", "0.32.0")
     assert judged.warning is None and judged.profile.judged_by == "0.33.0"
-    assert "recorded 2026-12-03" in judged.note and "holds for 0.30.0 to 0.33.0" in judged.note
-    assert engines.profile("vllm@0.33.0").range == "0.30.0 to 0.33.0"
-    assert dict(engines.profile("vllm@0.33.0").release("0.30.0").differs) == {"aux_when_unused": True,
-                                                                             "any_rope": True}
+    assert "recorded 2026-12-03" in judged.note and "holds for 0.30.0 to 0.34.0" in judged.note
+    assert engines.profile("vllm@0.33.0").range == "0.30.0 to 0.34.0"
+    assert dict(engines.profile("vllm@0.33.0").release("0.30.0").differs) == {
+        "aux_when_unused": True, "any_rope": True, "speculative_fields": "0.30.0"}
     for release in ("0.31.0", "0.32.0"):
-        assert dict(engines.profile("vllm@0.33.0").release(release).differs) == {"aux_when_unused": True}
+        assert dict(engines.profile("vllm@0.33.0").release(release).differs) == {"aux_when_unused": True,
+                                                                                 "speculative_fields": "0.30.0"}
     assert engines.profile("vllm@0.33.0").release("0.33.0").differs == ()
+    assert dict(engines.profile("vllm@0.33.0").release("0.34.0").differs) == {
+        "peagle": False, "v1_runner": False, "speculative_fields": "0.34.0"}
 
 
 def test_the_stated_difference_is_what_the_release_reads(drafter):
@@ -147,8 +151,8 @@ def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_war
     from eagle3_checks.engines.profile import Release
 
     judged = engines.judge("vllm", "0.31.1")  # between 0.31.0 and 0.32.0, which read drafters alike
-    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.30.0 to 0.33.0)" in judged.note
-    assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True}
+    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.30.0 to 0.34.0)" in judged.note
+    assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True, "speculative_fields": "0.30.0"}
     p = engines.profile("vllm@0.33.0")
     older = Release("0.29.0", "2026-09-09", recorded="2026-12-03")  # a record without 0.30.0's differences
     monkeypatch.setattr(engines, "PROFILES", (replace(p, releases=(older, *p.releases)), *engines.PROFILES[1:]))
@@ -159,7 +163,7 @@ def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_war
 @pytest.mark.parametrize("spec, says", [
     ("vllm@0.32.5", "between 0.32.0 and 0.33.0, which read drafters differently: judged as 0.32.0"),
     ("vllm@0.20.0", "older than every recorded release (the oldest is 0.30.0): judged as 0.30.0"),
-    ("vllm@0.99.0", "newer than every recorded release (the newest is 0.33.0): judged as 0.33.0"),
+    ("vllm@0.99.0", "newer than every recorded release (the newest is 0.34.0): judged as 0.34.0"),
 ])
 def test_a_release_no_recording_covers_is_judged_as_the_nearest_with_a_warning(drafter, spec, says):
     result = run(drafter("flat").write(), engine=spec, level="header", reference="none")
@@ -225,7 +229,7 @@ def test_the_report_names_the_release_of_every_verdict(drafter, capsys):
     assert main(["check", str(path), "--engine", "sglang", "--engine", "vllm", "--level", "header",
                  "--reference", "none", "--format", "json"]) in (0, 1)
     doc = json.loads(capsys.readouterr().out)["checkpoints"][0]
-    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", "0.5.23"), ("vllm", "0.33.0")]
+    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", "0.5.23"), ("vllm", "0.34.0")]
     assert {c["engine"] for c in doc["checks"] if "engine" in c} == {SG23, VLLM}
     main(["check", str(path), "--engine", "sglang@0.5.6,sglang", "--level", "header", "--reference", "none"])
     out = capsys.readouterr().out
@@ -278,7 +282,7 @@ def test_a_layer_count_above_the_file_leaves_layers_uninitialised_and_fails_engi
     d.layer_config["num_hidden_layers"] = 3
     result = gate(d.write())
     assert status(result, "engine.loads", VLLM) == FAILED
-    assert "vllm 0.33.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
+    assert "vllm 0.34.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
         text(result, "engine.loads", VLLM)
     if layout == "flat":
         assert "sglang 0.5.23 builds 18 parameter(s) that no tensor fills: layers.1.hidden_norm.weight" in \
@@ -661,7 +665,7 @@ def test_v8_the_default_runner_never_reads_eagle_config_ids(drafter):
     3070-3077) also reads eagle_config's (VL/v1/worker/gpu_model_runner.py:5202-5224). The finding says both."""
     d = drafter("flat")
     del d.config["eagle_aux_hidden_state_layer_ids"]
-    r = reading(d.write(), VLLM)
+    r = reading(d.write(), "vllm@0.33.0")
     assert r.aux_layer_ids is None and "VLLM_USE_V2_MODEL_RUNNER=0" in r.sources["aux_layer_ids"]
     assert "finds no aux-layer ids where it reads them" in text(gate(d.root), "engine.aux-layers", VLLM)
 

@@ -49,7 +49,7 @@ def test_model_prefix_fails_vllm(drafter):
     d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
     result = gate(d.write())
     assert status(result, "engine.loads", "vllm") == FAILED
-    assert "vllm 0.33.0 refuses the drafter: model.d2t: vLLM prefixes `model.` itself" in \
+    assert "vllm 0.34.0 refuses the drafter: model.d2t: vLLM prefixes `model.` itself" in \
         messages(result, "engine.loads", "vllm")
 
 
@@ -149,7 +149,7 @@ def test_speculators_config_without_norm_before_residual_fails_vllm(drafter):
     result = gate(d.write())
     assert status(result, "engine.semantics", "vllm") == FAILED
     f = result.result("engine.semantics", "vllm").findings[0]
-    assert f.message == "vllm 0.33.0 reads norm_before_residual as True, the drafter was trained with False"
+    assert f.message == "vllm 0.34.0 reads norm_before_residual as True, the drafter was trained with False"
     assert f.fix == 'state "norm_before_residual": false in config.json'
     assert status(result, "engine.semantics", "speculators") == PASSED
     assert status(gate(drafter("speculators").write()), "engine.semantics", "vllm") == PASSED
@@ -210,7 +210,7 @@ def test_aux_ids_only_nested_pass_sglang_and_fail_vllm(drafter):
     result = gate(d.write())
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     assert status(result, "engine.aux-layers", "vllm") == FAILED
-    assert "vllm 0.33.0 finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "vllm")
+    assert "vllm 0.34.0 finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "vllm")
 
 
 def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
@@ -238,9 +238,9 @@ def test_aux_convention_gap_gives_the_shifted_ids(drafter):
     result = gate(path, aux_convention="sglang")
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     f = result.result("engine.aux-layers", "vllm").findings[0]
-    assert f.message.startswith("vllm 0.33.0 captures the outputs of layers [0, 2, 4] from ids [1, 3, 5]; the "
+    assert f.message.startswith("vllm 0.34.0 captures the outputs of layers [0, 2, 4] from ids [1, 3, 5]; the "
                                 "drafter was trained on layers [1, 3, 5] (sglang convention")
-    assert f.expected == "[2, 4, 6]" and f.fix.startswith("for vllm 0.33.0, write [2, 4, 6] in the top-level")
+    assert f.expected == "[2, 4, 6]" and f.fix.startswith("for vllm 0.34.0, write [2, 4, 6] in the top-level")
     result = gate(path, aux_convention="vllm")
     assert status(result, "engine.aux-layers", "vllm") == PASSED
     assert "for sglang 0.5.6, write [0, 2, 4] in eagle_config" in messages(result, "engine.aux-layers", "sglang")
@@ -328,7 +328,7 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     out = capsys.readouterr().out
     assert "compatibility (engine x check):" in out
     assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm@", "sglang@"))] == \
-        [["vllm@0.33.0", "PASS"], ["sglang@0.5.23", "FAIL"]]
+        [["vllm@0.34.0", "PASS"], ["sglang@0.5.23", "FAIL"]]
     main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "json"])
     data = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert data["compatibility"]["sglang@0.5.23"]["engine.loads"] == "failed"
@@ -337,7 +337,7 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` | " \
         "`engine.release` |" in out
     assert "| sglang@0.5.23 | FAIL | SKIP | SKIP | SKIP | PASS |" in out
-    assert "| vllm@0.33.0 | PASS | PASS | PASS | PASS | PASS |" in out
+    assert "| vllm@0.34.0 | PASS | PASS | PASS | PASS | PASS |" in out
 
 
 def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):

@@ -100,8 +100,8 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
     r = forward_result(result)
     assert r.status == "failed", r.findings
     f = r.findings[0]
-    assert f.check == "forward.equivalence[vllm@0.33.0]"
-    assert f.message.startswith("vllm 0.33.0's reading differs from the source under its trainer's reading")
+    assert f.check == "forward.equivalence[vllm@0.34.0]"
+    assert f.message.startswith("vllm 0.34.0's reading differs from the source under its trainer's reading")
     assert "top-1 agreement" in f.message
     assert "mismatched logits" in f.found or "different target ids" in f.found
     assert cause in f.why
@@ -144,7 +144,7 @@ def test_norm_before_residual_default_trap_without_source(drafter):
     del d.config["norm_before_residual"]
     result = run(d.write(), engine="all")
     f = forward_result(result, "vllm").findings[0]
-    assert "vllm 0.33.0's reading differs from its trainer's reading (speculators (trainer))" in f.message
+    assert "vllm 0.34.0's reading differs from its trainer's reading (speculators (trainer))" in f.message
     assert "norm_before_residual: vllm uses True (vLLM default when absent: True (update_eagle3))" in f.why
     assert f.fix == 'state "norm_before_residual": false in config.json, as the drafter was trained'
     assert forward_result(result, "speculators").status == "passed"
@@ -481,7 +481,7 @@ def test_nan_logits_fail_the_forward_check(drafter):
     r = forward_result(run(d.write(), engine="vllm"))
     assert r.status == "failed", r.findings
     f = next(f for f in r.findings if f.code == "forward.equivalence/non-finite")
-    assert f.message.startswith("the drafter computes non-finite logits: step 0: non-finite logits (vllm 0.33.0: ")
+    assert f.message.startswith("the drafter computes non-finite logits: step 0: non-finite logits (vllm 0.34.0: ")
     assert "NaN of" in f.message and "the first at (token 0, target id" in f.message
     assert "specforge (trainer): 2048 NaN of 8192 logits" in f.message
     assert "step 1:" in f.found and "--level scan" in f.fix

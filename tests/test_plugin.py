@@ -266,7 +266,7 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     result.stdout.fnmatch_lines([f"{path}: FAILED: 2 error(s), * (from the {N_CHECKS} checks the workers reported)"])
     messages = sorted(f.get("message") for f in ElementTree.parse(junit).getroot().iter("failure"))
     assert messages == ["ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)",
-                        "ERROR: vllm 0.33.0 builds 1 parameter(s) that no tensor fills: d2t"]
+                        "ERROR: vllm 0.34.0 builds 1 parameter(s) that no tensor fills: d2t"]
     failure = next(f for f in ElementTree.parse(junit).getroot().iter("failure")
                    if f.get("message").startswith("ERROR: d2t is missing"))
     assert "fix:" in failure.text and "embed the d2t offsets" in failure.text
@@ -294,7 +294,7 @@ def test_failure_is_pytests_own_representation(pytester, drafter):
         assert "Traceback" not in result.stdout.str()
     assert sorted(crashes) == sorted([f"eagle3-checks::{path.name}::keys|0|ERROR: d2t is missing (draft_vocab_size "
                                       "128 < vocab_size 512)", f"eagle3-checks::{path.name}::engine.loads"
-                                      "[vllm@0.33.0]|0|ERROR: vllm 0.33.0 builds 1 parameter(s) that no tensor "
+                                      "[vllm@0.34.0]|0|ERROR: vllm 0.34.0 builds 1 parameter(s) that no tensor "
                                       "fills: d2t"] * 2)
 
 
@@ -362,7 +362,7 @@ def test_eagle3_data_adds_the_acceptance_level(pytester, drafter, tmp_path):
     result = pytester.runpytest(f"--eagle3-ckpt={d.write()}", f"--eagle3-data={data}", "--eagle3-max-drop=0.02",
                                 "--eagle3-reference=none", "-k", "acceptance", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1, deselected=N_CHECKS)
-    result.stdout.fnmatch_lines(["*acceptance.engine-drop*vllm@0.33.0*"])
+    result.stdout.fnmatch_lines(["*acceptance.engine-drop*vllm@0.34.0*"])
 
 
 def test_the_launch_options_are_the_clis(pytester, drafter):
@@ -451,3 +451,14 @@ def test_the_report_is_written_under_xdist(pytester, drafter):
     assert result.ret == 0, result.stdout.str()
     report = json.loads((pytester.path / "out.json").read_text())
     assert report["exit_code"] == 0 and [c["path"] for c in report["checkpoints"]] == [str(path)]
+
+
+def test_the_old_waive_name_still_waives_and_warns_of_its_removal(pytester, drafter):
+    path = drafter("flat").write()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes",
+                                "--eagle3-skip=shapes=known")
+    result.stdout.fnmatch_lines(["*--eagle3-skip / eagle3_skip is deprecated and will be removed in 0.2.0*"])
+    assert result.ret == 0
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "shapes",
+                                "--eagle3-waive=shapes=known")
+    assert "deprecated" not in result.stdout.str() and result.ret == 0

@@ -5,7 +5,6 @@ made with conformance/recipe_parsers.py under each engine's interpreter)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from dataclasses import replace
@@ -17,10 +16,9 @@ from eagle3_checks.cli import main
 from eagle3_checks.defects import Draft
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
+from helpers import assert_golden
 
-GOLDEN = Path(__file__).parent / "golden" / "recipes.txt"
 RECORDED = Path(__file__).parent / "conformance" / "recipes"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))
 
 
 @pytest.fixture
@@ -64,9 +62,7 @@ def test_recipes_are_golden(here, capsys):
         code, out, _ = recipe(capsys, ckpt, "--engine", engine, "--target-config", f"{target}/config.json", *extra)
         text.append(f"$ eagle3-checks recipe {ckpt} --engine {engine} {' '.join(extra)} (exit {code})\n{out}")
     got = "\n".join(text)
-    if UPDATE:
-        GOLDEN.write_text(got)
-    assert got == GOLDEN.read_text(), "the recipes changed: compare, then EAGLE3_UPDATE_GOLDEN=1"
+    assert_golden("recipes.txt", got)
 
 
 @pytest.mark.parametrize("engine, ready", [("vllm", 0), ("sglang", 0), ("trtllm", 0), ("llamacpp", 0)])
@@ -77,7 +73,7 @@ def test_the_example_is_served_as_trained(here, capsys, engine, ready):
     assert code == ready and "preconditions: all hold" in out
 
 
-@pytest.mark.parametrize("name", ["vllm-0.33.0", "sglang-0.5.23"])
+@pytest.mark.parametrize("name", ["vllm-0.33.0", "vllm-0.34.0", "sglang-0.5.23"])
 def test_recipes_are_what_the_engines_own_parsers_accepted(here, capsys, name):
     """The recording holds each recipe as the engine's parser read it (vLLM: make_arg_parser and
     AsyncEngineArgs.from_cli_args, then create_engine_config built the speculative config; SGLang:
@@ -213,4 +209,4 @@ def test_every_launch_precondition_is_a_declared_engine_serving_code():
     declared = dict(REGISTRY["engine.serving"].codes)
     source = Path(launch.__file__).read_text()
     made = set(re.findall(r'Problem\("([a-z-]+)"', source)) - {"launch-layers"}
-    assert made == {"tp-heads", "tp-kv-heads", "pp-embedding"} and made <= set(declared)
+    assert made == {"tp-heads", "tp-kv-heads", "pp-embedding", "local-verifier"} and made <= set(declared)

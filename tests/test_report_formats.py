@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -20,11 +19,9 @@ from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.github import parse_github
 from eagle3_checks.reports.locations import json_key_line
 from eagle3_checks.reports.sarif import to_sarif
-from helpers import run
+from helpers import assert_golden, run
 
 DATA = Path(__file__).parent / "data"
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden files instead of comparing
 
 
 @pytest.fixture
@@ -126,7 +123,7 @@ def test_a_lost_head_dim_is_one_root_cause_in_the_text_report(no_head_dim, capsy
     assert first[0] == "config.json: head_dim (9 findings in 6 checks)"
     assert "ERROR: config.json: head_dim is not stated" in first[1]
     assert 'fix:      add "head_dim": 24' in rest.split("  PASS  files")[0]
-    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], engine.semantics[vllm@0.33.0]," in out
+    assert "also affects: shapes (4), engine.loads[vllm@0.34.0], engine.semantics[vllm@0.34.0]," in out
     # the dependent findings are listed under their checks, pointing at the cause instead of repeating its fix
     assert out.count("follows from config.json: head_dim, above") == 8
     assert out.count('add "head_dim": 24') == 1
@@ -151,10 +148,10 @@ def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
     (cause,) = report["causes"]
     assert cause["key"] == "config.json: head_dim" and cause["check"] == "config.head-dim"
     assert cause["fix"] == 'add "head_dim": 24'
-    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.33.0]",
-                                                                            "engine.semantics[vllm@0.33.0]",
+    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.34.0]",
+                                                                            "engine.semantics[vllm@0.34.0]",
                                                                             "reference.diff",
-                                                                            "forward.equivalence[vllm@0.33.0]"]
+                                                                            "forward.equivalence[vllm@0.34.0]"]
     failing = [f for c in report["checks"] for f in c["findings"] if f["severity"] in ("error", "warning")]
     assert len(failing) == 9 and {f["cause"] for f in failing} == {"config.json: head_dim"}
 
@@ -164,8 +161,8 @@ def test_root_causes_in_markdown(no_head_dim, capsys):
     causes, table = out.split("| status | check |")
     assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim/missing`, read)" in causes
     assert '  - fix: add "head_dim": 24' in causes
-    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], engine.semantics[vllm@0.33.0], reference.diff, " \
-        "forward.equivalence[vllm@0.33.0]" in causes
+    assert "also affects: shapes (4), engine.loads[vllm@0.34.0], engine.semantics[vllm@0.34.0], reference.diff, " \
+        "forward.equivalence[vllm@0.34.0]" in causes
     assert table.count("follows from: `config.json: head_dim`") == 8
 
 
@@ -417,18 +414,14 @@ def test_golden(example, capsys, monkeypatch, fmt, case):
     monkeypatch.chdir(example)  # relative paths: the report names them as a CI job would
     ckpts = ["example-flat"] if case == "passing" else ["example-flat-no-head-dim"]
     code, out, _ = cli(capsys, "check", *ckpts, "--target-config", "example-target/config.json",
-                       "--engine", "vllm@0.33.0,sglang@0.5.23", "--level", "scan", "--format", fmt)
+                       "--engine", "vllm@0.34.0,sglang@0.5.23", "--level", "scan", "--format", fmt)
     assert code == (0 if case == "passing" else 1)
     out = out.replace(__version__, "VERSION")
     if fmt == "sarif":
         validate_sarif(json.loads(out))
     if fmt == "github":
         parse_github(out)
-    golden = GOLDEN / f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }"
-    if UPDATE:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(out)
-    assert out == golden.read_text(), f"{golden.name} differs (EAGLE3_UPDATE_GOLDEN=1 rewrites it)"
+    assert_golden(f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }", out)
 
 
 # ----- the terminal ------------------------------------------------------------------------------------------------
@@ -612,12 +605,12 @@ def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
         stale = [f["message"] for c in checks if c["id"] == "gate.waivers" for f in c["findings"]]
         return code, got, stale
 
-    assert statuses()[:2] == (1, {"vllm@0.33.0": "failed", "sglang@0.5.23": "passed"})
-    for waiver in ("engine.aux-layers[vllm@0.33.0]=judged by hand", "engine.aux-layers[vllm]=judged by hand",
+    assert statuses()[:2] == (1, {"vllm@0.34.0": "failed", "sglang@0.5.23": "passed"})
+    for waiver in ("engine.aux-layers[vllm@0.34.0]=judged by hand", "engine.aux-layers[vllm]=judged by hand",
                    "engine.aux-layers/ids-not-read[vllm]=judged by hand", "engine.aux-layers=judged by hand"):
-        assert statuses(waiver) == (0, {"vllm@0.33.0": "waived", "sglang@0.5.23": "passed"}, []), waiver
+        assert statuses(waiver) == (0, {"vllm@0.34.0": "waived", "sglang@0.5.23": "passed"}, []), waiver
     code, got, stale = statuses("engine.aux-layers[sglang]=not served there")
-    assert code == 1 and got == {"vllm@0.33.0": "failed", "sglang@0.5.23": "passed"}
+    assert code == 1 and got == {"vllm@0.34.0": "failed", "sglang@0.5.23": "passed"}
     assert stale == ["stale waiver: --waive engine.aux-layers[sglang]=not served there matched no finding "
                      "(engine.aux-layers[sglang@0.5.23] ran and found nothing to waive)"]
 

@@ -18,7 +18,9 @@ from ..drafter.layout import (
     MLA_CONFIG_FIELDS,
     SPECULATORS,
     SPECULATORS_ARCHITECTURES,
+    SPECULATORS_KINDS,
     eagle3_class,
+    speculators_kind,
 )
 from ..engines.reading import SEMANTIC_FIELDS, shown
 from ..registry import (
@@ -102,9 +104,10 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     fix="remove target_hidden_size, or state the target's hidden size", code="null-target-hidden-size")
     if cfg.layout == SPECULATORS:
         raw = cfg.raw
-        if raw.get("speculators_model_type") != "eagle3":
+        if speculators_kind(raw) is None:
             yield error(f"{CONFIG}: speculators_model_type is {raw.get('speculators_model_type')!r}",
-                        code="speculators-model-type", file=CONFIG, key="speculators_model_type", expected='"eagle3"',
+                        code="speculators-model-type", file=CONFIG, key="speculators_model_type",
+                        expected='"eagle3" (or "peagle", a P-EAGLE drafter)',
                         found=repr(raw.get("speculators_model_type")),
                         why="vLLM and speculators pick the drafter class from this field and refuse other values",
                         fix='set "speculators_model_type": "eagle3"')
@@ -200,6 +203,7 @@ def architectures(ctx: Context) -> Iterable[Finding]:
         yield from _mla_architectures(ctx, archs, key)
         return
     if cfg.layout == SPECULATORS:
+        kinds = SPECULATORS_KINDS.get(speculators_kind(cfg.raw) or "eagle3", SPECULATORS_ARCHITECTURES)
         if any(a in FLAT_ARCHITECTURES for a in archs):
             yield error(f"{CONFIG}: architectures {archs} names a flat-layout class in a speculators config",
                         code="flat-class-in-speculators",
@@ -207,9 +211,9 @@ def architectures(ctx: Context) -> Iterable[Finding]:
                         why="the config is half-converted: vLLM still reads it as a speculators config (it has "
                         "speculators_config), other tools take the name at its word and misread the nested fields",
                         fix="convert the whole config to the flat layout, or restore [\"Eagle3DraftModel\"]")
-        elif not any(a in SPECULATORS_ARCHITECTURES for a in archs):
+        elif not any(a in kinds for a in archs):
             yield warning(f"{CONFIG}: architectures {archs} is not a speculators EAGLE-3 class", file=CONFIG, key=key,
-                          expected=" or ".join(sorted(SPECULATORS_ARCHITECTURES)), found=str(archs),
+                          expected=" or ".join(sorted(kinds)), found=str(archs),
                           why="vLLM derives the class from speculators_model_type, but other tools read architectures",
                           fix='set "architectures": ["Eagle3DraftModel"]', code="not-speculators-class")
         return

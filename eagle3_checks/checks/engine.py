@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import re
 from collections.abc import Iterable
 
 from .. import engines, live
 from ..basis import ASSUMED, KNOWN, READ
-from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
-from ..drafter.layout import SPECULATORS
+from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
 from ..engines.launch import preconditions
 from ..engines.profile import Capture, Target
 from ..engines.reading import (
@@ -30,8 +27,8 @@ from ..engines.reading import (
     remedy,
     shown,
 )
+from ..engines.recorded import disagreements, left_unwritten
 from ..live import verdict
-from ..live.compare import disagreements, left_unwritten
 from ..numerics import RTOL
 from ..registry import (
     Context,
@@ -60,7 +57,6 @@ from ._common import (
 from ._common import served as served_by
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
-_HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
 
 
 def _listing(items: list[str], limit: int = 4) -> str:
@@ -303,8 +299,8 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
         f"({eps_scale_change(a, b, 1.0):.2g} at unit RMS), within the forward tolerance ({RTOL:g} relative) for "
         f"latents of mean square m >= {m:.3g} (RMS >= {math.sqrt(m):.3g}); forward.equivalence (--level forward) "
         f"measures the logits on this checkpoint's weights and fails beyond the tolerance. "
-        f"{LATENT_NORM_SOURCES.get(served.engine, '?')}; "
-        f"{LATENT_NORM_SOURCES['transformers']}; the drafter's trainer is not known (SpecForge 0.2.0 and speculators "
+        f"{served.sources.get('latent_norm_eps', '?')}; "
+        f"{TRANSFORMERS_LATENT_NORMS}; the drafter's trainer is not known (SpecForge 0.2.0 and speculators "
         "0.9.0 train no MLA drafter)", code="latent-norm-eps", file=CONFIG, key="rms_norm_eps")
 
 
@@ -542,19 +538,10 @@ def serving(ctx: Context) -> Iterable[Finding]:
         else:
             yield error(f"{eng} {said.message}", file=CONFIG, key=said.key, expected=said.expected,
                         found=said.found, why=said.why, fix=said.fix, patch=said.patch, code="context-too-short")
-    if served.engine == "vllm" and ctx.ckpt.layout == SPECULATORS:
-        spec = (ctx.ckpt.config_raw or {}).get("speculators_config")
-        verifier = spec.get("verifier") if isinstance(spec, dict) else None
-        path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
-        local = not (isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path))
-        if local:
-            yield warning(f"{eng}: speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
-                          code="local-verifier", file=CONFIG, key="speculators_config.verifier.name_or_path",
-                          expected="an id such as org/model", found=repr(path),
-                          why="`vllm serve DRAFTER` reads the verifier from this field and refuses anything but a "
-                          "remote repository (\"Speculators verifier must name a remote model repository\")",
-                          fix="name the verifier by its hub id, or serve with --model VERIFIER and "
-                          "--speculative-config pointing at the drafter")
+    build = engines.profile(release(ctx)).drafter_launch
+    for p in build(ctx.ckpt.config_raw or {}, ctx.ckpt.layout) if build else ():
+        yield warning(f"{eng}: {p.message}", code=p.code, file=CONFIG, key=p.key, expected=p.expected,
+                      found=p.found, why=p.why, fix=p.fix)
 
 
 @check(

@@ -35,6 +35,7 @@ from . import (
     trtllm_1_4,
     vllm_0_33,
 )
+from .capture import vllm_input
 from .profile import Capture, Profile, Release, Target, output_of, version_key
 from .reading import Reading, lookup, valid_ids
 
@@ -201,7 +202,7 @@ def catalogue() -> list[dict]:
     out: list[dict[str, Any]] = []
     for p in PROFILES:
         kind = "engine and trainer" if p.name in TRAINERS else "engine"
-        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.read.__module__,
+        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.module,
                     "holds_for": [p.holds_for[0].version, p.holds_for[-1].version], "reads_ids": p.reads_ids,
                     "families": list(p.families), "releases": [_release_record(r) for r in p.holds_for]})
     for name, module in TRAINERS.items():
@@ -262,11 +263,9 @@ def resolve(values: Any) -> Resolved:
 
 def read(ckpt: Checkpoint, spec: str, target_config: Any = None, launch: dict | None = None) -> Reading:
     """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known; ``launch``:
-    the launch settings, for a release that takes the aux layers from its launch rather than the config)."""
-    p = profile(spec)
-    if p.launch_ids:
-        return p.read(ckpt, target_config, launch=launch)
-    return p.read(ckpt, target_config)
+    the launch settings it is started with, which a release's reading may read: TensorRT-LLM's aux layers, vLLM's
+    speculative config)."""
+    return profile(spec).read(ckpt, target_config, launch=launch)
 
 
 def _convention(ckpt: Checkpoint, option: str | None,
@@ -342,7 +341,7 @@ def trainer_capture(ids: list[int], convention: str, target: Target | None) -> C
     srt/models/llama.py:740-742, deepseek_v2.py:4097-4101). SpecForge 0.2.0's SGLang 0.5.14 already counts
     DeepSeek-style targets raw, which is the "vllm" convention (:func:`specforge.capture`)."""
     if convention == "vllm":
-        return vllm_0_33.capture(ids, target)
+        return vllm_input(ids, target)
     return Capture(output_of(sorted(set(ids))), "id X = the output of layer X (SGLang's +1, on every target before "
                    "PR #25454: 0.5.6 srt/models/llama.py:740-742, deepseek_v2.py:4097-4101)")
 

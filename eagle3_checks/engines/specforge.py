@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
+from ..drafter.families.mla import TRANSFORMERS
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
 from . import reading
 from .profile import Capture, Release, Target, input_of, output_of
@@ -192,7 +193,7 @@ def read_mla_trainer(ckpt: Checkpoint, r: Reading, raw: dict) -> Reading:
     ``norm_before_residual``, ``norm_before_fc``, ``bias`` and the layer count are as stated. Names are read
     leniently."""
     r.engine, r.version = "transformers", "5.19.0"  # DeepSeek-V3's modules: what the config states
-    reading.read_mla(r, raw, "transformers", "the config as stated (transformers 5.19 DeepseekV3Attention)")
+    reading.read_mla(r, raw, TRANSFORMERS, "the config as stated (transformers 5.19 DeepseekV3Attention)")
     r.set("qk_norm", False, "MLA attention")
     for name in ("attention_bias", "mlp_bias"):
         r.set(name, False, "MLA: no projection biases")

@@ -521,11 +521,11 @@ class HubFiles(CheckpointFiles):
 
     hub: Any = field(default=None, repr=False)
 
-    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None]:
+    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None, str]:
         if not _safe_name(shard):
-            return False, "is not a usable file name"
-        return (True, None) if self.hub.header(shard) is not None else \
-            (False, f"does not exist on the Hub at revision {self.hub.revision} (404)")
+            return False, "is not a usable file name", "index-mismatch"
+        return (True, None, "") if self.hub.header(shard) is not None else \
+            (False, f"does not exist on the Hub at revision {self.hub.revision} (404)", "missing-file")
 
     def read_shard(self, reader: Callable, root: Path, shard: str) -> FileHeader:
         header = self.hub.header(shard)

@@ -17,11 +17,11 @@ import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from safetensors import safe_open  # noqa: E402
-from speculators.models.eagle3.core import Eagle3DraftModel  # noqa: E402
-from speculators.train.cli import create_transformer_layer_config  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+import torch
+from safetensors import safe_open
+from speculators.models.eagle3.core import Eagle3DraftModel
+from speculators.train.cli import create_transformer_layer_config
+from transformers import LlamaConfig, LlamaForCausalLM
 
 
 def verifier(out: str) -> str:
@@ -62,7 +62,7 @@ def build(out: str, v: dict) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from variants import TRAIN_CLI  # noqa: E402
+    from variants import TRAIN_CLI
 
     for variant in TRAIN_CLI:
         build(sys.argv[1], variant)
