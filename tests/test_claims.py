@@ -213,6 +213,21 @@ def test_a_pin_whose_span_straddles_the_fix_states_both_readings(tmp_path):
     assert "10000.0" in f.message
 
 
+def test_a_trainer_inferred_from_its_own_file_still_states_both_readings(tmp_path):
+    """training_state.pt is a file only SpecForge writes (the WRITES record): the trainer is inferred, not read, and
+    the pin's span straddles PR #270, so both rope bases are stated, as a warning that names what would settle it."""
+    path = aq_like(tmp_path, "4.55.2")
+    (path / "training_state.pt").write_bytes(b"")
+    result = run(path, engine="vllm", level="header")
+    assert (result.trainer["name"], result.trainer["basis"]) == ("specforge", "inferred")
+    (f,) = result.result("config.trainer-release").findings
+    assert (f.code, f.severity.value, f.basis) == ("config.trainer-release/inferred", "warning", "inferred")
+    assert "--trainer" in f.settle and "training_state.pt" in f.rests_on
+    stated = run(path, engine="vllm", level="header", trainer="specforge")  # the trainer stated: its release is not
+    codes = [g.code for g in stated.result("config.trainer-release").findings]
+    assert codes == ["config.trainer-release/unknown-release"]
+
+
 def test_dating_follows_the_fix_of_the_checkpoints_own_rope_kind():
     """A llama3 rope was fixed by PR #287 (2025-11-12), a null one by PR #270 (2025-10-30); under transformers 5
     every kind read 10000 until 1712b656 (2026-07-17)."""
