@@ -80,13 +80,16 @@ def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, to
             ids = profile.ids_for(trained.layers, target)
             launch_ids = ids if ids is not None and engines.reaches(profile, ids, trained.layers, target) else None
     where = options.target or _folder(options.target_config) or "TARGET"
+    window = engines.trainer(ckpt).window()
+    full = window is not None and len(window[1]) == engines.trainer(ckpt).num_layers
     request = Request(drafter, where, tokens, options.tensor_parallel or 1, options.pipeline_parallel or 1,
-                      launch_ids)
+                      launch_ids, window[0] if window and full else None, window is not None and not full)
     reading = engines.read(ckpt, spec, config)
     assert profile.launch is not None  # refused above
     launch = profile.launch(reading, request)
     gated = replace(options, engine=(spec,), engine_notes=("named",), optional_engines=(), level="header",
-                    launch=((name, json.dumps(launch.settings)),) if profile.launch_ids else options.launch)
+                    launch=((name, json.dumps(launch.settings)),) if profile.launch_ids or profile.launch_window
+                    else options.launch)
     return Recipe(spec, launch, gate_checkpoint(ckpt, gated), unknown)
 
 

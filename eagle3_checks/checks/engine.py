@@ -28,6 +28,7 @@ from ..engines.reading import (
     patch_for,
     remedy,
     shown,
+    window_text,
 )
 from ..live import verdict
 from ..live.compare import disagreements, left_unwritten
@@ -207,6 +208,11 @@ def loads(ctx: Context) -> Iterable[Finding]:
     fix="state every semantic field explicitly in config.json, where the engine reads it",
     codes={**{field.replace("_", "-"): f"the release reads {field} otherwise than the trainer"
               for field in SEMANTIC_FIELDS},
+           "sliding-window-within-context": note("the release's attention window differs from the trainer's, "
+                                                 "beyond the served context (--max-model-len)"),
+           "window-anchor": note("the same sliding window, measured from the draft's position by the release and from "
+                                 "the context row by the trainer: later draft steps see fewer of the oldest tokens "
+                                 "past the window"),
            "latent-norm-eps": note("the MLA latent norms' eps differs from the trainer reading's: a change below "
                                    "the forward tolerance for latents of the size stated, measured by "
                                    "forward.equivalence")},
@@ -218,6 +224,9 @@ def semantics(ctx: Context) -> Iterable[Finding]:
         if field == "mla" and _latent_eps_only(served, trained):
             yield _latent_eps_note(served, trained)
             continue
+        if field == "sliding_window":
+            yield _window_finding(ctx, served, trained)
+            continue
         yield error(
             f"{label(served)} reads {field} as {shown(field, served, trained)!r}, the drafter was trained "
             f"with {shown(field, trained, served)!r}",
@@ -226,6 +235,54 @@ def semantics(ctx: Context) -> Iterable[Finding]:
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
             fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
             patch=patch_for(field, trained, ctx.ckpt.config_raw or {}), code=field.replace("_", "-"))
+    window = trained.window()
+    if window is not None and served.window() == window and served.window_from != trained.window_from and \
+            "sliding_window" in served.sources:
+        yield info(
+            f"{label(served)} measures the drafter's window of {window[0]} tokens from each draft's position, its "
+            f"trainer from the context row the draft starts from ({trained.sources.get('sliding_window')}): draft "
+            f"step k sees k fewer of the oldest context tokens once the context exceeds {window[0]} tokens (a "
+            "difference no config field changes; the acceptance level measures it on recorded sequences longer "
+            "than the window)", code="window-anchor", key="sliding_window")
+
+
+def _window_finding(ctx: Context, served: Reading, trained: Reading) -> Finding:
+    """A drafter trained with a sliding window and served without one, or the reverse (or with another): the two
+    compute alike while the context fits the smaller window, from the next token on they do not. An error unless the
+    served context (--max-model-len) fits it."""
+    sizes = [w[0] for w in (served.window(), trained.window()) if w is not None]
+    fits = min(sizes)
+    profile = engines.profile(release(ctx))
+    if trained.window() is not None and profile.launch_window:
+        size, layers = trained.window()  # type: ignore[misc]
+        fix = (f"launch with --{profile.launch_window} {size - 1} ({served.engine} {served.version} attends N + 1 "
+               f"keys for N; eagle3-checks recipe writes it)" if len(layers) == trained.num_layers else
+               f"serve it where layer_types is read per layer (vLLM 0.33.0): --{profile.launch_window} sets every "
+               "layer's window")
+        patch = None
+    elif trained.window() is None:
+        fix = ("remove layer_types and sliding_window from config.json: the trainer computed full attention "
+               f"({trained.sources.get('sliding_window', '?')})")
+        where = "/transformer_layer_config" if trained.layout == SPECULATORS else ""
+        patch = [{"op": "remove", "path": f"{where}/layer_types"}, {"op": "remove", "path": f"{where}/sliding_window"}]
+    else:
+        fix = (f"serve it with a release that reads the window (vLLM 0.33.0 reads layer_types and sliding_window); "
+               f"{served.engine} {served.version} cannot compute it as trained")
+        patch = None
+    served_len = ctx.options.max_model_len if ctx.options else None
+    message = (f"{label(served)} serves the drafter with {window_text(served)}, it was trained with "
+               f"{window_text(trained)}: the two compute alike on contexts up to {fits} tokens and differently from "
+               f"{fits + 1} tokens on")
+    expected = f"{window_text(trained)} ({trained.sources.get('sliding_window')})"
+    found = f"{window_text(served)} ({served.sources.get('sliding_window')})"
+    if served_len is not None and served_len <= fits:
+        return info(message + f"; served at --max-model-len {served_len}, within that", key="sliding_window",
+                    expected=expected, found=found, fix=fix, code="sliding-window-within-context")
+    return error(message, key="sliding_window", expected=expected, found=found, fix=fix, patch=patch,
+                 code="sliding-window",
+                 why=f"{effect('sliding_window')}; a long prompt drafts from another context than the drafter was "
+                 f"trained on (the acceptance level measures the cost on recorded sequences longer than {fits} "
+                 "tokens)")
 
 
 def _latent_eps_only(served: Reading, trained: Reading) -> bool:

@@ -249,7 +249,7 @@ def read(ckpt: Checkpoint, spec: str, target_config: Any = None, launch: dict | 
     """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known; ``launch``:
     the launch settings, for a release that takes the aux layers from its launch rather than the config)."""
     p = profile(spec)
-    if p.launch_ids:
+    if p.launch_ids or p.launch_window:
         return p.read(ckpt, target_config, launch=launch)
     return p.read(ckpt, target_config)
 

@@ -143,6 +143,9 @@ class Profile:
     # the launch option the release takes the aux layers from instead of the drafter's config (TensorRT-LLM's
     # eagle3_layers_to_capture); its reading then takes ``launch=`` (the launch settings --launch gives, or None)
     launch_ids: str | None = None
+    # the launch option the release takes the drafter's attention window from instead of its config (SGLang's
+    # --speculative-draft-window-size); its reading then takes ``launch=`` too
+    launch_window: str | None = None
     # the distribution whose installed version (NAME-VERSION.dist-info) selects the release (None: ``name``)
     package: str | None = None
     # launch(reading, launch.Request) -> launch.Launch: how the release is started with a drafter (engines/launch.py;
@@ -150,6 +153,9 @@ class Profile:
     launch: Callable[..., Any] | None = None
     # the layout eagle3-checks convert writes for this engine (convert --to NAME); None: no layout alone serves it
     converts_to: str | None = None
+    # what the release does with a draft id that d2t maps past the target vocabulary (an absolute-id d2t), cited;
+    # "": not read for this release
+    d2t_past_vocab: str = ""
 
     @property
     def holds_for(self) -> tuple[Release, ...]:

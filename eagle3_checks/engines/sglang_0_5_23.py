@@ -76,10 +76,33 @@ AFTER_LOAD = "after load, the worker puts "  # what serving does to a parameter 
 TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eagle_worker_v2.py:353-363)"
 
 
+WINDOW_OPTION = "speculative-draft-window-size"
+
+
+def window(r: Reading, launch: dict | None) -> None:
+    """SGLang 0.5.23 reads no layer_types or sliding_window of the drafter (srt/models/llama.py reads neither); the
+    drafter's attention slides only when the launch gives ``--speculative-draft-window-size N``, set on every layer
+    (srt/models/llama_eagle3.py:284-299; validated at arg_groups/speculative_hook.py:197-219; 0.5.14's
+    llama_eagle3.py:259-271 alike). A key at most N positions before the query is attended
+    (layers/attention/torch_native_backend.py:36-48: k >= q - N): N + 1 keys, the query included, so a drafter
+    trained with a window of W tokens is served alike with N = W - 1."""
+    given: dict = launch or {}
+    args: dict = given["args"] if isinstance(given.get("args"), dict) else given
+    n = args.get(WINDOW_OPTION, args.get(WINDOW_OPTION.replace("-", "_")))
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        r.sliding_window, r.window_layers = n + 1, tuple(range(r.num_layers))
+        r.sources["sliding_window"] = (f"the launch's --{WINDOW_OPTION} {n}: keys within {n} positions of the query "
+                                       "(srt/models/llama_eagle3.py:284-299, torch_native_backend.py:36-48)")
+    else:
+        reading.no_window(r, "SGLang 0.5.23 ignores the drafter's layer_types and sliding_window (srt/models/llama.py "
+                          f"reads neither); without --{WINDOW_OPTION} it serves full attention "
+                          "(srt/models/llama_eagle3.py:284-299)")
+
+
 # One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
 # that it can be held to the engine's source line by line: not split for the complexity count.
 def read(ckpt: Checkpoint, target: Any = None, norm_before_fc: bool = True,  # noqa: C901
-         yarn_mscale: bool = True) -> Reading:
+         yarn_mscale: bool = True, launch: dict | None = None) -> Reading:
     """``norm_before_fc`` / ``yarn_mscale`` False: what 0.5.14 does otherwise (:data:`RELEASES`): no input_norm, and
     a YaRN rope_scaling's mscale / mscale_all_dim ignored."""
     r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.23 reads flat configs only (speculators_config and "
@@ -104,6 +127,7 @@ def read(ckpt: Checkpoint, target: Any = None, norm_before_fc: bool = True,  # n
     # the config class's defaults (llama.py:196-198, 336); transformers 5.19 standardizes rope_parameters and
     # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
     read_llama_layer(r, raw, legacy_rope=False, silu_cite="; llama.py:116-119")
+    window(r, launch)
     if r.num_layers > 1:
         r.set("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by "
               "hidden_norm")
@@ -421,4 +445,8 @@ PROFILE = Profile(
     cannot_compute=cannot_compute,
     launch=launching.sglang,
     converts_to=FLAT,
+    launch_window=WINDOW_OPTION,
+    d2t_past_vocab="SGLang 0.5.23 maps draft id i to d2t[i] + i (srt/models/llama_eagle3.py:350-352, hot_token_id) "
+    "and drafts those ids (speculative/eagle_worker_v2.py:757-758, 810-822): ids past the target vocabulary, "
+    "which the next draft step embeds out of range",
 )

@@ -102,6 +102,7 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
         r.refuse_class(why)
     raw = ckpt.config_raw or {}
     read_llama_layer(r, raw, legacy_rope=True, silu_cite="")
+    window(r)
     if r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":
         if "original_max_position_embeddings" not in r.rope_scaling:
             r.refusals.append("rope_scaling yarn without original_max_position_embeddings: SGLang raises KeyError")
@@ -160,6 +161,14 @@ def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901
     if not is_int(raw.get("draft_vocab_size")) and not tied:
         r.unfilled["lm_head.weight"] = "the target's lm_head (load_lm_head_from_target: no draft_vocab_size)"
     return r
+
+
+def window(r: Reading) -> None:
+    """SGLang 0.5.6 builds the drafter's attention without a window: srt/models/llama_eagle3.py and llama.py read no
+    layer_types or sliding_window, and its server_args.py has no --speculative-draft-window-size (that came later:
+    0.5.14's llama_eagle3.py:259-271)."""
+    reading.no_window(r, "SGLang 0.5.6 builds full attention: srt/models/llama_eagle3.py and llama.py read no "
+                      "layer_types or sliding_window, server_args.py has no --speculative-draft-window-size")
 
 
 def read_llama_layer(r: Reading, raw: dict, legacy_rope: bool, silu_cite: str) -> None:

@@ -36,7 +36,7 @@ SINCE = {"norm_before_fc": "0.5.0", "fc_norm": "0.7.0", "norm_output": "0.7.0", 
 
 def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False, default_type: str = "qwen3",
          flags: tuple[str, ...] = FLAGS, aux_from_ids: bool = True,
-         layer_types: tuple[str, ...] = ("llama", "qwen3")) -> Reading:
+         layer_types: tuple[str, ...] = ("llama", "qwen3"), windows: bool = True) -> Reading:
     """``lenient``: the trainer reading, which takes any naming of a role (the computation the drafter was
     trained to do); otherwise speculators' own non-strict loader. The other keywords are what older releases do
     otherwise (``RELEASES``): the transformers class a ``transformer_layer_config`` without ``model_type`` becomes,
@@ -64,6 +64,7 @@ def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False, default_ty
         r.refusals.append("speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")")
     head_dim, max_position, cls = class_defaults(model_type)
     reading.read_layer(r, fields_, f"{TLC}.", (head_dim, cls), max_position)
+    window(r, fields_, windows)
     r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
           ("" if "model_type" in fields_ else f" (default: speculators builds a {cls.split()[-1]})"))
 
@@ -115,6 +116,22 @@ def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False, default_ty
     return r
 
 
+def window(r: Reading, fields_: dict, windows: bool = True) -> None:
+    """speculators 0.9.0 builds layer i with a sliding window when transformer_layer_config's ``layer_types[i]`` is
+    "sliding_attention", of ``sliding_window`` tokens (models/eagle3/core.py:96-105, 225-233), the window of its
+    training mask measured from the context row at every draft step (models/eagle3/attention.py:16-19:
+    ``kv_idx > q_idx - sliding_window``, the draft tokens on the diagonal). Its train CLI writes such a layer by
+    default (train/cli.py:212-230: layer_types ["sliding_attention"], sliding_window 2048). ``windows`` False:
+    releases before 0.7.0, which build one causal mask for every layer (0.6.0 models/eagle3/core.py:161,
+    attention.py:11-29)."""
+    if not windows:
+        reading.no_window(r, "speculators before 0.7.0 builds one causal mask, no window (0.6.0 "
+                          "models/eagle3/core.py:161, attention.py:11-29)")
+        return
+    reading.read_window(r, fields_, f"{TLC}.", "speculators 0.9.0 models/eagle3/core.py:96-105, attention.py:16-19",
+                        window_from="row")
+
+
 def _serving(r: Reading, want: int | None, target: Any = None) -> None:
     return None  # speculators is a trainer: no serving context
 
@@ -125,8 +142,8 @@ def _serving(r: Reading, want: int | None, target: Any = None) -> None:
 _LLAMA_DEFAULT = "transformer_layer_config without model_type is a LlamaConfig"
 _FIXED_AUX = "fc takes 3 x hidden_size states whatever eagle_aux_hidden_state_layer_ids says"
 _POST = "a post-release of {0}: only {1} changed, not models/ or config.py (diffed against {0}'s wheel)"
-_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False))
-_BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False))
+_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False), ("windows", False))
+_BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False), ("windows", False))
 RELEASES = (
     Release("0.2.0", "2025-11-03", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
             why=f"models/eagle3.py: {_LLAMA_DEFAULT} (:60, 99); {_FIXED_AUX} (:362-387, of target_hidden_size); no "

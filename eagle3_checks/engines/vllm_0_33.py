@@ -94,6 +94,7 @@ def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False,
         class_defaults(model_type)
     # llama.py: getattr(config, "max_position_embeddings", 8192); a flat config's class has its own default.
     reading.read_layer(r, fields_, where, (hd, cls), max_pos)
+    window(r, fields_, where)
     arch: str | None
     if speculators:
         arch = "Eagle3Qwen3ForCausalLM" if model_type == "qwen3" else "Eagle3LlamaForCausalLM"
@@ -446,6 +447,16 @@ RELEASES = (
     Release(VERSION, "2026-11-02", recorded="2026-12-01"),
 )
 
+def window(r: Reading, fields_: dict, where: str) -> None:
+    """vLLM 0.33.0 builds drafter layer i with a sliding window of ``sliding_window`` tokens when ``layer_types[i]``
+    is "sliding_attention" (model_executor/models/llama.py:185-205, the index made draft-relative through
+    target_layer_count, llama_eagle3.py:318-321; qwen3_eagle3.py:46-61 alike); a window of 0 is none
+    (config/model.py:815-821); flash-attention attends (W - 1, 0) around the query's position
+    (v1/attention/backends/flash_attn.py:166)."""
+    reading.read_window(r, fields_, where, "vLLM 0.33.0 model_executor/models/llama.py:185-205, qwen3_eagle3.py:46-61",
+                        zero_disables=True)
+
+
 PROFILE = Profile(
     NAME, VERSION, read, capture, ids_for,
     releases=RELEASES,
@@ -460,4 +471,7 @@ PROFILE = Profile(
     serving=serving,
     launch=launching.vllm,
     converts_to=FLAT,
+    d2t_past_vocab="vLLM 0.33.0 indexes the draft logits with arange + d2t (model_executor/models/"
+    "llama_eagle3.py:385-394: logits_new[:, targets] = logits, no range check): an index past the target "
+    "vocabulary, a device-side error at the first draft",
 )
