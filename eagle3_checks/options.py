@@ -25,6 +25,13 @@ ACCEPT_STEPS = 3  # the draft steps K the acceptance level (and accept) runs
 # flipped norm_before_residual 0.16-1.6; an untrained drafter moves by at most 0.001.
 DECIDE_GAIN = 0.01
 DECIDE_POSITIONS = 200
+# A drafter "accepts nothing" when its acceptance length, read as trained, is at or below 1 + NOTHING: fewer than one
+# accepted draft token in 20 draft rounds. An error of acceptance.figures (and accept exits 1), whatever
+# --min-acceptance says (that sets a warning above it).
+NOTHING = 0.05
+# The share of the data's labels the draft vocabulary must express before acceptance.figures warns: every label
+# outside it is a miss whatever the drafter computes (a d2t built from another distribution; SpecForge PR #534).
+MIN_COVERAGE = 0.90
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from eagle3_checks.acceptance import evaluate, expect_of, load_head, readings, samples  # noqa: E402
-from eagle3_checks.acceptance.resolve import CONFIRMED, CONTRADICTED, UNDECIDED, answers, candidates  # noqa: E402
+from eagle3_checks.acceptance.resolve import CONFIRMED, CONTRADICTED, UNDECIDED, measure  # noqa: E402
 from eagle3_checks.cli import main  # noqa: E402
 from eagle3_checks.drafter.checkpoint import open_checkpoint  # noqa: E402
 from helpers import run  # noqa: E402
@@ -118,7 +118,6 @@ MUTATIONS = {
                                      "acceptance.trained-with/norm-before-residual"),
     "rope-base-not-the-trained-one": ("trained-rope10k", _layer_config(rope_theta=10000.0), None, None,
                                       "acceptance.trained-with/rope-theta"),
-    "d2t-absolute": ("trained", None, None, _absolute_d2t, "vocab.t2d/absolute-ids"),
     "aux-blocks-permuted": ("trained", None, None, _fc_blocks_rotated, "acceptance.trained-with/aux-order"),
 }
 
@@ -134,6 +133,28 @@ def test_each_mis_conversion_lowers_acceptance_and_the_gate_names_it(trained_wor
     assert got.acceptance_length < base.acceptance_length - 0.03 and got.alpha < base.alpha - 0.02, \
         (mutation, got.record(), base.record())
     assert code in codes(gate(trained_world, mutant)), mutation
+
+
+def test_an_absolute_id_d2t_is_a_finding_and_the_trainer_reading_still_runs(trained_world, tmp_path, capsys):
+    """d2t written as absolute ids (it equals nonzero(t2d)): speculators trained in the draft space t2d selects and
+    never read d2t, so the trainer's reading computes what was trained; vLLM 0.33.0 adds arange to it and indexes
+    past the vocabulary (llama_eagle3.py:385-394). accept exits 1 with the finding, not 2 as bad input."""
+    mutant = copy(trained_world, "trained", tmp_path, None, _absolute_d2t)
+    got = figures(trained_world, mutant, engines=("vllm@0.33.0",))
+    base = figures(trained_world, trained_world / "drafters" / "trained")
+    assert got.readings[0].record() == base.readings[0].record()
+    assert got.absolute_d2t and "nonzero(t2d)" in got.absolute_d2t
+    assert "absolute-id d2t" in got.readings[1].problem and "llama_eagle3.py:385-394" in got.readings[1].problem
+    code = main(["accept", str(mutant), "--data", str(trained_world / "test"), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    errors = {f["code"]: f for f in doc["findings"] if f["severity"] == "error"}
+    assert code == 1 and set(errors) == {"vocab.t2d/absolute-ids"}
+    assert errors["vocab.t2d/absolute-ids"]["basis"] == "read"
+    assert doc["readings"][0]["acceptance_length"] == base.readings[0].acceptance_length
+    assert {"vocab.t2d/absolute-ids", "acceptance.engine-drop/unservable"} <= codes(gate(trained_world, mutant))
+    # the offsets restored: nothing left to report
+    fixed = copy(trained_world, "trained", tmp_path / "offsets")
+    assert main(["accept", str(fixed), "--data", str(trained_world / "test")]) == 0
 
 
 def test_a_lost_head_dim_is_named_and_no_reading_computes_what_was_trained(trained_world, tmp_path, capsys):
@@ -173,16 +194,14 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
     assert result.readings[1].acceptance_length == pytest.approx(served[0].acceptance_length, abs=1e-9)
 
 
-def _answers(world: Path, name: str, target: bool = True) -> dict:
-    ckpt = open_checkpoint(world / "drafters" / name)
+def _answers(world: Path, name: str, target: bool = True, drafter: Path | None = None,
+             target_dir: str = "target") -> dict:
+    ckpt = open_checkpoint(drafter or world / "drafters" / name)
     named = readings(ckpt, [])
-    trained = named[0][1]
-    cands = candidates(trained)
-    expect = expect_of(trained)
-    head = load_head(world / "target", expect.hidden, expect.vocab) if target else None
-    result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], samples(world / "test", expect), K,
-                      target=head, orders={c.name: c.order for c in cands if c.order})
-    return {a.question: a for a in answers(result, trained, cands)}
+    expect = expect_of(named[0][1])
+    head = load_head(world / target_dir, expect.hidden, expect.vocab) if target else None
+    _, found = measure(ckpt, named, lambda: samples(world / "test", expect), K, target=head)
+    return {a.question: a for a in found}
 
 
 def test_the_resolver_names_what_each_drafter_was_trained_with(trained_world):
@@ -204,13 +223,18 @@ def test_with_token_labels_the_resolver_decides_the_norm_and_never_confirms_a_wr
     assert rope["norm_before_residual"].verdict == CONFIRMED
     assert rope["rope_theta"].verdict in (CONTRADICTED, UNDECIDED) and rope["rope_theta"].best == 10000.0
     if rope["rope_theta"].verdict == UNDECIDED:
-        assert "--target" in rope["rope_theta"].why
+        assert "--target" in rope["rope_theta"].settle
 
 
 def test_the_resolver_is_undecided_on_an_untrained_drafter(trained_world):
+    """Its figures are at chance under every candidate: undecided, and the reason says so (the resolver blames an
+    untrained drafter only then)."""
     got = _answers(trained_world, "untrained")
     assert {q: a.verdict for q, a in got.items()} == {q: UNDECIDED for q in got}
     assert set(got) == {"rope_theta", "norm_before_residual", "feedback", "aux_order"}
+    assert all("at chance" in a.why for a in got.values()), {q: a.why for q, a in got.items()}
+    for q, a in _answers(trained_world, "trained", target=False).items():  # a trained drafter is never blamed
+        assert "at chance" not in a.why, (q, a.why)
 
 
 def test_fix_applies_the_rope_base_the_weights_were_trained_with(trained_world, tmp_path, capsys):
