@@ -612,3 +612,28 @@ def test_without_data_the_acceptance_level_does_not_run(drafter, capsys):
     ids = {c["id"] for c in json.loads(capsys.readouterr().out)["checkpoints"][0]["checks"]}
     assert "forward.equivalence" in ids and not any(i.startswith("acceptance.") for i in ids)
 
+
+
+# ----- a d2t written as absolute ids ------------------------------------------------------------------------------
+
+def test_an_absolute_id_d2t_is_reported_and_each_engine_says_what_it_does(world, tmp_path, capsys):
+    """The flat example drafter with d2t rewritten as the absolute target ids it encodes (and t2d kept): the trainer's
+    reading maps the draft ids as trained and runs; vLLM 0.33.0 and SGLang 0.5.23 add arange(DV) to d2t, and each
+    reading says what its release then does (cited); accept exits 1 with the vocabulary finding, never 2."""
+    path = write_drafter(tmp_path / "flat", SHAPE, layout="flat")
+    tensors = safetensors_torch.load_file(str(path / "model.safetensors"))
+    tensors["d2t"] = tensors["d2t"] + torch.arange(tensors["d2t"].shape[0])
+    safetensors_torch.save_file(tensors, str(path / "model.safetensors"))
+    folder = write_speculators(tmp_path / "data", world["records"])
+    code, out, err = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", "sglang@0.5.23", "--format", "json",
+                            capsys=capsys)
+    doc = json.loads(out)
+    errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
+    assert code == 1 and "vocab.t2d/absolute-ids" in errors, (errors, err)
+    trainer, vllm, sglang = doc["readings"]
+    assert trainer["positions"] > 0
+    base = figures(world, folder, specs=(), ckpt=open_checkpoint(write_drafter(tmp_path / "right", SHAPE,
+                                                                                layout="flat"))).readings[0]
+    assert trainer["acceptance_length"] == pytest.approx(base.acceptance_length)
+    text = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", "sglang@0.5.23", capsys=capsys)[1]
+    assert "llama_eagle3.py:385-394" in text and "llama_eagle3.py:350-352" in text

@@ -547,6 +547,11 @@ def as_trained(name: str) -> bool:
     return name == TRAINER or name.startswith(RESOLVE)
 
 
+def _pct(share: float) -> str:
+    """A signed percentage, one decimal, never "-0.0%"."""
+    return f"{round(100 * share, 1) + 0.0:+.1f}%"
+
+
 def render_text(result: Result) -> str:
     lines = [f"labels: {result.labels}" + (" (the recorded next tokens: greedy figures only, no alpha)"
                                            if result.labels == "tokens" else ""),
@@ -562,8 +567,7 @@ def render_text(result: Result) -> str:
             drop = ""
         else:
             d = f.drop(base)
-            drop = f"  ({-100 * d.value:+.1f}% vs trainer" + (f", [{-100 * d.hi:+.1f}%, {-100 * d.lo:+.1f}%])"
-                                                               if d.known else ")")
+            drop = f"  ({_pct(-d.value)} vs trainer" + (f", [{_pct(-d.hi)}, {_pct(-d.lo)}])" if d.known else ")")
         lines.append(f"  {f.reading:<20} acceptance length {al.shown()} over {f.positions} positions{drop}")
         lines.append(f"  {'':<20} step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; conditional "
                      f"{' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "

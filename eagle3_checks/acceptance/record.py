@@ -134,7 +134,10 @@ def load_target(target: str, device: str) -> tuple[Any, Any, dict]:
     """(model, tokenizer or None, config dict). Raises UsageError."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # record reports its own progress; errors stay one line
+    hf_logging.set_verbosity_error()
     path = Path(target)
     if not (path / "config.json").is_file():
         raise UsageError(f"TARGET {target}: no config.json (give the target checkpoint's folder, as transformers "
@@ -332,9 +335,11 @@ def _write_row(writer: Any, ids: list[int], mask: list[int]) -> None:
 
 
 def _write_meta(folder: Path, rows: int) -> None:
-    """state.json and dataset_info.json as ``datasets``' save_to_disk writes them (its load_from_disk reads both)."""
+    """state.json and dataset_info.json as ``datasets``' save_to_disk writes them (its load_from_disk reads both), in
+    the torch format speculators' prepare_data sets before saving (data_generation/preprocessing.py:638,
+    cli/prepare_data.py:243): its ArrowDataset compares the rows' input_ids with torch.equal (train/data.py:314)."""
     state: dict[str, Any] = {"_data_files": [{"filename": ARROW}], "_fingerprint": f"eagle3-checks-record-{rows}",
-             "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+             "_format_columns": None, "_format_kwargs": {}, "_format_type": "torch", "_output_all_columns": False,
              "_split": None}
     info = {"citation": "", "description": "", "features": _FEATURES, "homepage": "", "license": ""}
     (folder / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")

@@ -142,6 +142,8 @@ def _serving(r: Reading, want: int | None, target: Any = None) -> None:
 _LLAMA_DEFAULT = "transformer_layer_config without model_type is a LlamaConfig"
 _FIXED_AUX = "fc takes 3 x hidden_size states whatever eagle_aux_hidden_state_layer_ids says"
 _POST = "a post-release of {0}: only {1} changed, not models/ or config.py (diffed against {0}'s wheel)"
+_NO_WINDOW = ("; no sliding window: one causal mask for every layer (0.6.0 models/eagle3/core.py:161, "
+              "attention.py:11-29)")
 _BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False), ("windows", False))
 _BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False), ("windows", False))
 RELEASES = (
@@ -149,22 +151,23 @@ RELEASES = (
             why=f"models/eagle3.py: {_LLAMA_DEFAULT} (:60, 99); {_FIXED_AUX} (:362-387, of target_hidden_size); no "
             "norm_before_fc, fc_norm or norm_output field; it builds a Llama-style layer for any model_type "
             "(:245-253), stated here as llama layers only; no forward (:466): a checkpoint stating 0.2.0 was "
-            "converted by it, not trained"),
+            "converted by it, not trained" + _NO_WINDOW),
     Release("0.3.0", "2025-12-10", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 73); core.py:181: {_FIXED_AUX}; no "
-            "norm_before_fc, fc_norm or norm_output; model_definitions.py:104-111: llama layers only"),
+            "norm_before_fc, fc_norm or norm_output; model_definitions.py:104-111: llama layers only" + _NO_WINDOW),
     Release("0.4.0", "2026-03-04", differs=_BEFORE_0_5,
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 78); core.py:213: {_FIXED_AUX}; no "
-            "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"),
-    Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle")),
+            "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"
+            + _NO_WINDOW),
+    Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle") + _NO_WINDOW),
     Release("0.5.0", "2026-04-24", differs=_BEFORE_0_7,
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 82); core.py:189: {_FIXED_AUX}; norm_before_fc "
-            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output"),
+            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output" + _NO_WINDOW),
     Release("0.6.0", "2026-06-16", differs=_BEFORE_0_7,
             why=f"as 0.5.0 (models/eagle3/config.py identical to 0.5.0's: {_LLAMA_DEFAULT}, :34, 82); core.py:55: "
-            f"{_FIXED_AUX}"),
-    Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
-    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
+            f"{_FIXED_AUX}" + _NO_WINDOW),
+    Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation") + _NO_WINDOW),
+    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation") + _NO_WINDOW),
     Release("0.7.0", "2026-07-30",
             why="as 0.9.0 for a checkpoint (models/eagle3/config.py identical to 0.9.0's; core.py:67-74: fc takes "
             "len(ids) or 3 states); it does not validate the ids (utils.py:30-43)"),

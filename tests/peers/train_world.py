@@ -119,12 +119,9 @@ def record(model: LlamaForCausalLM, table: torch.Tensor, n: int, g: torch.Genera
         with torch.no_grad():
             hs = model(ids[None], output_hidden_states=True).hidden_states
         pre = captured["pre"][0]
-
-        def state(i: int) -> torch.Tensor:  # id i < LAYERS: hidden_states[i]; id LAYERS: the output before the norm
-            return hs[i][0] if i < LAYERS else pre
-
-        out.append({"token_ids": ids.clone(), "aux": torch.stack([state(i) for i in AUX], dim=1),  # [T, 3, H]
-                    "aux_broad": torch.stack([state(i) for i in AUX_BROAD], dim=1), "pre": pre})
+        state = [hs[i][0] for i in range(LAYERS)] + [pre]  # id i < LAYERS: hidden_states[i]; id LAYERS: before the norm
+        out.append({"token_ids": ids.clone(), "aux": torch.stack([state[i] for i in AUX], dim=1),  # [T, 3, H]
+                    "aux_broad": torch.stack([state[i] for i in AUX_BROAD], dim=1), "pre": pre})
     hook.remove()
     return out
 
