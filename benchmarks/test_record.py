@@ -6,7 +6,9 @@ of 64 tokens with a 64-token greedy continuation on the CPU.
 The baseline is the same work without record: in a fresh process, the same model loaded the same way, each prompt
 continued greedily by ``generate`` and run forward once over prompt and continuation (the two passes record makes),
 with no hooks and nothing written. Both are timed from the first prompt to the last (the model's load apart) and
-report tokens per second (prompt and continuation) and the process's peak RSS (VmHWM).
+report tokens per second (prompt and continuation) and the process's peak RSS (VmHWM). The two are run alternately,
+twice each, and the faster run of each counts (a shared machine's load moves single runs by more than record's own
+work: its hooks, the states' copy and the writes).
 
 Targets: record at most 1.25x the baseline's time; peak RSS at most the baseline's plus 512 MiB (one sample's states
 and the writers, whatever the number of prompts).
@@ -21,7 +23,8 @@ import pytest
 
 from conftest import PYTHON, report
 
-PROMPTS, PROMPT_TOKENS, NEW_TOKENS = 8, 64, 64
+PROMPT_TOKENS = 64
+RUNS = {"tiny": (8, 64), "0.5B": (4, 32)}  # (prompts, generated tokens per prompt)
 SHAPES = {
     "tiny": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                  intermediate_size=128, vocab_size=512, max_position_embeddings=256),
@@ -77,7 +80,7 @@ def target(request, tmp_path_factory):
     vocab = SHAPES[name]["vocab_size"]
     (root / "prompts.jsonl").write_text("".join(
         json.dumps({"input_ids": torch.randint(0, vocab, (PROMPT_TOKENS,), generator=g).tolist()}) + "\n"
-        for _ in range(PROMPTS)))
+        for _ in range(RUNS[name][0])))
     yield name, root / "target", root / "prompts.jsonl", params
 
 
@@ -88,29 +91,32 @@ def _child(code: str, *args: str) -> dict:
 
 def test_record_vs_generate_and_forward(benchmark, target, tmp_path):
     name, folder, prompts, params = target
-    runs = []
+    n_prompts, new = RUNS[name]
+    recs, bases = [], []
 
     def once():
-        out = tmp_path / f"out-{len(runs)}"
-        runs.append(_child(RECORD, str(folder), str(prompts), str(NEW_TOKENS), str(out)))
+        for _ in range(2):
+            recs.append(_child(RECORD, str(folder), str(prompts), str(new), str(tmp_path / f"out-{len(recs)}")))
+            bases.append(_child(BASELINE, str(folder), str(prompts), str(new)))
 
     benchmark.pedantic(once, rounds=1, iterations=1)
-    rec = runs[-1]
-    base = _child(BASELINE, str(folder), str(prompts), str(NEW_TOKENS))
-    assert rec["tokens"] == base["tokens"] == PROMPTS * (PROMPT_TOKENS + NEW_TOKENS)
+    rec, base = min(recs, key=lambda r: r["seconds"]), min(bases, key=lambda r: r["seconds"])
+    assert rec["tokens"] == base["tokens"] == n_prompts * (PROMPT_TOKENS + new)
     rate, base_rate = rec["tokens"] / rec["seconds"], base["tokens"] / base["seconds"]
     benchmark.extra_info.update({"params": params, "tokens": rec["tokens"], "record_s": round(rec["seconds"], 3),
                                  "baseline_s": round(base["seconds"], 3), "tokens_per_s": round(rate, 1),
                                  "baseline_tokens_per_s": round(base_rate, 1), "peak_rss_bytes": rec["maxrss_bytes"],
-                                 "baseline_peak_rss_bytes": base["maxrss_bytes"]})
+                                 "baseline_peak_rss_bytes": base["maxrss_bytes"],
+                                 "record_runs_s": [round(r["seconds"], 3) for r in recs],
+                                 "baseline_runs_s": [round(r["seconds"], 3) for r in bases]})
     print(f"\nrecord ({name}, {params / 1e6:.1f}M parameters): {rate:.0f} tokens/s, peak RSS "
           f"{rec['maxrss_bytes'] / 1e9:.2f} GB; generate + forward alone {base_rate:.0f} tokens/s, "
           f"{base['maxrss_bytes'] / 1e9:.2f} GB")
     report(benchmark, what=f"record, a random {name} transformers target ({params / 1e6:.1f}M parameters, float32): "
-           f"{PROMPTS} prompts of {PROMPT_TOKENS} tokens + {NEW_TOKENS} generated, {rate:.0f} tokens/s",
+           f"{n_prompts} prompts of {PROMPT_TOKENS} tokens + {new} generated, {rate:.1f} tokens/s",
            measured_s=rec["seconds"], budget="1.25x the baseline; peak RSS the baseline's + 512 MiB",
            baseline="the same generate + forward in transformers, no hooks, nothing written",
            baseline_s=base["seconds"], rss_bytes=rec["maxrss_bytes"],
-           notes=f"{rate:.0f} tokens/s against {base_rate:.0f}; baseline peak RSS {base['maxrss_bytes'] / 1e9:.2f} GB")
+           notes=f"{rate:.1f} tokens/s against {base_rate:.1f}; baseline peak RSS {base['maxrss_bytes'] / 1e9:.2f} GB")
     assert rec["seconds"] <= 1.25 * base["seconds"]
     assert rec["maxrss_bytes"] <= base["maxrss_bytes"] + (512 << 20)

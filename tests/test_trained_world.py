@@ -147,7 +147,8 @@ def test_an_absolute_id_d2t_is_a_finding_and_the_trainer_reading_still_runs(trai
     assert got.readings[0].record() == base.readings[0].record()
     assert got.absolute_d2t and "nonzero(t2d)" in got.absolute_d2t
     assert "absolute-id d2t" in got.readings[1].problem and "llama_eagle3.py:385-394" in got.readings[1].problem
-    code = main(["accept", str(mutant), "--data", str(trained_world / "test"), "--format", "json"])
+    code = main(["accept", str(mutant), "--data", str(trained_world / "test"), "--target",
+                 str(trained_world / "target"), "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     errors = {f["code"]: f for f in doc["findings"] if f["severity"] == "error"}
     assert code == 1 and set(errors) == {"vocab.t2d/absolute-ids"}
