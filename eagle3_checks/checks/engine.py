@@ -28,6 +28,7 @@ from ..engines.reading import (
     patch_for,
     remedy,
     shown,
+    window_anchor,
     window_text,
 )
 from ..live import verdict
@@ -235,15 +236,11 @@ def semantics(ctx: Context) -> Iterable[Finding]:
             why=f"{effect(field)}; {describe_difference(field, served, trained)}",
             fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
             patch=patch_for(field, trained, ctx.ckpt.config_raw or {}), code=field.replace("_", "-"))
-    window = trained.window()
-    if window is not None and served.window() == window and served.window_from != trained.window_from and \
-            "sliding_window" in served.sources:
-        yield info(
-            f"{label(served)} measures the drafter's window of {window[0]} tokens from each draft's position, its "
-            f"trainer from the context row the draft starts from ({trained.sources.get('sliding_window')}): draft "
-            f"step k sees k fewer of the oldest context tokens once the context exceeds {window[0]} tokens (a "
-            "difference no config field changes; the acceptance level measures it on recorded sequences longer "
-            "than the window)", code="window-anchor", key="sliding_window")
+    anchor = window_anchor(served, trained)
+    if anchor and "sliding_window" in served.sources:
+        yield info(f"{label(served)}: {anchor} (forward.equivalence fails it where its inputs pass the window; the "
+                   "acceptance level measures what it costs on recorded sequences longer than the window)",
+                   code="window-anchor", key="sliding_window")
 
 
 def _window_finding(ctx: Context, served: Reading, trained: Reading) -> Finding:

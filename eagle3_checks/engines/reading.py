@@ -231,6 +231,21 @@ def window_text(r: Reading) -> str:
     return f"a sliding window of {size} tokens (layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))})"
 
 
+def window_anchor(served: Reading, trained: Reading) -> str | None:
+    """How two readings with the same sliding window still differ: one measures it from each draft's position (a KV
+    cache by position, as engines serve), the other from the context row the draft starts from (speculators'
+    training mask). None when they do not."""
+    w = trained.window()
+    if w is None or served.window() != w or served.window_from == trained.window_from:
+        return None
+    where = {"query": "each draft's position", "row": "the context row the draft starts from"}
+    return (f"sliding_window: {served.engine} measures the window of {w[0]} tokens from "
+            f"{where.get(served.window_from, served.window_from)} ({served.sources.get('sliding_window', '?')}), "
+            f"{trained.engine} from {where.get(trained.window_from, trained.window_from)} "
+            f"({trained.sources.get('sliding_window', '?')}): draft step k sees k fewer of the oldest context tokens "
+            f"once the context exceeds {w[0]} tokens, a difference no config field changes")
+
+
 def read_window(r: Reading, fields_: dict, where: str, cite: str, window_from: str = "query",
                 zero_disables: bool = False) -> None:
     """The window a reader that follows ``layer_types`` builds: layer i slides when ``layer_types[i]`` is
