@@ -14,26 +14,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..basis import ASSUMED, INFERRED, MEASURED, READ
 from ..engines.reading import effect, fix_for, patch_for
 from ..errors import UsageError
 from ..numerics import torch_missing
 from ..options import ACCEPT_STEPS, MIN_COVERAGE, NOTHING
-from ..registry import (
-    ASSUMED,
-    CONFIG,
-    INFERRED,
-    MEASURED,
-    READ,
-    Context,
-    Data,
-    NotApplicable,
-    check,
-    config_cause,
-    error,
-    info,
-    note,
-    warning,
-)
+from ..registry import CONFIG, Context, Data, NotApplicable, check, config_cause, error, info, note, warning
 from ._common import release
 
 _KEY = ("acceptance",)
