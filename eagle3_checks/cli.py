@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import sys
@@ -239,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "tokens")
     _threshold_options(p)
     _loss_mask_options(p)
+    p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
+                   help="the launch settings engine NAME is started with, as JSON (eagle3-checks recipe --format json "
+                   "writes them): SGLang takes the drafter's attention window from them "
+                   "(--speculative-draft-window-size)")
     p.add_argument("--resolve", action="store_true",
                    help="also score what the config cannot prove (rope base, norm_before_residual, norm_output, aux "
                    "order) and say which the weights were trained with; a contradiction exits 1")
@@ -246,6 +251,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the readings run: auto (default) a GPU when torch sees one, else the CPU; the figures "
                    "agree to float rounding")
     p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("record", help="record a transformers target's states on your prompts, as speculators "
+                       "writes them (for accept --data DIR --loss-mask DIR)")
+    p.add_argument("target", metavar="TARGET", help="the target checkpoint's folder, as transformers saves it")
+    p.add_argument("--prompts", required=True, metavar="FILE",
+                   help='JSON lines, each {"text": ...} (the target\'s tokenizer and chat template applied) or '
+                   '{"input_ids": [...]}')
+    p.add_argument("--out", required=True, metavar="DIR", help="a new folder: hidden_states/hs_<i>.safetensors and "
+                   "the prepared-data folder speculators trains from (loss mask on the generated tokens)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--layers", metavar="IDS", help="the aux layer ids, comma-separated, as vLLM counts them (id L "
+                       "is the input of decoder layer L)")
+    which.add_argument("--drafter", metavar="CKPT", help="record the layers this drafter was trained on")
+    p.add_argument("--max-new-tokens", type=int, default=128, metavar="N",
+                   help="the greedy continuation's length per prompt (default 128; 0: the prompt only)")
+    p.add_argument("--device", default="cpu", metavar="D",
+                   help="cpu (default), cuda, cuda:N, or auto (device_map across the GPUs accelerate sees)")
 
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
@@ -790,18 +812,9 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    from .acceptance import (
-        AcceptanceError,
-        DataError,
-        LossMasks,
-        evaluate,
-        expect_of,
-        load_head,
-        readings,
-        render_text,
-        samples,
-    )
-    from .acceptance.resolve import CONTRADICTED, answers, candidates
+    from .acceptance import AcceptanceError, DataError, LossMasks, expect_of, load_head, readings, render_text, samples
+    from .acceptance.report import accept_findings, render_answers
+    from .acceptance.resolve import measure
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
@@ -817,39 +830,55 @@ def cmd_accept(args: argparse.Namespace) -> int:
                          f"{ckpt.problems[0].message}); gate it first")
     try:
         left_out: list[str] = []
-        named = readings(ckpt, resolved.specs, resolved.optional, left_out)
+        launched = parse_options(launch=args.launch).launch_for
+        named = readings(ckpt, resolved.specs, resolved.optional, left_out, launch=launched)
         for why in left_out:
             print(f"eagle3-checks: note: {why}", file=sys.stderr)
         expect = expect_of(named[0][1])
         head = load_head(args.target, expect.hidden, expect.vocab, device) if args.target else None
+        embedding = load_target_checkpoint(args.target)[1] if args.target else None
         masks = LossMasks(Path(args.loss_mask), args.loss_mask_start) if args.loss_mask else None
-        data = samples(Path(args.data), expect, masks)
-        if args.format == "text" and sys.stderr.isatty():  # a progress bar where a person watches
-            data = _progress(data, Path(args.data))
-        cands = candidates(named[0][1]) if args.resolve else []
-        result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], data, args.steps, device=device,
-                          target=head, orders={c.name: c.order for c in cands if c.order})
+
+        def data():
+            got = samples(Path(args.data), expect, masks)
+            if args.format == "text" and sys.stderr.isatty():  # a progress bar where a person watches
+                got = _progress(got, Path(args.data))
+            return got
+
+        result, found = measure(ckpt, named, data, args.steps, device=device, target=head, ask=args.resolve,
+                                embedding=embedding)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
-    found = answers(result, named[0][1], cands) if cands else []
-    result.readings = result.readings[:len(named)]  # the resolver's candidates are not readings of an engine
     result.max_drop, result.min_acceptance = args.max_drop, args.min_acceptance
-    contradicted = [a for a in found if a.verdict == CONTRADICTED]
+    findings = accept_findings(result, found)
     if args.format == "json":
-        record = result.record()
+        record = result.extended()
         if args.resolve:
             record["trained_with"] = [a.record() for a in found]
+        record["findings"] = findings
         _write(json.dumps(record, indent=2) + "\n")
         for why in result.warnings():
             print(f"eagle3-checks: warning: {why}", file=sys.stderr)
         if result.skipped:
             print(f"eagle3-checks: note: {result.skipped} positions skipped for non-finite states", file=sys.stderr)
     else:
-        _write(render_text(result) + "".join(f"trained with: {a.describe()}\n" for a in found)
-               + (f"FAIL: the config contradicts what the weights were trained with: "
-                  f"{', '.join(a.question for a in contradicted)} (`eagle3-checks fix CKPT DST --data ...` states "
-                  "the trained values)\n" if contradicted else ""))
-    return 1 if result.failures() or contradicted else 0
+        _write(render_text(result) + render_answers(found))
+    return 1 if any(f["severity"] == "error" for f in findings) else 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from .acceptance.record import parse_layers, rate, record
+
+    layers = parse_layers(args.layers) if args.layers else None
+    hint = torch_missing()
+    if hint:
+        raise UsageError(hint)
+    if importlib.util.find_spec("transformers") is None:
+        raise UsageError("record runs the target with transformers: pip install transformers")
+    done = record(args.target, Path(args.prompts), Path(args.out), layers, args.drafter, args.max_new_tokens,
+                  args.device, progress=sys.stderr.isatty())
+    _write(f"wrote {done.out}: {rate(done)}\n  eagle3-checks accept CKPT --data {done.out} --loss-mask {done.out}\n")
+    return 0
 
 
 def _device(choice: str) -> str:
@@ -874,7 +903,7 @@ def _progress(data, folder: Path):
     print(f"\raccept: {n} samples read{' ' * 12}", file=sys.stderr, flush=True)
 
 
-COMMANDS = {"accept": cmd_accept, "recipe": cmd_recipe,
+COMMANDS = {"accept": cmd_accept, "record": cmd_record, "recipe": cmd_recipe,
             "check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert,
             "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list, "demo": cmd_demo}
 

@@ -42,6 +42,7 @@ from .basis import READ
 from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .drafter.config_values import PROVENANCE, TLC
 from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
+from .engines.launch import window_launch
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
 from .numerics import torch_missing
@@ -484,10 +485,17 @@ def verify(out_dir: Path, src: Checkpoint, to: str, level: str, target: Any = No
 
     # the converter copies tensor bytes exactly (and the forward level proves it): scanning the values is the
     # source's gate's job, not a second multi-gigabyte read here
-    options = GateOptions(reference="none", level=level, engine=engines.resolve(to)[0], target_config=target_config,
+    written = open_checkpoint(out_dir)
+    specs = engines.resolve(to)[0]
+    # a release that takes the drafter's attention window only at launch is verified as launched with it (what
+    # eagle3-checks recipe writes for it)
+    trained = engines.trainer(written)
+    launch = tuple((spec.split("@", 1)[0], json.dumps(settings)) for spec in specs
+                   if (settings := window_launch(engines.profile(spec).launch_window, trained)) is not None)
+    options = GateOptions(reference="none", level=level, engine=specs, target_config=target_config, launch=launch,
                           omit=(("scan.values", "not run: the converter copies tensor bytes unchanged; gate the "
                                  "source"),))
-    return run_gate(open_checkpoint(out_dir), options, reference_note="not used when converting", target=target,
+    return run_gate(written, options, reference_note="not used when converting", target=target,
                     source=src if level == "forward" else None)
 
 

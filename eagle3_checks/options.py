@@ -18,13 +18,20 @@ LEVELS = ("header", "scan", "forward", "acceptance")
 # the share of the trainer reading's acceptance length an engine reading may lose before it fails (accept --max-drop)
 FAIL_SHARE = 0.10
 ACCEPT_STEPS = 3  # the draft steps K the acceptance level (and accept) runs
-# The acceptance level's resolver (acceptance/resolve.py) decides which of two readings the weights were trained
-# with only when the better one gains at least DECIDE_GAIN (in alpha with the target's distribution, in acceptance
-# length with the recorded tokens) over at least DECIDE_POSITIONS positions; else "undecided". Measured on the
-# project's trained tiny drafters (tests/peers/train_world.py): the wrong rope base costs 0.018-0.034 in both, a
-# flipped norm_before_residual 0.16-1.6; an untrained drafter moves by at most 0.001.
+# The acceptance level's resolver (acceptance/resolve.py) decides which of its candidates the weights were trained
+# with when the best one's gain over the runner-up, in the acceptance length or (with the target's distribution) in
+# alpha, has a 95% interval over the sequences that excludes zero and is at least DECIDE_GAIN, the minimum effect;
+# else "undecided". Measured on the project's trained tiny drafters (tests/peers/train_world.py): a wrong rope base
+# costs 0.03-0.14, a flipped norm_before_residual 0.13-1.7, a wrong norm_output 0.08-1.5, fc's aux blocks permuted
+# 0.02-0.35; an untrained drafter moves by at most 0.004.
 DECIDE_GAIN = 0.01
-DECIDE_POSITIONS = 200
+# A drafter "accepts nothing" when its acceptance length, read as trained, is at or below 1 + NOTHING: fewer than one
+# accepted draft token in 20 draft rounds. An error of acceptance.figures (and accept exits 1), whatever
+# --min-acceptance says (that sets a warning above it).
+NOTHING = 0.05
+# The share of the data's labels the draft vocabulary must express before acceptance.figures warns: every label
+# outside it is a miss whatever the drafter computes (a d2t built from another distribution; SpecForge PR #534).
+MIN_COVERAGE = 0.90
 
 
 @dataclass(frozen=True)

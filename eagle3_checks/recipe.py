@@ -84,8 +84,11 @@ def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, to
             ids = profile.ids_for(trained.layers, target)
             launch_ids = ids if ids is not None and engines.reaches(profile, ids, trained.layers, target) else None
     where, where_note = _target_name(options, config, ckpt)
+    trainer = engines.trainer(ckpt)
+    window = trainer.window()  # the trained window, for a release that takes it at launch
+    full = window is not None and len(window[1]) == trainer.num_layers
     request = Request(drafter, where, tokens, options.tensor_parallel or 1, options.pipeline_parallel or 1,
-                      launch_ids)
+                      launch_ids, window[0] if window and full else None, window is not None and not full)
     reading = engines.read(ckpt, spec, config)
     assert profile.launch is not None  # refused above
     launch = profile.launch(reading, request)

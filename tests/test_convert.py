@@ -467,6 +467,14 @@ def test_speculators_saved_drafters_convert(speculators_drafters, tmp_path):
     for v in SPECULATORS:
         src = speculators_drafters / v["name"]
         dst = tmp_path / v["name"]
+        if v.get("window"):
+            # a window of 4 tokens over 16 random positions: vLLM 0.33.0 measures it from each draft's position,
+            # speculators trained it from the context row; draft step 1 differs, and the verification says why
+            with pytest.raises(ConvertRefused) as refused:
+                convert(src, dst, "vllm")
+            found = [f for f in refused.value.findings if f.code == "forward.equivalence/differs"]
+            assert found and "measures the window of 4 tokens" in found[0].why and not dst.exists()
+            continue
         convert(src, dst, "vllm")
         result = run(dst, source=str(src), engine="vllm")
         assert result.exit_code == 0, [f.message for f in result.findings() if f.severity.value == "error"]

@@ -161,14 +161,15 @@ def test_acceptance_engine_drop_unservable_and_trained_with_norm_output(tmp_path
     from eagle3_checks.defects import Draft, example_data
 
     pytest.importorskip("torch")
-    real = resolve.answers
+    real = resolve.resolve
 
-    def answers(result, trained, cands):
-        return [dataclasses.replace(a, verdict=resolve.CONTRADICTED, best="normed", scores=[("prenorm", 0.4),
-                                    ("normed", 0.9)], reading=dataclasses.replace(trained, feedback="normed"))
-                if a.question == "feedback" else a for a in real(result, trained, cands)]
+    def decided(trained, first, rerun):
+        return [dataclasses.replace(a, verdict=resolve.CONTRADICTED, best="normed",
+                                    scores=[("prenorm", {"AL": 1.2}), ("normed", {"AL": 1.9})],
+                                    reading=dataclasses.replace(trained, feedback="normed"))
+                if a.question == "feedback" else a for a in real(trained, first, rerun)]
 
-    monkeypatch.setattr(resolve, "answers", answers)
+    monkeypatch.setattr(resolve, "resolve", decided)
     data = example_data(FLAT, tmp_path)
     result = run(Draft.example(FLAT).save(tmp_path / "flat"), data=str(data), engine="lmdeploy,vllm",
                  level="acceptance", aux_convention="vllm")
@@ -199,3 +200,12 @@ def test_config_fields_speculators_model_type(drafter, kind, refused):
     d = drafter(SPECULATORS)
     d.config["speculators_model_type"] = kind
     assert ("config.fields/speculators-model-type" in codes(run(d.write(), level="header"))) is refused
+
+
+def test_engine_semantics_draft_vocab_size(drafter):
+    """A speculators config without draft_vocab_size: speculators' config class defaults it to 32000, vLLM takes the
+    target's vocab_size (the record of each, engines/); stated, both read the stated value."""
+    d = drafter(SPECULATORS)
+    assert "engine.semantics/draft-vocab-size" not in codes(run(d.write(), level="header", engine="vllm"))
+    del d.config["draft_vocab_size"]
+    assert "engine.semantics/draft-vocab-size" in codes(run(d.write(), level="header", engine="vllm"))

@@ -117,3 +117,29 @@ def test_specforge_exports_pass_the_forward_check(specforge_drafters, name):
         assert "fc_norm: sglang uses False" in by_engine["sglang@0.5.6"].findings[0].why
     else:
         assert by_engine["sglang@0.5.6"].status == "passed", by_engine["sglang@0.5.6"].findings
+
+
+def test_vllm_slides_the_window_by_the_draft_position_speculators_by_the_row(speculators_drafters):
+    """The peer "sliding-window" (layer 0 slides over 4 tokens, 12 positions): speculators' second TTT step keeps each
+    row's context window where step 0 had it (models/eagle3/attention.py:16-19, held above to 1e-4); vLLM 0.33.0's
+    draft step 1 is one position further on (flash_attn.py:166, the window counted from the query's position), so
+    from the rows whose context reaches the window's edge it sees one context token fewer: its logits differ there,
+    and only there (engine.semantics/window-anchor notes it; the acceptance level measures it)."""
+    import torch
+
+    from eagle3_checks import engines
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+    from eagle3_checks.numerics.draft_steps import Inputs, Weights, run
+
+    ckpt_dir = speculators_drafters / "sliding-window"
+    inputs = {k: torch.from_numpy(v) for k, v in safetensors.numpy.load_file(ckpt_dir / "inputs.safetensors").items()}
+    peer = safetensors.numpy.load_file(ckpt_dir / "peer_logits.safetensors")["draft_logits_step_1"]
+    ckpt = open_checkpoint(ckpt_dir)
+    reading = engines.read(ckpt, "vllm@0.33.0")
+    assert reading.window() == (4, (0,)) and reading.window_from == "query"
+    logits = run(reading, Weights(ckpt, "cpu"), Inputs(inputs["aux_hidden_states"], inputs["input_ids"],
+                                                       inputs["position_ids"],
+                                                       later_tokens=[inputs["step_1_input_ids"]]), steps=2)[1].numpy()
+    columns = np.arange(peer.shape[1]) + ckpt.array("d2t")
+    rows = np.abs(logits[:, columns] - peer).max(1)
+    assert (rows[:3] <= TOLERANCE).all() and (rows[3:] > TOLERANCE).all(), rows

@@ -20,9 +20,11 @@ torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from eagle3_checks.acceptance import evaluate, expect_of, load_head, readings, samples  # noqa: E402
-from eagle3_checks.acceptance.resolve import CONFIRMED, CONTRADICTED, UNDECIDED, answers, candidates  # noqa: E402
+from eagle3_checks.acceptance.evaluate import Figures  # noqa: E402
+from eagle3_checks.acceptance.resolve import CONFIRMED, CONTRADICTED, UNDECIDED, measure  # noqa: E402
 from eagle3_checks.cli import main  # noqa: E402
 from eagle3_checks.drafter.checkpoint import open_checkpoint  # noqa: E402
+from eagle3_checks.options import DECIDE_GAIN  # noqa: E402
 from helpers import run  # noqa: E402
 
 K = 3
@@ -118,7 +120,6 @@ MUTATIONS = {
                                      "acceptance.trained-with/norm-before-residual"),
     "rope-base-not-the-trained-one": ("trained-rope10k", _layer_config(rope_theta=10000.0), None, None,
                                       "acceptance.trained-with/rope-theta"),
-    "d2t-absolute": ("trained", None, None, _absolute_d2t, "vocab.t2d/absolute-ids"),
     "aux-blocks-permuted": ("trained", None, None, _fc_blocks_rotated, "acceptance.trained-with/aux-order"),
 }
 
@@ -134,6 +135,29 @@ def test_each_mis_conversion_lowers_acceptance_and_the_gate_names_it(trained_wor
     assert got.acceptance_length < base.acceptance_length - 0.03 and got.alpha < base.alpha - 0.02, \
         (mutation, got.record(), base.record())
     assert code in codes(gate(trained_world, mutant)), mutation
+
+
+def test_an_absolute_id_d2t_is_a_finding_and_the_trainer_reading_still_runs(trained_world, tmp_path, capsys):
+    """d2t written as absolute ids (it equals nonzero(t2d)): speculators trained in the draft space t2d selects and
+    never read d2t, so the trainer's reading computes what was trained; vLLM 0.33.0 adds arange to it and indexes
+    past the vocabulary (llama_eagle3.py:385-394). accept exits 1 with the finding, not 2 as bad input."""
+    mutant = copy(trained_world, "trained", tmp_path, None, _absolute_d2t)
+    got = figures(trained_world, mutant, engines=("vllm@0.33.0",))
+    base = figures(trained_world, trained_world / "drafters" / "trained")
+    assert got.readings[0].record() == base.readings[0].record()
+    assert got.absolute_d2t and "nonzero(t2d)" in got.absolute_d2t
+    assert "absolute-id d2t" in got.readings[1].problem and "llama_eagle3.py:385-394" in got.readings[1].problem
+    code = main(["accept", str(mutant), "--data", str(trained_world / "test"), "--target",
+                 str(trained_world / "target"), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    errors = {f["code"]: f for f in doc["findings"] if f["severity"] == "error"}
+    assert code == 1 and set(errors) == {"vocab.t2d/absolute-ids"}
+    assert errors["vocab.t2d/absolute-ids"]["basis"] == "read"
+    assert doc["readings"][0]["acceptance_length"] == base.readings[0].acceptance_length
+    assert {"vocab.t2d/absolute-ids", "acceptance.engine-drop/unservable"} <= codes(gate(trained_world, mutant))
+    # the offsets restored: nothing left to report
+    fixed = copy(trained_world, "trained", tmp_path / "offsets")
+    assert main(["accept", str(fixed), "--data", str(trained_world / "test")]) == 0
 
 
 def test_a_lost_head_dim_is_named_and_no_reading_computes_what_was_trained(trained_world, tmp_path, capsys):
@@ -173,16 +197,52 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
     assert result.readings[1].acceptance_length == pytest.approx(served[0].acceptance_length, abs=1e-9)
 
 
-def _answers(world: Path, name: str, target: bool = True) -> dict:
-    ckpt = open_checkpoint(world / "drafters" / name)
+def _answers(world: Path, name: str, target: bool = True, drafter: Path | None = None,
+             target_dir: str = "target", data: str = "test") -> dict:
+    ckpt = open_checkpoint(drafter or world / "drafters" / name)
     named = readings(ckpt, [])
-    trained = named[0][1]
-    cands = candidates(trained)
-    expect = expect_of(trained)
-    head = load_head(world / "target", expect.hidden, expect.vocab) if target else None
-    result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], samples(world / "test", expect), K,
-                      target=head, orders={c.name: c.order for c in cands if c.order})
-    return {a.question: a for a in answers(result, trained, cands)}
+    expect = expect_of(named[0][1])
+    head = load_head(world / target_dir, expect.hidden, expect.vocab) if target else None
+    _, found = measure(ckpt, named, lambda: samples(world / data, expect), K, target=head)
+    return {a.question: a for a in found}
+
+
+def _key(value):
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+# The one-change mutants of the drafters trained against target-broad (its final norm scaled by 1/4: broad next-token
+# distributions, so that alpha barely moves where the acceptance length does), on the states of their aux ids:
+# mutant -> (drafter, tensor edit, config edit, the question it changes, the value the weights were trained with).
+# "none": the drafter as trained.
+ONE_CHANGE = {
+    "none": ("broad", None, None, None, None),
+    "aux-order": ("broad", _fc_blocks_rotated, None, "aux_order", (1, 2, 0)),
+    "norm-before-residual": ("broad", None, _config(norm_before_residual=True), "norm_before_residual", False),
+    "rope-base": ("broad-rope10k", None, None, "rope_theta", 10000.0),
+    "feedback": ("broad", None, _config(norm_output=True), "feedback", "prenorm"),
+}
+
+
+@pytest.mark.parametrize("target", [True, False], ids=["target", "tokens"])
+@pytest.mark.parametrize("mutant", list(ONE_CHANGE))
+def test_each_one_change_mutant_is_decided_right_and_no_question_against_the_trained_value(trained_world, tmp_path,
+                                                                                            mutant, target):
+    """With --target (alpha and the acceptance length) and without (the acceptance length): the changed question
+    is contradicted, with the value the weights were trained with, by a gain whose 95% interval over the sequences
+    excludes zero; no other question is decided against what the weights were trained with (the rope-base mutant's
+    config is its saved one: trained with 10000, stating 1e6)."""
+    name, tensors, config, question, truth = ONE_CHANGE[mutant]
+    drafter = copy(trained_world, name, tmp_path, config, tensors) if tensors or config else None
+    got = _answers(trained_world, name, target, drafter, "target-broad", "test-broad")
+    for q, a in got.items():
+        if q == question:
+            assert a.verdict == CONTRADICTED and _key(a.best) == truth, (q, a.describe())
+            t = a.decided_by
+            assert t is not None and t.gain.lo > 0 and t.gain.value >= DECIDE_GAIN, a.describe()
+            assert t.figure in ("acceptance length", "alpha") if target else t.figure == "acceptance length"
+        else:
+            assert a.verdict != CONTRADICTED, (q, a.describe())
 
 
 def test_the_resolver_names_what_each_drafter_was_trained_with(trained_world):
@@ -204,13 +264,18 @@ def test_with_token_labels_the_resolver_decides_the_norm_and_never_confirms_a_wr
     assert rope["norm_before_residual"].verdict == CONFIRMED
     assert rope["rope_theta"].verdict in (CONTRADICTED, UNDECIDED) and rope["rope_theta"].best == 10000.0
     if rope["rope_theta"].verdict == UNDECIDED:
-        assert "--target" in rope["rope_theta"].why
+        assert "--target" in rope["rope_theta"].settle
 
 
 def test_the_resolver_is_undecided_on_an_untrained_drafter(trained_world):
+    """Its figures are at chance under every candidate: undecided, and the reason says so (the resolver blames an
+    untrained drafter only then)."""
     got = _answers(trained_world, "untrained")
     assert {q: a.verdict for q, a in got.items()} == {q: UNDECIDED for q in got}
     assert set(got) == {"rope_theta", "norm_before_residual", "feedback", "aux_order"}
+    assert all("at chance" in a.why for a in got.values()), {q: a.why for q, a in got.items()}
+    for q, a in _answers(trained_world, "trained", target=False).items():  # a trained drafter is never blamed
+        assert "at chance" not in a.why, (q, a.why)
 
 
 def test_fix_applies_the_rope_base_the_weights_were_trained_with(trained_world, tmp_path, capsys):
@@ -219,11 +284,40 @@ def test_fix_applies_the_rope_base_the_weights_were_trained_with(trained_world, 
     assert "acceptance.trained-with/rope-theta" in codes(before)
     finding = next(f for f in before.findings() if f.code == "acceptance.trained-with/rope-theta")
     assert finding.patch and all(op["value"] == 10000.0 for op in finding.patch)
+    assert finding.basis == "measured" and "decided by" in finding.message
+    # what the data did not decide carries no patch: a note resting on the config, with what would settle it
+    for f in before.findings():
+        if f.code == "acceptance.trained-with/undecided":
+            assert f.patch is None and f.basis == "assumed" and f.settle, f
     fixed = tmp_path / "fixed"
     assert main(["fix", str(drafter), str(fixed), "--data", str(trained_world / "test"),
                  "--target", str(trained_world / "target")]) == 0
     assert not codes(gate(trained_world, fixed))
-    assert json.loads((drafter / "config.json").read_text())["transformer_layer_config"]["rope_theta"] == 1e6
+    source = json.loads((drafter / "config.json").read_text())
+    assert source["transformer_layer_config"]["rope_theta"] == 1e6
+    written = json.loads((fixed / "config.json").read_text())
+    # fix --data wrote the decided value, and nothing else of the drafter's config changed
+    assert written["transformer_layer_config"]["rope_theta"] == 10000.0
+    assert written["transformer_layer_config"]["rope_parameters"]["rope_theta"] == 10000.0
+    for key in set(source) | set(written):
+        if key != "transformer_layer_config":
+            assert source.get(key) == written.get(key) or key == "eagle3_checks_provenance", key
+    rest = {k: v for k, v in written["transformer_layer_config"].items() if k not in ("rope_theta", "rope_parameters")}
+    assert rest == {k: v for k, v in source["transformer_layer_config"].items()
+                    if k not in ("rope_theta", "rope_parameters")}
+
+
+def test_fix_writes_nothing_the_data_did_not_decide(trained_world, tmp_path):
+    """The untrained drafter: every question undecided (at chance), so no acceptance finding carries a patch and fix
+    --data writes no edit from the acceptance level."""
+    from eagle3_checks.fix import plan_fixes
+    from eagle3_checks.gate import parse_options
+
+    drafter = trained_world / "drafters" / "untrained"
+    options = parse_options(reference="none", data=str(trained_world / "test"), target=str(trained_world / "target"))
+    _, done = plan_fixes(open_checkpoint(drafter), options)
+    assert not [e for e in done.edits if e.check.startswith("acceptance.")], done.edits
+    assert "acceptance.figures/accepts-nothing" in {f.code for f in done.left}
 
 
 def _speculators_model(world: Path, name: str):
@@ -343,3 +437,121 @@ def test_a_lost_head_dim_served_as_vllm_cuts_it_accepts_almost_nothing(trained_w
     cut = got.readings[1]
     assert cut.problem is None and any("narrows" in c for c in cut.causes)
     assert cut.acceptance_length < base.acceptance_length - 1.0, (cut.record(), base.record())
+
+
+# ----- figures with their uncertainty -----------------------------------------------------------------------------
+
+def test_the_intervals_cover_the_figures_of_a_larger_held_out_run(trained_world):
+    """peers/train_world.py records 128 held-out sequences beside the 16 test ones. Each of 100 seeded draws of 16 of
+    them gives every figure an interval (95%, over the sequences); at least 90 of the 100 cover the figure of the
+    whole held-out run, for each figure."""
+    import random
+
+    ckpt = open_checkpoint(trained_world / "drafters" / "trained")
+    named = readings(ckpt, [])
+    expect = expect_of(named[0][1])
+    checked = {True: [("acceptance_length", 0), ("alpha", 0), ("step_accuracy", 0), ("step_accuracy", 2),
+                      ("conditional_accuracy", 1)],
+               False: [("acceptance_length", 0), ("step_accuracy", 0)]}
+    for target, figures_ in checked.items():
+        head = load_head(trained_world / "target", expect.hidden, expect.vocab) if target else None
+        whole = evaluate(ckpt, named, samples(trained_world / "heldout", expect), K, target=head).readings[0]
+        assert len(whole.sequences) == 128
+        covered = dict.fromkeys(figures_, 0)
+        for seed in range(100):
+            drawn = Figures("trainer", K)
+            drawn.sequences = random.Random(seed).sample(whole.sequences, 16)
+            for figure, k in figures_:
+                interval = drawn.interval(figure, k)
+                truth = getattr(whole, figure)
+                truth = truth[k] if isinstance(truth, list) else truth
+                covered[(figure, k)] += interval.lo <= truth <= interval.hi
+        assert all(n >= 90 for n in covered.values()), (target, covered)
+
+
+# ----- record: states for a drafter without training dumps -----------------------------------------------------------
+
+def test_record_then_accept_reproduces_the_trainers_own_recorded_data(trained_world, tmp_path, capsys):
+    """record on the world's target, prompted with the first 8 tokens of each test sequence: its greedy continuation
+    is the one the trainer recorded (the sequences the target does not end early with its eos id 2), its states are
+    the same floats, and accept gives the same figures; with the loss mask record writes (the prompt masked out) only
+    the continuation counts. speculators' own ArrowDataset reads the folder as it trains from it, and its
+    check_hidden_states accepts every sample."""
+    pytest.importorskip("speculators")
+    files = sorted((trained_world / "test").glob("hs_*.safetensors"), key=lambda p: int(p.stem[3:]))
+    rows = [safetensors_torch.load_file(str(p)) for p in files]
+    kept = [r for r in rows if 2 not in r["token_ids"][8:].tolist()]  # generation stops at eos (id 2)
+    assert len(kept) >= 8
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    for i, r in enumerate(kept):
+        safetensors_torch.save_file(r, str(reference / f"hs_{i}.safetensors"))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"input_ids": r["token_ids"][:8].tolist()}) + "\n" for r in kept))
+    out = tmp_path / "recorded"
+    assert main(["record", str(trained_world / "target"), "--prompts", str(prompts), "--out", str(out),
+                 "--drafter", str(trained_world / "drafters" / "trained"), "--max-new-tokens", "40"]) == 0
+    for i, r in enumerate(kept):
+        got = safetensors_torch.load_file(str(out / "hidden_states" / f"hs_{i}.safetensors"))
+        assert torch.equal(got["token_ids"], r["token_ids"]) and torch.equal(got["hidden_states"], r["hidden_states"])
+    capsys.readouterr()
+    base = ["--target", str(trained_world / "target"), "--format", "json"]
+    drafter = str(trained_world / "drafters" / "trained")
+    assert main(["accept", drafter, "--data", str(reference), *base]) == 0
+    theirs = json.loads(capsys.readouterr().out)["readings"]
+    assert main(["accept", drafter, "--data", str(out), *base]) == 0
+    ours = json.loads(capsys.readouterr().out)["readings"]
+    assert ours == theirs
+    assert main(["accept", drafter, "--data", str(out), "--loss-mask", str(out), *base]) == 0
+    masked = json.loads(capsys.readouterr().out)["readings"][0]
+    assert masked["positions"] == len(kept) * (48 - K - 7)  # step 0 of row j counts where mask[j+1]: rows 7..44
+
+    from speculators.data_generation.offline import check_hidden_states
+    from speculators.train.data import ArrowDataset
+
+    dataset = ArrowDataset(max_len=64, datapath=str(out), on_missing="raise")
+    assert len(dataset) == len(kept)
+    for i, r in enumerate(kept):
+        item = dataset._get_raw_data(i)
+        assert torch.equal(item["input_ids"], r["token_ids"])
+        assert item["loss_mask"].tolist() == [0] * 8 + [1] * 40
+        check_hidden_states(safetensors_torch.load_file(str(out / "hidden_states" / f"hs_{i}.safetensors")),
+                            r["token_ids"].tolist())
+
+
+# ----- sliding windows ---------------------------------------------------------------------------------------------
+
+def test_a_window_served_without_is_measured_and_unmeasured_on_short_sequences(trained_world, tmp_path, capsys):
+    """"trained-window" was trained by speculators with a sliding window of 8 tokens. Converted for SGLang 0.5.23,
+    which ignores layer_types: served without --speculative-draft-window-size it attends to the whole context, and on
+    the 48-token test sequences the acceptance level measures what that costs (a drop whose interval excludes zero);
+    launched with the window the recipe writes (7: N + 1 keys) it computes as trained; on sequences of at most 8
+    tokens the data cannot tell, and accept says so."""
+    flat = tmp_path / "flat"
+    assert main(["convert", str(trained_world / "drafters" / "trained-window"), str(flat), "--to", "sglang",
+                 "--verify", "header"]) == 0
+    capsys.readouterr()
+    base = ["--data", str(trained_world / "test"), "--target", str(trained_world / "target"), "--engine",
+            "sglang@0.5.23", "--format", "json"]
+    main(["accept", str(flat), *base])
+    doc = json.loads(capsys.readouterr().out)
+    served = doc["readings"][1]
+    assert served["reading"] == "sglang@0.5.23" and served["drop_interval"][0] > 0, served
+    launch = tmp_path / "launch.json"
+    launch.write_text(json.dumps({"args": {"speculative-draft-window-size": 7}}))
+    assert main(["accept", str(flat), *base, "--launch", f"sglang={launch}"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert abs(doc["readings"][1]["drop"]) < 0.005, doc["readings"][1]
+    short = tmp_path / "short"
+    short.mkdir()
+    for p in sorted((trained_world / "test").glob("hs_*.safetensors")):
+        r = safetensors_torch.load_file(str(p))
+        safetensors_torch.save_file({k: v[:8].contiguous() for k, v in r.items()}, str(short / p.name))
+    main(["accept", str(flat), "--data", str(short), "--target", str(trained_world / "target"), "--engine",
+          "sglang@0.5.23", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    notes = {f["code"]: f for f in doc["findings"]}
+    assert "acceptance.engine-drop/window-unmeasured" in notes and "longer than 8" in \
+        notes["acceptance.engine-drop/window-unmeasured"]["settle"]
+    assert doc["readings"][1]["drop"] == 0.0
+    assert {"engine.semantics/sliding-window"} <= codes(run(flat, engine=("sglang@0.5.23",)))

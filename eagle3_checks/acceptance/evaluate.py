@@ -44,14 +44,31 @@ from typing import Any
 from .. import engines
 from ..engines.reading import describe_difference, differences
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
-from ..options import FAIL_SHARE
+from ..options import FAIL_SHARE, MIN_COVERAGE, NOTHING
 from .samples import Expect, Sample
+from .stats import Interval, ratio
 
 TRAINER = "trainer"
+RESOLVE = "resolve:"  # the prefix of the resolver's candidate readings (acceptance/resolve.py)
 
 
 class AcceptanceError(Exception):
     """The drafter cannot be evaluated (the message says why)."""
+
+
+@dataclass
+class SeqCounts:
+    """One sample's counts (the unit the intervals are drawn over: positions within a sequence are correlated)."""
+
+    positions: int = 0
+    accepted: float = 0.0
+    correct: list[int] = field(default_factory=list)
+    counted: list[int] = field(default_factory=list)
+    cond_correct: list[int] = field(default_factory=list)
+    cond_counted: list[int] = field(default_factory=list)
+    overlap: float = 0.0
+    overlap_n: int = 0
+    covered: int = 0  # step-0 labels of counted positions that the draft vocabulary can express
 
 
 @dataclass
@@ -66,9 +83,13 @@ class Figures:
     cond_counted: list[int] = field(default_factory=list)
     overlap: float = 0.0  # the sum over counted (position, step) of sum(min(p_target, p_draft))
     overlap_n: int = 0
+    covered: int = 0  # step-0 labels of counted positions inside the draft vocabulary (the reading's d2t)
     problem: str | None = None  # the reading cannot compute the drafter
     causes: list[str] = field(default_factory=list)  # how this reading differs from the trainer's (engines.reading)
     fields: list[str] = field(default_factory=list)  # the semantic fields it differs in
+    window_fits: int | None = None  # differs from the trainer's in its attention window: contexts up to this compute
+    # alike (the smaller window)
+    sequences: list[SeqCounts] = field(default_factory=list)  # per sample, in data order (every sample, also empty)
 
     def __post_init__(self) -> None:
         for name in ("correct", "counted", "cond_correct", "cond_counted"):
@@ -91,10 +112,85 @@ class Figures:
     def conditional_accuracy(self) -> list[float]:
         return [c / n if n else 0.0 for c, n in zip(self.cond_correct, self.cond_counted, strict=True)]
 
+    @property
+    def coverage(self) -> float | None:
+        """The share of step-0 labels the draft vocabulary can express (an upper bound on step-0 accuracy)."""
+        return self.covered / self.positions if self.positions else None
+
+    # ----- intervals over sequences (stats.ratio) ------------------------------------------------------------------
+
+    def _seq(self, name: str, k: int | None = None) -> list[float]:
+        return [getattr(s, name) if k is None else getattr(s, name)[k] for s in self.sequences]
+
+    def interval(self, figure: str, k: int = 0) -> Interval:
+        """The 95% interval of ``figure`` ("acceptance_length", "alpha", "coverage", "step_accuracy",
+        "conditional_accuracy" at step ``k``) over the sequences."""
+        share = (0.0, 1.0)
+        if figure == "acceptance_length":
+            return ratio(self._seq("accepted"), self._seq("positions"), 1.0, (1.0, self.steps + 1.0))
+        if figure == "alpha":
+            return ratio(self._seq("overlap"), self._seq("overlap_n"), bounds=share)
+        if figure == "coverage":
+            return ratio(self._seq("covered"), self._seq("positions"), bounds=share)
+        if figure == "step_accuracy":
+            return ratio(self._seq("correct", k), self._seq("counted", k), bounds=share)
+        if figure == "conditional_accuracy":
+            return ratio(self._seq("cond_correct", k), self._seq("cond_counted", k), bounds=share)
+        raise ValueError(figure)
+
+    def gain(self, other: Figures, figure: str) -> Interval:
+        """This reading's ``figure`` ("acceptance_length" or "alpha") minus ``other``'s, paired over the same
+        sequences and positions (both readings scored the same data)."""
+        num, den = ("accepted", "positions") if figure == "acceptance_length" else ("overlap", "overlap_n")
+        diff = [a - b for a, b in zip(self._seq(num), other._seq(num), strict=True)]
+        return ratio(diff, self._seq(den))
+
+    def drop(self, base: Figures) -> Interval:
+        """The share of ``base``'s acceptance length this reading loses, 1 - AL / AL_base, paired over the sequences:
+        (A_base - A) / (N + A_base) per sequence summed (A: accepted tokens, N: draft rounds)."""
+        diff = [b - a for a, b in zip(self._seq("accepted"), base._seq("accepted"), strict=True)]
+        den = [n + b for n, b in zip(base._seq("positions"), base._seq("accepted"), strict=True)]
+        return ratio(diff, den)
+
+    def intervals(self) -> dict[str, Any]:
+        """Every figure's 95% interval (None where fewer than two sequences count), as ``--format json`` gives them."""
+        return {"acceptance_length": self.interval("acceptance_length").record(),
+                "step_accuracy": [self.interval("step_accuracy", k).record() for k in range(self.steps)],
+                "conditional_accuracy": [self.interval("conditional_accuracy", k).record()
+                                         for k in range(self.steps)],
+                "alpha": self.interval("alpha").record() if self.alpha is not None else None}
+
+    def served(self) -> dict[str, Any]:
+        """The figures as the servers count theirs, to set beside a server's metrics line. vLLM 0.33.0
+        (``v1/spec_decode/metrics.py:41-47, 114-117, 188-196``): each draft round adds 1 to ``num_drafts`` and 1 to
+        ``num_accepted_tokens_per_pos[i]`` for each of its first accepted tokens; it logs "Mean acceptance length"
+        ``1 + num_accepted_tokens / num_drafts`` and "Per-position acceptance rate"
+        ``num_accepted_tokens_per_pos / num_drafts`` (Prometheus ``vllm:spec_decode_num_drafts``,
+        ``vllm:spec_decode_num_accepted_tokens_per_pos``). SGLang 0.5.23
+        (``managers/scheduler_components/metrics_reporter.py:973-983``, ``batch_result_processor.py:986-992``,
+        ``observability/metrics_collector.py:511-521``): "accept len" (``sglang:spec_accept_length``), the tokens a
+        verify step yields (accepted drafts and the bonus token), and "accept rate" (``sglang:spec_accept_rate``),
+        accepted drafts over the K proposed per round. Here a draft round is a counted position."""
+        n = self.positions
+        return {"num_drafts": n, "num_accepted_tokens": self.accepted,
+                "num_accepted_tokens_per_pos": list(self.cond_correct),
+                "per_position_acceptance_rate": [c / n if n else 0.0 for c in self.cond_correct],
+                "mean_acceptance_length": self.acceptance_length,
+                "sglang_accept_length": self.acceptance_length,
+                "sglang_accept_rate": (self.acceptance_length - 1.0) / self.steps}
+
     def record(self) -> dict[str, Any]:
         return {"reading": self.reading, "steps": self.steps, "positions": self.positions,
                 "acceptance_length": self.acceptance_length, "step_accuracy": self.step_accuracy,
                 "conditional_accuracy": self.conditional_accuracy, "alpha": self.alpha}
+
+    def extended(self) -> dict[str, Any]:
+        """:meth:`record` and, beside its keys, the intervals, the sequences they are drawn over, the coverage and
+        the figures as servers report them."""
+        cov = self.interval("coverage")
+        return {**self.record(), "sequences": sum(1 for s in self.sequences if s.positions),
+                "intervals": self.intervals(), "coverage": self.coverage, "coverage_interval": cov.record(),
+                "served_metrics": self.served()}
 
 
 @dataclass
@@ -105,25 +201,102 @@ class Result:
     samples: int = 0
     max_drop: float = FAIL_SHARE  # the share of the trainer reading's acceptance length an engine reading may lose
     min_acceptance: float | None = None  # a reading below this acceptance length is warned about
+    absolute_d2t: str | None = None  # d2t holds absolute target ids: what was found (the trainer reading maps so)
+    lengths: list[int] = field(default_factory=list)  # each sample's token count (after non-finite cuts)
 
     def warnings(self) -> list[str]:
-        """The readings whose acceptance length is below ``min_acceptance`` (warned: the exit code is unchanged)."""
-        if self.min_acceptance is None:
-            return []
-        return [f"{f.reading}: acceptance length {f.acceptance_length:.3f} is below the minimum "
-                f"{self.min_acceptance:g} (--min-acceptance)"
-                for f in self.readings if not f.problem and f.acceptance_length < self.min_acceptance]
+        """The readings whose acceptance length is below ``min_acceptance``, and a draft vocabulary that covers
+        little of the data (warned: the exit code is unchanged)."""
+        out = []
+        if self.min_acceptance is not None:
+            out += [f"{f.reading}: acceptance length {f.acceptance_length:.3f} is below the minimum "
+                    f"{self.min_acceptance:g} (--min-acceptance)"
+                    for f in self.readings if not f.problem and f.acceptance_length < self.min_acceptance]
+        low = self.low_coverage()
+        if low:
+            out.append(low)
+        out += [f"{f.reading}: {why}" for f in self.readings[1:] for why in [self.inconclusive(f)] if why]
+        return out
+
+    def low_coverage(self) -> str | None:
+        base = self.readings[0]
+        cov = base.coverage
+        if cov is None or cov >= MIN_COVERAGE:
+            return None
+        return (f"the draft vocabulary expresses {100 * cov:.1f}% of the data's labels "
+                f"({base.interval('coverage').shown()}), below {100 * MIN_COVERAGE:g}%: step accuracy cannot exceed "
+                "it (a d2t built from another distribution, as SpecForge PR #534 reports for a d2t regenerated on "
+                "fine-tuning)")
+
+    def accepts_nothing(self) -> str | None:
+        """The trainer's reading accepts (almost) nothing: its acceptance length is at or below 1 + NOTHING."""
+        base = self.readings[0]
+        if base.acceptance_length > 1.0 + NOTHING:
+            return None
+        return (f"the drafter read as trained accepts nothing: acceptance length "
+                f"{base.interval('acceptance_length').shown()} is at or below 1 + {NOTHING:g} (no draft token in "
+                f"{round(1 / NOTHING)} draft rounds)")
+
+    def verdict(self, f: Figures) -> tuple[str, Interval | None]:
+        """An engine reading's verdict against the trainer's: "fails" (its drop's interval lies beyond
+        ``max_drop``), "holds" (within it), "inconclusive" (it straddles), or "unservable"."""
+        if f.problem:
+            return "unservable", None
+        d = f.drop(self.readings[0])
+        if d.known:
+            if d.lo > self.max_drop + 1e-12:
+                return "fails", d
+            if d.hi <= self.max_drop + 1e-12:
+                return "holds", d
+            return "inconclusive", d
+        # no interval (one sequence): the point estimate decides, as before intervals were drawn
+        return ("fails" if d.value > self.max_drop + 1e-12 else "holds"), d
+
+    def window_unmeasured(self, f: Figures) -> str | None:
+        """The reading differs from the trainer's in its attention window and no recorded sequence is long enough
+        for the difference to show (None otherwise)."""
+        if f.window_fits is None or f.problem:
+            return None
+        longest = max(self.lengths, default=0)
+        if longest > f.window_fits:
+            return None
+        return (f"its attention window differs from the trainer's, and the two compute alike on contexts up to "
+                f"{f.window_fits} tokens: the longest recorded sequence has {longest}, so the data cannot measure "
+                f"what the window costs (record sequences longer than {f.window_fits} tokens)")
+
+    def inconclusive(self, f: Figures) -> str | None:
+        verdict, d = self.verdict(f)
+        if verdict != "inconclusive" or d is None:
+            return None
+        more = self.more_positions(d, abs(d.value - self.max_drop))
+        return (f"inconclusive: its drop {100 * d.value:.1f}% [{100 * d.lo:.1f}%, {100 * d.hi:.1f}%] straddles "
+                f"--max-drop {100 * self.max_drop:g}%" + (f"; about {more} more positions would decide it"
+                                                           if more else ""))
+
+    def more_positions(self, d: Interval, width: float) -> int | None:
+        """About how many more positions would narrow ``d``'s half-width to ``width``."""
+        need = d.sequences_for(width)
+        if need is None:
+            return None
+        per = self.readings[0].positions / max(1, sum(1 for s in self.readings[0].sequences if s.positions))
+        return max(1, round((need - d.n) * per))
 
     def failures(self) -> list[str]:
-        """Why each failing engine reading fails (empty: none fails)."""
+        """Why each failing engine reading fails, and a trainer reading that accepts nothing (empty: none fails)."""
         base = self.readings[0]
         out = []
+        nothing = self.accepts_nothing()
+        if nothing:
+            out.append(f"{base.reading}: {nothing}")
+        if self.absolute_d2t:
+            out.append(f"d2t: {self.absolute_d2t}")
         for f in self.readings[1:]:
-            if f.problem:
+            verdict, d = self.verdict(f)
+            if verdict == "unservable":
                 out.append(f"{f.reading}: {f.problem}")
-            elif f.acceptance_length < base.acceptance_length * (1 - self.max_drop) - 1e-12:
-                drop = 1 - f.acceptance_length / base.acceptance_length
-                out.append(f"{f.reading}: acceptance length {f.acceptance_length:.3f} is {100 * drop:.1f}% below the "
+            elif verdict == "fails" and d is not None:
+                shown = f"{100 * d.value:.1f}%" + (f" [{100 * d.lo:.1f}%, {100 * d.hi:.1f}%]" if d.known else "")
+                out.append(f"{f.reading}: acceptance length {f.acceptance_length:.3f} is {shown} below the "
                            f"trainer reading's {base.acceptance_length:.3f} (more than {100 * self.max_drop:g}%)"
                            + (f"; the readings differ in {'; '.join(f.causes)}" if f.causes else
                               "; the readings differ in no modelled field"))
@@ -132,18 +305,31 @@ class Result:
     def record(self) -> dict[str, Any]:
         return {"labels": self.labels, "readings": [f.record() for f in self.readings]}
 
+    def extended(self) -> dict[str, Any]:
+        """:meth:`record` with each reading's intervals and served metrics beside the required keys, and each engine
+        reading's drop (the share of the trainer reading's acceptance length it loses) with its interval."""
+        out = []
+        for f in self.readings:
+            rec = f.extended()
+            if f is not self.readings[0] and not f.problem:
+                d = f.drop(self.readings[0])
+                rec.update(drop=d.value, drop_interval=d.record(), verdict=self.verdict(f)[0])
+            out.append(rec)
+        return {"labels": self.labels, "readings": out}
+
 
 def readings(ckpt: Any, specs: Sequence[str], optional: Sequence[str] = (),
-             left_out: list[str] | None = None) -> list[tuple[str, Any]]:
+             left_out: list[str] | None = None, launch: Any = None) -> list[tuple[str, Any]]:
     """(name, reading): the trainer's first, then each engine release's. A release in ``optional`` (brought in by
-    ``--engine all`` only) that does not read the checkpoint's layout is left out, and named in ``left_out``."""
+    ``--engine all`` only) that does not read the checkpoint's layout is left out, and named in ``left_out``.
+    ``launch(spec)``: the launch settings a release is started with (``--launch``), or None."""
     trained = engines.trainer(ckpt)
     if not trained.servable:
         raise AcceptanceError(f"the trainer's reading ({trained.engine}) cannot compute this drafter: "
                               + "; ".join(trained.refusals + [f"{r} {how}" for r, how in trained.unfilled.items()]))
     out = [(TRAINER, trained)]
     for spec in specs:
-        reading = engines.read(ckpt, spec)
+        reading = engines.read(ckpt, spec, launch=launch(spec) if launch else None)
         if spec in optional and not reading.layout_ok:
             if left_out is not None:
                 left_out.append(f"{spec} does not read the {ckpt.layout} layout (name it to require it)")
@@ -195,10 +381,11 @@ def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Input
 
 
 def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: Any = None) -> None:
-    """Add one sample's rows to a reading's figures."""
+    """Add one sample's rows to a reading's figures (and its counts as one sequence)."""
     import torch
 
     rows = labels.shape[1]
+    seq = SeqCounts(correct=[0] * steps, counted=[0] * steps, cond_correct=[0] * steps, cond_counted=[0] * steps)
     # every one of the K labels exists: the last step's label lies within the sample
     full = (torch.arange(rows) + steps + (1 if target_logits is None else 0)) < (rows + 1)
     start = full & valid[0]
@@ -207,19 +394,33 @@ def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: 
     for k in range(steps):
         correct = (logits[k].argmax(-1) == labels[k]) & valid[k]
         counted = start & valid[k]
-        fig.correct[k] += int((correct & counted).sum())
-        fig.counted[k] += int(counted.sum())
-        fig.cond_counted[k] += int(chain.sum())
+        seq.correct[k] = int((correct & counted).sum())
+        seq.counted[k] = int(counted.sum())
+        seq.cond_counted[k] = int(chain.sum())
         chain = chain & correct
-        fig.cond_correct[k] += int(chain.sum())
+        seq.cond_correct[k] = int(chain.sum())
         accepted += chain.float()
         if target_logits is not None:  # sum(min(p_target, p_draft)) at each counted position
             p_t = torch.softmax(target_logits[k][counted], -1)
             p_d = torch.softmax(logits[k][counted], -1)
-            fig.overlap += float(torch.minimum(p_t, p_d).sum())
-            fig.overlap_n += int(counted.sum())
-    fig.positions += int(start.sum())
-    fig.accepted += float(accepted[start].sum())
+            seq.overlap += float(torch.minimum(p_t, p_d).sum())
+            seq.overlap_n += int(counted.sum())
+    seq.positions = int(start.sum())
+    seq.accepted = float(accepted[start].sum())
+    if rows:  # the draft vocabulary: the target ids the reading's logits can reach (finite through d2t)
+        expressible = torch.isfinite(logits[0][0])
+        seq.covered = int(expressible[labels[0][start]].sum())
+    fig.sequences.append(seq)
+    fig.positions += seq.positions
+    fig.accepted += seq.accepted
+    fig.overlap += seq.overlap
+    fig.overlap_n += seq.overlap_n
+    fig.covered += seq.covered
+    for k in range(steps):
+        fig.correct[k] += seq.correct[k]
+        fig.counted[k] += seq.counted[k]
+        fig.cond_counted[k] += seq.cond_counted[k]
+        fig.cond_correct[k] += seq.cond_correct[k]
 
 
 def permuted(aux: Any, order: Sequence[int]) -> Any:
@@ -230,19 +431,68 @@ def permuted(aux: Any, order: Sequence[int]) -> Any:
     return torch.cat([blocks[i] for i in order], dim=-1)
 
 
+def absolute_ids(ckpt: Any, reading: Any) -> tuple[Any, str] | None:
+    """(the target id of each draft id, what shows it) when the checkpoint's d2t holds absolute target ids instead
+    of offsets; None otherwise. The trainer never read d2t: speculators 0.9.0 trains in the draft space t2d selects
+    (``speculators/model.py:172-183``: ``verifier_lm_head`` is the target's lm_head rows where t2d is set; d2t is
+    only stored), so draft id i means the i-th marked token, which an absolute-id d2t states as it is. Read: d2t
+    equals nonzero(t2d) (and is not the offsets); without t2d, d2t is strictly increasing inside the vocabulary while
+    i + d2t[i] leaves it."""
+    import torch
+
+    entry = ckpt.entry("d2t")
+    v = reading.vocab_size
+    if entry is None or v is None or ckpt.ends_past_file(entry):
+        return None
+    d2t = Weights(ckpt, "cpu").raw(entry.name).to(torch.int64).flatten()
+    dv = d2t.shape[0]
+    if dv == 0:
+        return None
+    offsets = torch.arange(dv) + d2t
+    t2d = ckpt.entry("t2d")
+    if t2d is not None and not ckpt.ends_past_file(t2d) and tuple(t2d.shape) == (v,):
+        marked = Weights(ckpt, "cpu").raw(t2d.name).to(torch.bool).nonzero().flatten()
+        if marked.shape[0] == dv and torch.equal(marked, d2t) and not torch.equal(marked, offsets):
+            return d2t, f"d2t equals nonzero(t2d): absolute target ids, not offsets ({entry.name})"
+        return None
+    inside = bool((d2t >= 0).all() and (d2t < v).all())
+    rising = dv < 2 or bool((d2t[1:] > d2t[:-1]).all())
+    if inside and rising and int(offsets.max()) >= v:
+        return d2t, (f"d2t is strictly increasing inside [0, {v}) while i + d2t[i] reaches {int(offsets.max())}: "
+                     f"absolute target ids, not offsets ({entry.name}; no t2d to confirm)")
+    return None
+
+
+def past_vocab(spec: str) -> str:
+    """What release ``spec`` does with a draft id mapped past the target vocabulary (its profile says, cited)."""
+    try:
+        said = engines.profile(spec).d2t_past_vocab
+    except Exception:
+        said = ""
+    return said or "it maps draft id i to i + d2t[i], past the target vocabulary"
+
+
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
-             device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None) -> Result:
+             device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None,
+             embedding: Any = None) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
     torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
-    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. Raises AcceptanceError."""
+    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. ``embedding``: the target's
+    embed_tokens (a :class:`~eagle3_checks.storage.target_weights.TargetEmbedding`), for a reading that embeds with
+    the target's (a drafter without its own, as SGLang serves it). The readings named
+    :data:`TRAINER` or ``resolve:...`` compute what was trained: with an absolute-id d2t (:func:`absolute_ids`) they
+    map draft ids as the trainer did, and each engine reading cannot serve. Raises AcceptanceError."""
     orders = orders or {}
     figures = [Figures(name, steps) for name, _ in named]
     trained = named[0][1]
+    absolute = absolute_ids(ckpt, trained)
     # an engine release is run as it serves the drafter: a tensor its loader narrows is cut as the loader cuts it
     for fig, (_, reading) in zip(figures[1:], named[1:], strict=True):
         if reading.computable:
             fig.fields = differences(reading, trained)
+            if "sliding_window" in fig.fields:
+                fig.window_fits = min(w[0] for w in (reading.window(), trained.window()) if w is not None)
             fig.causes = [describe_difference(n, reading, trained) for n in fig.fields] + \
                 [f"{name} {how} (its loader narrows without an error)" for name, how in reading.narrowed.items()]
     for fig, (name, reading) in zip(figures, named, strict=True):
@@ -250,8 +500,12 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
             unfilled = [r for r, how in reading.unfilled.items() if not how.startswith("shared")]
             fig.problem = ("cannot compute this drafter: "
                            + ("; ".join(reading.refusals) or "unfilled: " + ", ".join(unfilled)))
+        elif absolute is not None and not as_trained(name) and "d2t" in reading.tensors:
+            fig.problem = f"cannot serve an absolute-id d2t: {past_vocab(name)}"
     weights = Weights(ckpt, device)
     result = Result("tokens" if target is None else "target", figures)
+    if absolute is not None:
+        result.absolute_d2t = absolute[1]
     for sample in data:
         result.samples += 1
         keep = finite_prefix(sample)
@@ -260,16 +514,20 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
             result.skipped += t - keep
             sample = Sample(sample.source, sample.tokens[:keep], sample.aux[:keep], sample.last[:keep],
                             sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
+        result.lengths.append(int(sample.tokens.shape[0]))
         if sample.tokens.shape[0] < steps + 2:
             continue
         inputs, labels, valid, target_logits = sample_inputs(sample, steps, target)
+        inputs.target_embedding = embedding
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
                 continue
             fed = inputs if name not in orders else dataclasses.replace(
                 inputs, aux_hidden_states=permuted(inputs.aux_hidden_states, orders[name]))
+            mapped = absolute[0] if absolute is not None and as_trained(name) else None
             try:
-                logits = [step.cpu() for step in run(reading, weights, fed, steps, as_served=name != TRAINER)]
+                logits = [step.cpu() for step in run(reading, weights, fed, steps, as_served=name != TRAINER,
+                                                     targets=mapped)]
             except ForwardError as exc:
                 if name == TRAINER:
                     raise AcceptanceError(f"the trainer's reading cannot run: {exc}") from exc
@@ -284,21 +542,44 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
     return result
 
 
+def as_trained(name: str) -> bool:
+    """The reading computes what the trainer did (the trainer's, or a resolver candidate varying it)."""
+    return name == TRAINER or name.startswith(RESOLVE)
+
+
+def _pct(share: float) -> str:
+    """A signed percentage, one decimal, never "-0.0%"."""
+    return f"{round(100 * share, 1) + 0.0:+.1f}%"
+
+
 def render_text(result: Result) -> str:
     lines = [f"labels: {result.labels}" + (" (the recorded next tokens: greedy figures only, no alpha)"
                                            if result.labels == "tokens" else ""),
-             f"samples: {result.samples}; positions skipped for non-finite states: {result.skipped}"]
-    base = result.readings[0].acceptance_length
+             f"samples: {result.samples}; positions skipped for non-finite states: {result.skipped}; intervals: 95% "
+             "over sequences"]
+    base = result.readings[0]
     for f in result.readings:
         if f.problem:
             lines.append(f"  {f.reading:<20} {f.problem}")
             continue
-        drop = "" if f.reading == TRAINER else f"  ({100 * (f.acceptance_length / base - 1):+.1f}% vs trainer)"
-        lines.append(f"  {f.reading:<20} acceptance length {f.acceptance_length:.3f} over {f.positions} positions"
-                     f"{drop}")
+        al = f.interval("acceptance_length")
+        if f.reading == TRAINER:
+            drop = ""
+        else:
+            d = f.drop(base)
+            drop = f"  ({_pct(-d.value)} vs trainer" + (f", [{_pct(-d.hi)}, {_pct(-d.lo)}])" if d.known else ")")
+        lines.append(f"  {f.reading:<20} acceptance length {al.shown()} over {f.positions} positions{drop}")
         lines.append(f"  {'':<20} step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; conditional "
                      f"{' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "
-                     + ("n/a" if f.alpha is None or math.isnan(f.alpha) else f"{f.alpha:.3f}"))
+                     + ("n/a" if f.alpha is None or math.isnan(f.alpha) else f.interval("alpha").shown()))
+        m = f.served()
+        lines.append(f"  {'':<20} as servers report it: vLLM mean acceptance length {m['mean_acceptance_length']:.2f}, "
+                     "per-position acceptance rate "
+                     + ", ".join(f"{r:.3f}" for r in m["per_position_acceptance_rate"])
+                     + f"; SGLang accept len {m['sglang_accept_length']:.2f}, accept rate "
+                     f"{m['sglang_accept_rate']:.2f}")
+    if base.coverage is not None:
+        lines.append(f"draft vocabulary coverage of the labels: {base.interval('coverage').shown()}")
     lines.extend(f"WARN: {why}" for why in result.warnings())
     fails = result.failures()
     lines.append("FAIL: " + "; ".join(fails) if fails else "PASS: no engine reading loses more than "

@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..basis import ASSUMED, INFERRED, MEASURED, READ
 from ..engines.reading import effect, fix_for, patch_for
 from ..errors import UsageError
 from ..numerics import torch_missing
-from ..options import ACCEPT_STEPS
+from ..options import ACCEPT_STEPS, MIN_COVERAGE, NOTHING
 from ..registry import CONFIG, Context, Data, NotApplicable, check, config_cause, error, info, note, warning
 from ._common import release
 
@@ -42,8 +43,8 @@ def _evaluation(ctx: Context) -> dict[str, Any]:
 
 
 def _evaluate(ctx: Context) -> dict[str, Any]:
-    from ..acceptance import AcceptanceError, DataError, LossMasks, evaluate, expect_of, load_head, readings, samples
-    from ..acceptance.resolve import answers, candidates
+    from ..acceptance import AcceptanceError, DataError, LossMasks, expect_of, load_head, readings, samples
+    from ..acceptance.resolve import measure
 
     ckpt, options = ctx.ckpt, ctx.options
     if not options.data:
@@ -51,11 +52,10 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
     if ckpt.config is None or not ckpt.complete or ckpt.past_end or ckpt.problems:
         raise NotApplicable("the checkpoint's files are incomplete or broken (see files)")
     try:
-        named = readings(ckpt, options.engines(), options.optional_engines)
+        named = readings(ckpt, options.engines(), options.optional_engines, launch=options.launch_for)
     except AcceptanceError as exc:
         raise NotApplicable(str(exc)) from None
     trained = named[0][1]
-    cands = candidates(trained)
     expect = expect_of(trained)
     head = None
     if options.target:
@@ -65,20 +65,21 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
             raise NotApplicable(str(exc)) from None
     try:
         masks = LossMasks(Path(options.loss_mask), options.loss_mask_start) if options.loss_mask else None
-        result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands],
-                          samples(Path(options.data), expect, masks),
-                          ACCEPT_STEPS, target=head, orders={c.name: c.order for c in cands if c.order})
+        folder = Path(options.data)
+        result, answers = measure(ckpt, named, lambda: samples(folder, expect, masks), ACCEPT_STEPS, target=head,
+                                  embedding=ctx.target_embedding)
     except (AcceptanceError, DataError) as exc:
         raise NotApplicable(f"--data {options.data}: {exc}") from None
     result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
     served = {name: fig for (name, _), fig in zip(named, result.readings, strict=False)}
-    return {"result": result, "served": served, "answers": answers(result, trained, cands), "trained": trained}
+    return {"result": result, "served": served, "answers": answers, "trained": trained}
 
 
 def _figures(fig: Any) -> str:
-    alpha = "" if fig.alpha is None else f", alpha {fig.alpha:.3f}"
-    return (f"acceptance length {fig.acceptance_length:.3f} over {fig.positions} positions (step accuracy "
-            f"{' '.join(f'{a:.3f}' for a in fig.step_accuracy)}{alpha})")
+    alpha = "" if fig.alpha is None else f", alpha {fig.interval('alpha').shown()}"
+    return (f"acceptance length {fig.interval('acceptance_length').shown()} over {fig.positions} positions "
+            f"(step accuracy {' '.join(f'{a:.3f}' for a in fig.step_accuracy)}{alpha}; 95% intervals over "
+            f"{sum(1 for s in fig.sequences if s.positions)} sequences)")
 
 
 @check(
@@ -91,10 +92,14 @@ def _figures(fig: Any) -> str:
     "from another run, an untrained or broken export (the story this project comes from: 15% acceptance under "
     "vLLM, found hours into serving).",
     evidence=("field survey rows A2-A8, B1, G2, G4-G5, H6: weights load cleanly, acceptance collapses",
-              "unslothai/unsloth#10401: an untrained drafter scored alpha 0.01"),
+              "unslothai/unsloth#10401: an untrained drafter scored alpha 0.01",
+              "SpecForge PR #534: a d2t regenerated on fine-tuning silently broke acceptance"),
     fix="retrain or re-export the drafter from the trained run; record states from the target it serves with",
     codes={"figures": note("the trainer reading's acceptance on the data"),
-           "below-minimum": "a reading's acceptance length is below --min-acceptance (a warning)"},
+           "accepts-nothing": f"read as trained, the drafter's acceptance length is at or below 1 + {NOTHING:g}",
+           "below-minimum": "a reading's acceptance length is below --min-acceptance (a warning)",
+           "low-coverage": f"the draft vocabulary expresses under {100 * MIN_COVERAGE:g}% of the data's labels "
+           "(a warning)"},
 )
 def figures(ctx: Context) -> Iterable[Any]:
     got = _evaluation(ctx)
@@ -102,19 +107,36 @@ def figures(ctx: Context) -> Iterable[Any]:
     base = result.readings[0]
     yield info(f"read as trained: {_figures(base)}; labels: {result.labels}"
                + (f"; {result.skipped} positions skipped for non-finite states" if result.skipped else ""),
-               file=ctx.options.data, code="figures")
-    yield Data(acceptance={**result.record(), "readings": [f.record() for f in got["served"].values()]})
+               file=ctx.options.data, code="figures", basis=MEASURED)
+    yield Data(acceptance={**result.record(), "readings": [f.extended() for f in got["served"].values()]})
+    nothing = result.accepts_nothing()
+    if nothing:
+        yield error(
+            nothing, file=ctx.options.data, expected=f"acceptance length above 1 + {NOTHING:g}", found=_figures(base),
+            code="accepts-nothing", basis=MEASURED,
+            why=f"each draft round of {ACCEPT_STEPS} tokens yields only the target's own token: speculative decoding "
+            "costs the drafter's time and gains nothing",
+            fix="check that the weights are the trained run's, that d2t maps the draft vocabulary the drafter was "
+            "trained with and that the data comes from the target the drafter was trained for; then retrain or "
+            "re-export")
     minimum = ctx.options.min_acceptance
     if minimum is not None and base.acceptance_length < minimum:
         yield warning(
             f"read as trained, the drafter reaches acceptance length {base.acceptance_length:.3f} on the data, "
             f"below the minimum {minimum:g}",
             file=ctx.options.data, expected=f"acceptance length >= {minimum:g} (--min-acceptance)",
-            found=_figures(base), code="below-minimum",
+            found=_figures(base), code="below-minimum", basis=MEASURED,
             why=f"each draft round of {ACCEPT_STEPS} tokens would yield {base.acceptance_length:.2f} tokens: "
             "speculative decoding gains little or costs time",
             fix="check that the weights are the trained run's and that the data comes from the target the drafter "
             "was trained for; then retrain or re-export")
+    low = result.low_coverage()
+    if low:
+        yield warning(low, file=ctx.options.data, key="d2t", code="low-coverage", basis=MEASURED,
+                      expected=f"at least {100 * MIN_COVERAGE:g}% of the labels inside the draft vocabulary",
+                      found=f"{100 * (base.coverage or 0):.1f}%",
+                      why="a label outside the draft vocabulary is a rejection whatever the drafter computes",
+                      fix="build d2t/t2d from token frequencies of data like the served traffic, and train with it")
 
 
 @check(
@@ -129,8 +151,12 @@ def figures(ctx: Context) -> Iterable[Any]:
     evidence=("vLLM update_eagle3: norm_before_residual defaults to True, speculators to False",
               "vLLM PR #28549: the target's lm_head replaced the drafter's, mean acceptance 1.32 instead of 2.49"),
     fix="state what the trainer computed in config.json (the finding's difference says which field)",
-    codes={"drop": "the release's reading loses more than --max-drop of the trained acceptance length",
+    codes={"drop": "the release's reading loses more than --max-drop of the trained acceptance length (the drop's "
+           "interval lies beyond it)",
            "unservable": "the release's reading cannot compute the drafter",
+           "inconclusive": "the drop's interval straddles --max-drop: more data would decide (a warning)",
+           "window-unmeasured": note("the release's attention window differs from the trainer's and no recorded "
+                                     "sequence is long enough to measure it"),
            "holds": note("the release's reading keeps the trained acceptance")},
 )
 def engine_drop(ctx: Context) -> Iterable[Any]:
@@ -139,29 +165,45 @@ def engine_drop(ctx: Context) -> Iterable[Any]:
     fig = got["served"].get(spec)
     if fig is None:
         raise NotApplicable(f"{spec} does not read the {ctx.ckpt.layout} layout (name it to require it)")
-    base = got["result"].readings[0]
-    if fig.problem:
-        yield error(f"{spec} cannot run the drafter on the data: {fig.problem}", code="unservable",
+    result = got["result"]
+    base = result.readings[0]
+    verdict, d = result.verdict(fig)
+    if verdict == "unservable":
+        yield error(f"{spec} cannot run the drafter on the data: {fig.problem}", code="unservable", basis=READ,
                     expected="a reading that computes the drafter", found=fig.problem,
-                    why="the engine refuses the drafter or serves parameters it does not fill (forward.equivalence "
-                    "and engine.loads say which)", fix="fix what engine.loads lists")
+                    why="the engine refuses the drafter, maps its draft ids past the vocabulary or serves parameters "
+                    "it does not fill (forward.equivalence, engine.loads and the vocab checks say which)",
+                    fix="fix what engine.loads and the vocab checks list")
         return
-    share = 1 - fig.acceptance_length / base.acceptance_length
-    if share > ctx.options.max_drop + 1e-12:
+    assert d is not None
+    unmeasured = result.window_unmeasured(fig)
+    if unmeasured:
+        yield info(f"{spec}: {unmeasured}", file=ctx.options.data, code="window-unmeasured", basis=INFERRED,
+                   rests_on="engine.semantics: the readings' windows", settle=f"recorded sequences longer than "
+                   f"{fig.window_fits} tokens")
+    shown = f"{100 * d.value:.1f}%" + (f" [{100 * d.lo:.1f}%, {100 * d.hi:.1f}%]" if d.known else "")
+    if verdict == "fails":
         causes = "; ".join(fig.causes) or "no modelled field (see forward.equivalence)"
         yield error(
-            f"{spec} reaches acceptance length {fig.acceptance_length:.3f} on the data, {100 * share:.1f}% below "
+            f"{spec} reaches acceptance length {fig.acceptance_length:.3f} on the data, {shown} below "
             f"the {base.acceptance_length:.3f} the drafter reaches as trained; the readings differ in {causes}",
             # one differing field: the config field engine.semantics names is the root cause of the drop
             cause=config_cause(fig.fields[0]) if len(fig.fields) == 1 else None,
             file=ctx.options.data, expected=f"at most {100 * ctx.options.max_drop:g}% below "
-            f"{base.acceptance_length:.3f} (--max-drop)", found=_figures(fig), code="drop",
+            f"{base.acceptance_length:.3f} (--max-drop)", found=_figures(fig), code="drop", basis=MEASURED,
             why=f"served by {spec}, each draft round of {ACCEPT_STEPS} tokens yields {fig.acceptance_length:.2f} "
             f"tokens instead of {base.acceptance_length:.2f}",
             fix="make config.json state what the trainer computed: forward.equivalence and engine.semantics give "
             "the field and its patch (eagle3-checks fix applies them)")
+    elif verdict == "inconclusive":
+        why = result.inconclusive(fig) or ""
+        yield warning(f"{spec}: acceptance length {fig.acceptance_length:.3f} against {base.acceptance_length:.3f} "
+                      f"as trained: {why}", file=ctx.options.data, code="inconclusive", basis=INFERRED,
+                      expected=f"a drop whose interval lies within {100 * ctx.options.max_drop:g}% (--max-drop)",
+                      found=shown, rests_on=f"the drop measured over {d.n} sequences", settle=why,
+                      why="the data cannot tell this drop from noise", fix="record more sequences (--data)")
     else:
-        yield info(f"{spec}: {_figures(fig)}, {100 * share:+.1f}% below the trained reading", code="holds")
+        yield info(f"{spec}: {_figures(fig)}, {shown} below the trained reading", code="holds", basis=MEASURED)
 
 
 @check(
@@ -191,15 +233,18 @@ def trained_with(ctx: Context) -> Iterable[Any]:
     raw = ctx.ckpt.config.raw if ctx.ckpt.config is not None else {}
     for a in got["answers"]:
         if a.verdict == CONFIRMED:
-            yield info(f"{a.question}: the data confirms the config ({a.shown()})", code="confirmed", key=a.question)
+            yield info(f"{a.question}: the data confirms the config ({a.evidence()})", code="confirmed",
+                       key=a.question, basis=MEASURED)
         elif a.verdict != CONTRADICTED:
-            yield info(f"{a.question}: undecided: {a.why} ({a.shown()})", code="undecided", key=a.question)
+            yield info(f"{a.question}: undecided: {a.why} ({a.shown()})", code="undecided", key=a.question,
+                       basis=ASSUMED, rests_on=f"config.json states {value_text(a.question, a.stated)}",
+                       settle=a.settle or None)
         elif a.question == "aux_order":
             order = tuple(a.best)
             yield error(
                 f"fc's input blocks score best fed the aux states in order {order}, not in the recorded order "
-                f"({a.shown()})", code="aux-order", key="fc.weight", expected="fc's column blocks in the order of "
-                "the aux layers", found=f"blocks ordered as aux {order}",
+                f"({a.evidence()})", code="aux-order", key="fc.weight", expected="fc's column blocks in the order of "
+                "the aux layers", found=f"blocks ordered as aux {order}", basis=MEASURED,
                 why="every engine feeds the captured states in layer order: the drafter sees them permuted",
                 fix=f"reorder fc.weight's {len(order)} column blocks: new block i = old block j where order[j] = i, "
                 f"order {order} (a tensor edit: re-export from the trained run)")
@@ -207,10 +252,11 @@ def trained_with(ctx: Context) -> Iterable[Any]:
             cand = a.reading
             patch = patch_for(a.question, cand, raw)
             best, stated = value_text(a.question, a.best), value_text(a.question, a.stated)
+            t = a.decided_by
             yield error(
-                f"the weights were trained with {best}, the config states {stated} ({a.shown()})",
+                f"the weights were trained with {best}, the config states {stated} ({a.evidence()})",
                 code=_SLUG[a.question], file=CONFIG, key=a.question, patch=patch, expected=best, found=stated,
+                basis=MEASURED,
                 why=f"{effect(a.question)}: every engine that reads the config computes what the weights were not "
-                f"trained for, {a.metric} {a.scores[0][1]:.3f} instead of {max(s for _, s in a.scores):.3f}",
+                f"trained for" + (f", {t.figure} {t.gain.value:.3f} lower" if t else ""),
                 fix=fix_for(a.question, cand) or "state the value the weights were trained with")
-

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from .. import engines, live
 from ..basis import ASSUMED, KNOWN, READ
 from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
+from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
 from ..engines.profile import Capture, Target
 from ..engines.reading import (
@@ -26,6 +27,8 @@ from ..engines.reading import (
     patch_for,
     remedy,
     shown,
+    window_anchor,
+    window_text,
 )
 from ..engines.recorded import disagreements, left_unwritten
 from ..live import verdict
@@ -226,6 +229,11 @@ def loads(ctx: Context) -> Iterable[Finding]:
     fix="state every semantic field explicitly in config.json, where the engine reads it",
     codes={**{field.replace("_", "-"): f"the release reads {field} otherwise than the trainer"
               for field in SEMANTIC_FIELDS},
+           "sliding-window-within-context": note("the release's attention window differs from the trainer's, "
+                                                 "beyond the served context (--max-model-len)"),
+           "window-anchor": note("the same sliding window, measured from the draft's position by the release and from "
+                                 "the context row by the trainer: later draft steps see fewer of the oldest tokens "
+                                 "past the window"),
            "latent-norm-eps": note("the MLA latent norms' eps differs from the trainer reading's: a change below "
                                    "the forward tolerance for latents of the size stated, measured by "
                                    "forward.equivalence")},
@@ -240,7 +248,55 @@ def semantics(ctx: Context) -> Iterable[Finding]:
         if field == "mla" and _latent_eps_only(served, trained):
             yield _latent_eps_note(served, trained)
             continue
+        if field == "sliding_window" and not possible.depends(field):  # every possible trainer trained it alike
+            yield _window_finding(ctx, served, trained)
+            continue
         yield _semantic(ctx, field, served, trained, possible)
+    anchor = window_anchor(served, trained)
+    if anchor and "sliding_window" in served.sources:
+        yield info(f"{label(served)}: {anchor} (forward.equivalence fails it where its inputs pass the window; the "
+                   "acceptance level measures what it costs on recorded sequences longer than the window)",
+                   code="window-anchor", key="sliding_window", basis=READ)
+
+
+def _window_finding(ctx: Context, served: Reading, trained: Reading) -> Finding:
+    """A drafter trained with a sliding window and served without one, or the reverse (or with another): the two
+    compute alike while the context fits the smaller window, from the next token on they do not. An error unless the
+    served context (--max-model-len) fits it."""
+    sizes = [w[0] for w in (served.window(), trained.window()) if w is not None]
+    fits = min(sizes)
+    profile = engines.profile(release(ctx))
+    if trained.window() is not None and profile.launch_window:
+        size, layers = trained.window()  # type: ignore[misc]
+        fix = (f"launch with --{profile.launch_window} {size - 1} ({served.engine} {served.version} attends N + 1 "
+               f"keys for N; eagle3-checks recipe writes it)" if len(layers) == trained.num_layers else
+               f"serve it where layer_types is read per layer (vLLM 0.33.0): --{profile.launch_window} sets every "
+               "layer's window")
+        patch = None
+    elif trained.window() is None:
+        fix = ("remove layer_types and sliding_window from config.json: the trainer computed full attention "
+               f"({trained.sources.get('sliding_window', '?')})")
+        where = "/transformer_layer_config" if trained.layout == SPECULATORS else ""
+        patch = [{"op": "remove", "path": f"{where}/layer_types"}, {"op": "remove", "path": f"{where}/sliding_window"}]
+    else:
+        fix = (f"serve it with a release that reads the window (vLLM 0.33.0 reads layer_types and sliding_window); "
+               f"{served.engine} {served.version} cannot compute it as trained")
+        patch = None
+    served_len = ctx.options.max_model_len if ctx.options else None
+    message = (f"{label(served)} serves the drafter with {window_text(served)}, it was trained with "
+               f"{window_text(trained)}: the two compute alike on contexts up to {fits} tokens and differently from "
+               f"{fits + 1} tokens on")
+    expected = f"{window_text(trained)} ({trained.sources.get('sliding_window')})"
+    found = f"{window_text(served)} ({served.sources.get('sliding_window')})"
+    basis = engines.known_by(release(ctx)) if ctx.engine else READ
+    if served_len is not None and served_len <= fits:
+        return info(message + f"; served at --max-model-len {served_len}, within that", key="sliding_window",
+                    expected=expected, found=found, fix=fix, code="sliding-window-within-context", basis=basis)
+    return error(message, key="sliding_window", expected=expected, found=found, fix=fix, patch=patch,
+                 code="sliding-window", basis=basis,
+                 why=f"{effect('sliding_window')}; a long prompt drafts from another context than the drafter was "
+                 f"trained on (the acceptance level measures the cost on recorded sequences longer than {fits} "
+                 "tokens)")
 
 
 def _semantic(ctx: Context, field: str, served: Reading, trained: Reading, possible) -> Finding:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import engines
 from ..basis import INFERRED, READ
-from ..engines.reading import describe_difference, differences, remedy
+from ..engines.reading import describe_difference, differences, remedy, window_anchor
 from ..numerics import ATOL, RTOL, torch_missing
 from ..registry import (
     Context,
@@ -243,6 +243,9 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
                    code="agrees")
         return
     causes = [describe_difference(name, served, trained) for name in differences(served, trained)]
+    anchor = window_anchor(served, trained)
+    if anchor:
+        causes.append(anchor)
     if ctx.source is not None:
         causes += _changed_tensors(ctx, cand, served, source, trained)
     first = bad[0]
@@ -255,6 +258,8 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
              "changed numerically") + ". The drafter then proposes other tokens than it was trained to, and "
         "acceptance drops without any error",
         fix=("; ".join(fixes) + ", as the drafter was trained" if fixes else
+             "no config edit: serve it where the window is measured as trained (the acceptance level measures what "
+             "it costs on recorded sequences longer than the window)" if anchor else
              "re-export the tensors listed from the trained checkpoint"),
         # against a reading the evidence does not settle (another is possible and computes otherwise): a warning
         **({} if not any(differences(o, trained) for _, o in possible.others) else

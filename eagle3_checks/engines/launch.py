@@ -54,6 +54,10 @@ class Request:
     tp: int = 1
     pp: int = 1
     launch_ids: list[int] | None = None
+    # the drafter's trained attention window (W keys, the query included) when every layer slides, else None;
+    # ``window_partial``: only some layers slide (no launch option serves that)
+    window: int | None = None
+    window_partial: bool = False
 
 
 @dataclass
@@ -162,6 +166,16 @@ def vllm(reading: Reading, req: Request) -> Launch:
                   "pipeline_parallel_size": req.pp}, notes, problems)
 
 
+def window_launch(option: str | None, trained: Reading) -> dict | None:
+    """The launch settings that give a release taking the drafter's window at launch (``option``, SGLang's
+    --speculative-draft-window-size) the window the drafter was trained with, as :func:`sglang` writes them: N = W - 1
+    (N + 1 keys attended). None when there is none to give (no option, no window, or only some layers slide)."""
+    w = trained.window()
+    if option is None or w is None or len(w[1]) != trained.num_layers:
+        return None
+    return {"args": {option: w[0] - 1}}
+
+
 def sglang(reading: Reading, req: Request) -> Launch:
     args = {"model-path": req.target, "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": req.drafter,
             "speculative-num-steps": req.tokens, "speculative-eagle-topk": 1,
@@ -172,8 +186,17 @@ def sglang(reading: Reading, req: Request) -> Launch:
              "exactly 1.0, sgl-project/sglang PR #21272)",
              "--speculative-draft-model-path always: without it a DeepSeek-family target is used as its own draft "
              "(srt/arg_groups/speculative_hook.py:1120-1140; sgl-project/sglang#36528)"]
+    if req.window:  # SGLang reads no window from the drafter's config: only this option (llama_eagle3.py:284-299)
+        args["speculative-draft-window-size"] = req.window - 1
+        notes.append(f"--speculative-draft-window-size {req.window - 1}: the drafter was trained with a sliding window "
+                     f"of {req.window} tokens; SGLang ignores its layer_types and attends N + 1 keys for N "
+                     "(srt/models/llama_eagle3.py:284-299, layers/attention/torch_native_backend.py:36-48)")
     problems = heads_divide(reading, req.tp, "the draft runs at the target's --tp-size", "srt/layers/linear.py:"
                             "1140-1145")
+    if req.window_partial:
+        notes.append("the drafter slides in some layers only, and --speculative-draft-window-size sets every layer's "
+                     "window: no launch serves it as trained past the window (engine.semantics says from which "
+                     "context); vLLM reads layer_types per layer")
     cmd = ["python", "-m", "sglang.launch_server"] + [x for k, v in args.items() for x in (f"--{k}", str(v))]
     return Launch("sglang", [" ".join(_q(c) for c in cmd)], {"args": args}, notes, problems)
 

@@ -158,6 +158,12 @@ class Profile:
     drafter_launch: Callable[[dict, str], list[Any]] | None = None
     # the layout eagle3-checks convert writes for this engine (convert --to NAME); None: no layout alone serves it
     converts_to: str | None = None
+    # what the release does with a draft id that d2t maps past the target vocabulary (an absolute-id d2t), cited;
+    # "": not read for this release
+    d2t_past_vocab: str = ""
+    # the launch option the release takes the drafter's attention window from instead of its config (SGLang's
+    # --speculative-draft-window-size; its reading reads it from the launch settings)
+    launch_window: str | None = None
     # the switches the reading's steps read (Walk.switch), with the values of this profile's own release: the
     # differences a release of this profile may state
     takes: tuple[tuple[str, Any], ...] = ()

@@ -35,7 +35,10 @@ SEMANTIC_FIELDS = (
     "hidden_act", "rope_theta", "rope_scaling", "num_aux", "target_hidden_size", "input_norm", "fc_norm",
     "norm_before_residual", "feedback", "final_norm", "qk_norm", "attention_bias", "o_bias", "mlp_bias",
     "lm_head_from_embed", "vocab_size", "draft_vocab_size", "later_norm", "fc_bias", "family", "mla",
+    "sliding_window",
 )
+# Fields compared only where both readings read them (a release whose handling of them is not read says nothing).
+READ_ONLY_WHERE_KNOWN = ("sliding_window",)
 
 
 @dataclass
@@ -115,6 +118,14 @@ class Reading:
     # the MLA family's attention as this reader computes it (a drafter.families.mla.MlaShape: sizes, rope, yarn factors,
     # softmax scale); None for the Llama family
     mla: Any = None
+    # sliding-window attention (:func:`read_window`): the keys a query attends, itself included (q - k < W, as
+    # transformers, speculators and vLLM's flash-attention (W - 1, 0) count), in the layers ``window_layers``; None:
+    # full attention. ``window_from``: where the window is measured from at a later draft step: "query", the query's
+    # position (a KV cache by position, as engines serve), or "row", the context row the draft started from
+    # (speculators' training mask, models/eagle3/attention.py:16-19)
+    sliding_window: int | None = None
+    window_layers: tuple[int, ...] = ()
+    window_from: str = "query"
 
     def idle_roles(self) -> set[str]:
         """The pre-attention norm each layer >= 1 builds and never uses: both engines build input_layernorm and
@@ -124,11 +135,17 @@ class Reading:
         return {f"layers.{i}.{idle}.weight" for i in range(1, self.num_layers)}
 
     def semantics(self) -> dict[str, Any]:
-        """The values that decide the computation (the MLA attention as the numbers it computes with)."""
+        """The values that decide the computation (the MLA attention as the numbers it computes with, a window with
+        the layers it applies to)."""
         out = {f: getattr(self, f) for f in SEMANTIC_FIELDS}
         if self.mla is not None:
             out["mla"] = effective(self.mla)
+        out["sliding_window"] = self.window()
         return out
+
+    def window(self) -> tuple[int, tuple[int, ...]] | None:
+        """(window, the layers it applies to), or None: full attention in every layer."""
+        return (self.sliding_window, self.window_layers) if self.sliding_window and self.window_layers else None
 
     def set(self, name: str, value: Any, source: str | None = None, key: str | None = None) -> None:
         """Record what the engine reads for ``name``: the value, the config key path it was read from (``key``, as
@@ -194,14 +211,67 @@ _EFFECT = {
     "later_norm": "decoder layers after the first are normed before attention by another weight",
     "fc_bias": "fc runs with or without its bias",
     "family": "the decoder layer is built as another kind of layer (Llama vs MLA attention)",
+    "sliding_window": "attention sees another span of the context: the two compute alike while the context fits the "
+    "smaller window and differently beyond it",
     "mla": "the MLA attention is computed with other sizes, rope or scales",
 }
 
 
 def differences(served: Reading, trained: Reading) -> list[str]:
-    """The semantic fields two readings disagree on."""
+    """The semantic fields two readings disagree on (a field of :data:`READ_ONLY_WHERE_KNOWN` only where both read
+    it)."""
     theirs = trained.semantics()
-    return [name for name, value in served.semantics().items() if value != theirs[name]]
+    return [name for name, value in served.semantics().items() if value != theirs[name]
+            and (name not in READ_ONLY_WHERE_KNOWN or (name in served.sources and name in trained.sources))]
+
+
+def window_text(r: Reading) -> str:
+    """A reading's attention span for messages: ``a sliding window of 2048 tokens (layer 0)``."""
+    w = r.window()
+    if w is None:
+        return "full attention"
+    size, layers = w
+    return f"a sliding window of {size} tokens (layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))})"
+
+
+def window_anchor(served: Reading, trained: Reading) -> str | None:
+    """How two readings with the same sliding window still differ: one measures it from each draft's position (a KV
+    cache by position, as engines serve), the other from the context row the draft starts from (speculators'
+    training mask). None when they do not."""
+    w = trained.window()
+    if w is None or served.window() != w or served.window_from == trained.window_from:
+        return None
+    where = {"query": "each draft's position", "row": "the context row the draft starts from"}
+    return (f"sliding_window: {served.engine} measures the window of {w[0]} tokens from "
+            f"{where.get(served.window_from, served.window_from)} ({served.sources.get('sliding_window', '?')}), "
+            f"{trained.engine} from {where.get(trained.window_from, trained.window_from)} "
+            f"({trained.sources.get('sliding_window', '?')}): draft step k sees k fewer of the oldest context tokens "
+            f"once the context exceeds {w[0]} tokens, a difference no config field changes")
+
+
+def read_window(r: Reading, fields_: dict, where: str, cite: str, window_from: str = "query",
+                zero_disables: bool = False) -> None:
+    """The window a reader that follows ``layer_types`` builds: layer i slides when ``layer_types[i]`` is
+    "sliding_attention", over ``sliding_window`` tokens (None or absent: full attention; ``zero_disables``: 0 too);
+    ``use_sliding_window`` is not read (speculators writes it, neither reader computes with it)."""
+    types, size = fields_.get("layer_types"), fields_.get("sliding_window")
+    layers: tuple[int, ...] = ()
+    if isinstance(types, list):
+        layers = tuple(i for i, t in enumerate(types[:r.num_layers]) if t == "sliding_attention")
+    usable = isinstance(size, int) and not isinstance(size, bool) and size > 0
+    r.sliding_window = size if usable and layers else None
+    r.window_layers = layers if r.sliding_window else ()
+    r.window_from = window_from
+    r.sources["sliding_window"] = (f"config.json: {where}layer_types {types!r}, {where}sliding_window {size!r}"
+                                   if isinstance(types, list) else f"config.json: no {where}layer_types")
+    r.sources["sliding_window"] += f" ({cite})" + ("" if usable or size is None or not zero_disables else
+                                                  ": a window of 0 is none")
+
+
+def no_window(r: Reading, cite: str) -> None:
+    """A reader that builds full attention whatever the config says."""
+    r.sliding_window, r.window_layers = None, ()
+    r.sources["sliding_window"] = cite
 
 
 def shown(name: str, r: Reading, other: Reading) -> Any:

@@ -318,6 +318,30 @@ MLA_STEPS = (
 
 # One walk, in the order SGLang 0.5.23's loader reads the config (srt/models/llama_eagle3.py, llama.py; the file:line
 # of each step beside it), then its load_weights.
+WINDOW_OPTION = "speculative-draft-window-size"
+
+
+def _window(w: Walk) -> None:
+    """SGLang 0.5.23 reads no layer_types or sliding_window of the drafter (srt/models/llama.py reads neither); the
+    drafter's attention slides only when the launch gives ``--speculative-draft-window-size N``, set on every layer
+    (srt/models/llama_eagle3.py:284-299; validated at arg_groups/speculative_hook.py:197-219; 0.5.14's
+    llama_eagle3.py:259-271 alike). A key at most N positions before the query is attended
+    (layers/attention/torch_native_backend.py:36-48: k >= q - N): N + 1 keys, the query included, so a drafter
+    trained with a window of W tokens is served alike with N = W - 1."""
+    given: dict = w.launch or {}
+    args: dict = given["args"] if isinstance(given.get("args"), dict) else given
+    n = args.get(WINDOW_OPTION, args.get(WINDOW_OPTION.replace("-", "_")))
+    r = w.r
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        r.sliding_window, r.window_layers = n + 1, tuple(range(r.num_layers))
+        r.sources["sliding_window"] = (f"the launch's --{WINDOW_OPTION} {n}: keys within {n} positions of the query "
+                                       "(srt/models/llama_eagle3.py:284-299, torch_native_backend.py:36-48)")
+    else:
+        reading.no_window(r, "SGLang 0.5.23 ignores the drafter's layer_types and sliding_window (srt/models/llama.py "
+                          f"reads neither); without --{WINDOW_OPTION} it serves full attention "
+                          "(srt/models/llama_eagle3.py:284-299)")
+
+
 STEPS = (
     Stop(layout_is(SPECULATORS), "SGLang 0.5.23 reads flat configs only (speculators_config and "
          "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable"),
@@ -327,6 +351,7 @@ STEPS = (
     # the config class's defaults (llama.py:196-198, 336); transformers 5.19 standardizes rope_parameters and
     # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
     *sglang.llama_layer(legacy_rope=False, silu_cite="; llama.py:116-119"),
+    Call(_window),
     const("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by hidden_norm",
           when=lambda w: w.r.num_layers > 1),
     *sglang.biases(CITES),
@@ -484,4 +509,8 @@ PROFILE = Profile(
     cannot_compute=cannot_compute,
     launch=launching.sglang,
     converts_to=FLAT,
+    launch_window=WINDOW_OPTION,
+    d2t_past_vocab="SGLang 0.5.23 maps draft id i to d2t[i] + i (srt/models/llama_eagle3.py:350-352, hot_token_id) "
+    "and drafts those ids (speculative/eagle_worker_v2.py:757-758, 810-822): ids past the target vocabulary, "
+    "which the next draft step embeds out of range",
 )

@@ -32,7 +32,7 @@ from ..drafter.layout import FLAT, MLA_ARCHITECTURES, SPECULATORS, eagle3_class
 from . import launch as launching
 from . import sglang_common as sglang
 from .profile import Capture, Profile, Release, Target, output_of
-from .reading import Reading, is_int
+from .reading import Reading, is_int, no_window
 from .record import (
     Call,
     Ids,
@@ -116,12 +116,21 @@ _NO_PARAMETER = "dropped silently: SGLang 0.5.6 builds no such parameter"
 
 # One walk, in the order SGLang 0.5.6's loader reads the config (srt/models/llama_eagle3.py, llama.py), then its
 # load_weights: a name is used as is or with model. prepended, any other is dropped silently.
+def _window(w: Walk) -> None:
+    """SGLang 0.5.6 builds the drafter's attention without a window: srt/models/llama_eagle3.py and llama.py read no
+    layer_types or sliding_window, and its server_args.py has no --speculative-draft-window-size (that came later:
+    0.5.14's llama_eagle3.py:259-271)."""
+    no_window(w.r, "SGLang 0.5.6 builds full attention: srt/models/llama_eagle3.py and llama.py read no "
+              "layer_types or sliding_window, server_args.py has no --speculative-draft-window-size")
+
+
 STEPS = (
     Stop(layout_is(SPECULATORS), "SGLang 0.5.6 reads flat configs only (LlamaForCausalLMEagle3); a speculators "
          "config (Eagle3DraftModel, nested transformer_layer_config) is not loadable"),
     sglang.ARCHITECTURE,
     Refuse(lambda w: "LlamaForCausalLMEagle3" not in w.facts["archs"], _no_class, architecture=True),
     *sglang.llama_layer(legacy_rope=True, silu_cite=""),
+    Call(_window),
     Call(_yarn),
     Call(sglang.read_context),  # the context the served one must not exceed (engine.serving: context_refusal)
     Refuse(lambda w: w.r.num_layers != 1, lambda w: f"SGLang 0.5.6 raises \"EAGLE3 currently only supports 1 layer\" "

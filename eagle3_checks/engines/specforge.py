@@ -88,6 +88,21 @@ def capture(ids: list[int], target: Target | None) -> Capture:
                      f"{FIRST_ID_RULE['DeepseekV2ForCausalLM']})", raw)))
 
 
+def window(r: Reading, raw: dict, speculators_meaning: bool) -> None:
+    """SpecForge 0.2.0 trains an EAGLE-3 drafter with full causal attention whatever the config says: its mask is
+    causal plus the draft diagonal (specforge/modeling/draft/flex_attention.py:108-127, generate_eagle3_mask;
+    llama3_eagle.py:47-75 for the eager path); sliding_window and use_sliding_window are only carried over from the
+    target's config (training/model_loading.py:65-66). A flat drafter converted from speculators keeps speculators'
+    meaning: the window its layer_types state, measured from the context row."""
+    if speculators_meaning:
+        reading.read_window(r, raw, "", "a speculators drafter (eagle3_checks_provenance): speculators 0.9.0 "
+                            "models/eagle3/core.py:96-105, attention.py:16-19", window_from="row")
+    else:
+        reading.no_window(r, "SpecForge 0.2.0 trains EAGLE-3 with full attention (specforge/modeling/draft/"
+                          "flex_attention.py:108-127; sliding_window is carried, not used: "
+                          "training/model_loading.py:65-66)")
+
+
 def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False,
          rope_base_10000: bool = False, no_eagle31: bool = False, pr_879: bool = False) -> Reading:
     """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
@@ -105,6 +120,7 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
     if ckpt.family == MLA:
         return read_mla_trainer(ckpt, r, raw)
     reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
+    window(r, raw, speculators_meaning)
     if rope_base_10000:
         r.version = "0.1.0"
         kind = (r.rope_scaling or {}).get("rope_type")

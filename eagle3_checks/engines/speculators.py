@@ -64,7 +64,7 @@ SINCE = {"norm_before_fc": "0.5.0", "fc_norm": "0.7.0", "norm_output": "0.7.0", 
 # takes one state per stated id (else always 3); the layer types it builds; the drafters it builds
 # (speculators_model_type: P-EAGLE from 0.6.0 on, models/peagle/, whose mask_hidden is a parameter, core.py:44-53).
 SWITCHES = (("lenient", False), ("default_type", "qwen3"), ("flags", FLAGS), ("aux_from_ids", True),
-            ("layer_types", ("llama", "qwen3")), ("kinds", ("eagle3", PEAGLE)))
+            ("layer_types", ("llama", "qwen3")), ("kinds", ("eagle3", PEAGLE)), ("windows", True))
 
 
 def _not_eagle3(w: Walk) -> bool:
@@ -136,6 +136,22 @@ def _later_norm(w: Walk) -> None:
 _DRAFT_VOCAB = SPECULATORS_DEFAULTS["draft_vocab_size"]
 
 # One walk: models/eagle3/config.py (Eagle3SpeculatorConfig), core.py (the model), its non-strict load.
+def _window(w: Walk) -> None:
+    """speculators 0.9.0 builds layer i with a sliding window when transformer_layer_config's ``layer_types[i]`` is
+    "sliding_attention", of ``sliding_window`` tokens (models/eagle3/core.py:96-105, 225-233), the window of its
+    training mask measured from the context row at every draft step (models/eagle3/attention.py:16-19:
+    ``kv_idx > q_idx - sliding_window``, the draft tokens on the diagonal). Its train CLI writes such a layer by
+    default (train/cli.py:212-230: layer_types ["sliding_attention"], sliding_window 2048). The switch ``windows``
+    False: releases before 0.7.0, which build one causal mask for every layer (0.6.0 models/eagle3/core.py:161,
+    attention.py:11-29)."""
+    if not w.switch("windows"):
+        reading.no_window(w.r, "speculators before 0.7.0 builds one causal mask, no window (0.6.0 "
+                          "models/eagle3/core.py:161, attention.py:11-29)")
+        return
+    reading.read_window(w.r, w.fields, w.where, "speculators 0.9.0 models/eagle3/core.py:96-105, "
+                        "attention.py:16-19", window_from="row")
+
+
 STEPS = (
     Stop(no(layout_is(SPECULATORS)), "speculators reads speculators configs only (speculators_model_type, "
          "transformer_layer_config); this is a flat config"),
@@ -151,6 +167,7 @@ STEPS = (
     Refuse(_both_fc_norms, "speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")"),
     Call(_layer_defaults),
     Call(_read_layer),
+    Call(_window),
     _flag("norm_before_residual", "norm_before_residual"),
     _flag("norm_before_fc", "input_norm"),
     _flag("fc_norm", "fc_norm"),
@@ -186,30 +203,35 @@ _LLAMA_DEFAULT = "transformer_layer_config without model_type is a LlamaConfig"
 _FIXED_AUX = "fc takes 3 x hidden_size states whatever eagle_aux_hidden_state_layer_ids says"
 _POST = ("a post-release of {0}: only {1} changed, not models/ or config.py (its wheel diffed against {0}'s, "
          "2026-12-06): it reads a checkpoint as {0} does")
-_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False), ("kinds", ("eagle3",)))
-_BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False))
+_NO_WINDOW = ("; no sliding window: one causal mask for every layer (0.6.0 models/eagle3/core.py:161, "
+              "attention.py:11-29)")
+_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False), ("kinds", ("eagle3",)),
+               ("windows", False))
+_BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False), ("windows", False))
 RELEASES = (
     Release("0.2.0", "2025-11-03", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
             why=f"models/eagle3.py: {_LLAMA_DEFAULT} (:60, 99); {_FIXED_AUX} (:362-387, of target_hidden_size); no "
             "norm_before_fc, fc_norm or norm_output field; it builds a Llama-style layer for any model_type "
             "(:245-253), stated here as llama layers only; no forward (:466): a checkpoint stating 0.2.0 was "
-            "converted by it, not trained"),
+            "converted by it, not trained" + _NO_WINDOW),
     Release("0.3.0", "2025-12-10", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 73); core.py:181: {_FIXED_AUX}; no "
-            "norm_before_fc, fc_norm or norm_output; model_definitions.py:104-111: llama layers only"),
+            "norm_before_fc, fc_norm or norm_output; model_definitions.py:104-111: llama layers only" + _NO_WINDOW),
     Release("0.4.0", "2026-03-04", differs=_BEFORE_0_5,
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 78); core.py:213: {_FIXED_AUX}; no "
-            "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"),
-    Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle")),
+            "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"
+            + _NO_WINDOW),
+    Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle") + _NO_WINDOW),
     Release("0.5.0", "2026-04-24", differs=(*_BEFORE_0_7, ("kinds", ("eagle3",))),
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 82); core.py:189: {_FIXED_AUX}; norm_before_fc "
-            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output; no P-EAGLE (models/peagle/ from 0.6.0)"),
+            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output; no P-EAGLE (models/peagle/ from 0.6.0)"
+            + _NO_WINDOW),
     Release("0.6.0", "2026-06-16", differs=_BEFORE_0_7,
             why=f"as 0.5.0 (models/eagle3/config.py identical to 0.5.0's: {_LLAMA_DEFAULT}, :34, 82); core.py:55: "
-            f"{_FIXED_AUX}"),
-    Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
+            f"{_FIXED_AUX}" + _NO_WINDOW),
+    Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation") + _NO_WINDOW),
     Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7,
-            why=_POST.format("0.6.0", "data_generation/vllm_client.py")),
+            why=_POST.format("0.6.0", "data_generation/vllm_client.py") + _NO_WINDOW),
     Release("0.7.0", "2026-07-30",
             why="as 0.9.0 for a checkpoint (models/eagle3/config.py identical to 0.9.0's; core.py:67-74: fc takes "
             "len(ids) or 3 states); it does not validate the ids (utils.py:30-43)"),

@@ -476,6 +476,16 @@ _SPECULATORS_LAYER = (None, 8192, "vLLM: a speculators config has no class defau
 
 # One walk, in the order vLLM's own loader reads the config (its file:line sources beside each step), then
 # llama_eagle3.py's load_weights.
+def _window(w: Walk) -> None:
+    """vLLM 0.33.0 builds drafter layer i with a sliding window of ``sliding_window`` tokens when ``layer_types[i]``
+    is "sliding_attention" (model_executor/models/llama.py:185-205, the index made draft-relative through
+    target_layer_count, llama_eagle3.py:318-321; qwen3_eagle3.py:46-61 alike); a window of 0 is none
+    (config/model.py:815-821); flash-attention attends (W - 1, 0) around the query's position
+    (v1/attention/backends/flash_attn.py:166)."""
+    reading.read_window(w.r, w.fields, w.where, "vLLM 0.33.0 model_executor/models/llama.py:185-205, "
+                        "qwen3_eagle3.py:46-61", zero_disables=True)
+
+
 STEPS = (
     Branch(_mla_class, MLA_STEPS),
     Fact("peagle", _peagle),
@@ -497,6 +507,7 @@ STEPS = (
                "(configs/speculators/algos.py:41-44)")),
     # llama.py: getattr(config, "max_position_embeddings", 8192); a flat config's class has its own default.
     Layer(nested_defaults=_SPECULATORS_LAYER),
+    Call(_window),
     Call(_architecture),
     # A speculators config is a plain PreTrainedConfig (configs/speculators/base.py:15-30): no class default; the
     # drafter builds range(config.num_hidden_layers) (llama_eagle3.py) and raises AttributeError.
@@ -656,6 +667,9 @@ PROFILE = Profile(
     ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=serving,
     launch=launching.vllm,
+    d2t_past_vocab="vLLM 0.33.0 indexes the draft logits with arange + d2t (model_executor/models/"
+    "llama_eagle3.py:385-394: logits_new[:, targets] = logits, no range check): an index past the target "
+    "vocabulary, a device-side error at the first draft",
     drafter_launch=launching.vllm_drafter,
     converts_to=FLAT,
 )

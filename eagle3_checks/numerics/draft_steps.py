@@ -297,9 +297,12 @@ def torch_cat(parts):
     return torch.cat(parts, dim=-1)
 
 
-def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bool = False) -> list:
+def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bool = False,
+        targets: Any = None) -> list:
     """Target-vocabulary logits (T, V) for each draft step, as ``reading`` computes them. ``as_served``: a reading
-    whose loader narrows tensors runs with them cut as it cuts them (what the engine silently serves)."""
+    whose loader narrows tensors runs with them cut as it cuts them (what the engine silently serves). ``targets``:
+    the target id of each draft id where the caller knows them otherwise than arange + d2t (the trainer's reading
+    of a d2t written as absolute ids: acceptance/evaluate.py, ``absolute_ids``)."""
     import torch
 
     if not (reading.computable if as_served else reading.servable):
@@ -333,9 +336,12 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
         else:
             raise ForwardError("the checkpoint has no embed_tokens: inputs_embeds are required")
         dv, v = reading.draft_vocab_size, reading.vocab_size
-        d2t = weights.raw(reading.tensors["d2t"]).to(dev, torch.int64) if "d2t" in reading.tensors \
-            else torch.zeros(dv, dtype=torch.int64, device=dev)
-        targets = torch.arange(dv, device=dev) + d2t
+        if targets is None:
+            d2t = weights.raw(reading.tensors["d2t"]).to(dev, torch.int64) if "d2t" in reading.tensors \
+                else torch.zeros(dv, dtype=torch.int64, device=dev)
+            targets = torch.arange(dv, device=dev) + d2t
+        else:
+            targets = targets.to(dev, torch.int64)
         if targets.min() < 0 or targets.max() >= v:
             raise ForwardError(f"d2t maps draft ids outside the target vocabulary [0, {v})")
         # the Llama family's RoPE tables (an MLA reading carries its own rope in reading.mla)

@@ -17,6 +17,15 @@ from .mla_attention import mla_qkv
 from .ops import KVCache, attention, linear, rms_norm, rope
 
 
+def window_of(reading: Any, p: str) -> tuple[int, str] | None:
+    """The sliding window of layer ``p`` (``layers.N.``) as the reading builds it: (W, where it is measured from)."""
+    w = reading.window()
+    if w is None:
+        return None
+    size, layers = w
+    return (size, reading.window_from) if int(p.split(".")[1]) in layers else None
+
+
 def llama_attention(x: Any, p: str, reading: Any, weights: Any, positions: Any, cache: KVCache, step: int,
                     rope_tables: Any) -> Any:
     """Grouped-query attention with rotate-half RoPE (``rope_tables`` = (inverse frequencies, attention factor))
@@ -34,7 +43,8 @@ def llama_attention(x: Any, p: str, reading: Any, weights: Any, positions: Any, 
         k = rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
     freqs, scale = rope_tables
     q, k = rope(q, positions, freqs, scale), rope(k, positions, freqs, scale)
-    return attention(q, k, v, cache, step).transpose(0, 1).reshape(t, nh * hd)
+    out = attention(q, k, v, cache, step, positions=positions, window=window_of(reading, p))
+    return out.transpose(0, 1).reshape(t, nh * hd)
 
 
 def mla_family_attention(x: Any, p: str, reading: Any, weights: Any, positions: Any, cache: KVCache, step: int,
@@ -46,7 +56,8 @@ def mla_family_attention(x: Any, p: str, reading: Any, weights: Any, positions: 
     used = {role[len(prefix):]: weights.f32(name) for role, name in reading.tensors.items()
             if role.startswith(prefix) and role != prefix + "o_proj.weight"}
     q, k, v = mla_qkv(x, used, shape, positions)
-    out = attention(q, k, v, cache, step, scale=yarn_softmax_scale(shape))
+    out = attention(q, k, v, cache, step, scale=yarn_softmax_scale(shape), positions=positions,
+                    window=window_of(reading, p))
     return out.transpose(0, 1).reshape(x.shape[0], shape.num_heads * shape.v_head_dim)
 
 

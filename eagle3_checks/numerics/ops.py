@@ -33,13 +33,19 @@ class KVCache:
     def __init__(self) -> None:
         self.k_ctx: Any = None  # torch tensors once the context is cached
         self.v_ctx: Any = None
+        self.pos_ctx: Any = None  # the context's positions (T,), for a sliding window
         self.k_own: list = []
         self.v_own: list = []
 
 
-def attention(q, k, v, cache: KVCache, step: int, scale: float | None = None):
+def attention(q, k, v, cache: KVCache, step: int, scale: float | None = None, positions=None,
+              window: tuple[int, str] | None = None):
     """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts. ``scale``:
-    the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k."""
+    the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k.
+    ``window`` (W, where from) with ``positions`` (T,), this step's: a sliding window of W keys, the query included
+    (a context key at position p is attended when anchor - p < W): measured from the query's position ("query", as a
+    KV cache by position serves it) or from the row's own context position ("row", speculators' training mask); a
+    row's own drafts lie within it."""
     import torch
 
     nh, t, hd = q.shape
@@ -48,12 +54,17 @@ def attention(q, k, v, cache: KVCache, step: int, scale: float | None = None):
     scale = 1.0 / math.sqrt(hd) if scale is None else scale
     if step == 0:
         cache.k_ctx, cache.v_ctx = k, v
+        cache.pos_ctx = positions
     else:
         cache.k_own.append(k)
         cache.v_own.append(v)
     scores = (q @ cache.k_ctx.transpose(1, 2)) * scale  # (nh, T, T)
-    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-    scores = scores.masked_fill(~causal, float("-inf"))
+    allowed = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    if window is not None and positions is not None and cache.pos_ctx is not None:
+        size, anchor_from = window
+        anchor = (cache.pos_ctx if anchor_from == "row" else positions).to(q.device)
+        allowed &= (anchor[:, None] - cache.pos_ctx.to(q.device)[None, :]) < size
+    scores = scores.masked_fill(~allowed, float("-inf"))
     own = [(q * ko).sum(-1, keepdim=True) * scale for ko in cache.k_own]  # each (nh, T, 1)
     probs = torch.softmax(torch.cat([scores, *own], dim=-1), dim=-1)
     out = probs[..., :t] @ cache.v_ctx

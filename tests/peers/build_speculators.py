@@ -32,6 +32,9 @@ def build(out: str, v: dict) -> None:
                       num_hidden_layers=v["layers"], rms_norm_eps=1e-6, max_position_embeddings=4096,
                       attention_bias=v.get("attention_bias", False), mlp_bias=v.get("mlp_bias", False),
                       **({"rope_theta": v["rope_theta"]} if "rope_theta" in v else {}))
+    if v.get("window"):  # layer 0 slides, the others attend to everything (full_attention_indices)
+        layer.layer_types = ["sliding_attention"] + ["full_attention"] * (v["layers"] - 1)
+        layer.sliding_window, layer.use_sliding_window = v["window"], True
     layer._attn_implementation = "eager"
     config = Eagle3SpeculatorConfig(
         transformer_layer_config=layer, draft_vocab_size=v["draft_vocab"],

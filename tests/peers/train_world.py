@@ -9,9 +9,14 @@ continuation is learnable and a drafter conditioned on its states can be right m
 learned then depends on its reading (norm placement, rope base, aux order), which is what the tests need.
 
 OUT_DIR/target/               the target, saved by transformers (config.json, model.safetensors)
+OUT_DIR/target-broad/         the same target with its final norm scaled by BROAD: the same greedy continuations and
+                              recorded states (taken before the final norm), broad next-token distributions (alpha
+                              barely moves between readings while the acceptance length does)
 OUT_DIR/train/, OUT_DIR/test/ its states on its own greedy continuations, written as speculators 0.9.0 writes them
                               (``hs_{i}.safetensors``: ``hidden_states`` [T, 4, H], the aux layers then the last
                               layer's output before the final norm; ``token_ids`` [T])
+OUT_DIR/test-broad/           the test states at the broad drafters' aux ids (AUX_BROAD)
+OUT_DIR/heldout/              HELDOUT more test sequences (the coverage of the intervals is held to them)
 OUT_DIR/drafters/NAME/        each drafter of VARIANTS, saved by speculators' save_pretrained
 OUT_DIR/metrics.json          speculators' own full_acc_k / cond_acc_k of each drafter on the test states (its
                               forward pass, teacher-forced, K = 3)
@@ -39,20 +44,31 @@ from transformers import LlamaConfig, LlamaForCausalLM
 GROUPS, MEMBERS, VOCAB = 16, 16, 512
 HIDDEN, LAYERS = 64, 4
 AUX = (1, 2, 3)  # HF hidden_states[i]: the residual stream entering layer i (vLLM's count)
+# the broad drafters' aux ids: the embeddings, the middle and the last layer's output (id 4, before the final norm),
+# states far enough apart that fc's block order matters to what the drafter computes
+AUX_BROAD = (0, 2, 4)
 LENGTH, PROMPT = 48, 8
-TRAIN_SEQS, TEST_SEQS = int(os.environ.get("WORLD_SEQS", "128")), 16
+TRAIN_SEQS, TEST_SEQS, HELDOUT = int(os.environ.get("WORLD_SEQS", "128")), 16, 128
+BROAD = 0.25  # target-broad's final norm: the target's scaled by this (its logits divided by 4)
+WINDOW = 8  # the sliding window "trained-window" is trained with (speculators' default layer_types, made short)
 ROPE_THETA = 1_000_000.0  # what every drafter's config states
 K = 3
 STEPS = int(os.environ.get("WORLD_STEPS", "250"))
 
 # name -> how it is trained. "trained_rope" is the base its rotary embedding used in training, whatever its saved
-# config states (SpecForge before PR #270 built base 10000 when rope_scaling was null); "steps" 0: untrained.
+# config states (SpecForge before PR #270 built base 10000 when rope_scaling was null); "steps" 0: untrained;
+# "broad": trained against target-broad's distributions; "window": trained with sliding-window attention (speculators'
+# train CLI default, layer_types ["sliding_attention"], here of WINDOW tokens so that 48-token sequences exceed it).
 VARIANTS = {
     "trained": {"norm_before_residual": False, "trained_rope": ROPE_THETA, "steps": STEPS},
     # the norm placement is decided by a wide margin (alpha gains 0.28-0.57 at 250 steps): half the steps do
     "trained-nbr": {"norm_before_residual": True, "trained_rope": ROPE_THETA, "steps": STEPS // 2},
     "trained-rope10k": {"norm_before_residual": False, "trained_rope": 10000.0, "steps": STEPS},
     "untrained": {"norm_before_residual": False, "trained_rope": ROPE_THETA, "steps": 0},
+    "broad": {"norm_before_residual": False, "trained_rope": ROPE_THETA, "steps": STEPS, "broad": True},
+    "broad-rope10k": {"norm_before_residual": False, "trained_rope": 10000.0, "steps": STEPS, "broad": True},
+    "trained-window": {"norm_before_residual": False, "trained_rope": ROPE_THETA, "steps": STEPS // 2,
+                       "window": WINDOW},
 }
 
 
@@ -102,27 +118,32 @@ def record(model: LlamaForCausalLM, table: torch.Tensor, n: int, g: torch.Genera
     for ids in seqs:
         with torch.no_grad():
             hs = model(ids[None], output_hidden_states=True).hidden_states
-        aux = torch.stack([hs[i][0] for i in AUX], dim=1)  # [T, 3, H]
-        out.append({"token_ids": ids.clone(), "aux": aux, "pre": captured["pre"][0]})
+        pre = captured["pre"][0]
+        state = [hs[i][0] for i in range(LAYERS)] + [pre]  # id i < LAYERS: hidden_states[i]; id LAYERS: before the norm
+        out.append({"token_ids": ids.clone(), "aux": torch.stack([state[i] for i in AUX], dim=1),  # [T, 3, H]
+                    "aux_broad": torch.stack([state[i] for i in AUX_BROAD], dim=1), "pre": pre})
     hook.remove()
     return out
 
 
-def write(samples: list[dict], folder: Path) -> None:
+def write(samples: list[dict], folder: Path, key: str = "aux") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i, s in enumerate(samples):
-        hs = torch.cat([s["aux"], s["pre"][:, None]], dim=1).contiguous()
+        hs = torch.cat([s[key], s["pre"][:, None]], dim=1).contiguous()
         save_file({"hidden_states": hs, "token_ids": s["token_ids"]}, str(folder / f"hs_{i}.safetensors"))
 
 
-def drafter(target: LlamaForCausalLM, used: torch.Tensor, nbr: bool, rope: float) -> Eagle3DraftModel:
+def drafter(target: LlamaForCausalLM, used: torch.Tensor, nbr: bool, rope: float, norm_scale: float = 1.0,
+            window: int | None = None, aux: tuple[int, ...] = AUX) -> Eagle3DraftModel:
     layer = LlamaConfig(hidden_size=HIDDEN, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                         intermediate_size=128, vocab_size=VOCAB, num_hidden_layers=1, rms_norm_eps=1e-6,
                         max_position_embeddings=256, rope_theta=rope)
+    if window is not None:  # as speculators' train CLI writes it (train/cli.py:212-230)
+        layer.layer_types, layer.sliding_window, layer.use_sliding_window = ["sliding_attention"], window, True
     layer._attn_implementation = "eager"
     config = Eagle3SpeculatorConfig(
         transformer_layer_config=layer, draft_vocab_size=int(used.numel()), norm_before_residual=nbr,
-        eagle_aux_hidden_state_layer_ids=list(AUX),
+        eagle_aux_hidden_state_layer_ids=list(aux),
         speculators_config=SpeculatorsConfig(
             algorithm="eagle3", default_proposal_method="greedy",
             proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=K)],
@@ -131,7 +152,7 @@ def drafter(target: LlamaForCausalLM, used: torch.Tensor, nbr: bool, rope: float
     model = Eagle3DraftModel(config)
     with torch.no_grad():  # what load_verifier_weights does from the Hub, from the target in hand
         model.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
-        model.verifier_norm.weight.copy_(target.model.norm.weight)
+        model.verifier_norm.weight.copy_(target.model.norm.weight * norm_scale)
         head = target.lm_head.weight[used]
         model.verifier_lm_head.weight.copy_(head)
         model.lm_head.weight.copy_(head)
@@ -142,26 +163,26 @@ def drafter(target: LlamaForCausalLM, used: torch.Tensor, nbr: bool, rope: float
     return model
 
 
-def batches(samples: list[dict], per: int):
+def batches(samples: list[dict], per: int, key: str = "aux"):
     """speculators' packing: ``per`` shifted samples (models/eagle3/data.py, shift_batch) in one row, each its own
     document."""
     for start in range(0, len(samples), per):
         chunk = samples[start:start + per]
         t = chunk[0]["token_ids"].shape[0] - 1
-        yield {"hidden_states": torch.cat([s["aux"][:-1].flatten(1) for s in chunk])[None],
+        yield {"hidden_states": torch.cat([s[key][:-1].flatten(1) for s in chunk])[None],
                "input_ids": torch.cat([s["token_ids"][1:] for s in chunk])[None],
                "document_ids": torch.arange(len(chunk)).repeat_interleave(t)[None],
                "position_ids": torch.arange(1, t + 1).repeat(len(chunk))[None],
                "verifier_last_hidden_states": torch.cat([s["pre"][1:] for s in chunk])[None]}
 
 
-def train(model: Eagle3DraftModel, samples: list[dict], steps: int, g: torch.Generator) -> None:
+def train(model: Eagle3DraftModel, samples: list[dict], steps: int, g: torch.Generator, key: str = "aux") -> None:
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
     model.train()
     done = 0
     while done < steps:
         order = torch.randperm(len(samples), generator=g).tolist()
-        for batch in batches([samples[i] for i in order], 8):
+        for batch in batches([samples[i] for i in order], 8, key):
             _, loss, _ = model(**batch, ttt_steps=K, loss_config={"kl_div": (kl_div_loss, 1.0)})
             opt.zero_grad()
             loss.backward()
@@ -172,10 +193,10 @@ def train(model: Eagle3DraftModel, samples: list[dict], steps: int, g: torch.Gen
     model.eval()
 
 
-def metrics(model: Eagle3DraftModel, samples: list[dict]) -> dict[str, float]:
+def metrics(model: Eagle3DraftModel, samples: list[dict], key: str = "aux") -> dict[str, float]:
     """speculators' own full_acc_k / cond_acc_k (sums and totals) over the test samples, one sample at a time."""
     total: dict[str, float] = {}
-    for batch in batches(samples, 1):
+    for batch in batches(samples, 1, key):
         with torch.no_grad():
             _, _, m = model(**batch, ttt_steps=K, loss_config={"kl_div": (kl_div_loss, 1.0)})
         for k, v in m.items():
@@ -194,13 +215,22 @@ def main(out: Path) -> None:
     train_set, test_set = record(target, table, TRAIN_SEQS, g), record(target, table, TEST_SEQS, g)
     write(train_set, out / "train")
     write(test_set, out / "test")
+    write(test_set, out / "test-broad", "aux_broad")  # the broad drafters' states (AUX_BROAD)
+    write(record(target, table, HELDOUT, torch.Generator().manual_seed(7)), out / "heldout")
+    with torch.no_grad():
+        target.model.norm.weight.mul_(BROAD)
+    target.save_pretrained(out / "target-broad")
+    with torch.no_grad():
+        target.model.norm.weight.div_(BROAD)
     used = torch.tensor(sorted({int(t) for s in train_set + test_set for t in s["token_ids"]}
                                | {gr * MEMBERS + m for gr in range(GROUPS) for m in range(MEMBERS)}))
     report = {}
     for name, v in VARIANTS.items():
-        model = drafter(target, used, v["norm_before_residual"], v["trained_rope"])
-        train(model, train_set, v["steps"], g)
-        report[name] = metrics(model, test_set)
+        key = "aux_broad" if v.get("broad") else "aux"
+        model = drafter(target, used, v["norm_before_residual"], v["trained_rope"],
+                        BROAD if v.get("broad") else 1.0, v.get("window"), AUX_BROAD if v.get("broad") else AUX)
+        train(model, train_set, v["steps"], g, key)
+        report[name] = metrics(model, test_set, key)
         model.save_pretrained(out / "drafters" / name)
         cfg_path = out / "drafters" / name / "config.json"
         cfg = json.loads(cfg_path.read_text())

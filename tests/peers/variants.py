@@ -11,6 +11,9 @@ SPECULATORS = [
     dict(_BASE, name="fc-norm-4-aux", aux=[1, 3, 5, 7], fc_norm=True),
     dict(_BASE, name="norm-output", norm_output=True),
     dict(_BASE, name="two-layers", layers=2),
+    # speculators' train CLI default, layer_types ["sliding_attention"] (train/cli.py:212-230), with a window of 4
+    # tokens so that the 12 recorded positions exceed it; the second layer full attention
+    dict(_BASE, name="sliding-window", layers=2, window=4),
     dict(_BASE, name="biases", attention_bias=True, mlp_bias=True),
     dict(_BASE, name="qwen3", model_type="qwen3", head_dim=32),
     dict(_BASE, name="full-vocab", kv_heads=4, head_dim=16, draft_vocab=512, rope_theta=500000.0),

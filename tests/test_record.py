@@ -1,0 +1,142 @@
+"""eagle3-checks record: a transformers target's states on the user's prompts, written as speculators 0.9.0 writes and
+reads them (eagle3_checks/acceptance/record.py). What its output reproduces of a trainer's own recorded data, and what
+speculators' own reader makes of it, tests/test_trained_world.py holds; here, on a tiny random target: the layers as
+vLLM counts them, the tokenizer's chat template, the drafter's own layers, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+pytest.importorskip("pyarrow")
+
+from eagle3_checks.cli import main  # noqa: E402
+from eagle3_checks.drafter.example import DrafterShape, write_drafter  # noqa: E402
+
+HIDDEN, LAYERS, VOCAB = 64, 4, 512
+WORDS = [f"w{i}" for i in range(VOCAB - 8)]
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    """A random 4-layer Llama target with a word-level tokenizer and a chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    root = tmp_path_factory.mktemp("record") / "target"
+    cfg = transformers.LlamaConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, vocab_size=VOCAB,
+                                   num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+                                   max_position_embeddings=256, eos_token_id=1, bos_token_id=0)
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).eval().save_pretrained(root)
+    vocab = {"<s>": 0, "</s>": 1, "<unk>": 2, "user:": 3, "assistant:": 4, **{w: i + 8 for i, w in enumerate(WORDS)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                                unk_token="<unk>")
+    fast.chat_template = ("{% for m in messages %}user: {{ m['content'] }} {% endfor %}"
+                          "{% if add_generation_prompt %}assistant:{% endif %}")
+    fast.save_pretrained(root)
+    return root
+
+
+def _prompts(tmp_path: Path, items: list[dict]) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps(i) + "\n" for i in items))
+    return path
+
+
+def _states(target: Path, ids: list[int]):
+    """The target's states by hand: hidden_states[L] for L < N is the input of layer L; the last layer's output
+    before the final norm by a hook (transformers' last hidden_states entry is after it)."""
+    model = transformers.LlamaForCausalLM.from_pretrained(str(target)).eval()
+    captured = {}
+    hook = model.model.layers[-1].register_forward_hook(lambda m, a, o: captured.update(pre=o[0] if isinstance(
+        o, tuple) else o))
+    with torch.no_grad():
+        hs = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+    hook.remove()
+    return hs, captured["pre"][0]
+
+
+def test_layers_are_counted_as_vllm_counts_them(target, tmp_path, capsys):
+    prompts = _prompts(tmp_path, [{"input_ids": [5, 9, 12, 40]}, {"input_ids": [7, 7, 8]}])
+    out = tmp_path / "out"
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "0,2,4",
+                 "--max-new-tokens", "6"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    got = safetensors_torch.load_file(str(out / "hidden_states" / "hs_0.safetensors"))
+    ids = got["token_ids"].tolist()
+    assert ids[:4] == [5, 9, 12, 40] and len(ids) <= 10 and got["token_ids"].dtype == torch.int64
+    hs, pre = _states(target, ids)
+    assert got["hidden_states"].shape == (len(ids), 4, HIDDEN)
+    expected = torch.stack([hs[0][0], hs[2][0], pre, pre], dim=1)  # id 4 = N: the last layer's output, then the last
+    assert torch.allclose(got["hidden_states"], expected, atol=1e-5)
+    assert not torch.allclose(got["hidden_states"][:, -1], hs[-1][0], atol=1e-3)  # not the post-norm state
+    state = json.loads((out / "state.json").read_text())
+    assert state["_format_type"] == "torch" and (out / state["_data_files"][0]["filename"]).is_file()
+
+
+def test_text_prompts_go_through_the_chat_template(target, tmp_path):
+    prompts = _prompts(tmp_path, [{"text": "w1 w2 w3"}])
+    out = tmp_path / "out"
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2,3",
+                 "--max-new-tokens", "3"]) == 0
+    ids = safetensors_torch.load_file(str(out / "hidden_states" / "hs_0.safetensors"))["token_ids"].tolist()
+    assert ids[:5] == [3, 9, 10, 11, 4]  # user: w1 w2 w3 assistant:
+
+
+def test_the_drafters_own_layers_and_accept_reads_the_folder_as_it_is(target, tmp_path, capsys):
+    drafter = write_drafter(tmp_path / "drafter", DrafterShape(aux_layer_ids=(1, 2, 3), target_layers=LAYERS))
+    prompts = _prompts(tmp_path, [{"input_ids": list(range(10, 20))}, {"input_ids": list(range(30, 42))}])
+    out = tmp_path / "out"
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--drafter", str(drafter),
+                 "--max-new-tokens", "8"]) == 0
+    capsys.readouterr()
+    code = main(["accept", str(drafter), "--data", str(out), "--loss-mask", str(out), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code in (0, 1) and doc["readings"][0]["positions"] == 2 * 8 - 2 * 3  # the continuation's rows only
+
+
+@pytest.mark.parametrize("line, said", [
+    ("not json", "prompts.jsonl:2: not a JSON object"),
+    ('{"text": "w1", "input_ids": [1]}', 'give one of "text" or "input_ids"'),
+    ('{"input_ids": []}', '"input_ids" must be a non-empty list'),
+    ('{"input_ids": [600]}', "token id 600 is outside the target vocabulary"),
+])
+def test_bad_prompts_are_one_line_and_leave_nothing(target, tmp_path, capsys, line, said):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"input_ids": [5, 6]}\n' + line + "\n")
+    out = tmp_path / "out"
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+    assert not out.exists() and not list(tmp_path.glob(".out*"))
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--layers", "1,9"], "layer id 9 (--layers) is outside 0..4"),
+    (["--layers", "1,x"], "give comma-separated layer ids"),
+    (["--layers", "1,1"], "an id appears twice"),
+])
+def test_bad_layers_are_refused(target, tmp_path, capsys, args, said):
+    prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}])
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(tmp_path / "out"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_that_is_not_a_target_or_an_existing_out_is_refused(target, tmp_path, capsys):
+    prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}])
+    assert main(["record", str(tmp_path), "--prompts", str(prompts), "--out", str(tmp_path / "o"), "--layers",
+                 "1"]) == 2
+    assert "no config.json" in capsys.readouterr().err
+    (tmp_path / "exists").mkdir()
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(tmp_path / "exists"), "--layers",
+                 "1"]) == 2
+    assert "exists; give a new folder" in capsys.readouterr().err
