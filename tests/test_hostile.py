@@ -177,3 +177,13 @@ def test_d2t_with_an_enormous_shape_is_a_finding(drafter):
     assert result.result("vocab.d2t").status in ("failed", "skipped")
     assert not [f for f in result.findings() if "crashed" in f.message]
     np.testing.assert_equal(result.exit_code, 1)
+
+
+@pytest.mark.parametrize("value, kind", [("eagle3", "eagle3"), ("peagle", "peagle"), ("dflash", None), ([], None),
+                                         ({"eagle3": 1}, None), (None, None)])
+def test_the_speculators_kind_is_a_name_or_none(value, kind):
+    """speculators_model_type of any JSON type: a kind the layout knows, or None (an unhashable value once crashed
+    every check that asked; the fuzz test found it)."""
+    from eagle3_checks.drafter.layout import speculators_kind
+
+    assert speculators_kind({"speculators_model_type": value}) == kind

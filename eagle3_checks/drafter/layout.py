@@ -39,7 +39,7 @@ PEAGLE_TENSORS = ("mask_hidden",)
 def speculators_kind(config: object) -> str | None:
     """The drafter a speculators config says it is ("eagle3", "peagle"), or None when it names none of them."""
     kind = config.get("speculators_model_type") if isinstance(config, dict) else None
-    return kind if kind in SPECULATORS_KINDS else None
+    return kind if isinstance(kind, str) and kind in SPECULATORS_KINDS else None
 # vLLM 0.33 model_executor/models/registry.py: the names it maps to llama_eagle3 (Llama layers) or qwen3_eagle3
 # (Qwen3 layers: q_norm/k_norm), and SGLang 0.5.6 models/llama_eagle3.py (EntryClass = LlamaForCausalLMEagle3).
 # vLLM's Eagle3DeepseekV2/V3ForCausalLM are MLA drafters (MLA_ARCHITECTURES below, the family drafter/families/mla.py).
