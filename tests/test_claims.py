@@ -11,7 +11,6 @@ norm_before_residual alone. SpecForge checkpoints are dated by their transformer
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -139,6 +138,19 @@ HAND_WRITTEN = {  # after the AQ-MedAI reference: ids in eagle_config only, no n
     "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 163840, "draft_vocab_size": 32000}
 
 
+def same_bytes(a: Path, b: Path, chunk: int = 1 << 26) -> bool:
+    """The two files hold the same bytes (compared in 64 MiB chunks: the Kimi-sized file is 3 GB)."""
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x = fa.read(chunk)
+            if x != fb.read(chunk):
+                return False
+            if not x:
+                return True
+
+
 @pytest.fixture
 def founding_case(tmp_path):
     """The seeds' Kimi-K2.5 drafter (Kimi-K2 sized, a sparse file): trained by speculators 0.9.0 with the train CLI's
@@ -168,12 +180,11 @@ def test_the_founding_case_fails_vllm_on_norm_before_residual_alone(founding_cas
     aux = result.result("engine.aux-layers", "vllm")  # vLLM's defaults (2, 30, 58) on 61 layers are the trained ids
     assert aux.status == "passed" and [f.code for f in aux.findings] == ["engine.aux-layers/default-matches"]
     assert aux.findings[0].patch  # the explicit top-level list, offered
-    code = main(["fix", str(path), str(tmp_path / "fixed"), "--engine", "vllm", "--target-config", str(target)])
+    code = main(["fix", str(path), str(tmp_path / "fixed"), "--engine", "vllm", "--target-config", str(target),
+                 "--level", "header"])  # the sparse file's zero weights would fail the scan level
     fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
-    assert fixed == {**HAND_WRITTEN, "norm_before_residual": True}
-    assert code == 0 or "scan" in capsys.readouterr().out  # the sparse file's zero weights fail the scan level
-    weights = [hashlib.sha256((p / "model.safetensors").read_bytes()).hexdigest() for p in (path, tmp_path / "fixed")]
-    assert weights[0] == weights[1]  # a config-only fix leaves the weights byte for byte
+    assert fixed == {**HAND_WRITTEN, "norm_before_residual": True} and code == 0
+    assert same_bytes(path / "model.safetensors", tmp_path / "fixed" / "model.safetensors")  # a config-only fix
     assert (tmp_path / "fixed" / "config_speculators.json").exists()
     after = run(tmp_path / "fixed", engine="vllm", target_config=str(target), level="header")
     assert after.exit_code == 0
