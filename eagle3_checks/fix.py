@@ -33,7 +33,7 @@ from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
 from .storage.folder import INDEX
-from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
+from .storage.output import check_paths, copy_file, move_into_place, remove_stale, signals_raise, temporary_sibling
 from .storage.safetensors import from_numpy
 
 MAX_ROUNDS = 3
@@ -229,7 +229,7 @@ def _write_fixed(source: Checkpoint, config: dict, repairs: list[Edit], out: Pat
     skip.add(BEFORE)
     for child in sorted(source.path.iterdir()):
         if child.name not in skip and child.is_file() and not (out / child.name).exists():
-            shutil.copyfile(child, out / child.name)
+            copy_file(child, out / child.name)
 
 
 def _d2t_offsets(source: Checkpoint, name: str):

@@ -294,3 +294,28 @@ def test_an_inferred_specforge_convention_on_a_deepseek_target_is_undecided(draf
     r = run(d.root, engine=BOTH, target_config=str(llama), level="header", trainer="specforge").result(
         "engine.aux-layers", "vllm")
     assert [f.code for f in r.findings] == ["engine.aux-layers/wrong-layers"]  # +1 on Llama in every release
+
+
+@pytest.mark.parametrize("layout", ["dense", "holes", "empty", "hole-at-end"])
+def test_the_files_fix_copies_keep_their_bytes_and_their_holes(tmp_path, layout):
+    """fix copies what it does not edit byte for byte; a sparse file (a benchmark's zero-filled Kimi-sized drafter)
+    stays sparse, so a config-only fix costs what the data costs, not what the file's length does."""
+    import os
+
+    from eagle3_checks.storage.output import copy_file
+
+    src = tmp_path / "src.bin"
+    size = 64 << 20
+    with open(src, "wb") as fh:
+        if layout == "dense":
+            fh.write(os.urandom(1 << 20))
+        elif layout in ("holes", "hole-at-end"):
+            fh.write(b"header")
+            fh.seek(32 << 20)
+            fh.write(b"\x01" * 4096)
+        if layout != "dense":
+            fh.truncate(size if layout != "holes" else (32 << 20) + 8192)
+    copy_file(src, tmp_path / "dst.bin")
+    assert (tmp_path / "dst.bin").read_bytes() == src.read_bytes()
+    if layout == "hole-at-end":  # where the filesystem keeps holes, so does the copy
+        assert os.stat(tmp_path / "dst.bin").st_blocks <= max(os.stat(src).st_blocks * 2, 64)

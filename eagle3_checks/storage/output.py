@@ -10,6 +10,7 @@ drafter checkpoint.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import signal
@@ -153,3 +154,33 @@ def move_into_place(tmp: Path, dst: Path) -> None:
     os.rename(dst, old)  # without renameat2: a moment with no DST, between two renames
     os.rename(tmp, dst)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def copy_file(src: Path, dst: Path, chunk: int = 1 << 24) -> None:
+    """Copy ``src`` to ``dst`` byte for byte, holes kept: only the extents the filesystem reports as data
+    (SEEK_DATA / SEEK_HOLE) are read and written, the rest is left a hole of the same length, so a sparse file (a
+    benchmark's Kimi-sized drafter: a real header, zero-filled data) is copied in the time its data takes. Where the
+    filesystem cannot say, the whole file is data."""
+    size = src.stat().st_size
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        fd = fi.fileno()
+        pos = 0
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+                end = os.lseek(fd, start, os.SEEK_HOLE)
+            except OSError as exc:  # ENXIO: no data after pos; EINVAL: the filesystem cannot say
+                if exc.errno == errno.ENXIO:
+                    break
+                start, end = pos, size
+            fi.seek(start)
+            fo.seek(start)
+            left = end - start
+            while left > 0:
+                data = fi.read(min(chunk, left))
+                if not data:
+                    break
+                fo.write(data)
+                left -= len(data)
+            pos = end
+        fo.truncate(size)
