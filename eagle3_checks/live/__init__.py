@@ -51,12 +51,31 @@ def _env() -> dict[str, str]:
     return env
 
 
+# The releases asked in this process: (engine, interpreter, its size and modification time) -> release. A gate run
+# over many checkpoints asks once per interpreter, not once per checkpoint and engine check.
+_VERSIONS: dict[tuple, str] = {}
+
+
 def version(engine: str, python: str) -> str:
     """The release of ``engine`` installed for interpreter ``python``. Raises CannotJudge."""
-    import subprocess  # here, not at the top: the header gate imports this module and never runs an engine
-
     if engine not in LIVE_ENGINES:
         raise CannotJudge(f"{engine} has no live recorder (live judging runs {', '.join(LIVE_ENGINES)})")
+    try:
+        st = os.stat(python)
+        key: tuple | None = (engine, os.path.realpath(python), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _VERSIONS:
+        return _VERSIONS[key]
+    found = _ask_version(engine, python)
+    if key is not None:
+        _VERSIONS[key] = found
+    return found
+
+
+def _ask_version(engine: str, python: str) -> str:
+    import subprocess  # here, not at the top: the header gate imports this module and never runs an engine
+
     code = f"from importlib.metadata import version; print(version({engine!r}))"
     try:
         proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
