@@ -386,13 +386,22 @@ def test_the_launch_options_are_the_clis(pytester, drafter):
 
 
 def _cli_report(tmp_path, fmt, *argv):
-    """What `eagle3-checks check --format FMT` writes, run as a user runs it."""
-    import subprocess
-    import sys
+    """What `eagle3-checks check --format FMT` writes, run from ``tmp_path`` (in this process: its main is the
+    console script's)."""
+    import contextlib
+    import io
+    import os
 
-    proc = subprocess.run([sys.executable, "-m", "eagle3_checks", "check", *map(str, argv), "--format", fmt],
-                          capture_output=True, text=True, cwd=tmp_path)
-    return proc.returncode, proc.stdout
+    from eagle3_checks.cli import main
+
+    out, here = io.StringIO(), os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["check", *map(str, argv), "--format", fmt])
+    finally:
+        os.chdir(here)
+    return code, out.getvalue()
 
 
 def test_the_plugin_writes_the_reports_the_cli_writes(pytester, drafter):
