@@ -261,6 +261,11 @@ def read(ckpt: Checkpoint, target: Any = None, *, aux_when_unused: bool = False,
     reading.finish(r, ckpt, "uninitialised memory (vLLM raises nothing for a missing tensor)", narrows=True)
     if not uses_aux:
         r.unfilled.pop("fc.weight", None)
+        if not aux_when_unused:
+            # no aux states and no fc: the drafter takes the target's last hidden state as it is
+            # (llama_eagle3.py:209, 397-402; its own compute, recorded, shows it: tests/test_engine_compute.py)
+            r.set("num_aux", 1, "eagle_config.use_aux_hidden_state is false: vLLM builds no fc and feeds the "
+                  "target's last hidden state as it is (llama_eagle3.py:209, 397-402)")
     if "lm_head.weight" in r.unfilled and not r.lm_head_from_embed:
         # v1/worker/gpu/spec_decode/eagle/utils.py:107-119: the target's lm_head is shared; the logits processor
         # keeps its first DV rows (logits_processor.py:196-198) before the d2t scatter.

@@ -59,14 +59,16 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from _probe import (LoadProbe, checkpoint_tensor_names, engine_stage, free_port, harness,  # noqa: E402
-                    read_built_model, run_all)
+from _probe import (LoadProbe, _engine_frame, checkpoint_tensor_names, engine_stage, free_port,  # noqa: E402
+                    harness, read_built_model, run_all)
+import _compute  # noqa: E402
 
 import vllm.model_executor.layers.utils as layer_utils  # noqa: E402
 from vllm.compilation.backends import set_model_tag  # noqa: E402
-from vllm.config import (DeviceConfig, LoadConfig, ModelConfig, ParallelConfig, SpeculativeConfig,  # noqa: E402
-                         VllmConfig, replace, set_current_vllm_config)
+from vllm.config import (CompilationConfig, CompilationMode, DeviceConfig, LoadConfig, ModelConfig,  # noqa: E402
+                         ParallelConfig, SpeculativeConfig, VllmConfig, replace, set_current_vllm_config)
 from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
+from vllm.model_executor.layers.attention.attention import Attention  # noqa: E402
 from vllm.model_executor.layers.linear import MergedColumnParallelLinear, QKVParallelLinear  # noqa: E402
 from vllm.model_executor.model_loader import get_model  # noqa: E402
 from vllm.model_executor.model_loader.default_loader import DefaultModelLoader  # noqa: E402
@@ -283,6 +285,122 @@ def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
     record["serves_with"] = serve_with(model)
 
 
+# ----- the drafter's own compute (see _compute.py) -------------------------------------------------------------
+
+def build_for_compute(entry: dict, root: Path) -> nn.Module:
+    """The drafter built and loaded again, as record_checkpoint does, in float32 and with every CustomOp on its
+    ``forward_native`` (``CompilationConfig(mode=NONE, custom_ops=["none"])``: model_executor/custom_op.py:179-192,
+    269-305; with "all" the CPU platform's RoPE calls ``torch.ops._C.rotary_embedding``, which the CUDA wheel does
+    not build). The recorded load above is the served one (bfloat16, sentinels); this build is left uninstrumented."""
+    draft_dir = root / entry["dir"]
+    target = ModelConfig(model=str((root / entry["target_config"]).parent), skip_tokenizer_init=True,
+                         dtype="float32", enforce_eager=True, max_model_len=entry.get("context_length"))
+    parallel = ParallelConfig()
+    spec = SpeculativeConfig(method="eagle3", model=str(draft_dir), num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
+                             target_model_config=target, target_parallel_config=parallel)
+    vllm_config = VllmConfig(model_config=target, speculative_config=spec, parallel_config=parallel,
+                             load_config=LoadConfig(), device_config=DeviceConfig(device="cpu"),
+                             compilation_config=CompilationConfig(mode=CompilationMode.NONE, custom_ops=["none"]))
+    with set_current_vllm_config(vllm_config), set_model_tag("eagle_head"):
+        return get_model(vllm_config=draft_config(spec, vllm_config), model_config=spec.draft_model_config)
+
+
+def standin_forward(standin: _compute.StandIn):
+    """``Attention.forward`` (model_executor/layers/attention/attention.py:490-560) replaced by the stand-in, with
+    the layer's own sizes (num_heads, num_kv_heads, head_size, head_size_v: attention.py:334-339) and softmax scale
+    (its impl's, v1/attention/backends/cpu_attn.py:313). What the stand-in does not compute is refused."""
+    def forward(self: Attention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                output_shape: Any = None, output_dtype: Any = None) -> torch.Tensor:
+        impl = self.impl
+        asks = {"a sliding window": self.sliding_window is not None, "attention sinks": self.has_sink,
+                "a logit soft-cap": bool(getattr(impl, "logits_soft_cap", 0)),
+                "ALiBi": getattr(impl, "alibi_slopes", None) is not None,
+                f"attention type {self.attn_type}": self.attn_type != "decoder"}
+        if any(asks.values()):
+            raise _compute.CannotJudge("the attention stand-in does not compute "
+                                       + ", ".join(k for k, v in asks.items() if v))
+        out = standin.attend(self, query, key, value, self.num_heads, self.num_kv_heads, self.head_size,
+                             self.head_size_v, impl.scale)
+        return out.to(output_dtype or query.dtype)
+    return forward
+
+
+def run_compute(model: nn.Module, inputs: dict, steps: int) -> tuple[list, list, list]:
+    """K draft steps of the drafter, as vLLM's proposer drives it (v1/spec_decode/llm_base_proposer.py, the V1
+    proposer a CPU host runs; the V2 runner's speculator.py:210-216, 433-437, 485-488, 935-946 does the same):
+    step 0 gets ``combine_hidden_states`` of the target's aux states (:549; llama_eagle3.py:397-418), the token ids
+    and positions; the model returns (normed, fed) (:599-604; llama_eagle3.py:283-288: the fed state is the pre-norm
+    one, or the normed one under norm_output); ``compute_logits`` maps the normed state to target-vocabulary logits
+    (:484; llama_eagle3.py:373-395); each later step gets the fed state of the same row (:642, 720), the drafted
+    token (:690) and the position + 1 (:697-703)."""
+    standin = _compute.StandIn()
+    ids, positions = inputs["input_ids"], inputs["position_ids"]
+    later = inputs.get("later_tokens")
+    logits, fed, tokens = [], [], []
+    with mock.patch.object(Attention, "forward", standin_forward(standin)), torch.no_grad():
+        hidden = model.combine_hidden_states(inputs["aux_hidden_states"].float())
+        for step in range(steps):
+            standin.step = step
+            normed, state = model(input_ids=ids, positions=positions + step, hidden_states=hidden)
+            out = model.compute_logits(normed)
+            nxt = out.argmax(-1) if later is None else later[step] if step < len(later) else out.argmax(-1)
+            logits.append(out)
+            fed.append(state)
+            tokens.append(nxt)
+            ids, hidden = nxt, state
+    return logits, fed, tokens
+
+
+def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
+    """The drafter's own compute on the entry's inputs (its ``compute_inputs`` file, else the seeded ones), or why
+    there is none."""
+    out: dict[str, Any] = {"checkpoint": entry["name"], "source_hash": entry["source_hash"]}
+    if record.get("refused") or "harness_error" in record:
+        out["not_computed"] = "the engine did not build and load the drafter"
+        return out
+    model = None
+    try:
+        model = build_for_compute(entry, root)
+        if any(type(m).__name__ == "MLAAttention" for m in model.modules()):
+            raise _compute.CannotJudge("an MLA drafter: its attention needs vLLM's MLA backend and forward context, "
+                                       "which this recorder does not drive yet")
+        poisoned = _compute.poison_unwritten(model, record)
+        if poisoned:
+            out["unwritten"] = _compute.few(poisoned)
+        shared = serve_with(model)
+        if shared["lm_head"] != "draft":
+            raise _compute.CannotJudge("the drafter serves with the target's lm_head, which the recorder does not have")
+        width = model.model.fc.input_size if getattr(model.model, "use_aux_hidden_state", True) \
+            else model.config.hidden_size
+        if entry.get("compute_inputs"):
+            inputs = _compute.file_inputs(str(root / entry["compute_inputs"]))
+        else:
+            inputs = _compute.seeded_inputs(
+                width, model.config.vocab_size,
+                model.config.hidden_size if shared["embed_tokens"] != "draft" else None)
+        if shared["embed_tokens"] != "draft":  # load_eagle_model shares the target's (eagle/utils.py:45-77)
+            if "embed_table" not in inputs:
+                raise _compute.CannotJudge("the drafter serves with the target's embedding, and none was given")
+            model.model.embed_tokens.weight.data = inputs["embed_table"].float()
+        out["inputs_sha256"] = {k: _compute.digest(v) for k, v in sorted(inputs.items())}
+        steps = int(entry.get("compute_steps", _compute.STEPS))
+        logits, fed, tokens = run_compute(model, inputs, steps)
+        out.update(_compute.summary_or_nan(logits, fed, tokens))
+        if entry.get("compute_full"):
+            from safetensors.torch import save_file
+
+            save_file(_compute.full(logits, fed, tokens), str(root / entry["compute_full"]))
+    except _compute.CannotJudge as exc:
+        out["cannot_judge"] = str(exc)
+    except Exception as exc:  # the engine's own code raised while computing: what a server would do on a request
+        out["raised"] = {"type": type(exc).__name__, "message": (str(exc) or repr(exc))[:2000],
+                         "at": _engine_frame(exc, ROOTS)}
+    finally:
+        del model
+        gc.collect()
+    return out
+
+
 def init_process_group() -> None:
     """One-process gloo group, as a single-GPU server has (tensor and pipeline parallel size 1)."""
     with set_current_vllm_config(VllmConfig(device_config=DeviceConfig(device="cpu"))):
@@ -305,6 +423,7 @@ def declare_missing_cpu_ops() -> Any:
 
 
 def main(argv: list[str]) -> int:
+    argv, compute = _compute.compute_option(argv)
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
@@ -318,7 +437,10 @@ def main(argv: list[str]) -> int:
         stack.enter_context(mock.patch.object(layer_utils, "dispatch_cpu_unquantized_gemm", keep_weights_gemm))
         if not torch.accelerator.is_available():  # see the module docstring
             stack.enter_context(mock.patch.object(torch.accelerator, "empty_cache", lambda: None))
-        return run_all(Path(argv[0]), Path(argv[1]), ENGINE, VERSION, record_checkpoint, STARTED)
+        record_one = _compute.computing(record_checkpoint, compute_checkpoint, compute)
+        code = run_all(Path(argv[0]), Path(argv[1]), ENGINE, VERSION, record_one, STARTED)
+    _compute.write(compute, ENGINE, VERSION, STARTED)
+    return code
 
 
 if __name__ == "__main__":
