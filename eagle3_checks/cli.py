@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .checks.acceptance import OWN, own_logits
 from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
 from .drafter.expected import fmt_shape
@@ -25,6 +26,7 @@ from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, ch
 from .errors import UsageError
 from .gate import (
     WAIVERS,
+    _installed,
     acceptance_thresholds,
     all_checks,
     gate,
@@ -195,7 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "TensorRT-LLM's <prefix>_<n>.pt (detected)")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION]",
                    help=f"the engine releases whose readings run besides the trainer's: {choices()} (default "
-                   f"{DEFAULT_ENGINE})")
+                   f"{DEFAULT_ENGINE}); NAME@installed (vllm, sglang) also runs that installed engine's own drafter "
+                   "code on every sample, on CPU (needs --target DIR, whose config.json it is served beside)")
+    p.add_argument("--engine-python", metavar="PATH",
+                   help="the interpreter whose engine NAME@installed means (the serving image's python; default: "
+                   "this one)")
     p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
                    help=f"draft steps K, 1 to {MAX_STEPS} (default {ACCEPT_STEPS})")
     p.add_argument("--target", metavar="DIR|hf://ORG/NAME[@REVISION]",
@@ -736,7 +742,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
     acceptance_thresholds(args.max_drop, args.min_acceptance, args.steps)
-    resolved = resolve(args.engine)
+    engine, judged_live = _installed(args.engine, args.engine_python)
+    resolved = resolve(engine)
+    target_config = Path(args.target or "") / "config.json"
+    if judged_live and not (args.target and target_config.is_file()):
+        raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target DIR (a local "
+                         "folder with its config.json)")
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
@@ -753,12 +764,26 @@ def cmd_accept(args: argparse.Namespace) -> int:
         expect = expect_of(named[0][1])
         head = load_head(args.target, expect.hidden, expect.vocab, device) if args.target else None
         masks = LossMasks(Path(args.loss_mask), args.loss_mask_start) if args.loss_mask else None
-        data = samples(Path(args.data), expect, masks)
+        data: Any = samples(Path(args.data), expect, masks)
         if args.format == "text" and sys.stderr.isatty():  # a progress bar where a person watches
             data = _progress(data, Path(args.data))
+        own: dict[str, list] = {}
+        if judged_live:  # each installed engine's own code on every sample, beside its modelled reading
+            data = list(data)
+            for spec, python in judged_live:
+                reading = dict(named).get(spec)
+                got, said = (None, f"{spec} does not read the checkpoint") if reading is None else own_logits(
+                    ckpt, spec, python, target_config, data, args.steps, reading)
+                print(f"eagle3-checks: note: {spec}: " + (said if got is not None else
+                                                          f"its own code did not compute the drafter: {said}"),
+                      file=sys.stderr)
+                if got is not None:
+                    own[spec + OWN] = got
+                    at = [name for name, _ in named].index(spec) + 1
+                    named.insert(at, (spec + OWN, reading))
         cands = candidates(named[0][1]) if args.resolve else []
         result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], data, args.steps, device=device,
-                          target=head, orders={c.name: c.order for c in cands if c.order})
+                          target=head, orders={c.name: c.order for c in cands if c.order}, own=own)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
     found = answers(result, named[0][1], cands) if cands else []

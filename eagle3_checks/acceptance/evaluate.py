@@ -230,13 +230,33 @@ def permuted(aux: Any, order: Sequence[int]) -> Any:
     return torch.cat([blocks[i] for i in order], dim=-1)
 
 
+def evaluated(data: Iterable[Sample], steps: int, skipped: list[int] | None = None) -> Iterable[Sample]:
+    """The samples :func:`evaluate` scores, in order: each cut before its first non-finite state (the positions cut
+    added to ``skipped[0]``), those too short for ``steps`` left out. An engine's own compute is run on exactly
+    these (``own`` below)."""
+    for sample in data:
+        keep = finite_prefix(sample)
+        t = sample.tokens.shape[0]
+        if keep < t:
+            if skipped is not None:
+                skipped[0] += t - keep
+            sample = Sample(sample.source, sample.tokens[:keep], sample.aux[:keep], sample.last[:keep],
+                            sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
+        if sample.tokens.shape[0] >= steps + 2:
+            yield sample
+
+
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
-             device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None) -> Result:
+             device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None,
+             own: dict[str, list[list]] | None = None) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
     torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
-    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. Raises AcceptanceError."""
+    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. ``own``: readings (by name)
+    whose logits an engine's own code computed (live.compute), per sample of :func:`evaluated` in order, per step;
+    their reading is the modelled one, for its differences from the trainer's. Raises AcceptanceError."""
     orders = orders or {}
+    own = own or {}
     figures = [Figures(name, steps) for name, _ in named]
     trained = named[0][1]
     # an engine release is run as it serves the drafter: a tensor its loader narrows is cut as the loader cuts it
@@ -252,19 +272,20 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
                            + ("; ".join(reading.refusals) or "unfilled: " + ", ".join(unfilled)))
     weights = Weights(ckpt, device)
     result = Result("tokens" if target is None else "target", figures)
-    for sample in data:
-        result.samples += 1
-        keep = finite_prefix(sample)
-        t = sample.tokens.shape[0]
-        if keep < t:
-            result.skipped += t - keep
-            sample = Sample(sample.source, sample.tokens[:keep], sample.aux[:keep], sample.last[:keep],
-                            sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
-        if sample.tokens.shape[0] < steps + 2:
-            continue
+    skipped = [0]
+
+    def counted(items: Iterable[Sample]) -> Iterable[Sample]:
+        for sample in items:
+            result.samples += 1
+            yield sample
+
+    for index, sample in enumerate(evaluated(counted(data), steps, skipped)):
         inputs, labels, valid, target_logits = sample_inputs(sample, steps, target)
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
+                continue
+            if name in own:
+                score(fig, [step.cpu() for step in own[name][index]], labels, valid, steps, target_logits)
                 continue
             fed = inputs if name not in orders else dataclasses.replace(
                 inputs, aux_hidden_states=permuted(inputs.aux_hidden_states, orders[name]))
@@ -276,6 +297,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
                 fig.problem = f"cannot run: {exc}"
                 continue
             score(fig, logits, labels, valid, steps, target_logits)
+    result.skipped = skipped[0]
     if result.samples == 0:
         raise AcceptanceError("no samples in the data")
     if figures[0].positions == 0:

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import RECORDERS
+from ..numerics import ATOL, RTOL
+from ..storage.safetensors import from_numpy, load_array, read_header, write_safetensors
+from . import RECORDERS, TIMEOUT_S, CannotJudge, _env, version
 
 COMPUTED_SUBDIR = ("tests", "conformance", "computed")
 
@@ -95,8 +97,6 @@ def disagreements(recorded: list[dict[str, Any]], got: Modelled, rtol: float | N
     they agree: the same finite target ids, the same argmax in every row, every recorded top-k logit within the
     forward level's float32 tolerance (scaled to the row's largest logit), and the fed state's norm too."""
     import torch
-
-    from ..numerics import ATOL, RTOL
 
     rtol = RTOL if rtol is None else rtol
     atol = ATOL if atol is None else atol
@@ -221,6 +221,121 @@ def _few(t: Any) -> str:
     return "[" + ", ".join(vals) + (", ...]" if t.numel() > 3 else "]")
 
 
+# ----- a live run ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Computed:
+    """The installed engine's own compute of one drafter on the gate's inputs: its release, the compact record
+    (``steps`` of the first inputs, or ``cannot_judge`` / ``raised`` / ``computes_nan`` / ``not_computed``), every
+    logit of each run (``outputs``: per inputs, per step ``logits_step_K`` (T, V), ``fed_step_K``, ``tokens_step_K``)
+    and the run's time, imports included."""
+
+    engine: str
+    version: str
+    record: dict[str, Any]
+    outputs: list[dict[str, Any]]
+    seconds: float
+    loading: dict[str, Any] | None = None  # the loading recording the same run made (live.record's)
+
+    @property
+    def said_by(self) -> str:
+        return f"{self.engine} {self.version}'s own code"
+
+    def logits(self, run: int = 0) -> list:
+        out = self.outputs[run]
+        return [out[f"logits_step_{k}"] for k in range(sum(1 for n in out if n.startswith("logits_step_")))]
+
+
+def _write_inputs(path: Path, inputs: dict[str, Any]) -> None:
+    write_safetensors(path, {name: from_numpy(t.detach().cpu().contiguous().numpy()) for name, t in inputs.items()})
+
+
+def _read_outputs(path: Path) -> dict[str, Any]:
+    import torch
+
+    header = read_header(path, path.name)
+    return {name: torch.from_numpy(load_array(entry).copy()) for name, entry in header.entries.items()}
+
+
+def run_live(engine: str, python: str, checkpoint: Path, target_config: Path, runs: list[dict[str, Any]],
+             steps: int, context_length: int | None = None, timeout: float | None = None) -> Computed:
+    """The installed ``engine`` (for interpreter ``python``) builds and loads ``checkpoint`` as its recorder does and
+    runs the drafter's own forward, ``steps`` draft steps, on each of ``runs`` (inputs as :func:`modelled` takes
+    them), in one subprocess on CPU. Raises live.CannotJudge when the engine cannot be run at all."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    release = version(engine, python)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="eagle3-compute-") as tmp:
+        root = Path(tmp)
+        (root / "target").mkdir()
+        shutil.copyfile(target_config, root / "target" / "config.json")
+        for i, inputs in enumerate(runs):
+            _write_inputs(root / f"inputs-{i}.safetensors", inputs)
+        entry: dict[str, Any] = {"name": "candidate", "dir": str(Path(checkpoint).resolve()),
+                                 "target_config": "target/config.json", "why": "the candidate, computed live",
+                                 "source_hash": "", "compute_steps": steps,
+                                 "compute_inputs": [f"inputs-{i}.safetensors" for i in range(len(runs))],
+                                 "compute_full": [f"full-{i}.safetensors" for i in range(len(runs))]}
+        if context_length:
+            entry["context_length"] = context_length
+        (root / "manifest.json").write_text(json.dumps([entry]))
+        command = [python, str(RECORDERS / f"record_{engine}.py"), str(root / "manifest.json"), str(root / "out"),
+                   "--compute", str(root / "computed.json")]
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout or TIMEOUT_S, env=_env(),
+                                  cwd=tmp)
+        except subprocess.TimeoutExpired:
+            raise CannotJudge(f"{engine} {release}'s own compute ran past {timeout or TIMEOUT_S:.0f} s") from None
+        except OSError as exc:
+            raise CannotJudge(f"cannot run {python}: {exc}") from None
+        path = root / "computed.json"
+        if not path.is_file():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise CannotJudge(f"the recorder does not know {engine} {release}'s internals (it exited with "
+                              f"{proc.returncode}): {tail[0][:300]}")
+        record = json.loads(path.read_text())["checkpoints"]["candidate"]
+        outputs = [_read_outputs(root / f"full-{i}.safetensors") for i in range(len(runs))
+                   if (root / f"full-{i}.safetensors").is_file()]
+        loading = root / "out" / "candidate.json"
+        recorded = json.loads(loading.read_text()) if loading.is_file() else None
+    return Computed(engine, release, record, outputs, time.time() - started, recorded)
+
+
+def compare_live(computed: Computed, reading: Any, weights: Any, runs: list[dict[str, Any]], steps: int,
+                 names: tuple[str, str] | None = None) -> list[str]:
+    """Where the gate's ``reading`` differs from the engine's own compute of the same ``runs``: every logit of every
+    step compared as the forward level compares two readings (draft_steps.compare), later steps fed the engine's own
+    drafts. Empty when they agree; the record's outcome in words when the engine computed nothing comparable."""
+    import torch
+
+    from ..numerics.draft_steps import ForwardError, compare
+
+    rec = computed.record
+    names = names or (computed.said_by, f"the gate's {reading.engine} {reading.version} reading")
+    if "steps" not in rec:
+        return hold(reading, weights, rec, runs[0]) if runs else []
+    out = []
+    for i, (inputs, produced) in enumerate(zip(runs, computed.outputs, strict=False)):
+        theirs = computed.logits(i)
+        fed = {**inputs}
+        if "later_tokens" not in fed and steps > 1:
+            fed["later_tokens"] = torch.stack([produced[f"tokens_step_{k}"] for k in range(steps - 1)])
+        try:
+            got = modelled(_as_engine_runs(reading), weights, fed, steps)
+        except ForwardError as exc:
+            return [f"the gate's reading cannot run: {exc}"]
+        bad = [d for d in (compare(a, b, k, names) for k, (a, b) in enumerate(zip(got.logits, theirs, strict=True)))
+               if not d.ok]
+        if bad:
+            out.append((f"inputs {i}: " if len(runs) > 1 else "") + bad[0].describe())
+    return out
+
+
 def committed(root: Path, engine: str, version: str) -> dict[str, Any] | None:
     """The committed compute recording of a release (tests/conformance/computed/ENGINE-VERSION.json), or None."""
     import json
@@ -229,5 +344,5 @@ def committed(root: Path, engine: str, version: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-__all__ = ["Modelled", "committed", "disagreements", "hold", "inputs_for", "modelled", "recorder_inputs",
-           "recorder_module"]
+__all__ = ["Computed", "Modelled", "committed", "compare_live", "disagreements", "hold", "inputs_for", "modelled",
+           "recorder_inputs", "recorder_module", "run_live"]

@@ -90,6 +90,33 @@ def file_inputs(path: str) -> dict[str, torch.Tensor]:
     return load_file(path)
 
 
+def inputs_of(entry: dict[str, Any], root: Any, width: int, vocab: int, hidden: int | None) -> Any:
+    """(inputs, where to write every logit or None) for each run the manifest entry asks for: its
+    ``compute_inputs`` files (a live run; ``compute_full`` the output files, in order), else the seeded inputs once."""
+    files = entry.get("compute_inputs")
+    if not files:
+        yield seeded_inputs(width, vocab, hidden), None
+        return
+    files = [files] if isinstance(files, str) else files
+    outs = entry.get("compute_full") or [None] * len(files)
+    outs = [outs] if isinstance(outs, str) else outs
+    for path, out in zip(files, outs, strict=True):
+        yield file_inputs(str(root / path)), None if out is None else str(root / out)
+
+
+def keep(out: dict[str, Any], inputs: dict[str, torch.Tensor], logits: list, fed: list, tokens: list,
+         full_path: str | None) -> None:
+    """Add one run to the record: the first run's inputs digests and compact summary, and every logit of each run to
+    its file (a live run)."""
+    if "inputs_sha256" not in out:
+        out["inputs_sha256"] = {k: digest(v) for k, v in sorted(inputs.items())}
+        out.update(summary_or_nan(logits, fed, tokens))
+    if full_path is not None:
+        from safetensors.torch import save_file
+
+        save_file(full(logits, fed, tokens), full_path)
+
+
 def digest(t: torch.Tensor) -> str:
     return hashlib.sha256(t.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
 

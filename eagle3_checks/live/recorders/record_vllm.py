@@ -359,6 +359,7 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
         out["not_computed"] = "the engine did not build and load the drafter"
         return out
     model = None
+    gc.collect()  # the recorded (served, bfloat16) build goes first: only one build is held at a time
     try:
         model = build_for_compute(entry, root)
         if any(type(m).__name__ == "MLAAttention" for m in model.modules()):
@@ -372,24 +373,15 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
             raise _compute.CannotJudge("the drafter serves with the target's lm_head, which the recorder does not have")
         width = model.model.fc.input_size if getattr(model.model, "use_aux_hidden_state", True) \
             else model.config.hidden_size
-        if entry.get("compute_inputs"):
-            inputs = _compute.file_inputs(str(root / entry["compute_inputs"]))
-        else:
-            inputs = _compute.seeded_inputs(
-                width, model.config.vocab_size,
-                model.config.hidden_size if shared["embed_tokens"] != "draft" else None)
-        if shared["embed_tokens"] != "draft":  # load_eagle_model shares the target's (eagle/utils.py:45-77)
-            if "embed_table" not in inputs:
-                raise _compute.CannotJudge("the drafter serves with the target's embedding, and none was given")
-            model.model.embed_tokens.weight.data = inputs["embed_table"].float()
-        out["inputs_sha256"] = {k: _compute.digest(v) for k, v in sorted(inputs.items())}
-        steps = int(entry.get("compute_steps", _compute.STEPS))
-        logits, fed, tokens = run_compute(model, inputs, steps)
-        out.update(_compute.summary_or_nan(logits, fed, tokens))
-        if entry.get("compute_full"):
-            from safetensors.torch import save_file
-
-            save_file(_compute.full(logits, fed, tokens), str(root / entry["compute_full"]))
+        embed_shared = shared["embed_tokens"] != "draft"  # load_eagle_model shares the target's (eagle/utils.py:45-77)
+        for inputs, full_path in _compute.inputs_of(entry, root, width, model.config.vocab_size,
+                                                    model.config.hidden_size if embed_shared else None):
+            if embed_shared:
+                if "embed_table" not in inputs:
+                    raise _compute.CannotJudge("the drafter serves with the target's embedding, and none was given")
+                model.model.embed_tokens.weight.data = inputs["embed_table"].float()
+            logits, fed, tokens = run_compute(model, inputs, int(entry.get("compute_steps", _compute.STEPS)))
+            _compute.keep(out, inputs, logits, fed, tokens, full_path)
     except _compute.CannotJudge as exc:
         out["cannot_judge"] = str(exc)
     except Exception as exc:  # the engine's own code raised while computing: what a server would do on a request

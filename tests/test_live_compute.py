@@ -1,0 +1,168 @@
+"""The installed engine's own compute in the gate (``--engine NAME@installed`` at the forward and acceptance levels):
+what the gate does with the logits an engine's recorder computes. No engine is installed here: a stand-in
+interpreter answers as vLLM 0.33.0 (its loading recording of the flat example, as tests/test_live.py replays it)
+and computes each drafter the way the gate's modelled reading does, or miswired on purpose, or refuses to judge, and
+writes what the real recorder writes (``recorders/_compute.py``: the compact record and every logit). That tests the
+gate's plumbing and verdicts; the engines' own compute is held to the modelled readings by
+tests/test_engine_compute.py (committed recordings) and conformance/test_live.py (a real installed engine).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from eagle3_checks.cli import main  # noqa: E402
+from eagle3_checks.defects import REPLAYED  # noqa: E402
+from helpers import run  # noqa: E402
+
+_STAND_INS: dict[str, Path] = {}
+
+# The stand-in recorder. MODE: "modelled" (the gate's reading, what a faithful engine computes), "miswired" (the
+# normed state fed forward), "cannot" (the stand-in cannot judge the drafter).
+SCRIPT = """#!{python}
+import json, sys
+from pathlib import Path
+MODE = {mode!r}
+RECORD = json.loads(Path({replayed!r}).read_text())
+if sys.argv[1:2] == ["-c"]:
+    print(RECORD["version"])
+    sys.exit(0)
+args = sys.argv[2:]
+computed = args[args.index("--compute") + 1] if "--compute" in args else None
+manifest, out = Path(args[0]), Path(args[1])
+out.mkdir(parents=True)
+root = manifest.parent
+records = {{}}
+for entry in json.loads(manifest.read_text()):
+    (out / f"{{entry['name']}}.json").write_text(json.dumps({{**RECORD, "checkpoint": entry["name"]}}))
+    if computed is None:
+        continue
+    from safetensors.torch import load_file, save_file
+    from eagle3_checks import engines
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+    from eagle3_checks.gate import load_target
+    from eagle3_checks.live import compute
+    from eagle3_checks.numerics.draft_steps import Weights
+    rc = compute.recorder_module()
+    rec = {{"checkpoint": entry["name"], "source_hash": entry["source_hash"]}}
+    if MODE == "cannot":
+        rec["cannot_judge"] = "the attention stand-in does not compute a sliding window"
+    else:
+        ckpt = open_checkpoint(Path(entry["dir"]))
+        reading = engines.read(ckpt, "vllm@0.33.0", load_target(str(root / entry["target_config"])))
+        if MODE == "miswired":
+            reading.feedback = "normed" if reading.feedback == "prenorm" else "prenorm"
+        for i, (path, full) in enumerate(zip(entry["compute_inputs"], entry["compute_full"])):
+            inputs = load_file(str(root / path))
+            got = compute.modelled(reading, Weights(ckpt, "cpu"), inputs, entry["compute_steps"])
+            later = inputs.get("later_tokens")
+            tokens = [later[k] if later is not None and k < later.shape[0] else lg.argmax(-1)
+                      for k, lg in enumerate(got.logits)]
+            if i == 0:
+                rec["steps"] = rc.summary(got.logits, got.fed, tokens)
+            save_file(rc.full(got.logits, got.fed, tokens), str(root / full))
+    records[entry["name"]] = rec
+(out / "index.json").write_text(json.dumps({{"run_seconds": 0.0}}))
+if computed is not None:
+    Path(computed).write_text(json.dumps({{"checkpoints": records}}))
+"""
+
+
+def stand_in(mode: str) -> Path:
+    """An interpreter path that answers as vLLM 0.33.0 and computes in ``mode`` (see SCRIPT)."""
+    if mode not in _STAND_INS:
+        folder = Path(tempfile.mkdtemp(prefix="eagle3-compute-stand-in-"))
+        script = folder / "python"
+        script.write_text(SCRIPT.format(python=sys.executable, mode=mode, replayed=str(REPLAYED)))
+        script.chmod(0o755)
+        _STAND_INS[mode] = script
+    return _STAND_INS[mode]
+
+
+def forward_run(drafter, target_path, mode: str):
+    return run(drafter("flat").write(), engine="vllm@installed", engine_python=str(stand_in(mode)),
+               target_config=str(target_path), level="forward")
+
+
+def codes(result, check: str) -> set[str]:
+    return {f.code for f in result.result(check, "vllm@0.33.0").findings}
+
+
+def messages(result, check: str) -> str:
+    return " ".join(f.message for f in result.result(check, "vllm@0.33.0").findings)
+
+
+def test_the_forward_level_judges_the_engines_own_logits(drafter, target_path):
+    result = forward_run(drafter, target_path, "modelled")
+    assert codes(result, "engine.live") == {"engine.live/agrees", "engine.live/computes-as-modelled"}
+    assert codes(result, "forward.equivalence") == {"forward.equivalence/agrees"}
+    said = messages(result, "forward.equivalence")
+    assert "computed by vllm 0.33.0's own code" in said and "the modelled vllm 0.33.0 reading gives the same" in said
+
+
+def test_an_engine_computing_otherwise_is_reported_and_its_logits_are_judged(drafter, target_path):
+    """The engine feeds the normed state forward where the modelled reading feeds the pre-norm one: engine.live
+    says the model is wrong, and forward.equivalence judges what the engine computes (it differs from training)."""
+    result = forward_run(drafter, target_path, "miswired")
+    assert "engine.live/computes-otherwise" in codes(result, "engine.live")
+    assert codes(result, "forward.equivalence") == {"forward.equivalence/differs"}
+    assert "computed by vllm 0.33.0's own code" in messages(result, "forward.equivalence")
+    assert "differs from them" in messages(result, "forward.equivalence")
+
+
+def test_a_drafter_the_stand_in_cannot_compute_is_judged_by_the_modelled_reading(drafter, target_path):
+    result = forward_run(drafter, target_path, "cannot")
+    assert codes(result, "engine.live") == {"engine.live/agrees", "engine.live/compute-unjudged"}
+    assert codes(result, "forward.equivalence") == {"forward.equivalence/agrees"}
+    assert "the modelled reading: vllm 0.33.0's own code did not compute it: the attention stand-in" in \
+        messages(result, "forward.equivalence")
+
+
+def test_below_the_forward_level_the_engine_is_not_asked_to_compute(drafter, target_path):
+    result = run(drafter("flat").write(), engine="vllm@installed", engine_python=str(stand_in("miswired")),
+                 target_config=str(target_path), level="header")
+    assert codes(result, "engine.live") == {"engine.live/agrees"}
+
+
+@pytest.fixture
+def two_samples(trained_world, tmp_path) -> Path:
+    """Two of the trained world's test samples (the stand-in computes every sample in a subprocess)."""
+    import shutil
+
+    out = tmp_path / "data"
+    out.mkdir()
+    for i in (0, 1):
+        shutil.copyfile(trained_world / "test" / f"hs_{i}.safetensors", out / f"hs_{i}.safetensors")
+    return out
+
+
+def _accept(world: Path, data: Path, mode: str, capsys) -> tuple[int, dict]:
+    code = main(["accept", str(world / "drafters" / "trained"), "--data", str(data), "--target",
+                 str(world / "target"), "--engine", "vllm@installed", "--engine-python", str(stand_in(mode)),
+                 "--format", "json"])
+    return code, {r["reading"]: r for r in json.loads(capsys.readouterr().out)["readings"]}
+
+
+def test_accept_scores_the_engines_own_compute_beside_the_modelled_reading(trained_world, two_samples, capsys):
+    code, got = _accept(trained_world, two_samples, "modelled", capsys)
+    assert code == 0 and set(got) == {"trainer", "vllm@0.33.0", "vllm@0.33.0, own code"}
+    own, modelled = got["vllm@0.33.0, own code"], got["vllm@0.33.0"]
+    assert own["acceptance_length"] == modelled["acceptance_length"] and own["positions"] == modelled["positions"]
+    assert own["alpha"] == pytest.approx(modelled["alpha"], abs=1e-6)
+    code, got = _accept(trained_world, two_samples, "miswired", capsys)
+    assert code == 1  # the engine's own figures lose more than --max-drop
+    assert got["vllm@0.33.0, own code"]["acceptance_length"] < 0.9 * got["vllm@0.33.0"]["acceptance_length"]
+
+
+def test_accept_judging_live_needs_the_target_folder(trained_world, capsys):
+    code = main(["accept", str(trained_world / "drafters" / "trained"), "--data", str(trained_world / "test"),
+                 "--engine", "vllm@installed", "--engine-python", str(stand_in("modelled"))])
+    assert code == 2
+    assert "--target DIR" in capsys.readouterr().err
