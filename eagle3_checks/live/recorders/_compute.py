@@ -104,12 +104,17 @@ def inputs_of(entry: dict[str, Any], root: Any, width: int, vocab: int, hidden: 
         yield file_inputs(str(root / path)), None if out is None else str(root / out)
 
 
+def note_inputs(out: dict[str, Any], inputs: dict[str, torch.Tensor]) -> None:
+    """Note what the first run is fed (before it runs: a run that raises is recorded with its inputs)."""
+    if "inputs_sha256" not in out:
+        out["inputs_sha256"] = {k: digest(v) for k, v in sorted(inputs.items())}
+
+
 def keep(out: dict[str, Any], inputs: dict[str, torch.Tensor], logits: list, fed: list, tokens: list,
          full_path: str | None) -> None:
     """Add one run to the record: the first run's inputs digests and compact summary, and every logit of each run to
     its file (a live run)."""
-    if "inputs_sha256" not in out:
-        out["inputs_sha256"] = {k: digest(v) for k, v in sorted(inputs.items())}
+    if "steps" not in out and "computes_nan" not in out:
         out.update(summary_or_nan(logits, fed, tokens))
     if full_path is not None:
         from safetensors.torch import save_file

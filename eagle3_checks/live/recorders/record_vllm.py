@@ -380,6 +380,7 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
                 if "embed_table" not in inputs:
                     raise _compute.CannotJudge("the drafter serves with the target's embedding, and none was given")
                 model.model.embed_tokens.weight.data = inputs["embed_table"].float()
+            _compute.note_inputs(out, inputs)
             logits, fed, tokens = run_compute(model, inputs, int(entry.get("compute_steps", _compute.STEPS)))
             _compute.keep(out, inputs, logits, fed, tokens, full_path)
     except _compute.CannotJudge as exc:
