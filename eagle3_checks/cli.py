@@ -188,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="DIR|hf://ORG/NAME",
                    help="the verifier's checkpoint: later steps embed the drafted tokens with its embed_tokens when "
                    "the drafter ships none, as engines do (only that tensor's rows are read)")
+    p.add_argument("--engine-python", metavar="PATH",
+                   help="with --engine NAME@installed (vllm, sglang): the interpreter whose engine computes the logits "
+                   "with its own drafter code, on CPU (default: this one)")
+    p.add_argument("--target-config", metavar="FILE",
+                   help="the target's config.json the installed engine is served beside (default: --target's)")
     _hub_options(p)
 
     p = sub.add_parser("accept", help="measure each reading's acceptance on recorded target states")
@@ -701,9 +706,17 @@ def cmd_forward(args: argparse.Namespace) -> int:
     # the options first: importing torch (below) takes seconds, and a refused option should not wait for it
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
-    specs = resolve(args.engine).specs
+    engine, judged_live = _installed(args.engine, args.engine_python)
+    specs = resolve(engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
+    live = None
+    if judged_live:
+        target_config = Path(args.target_config or Path(args.target or "") / "config.json")
+        if not target_config.is_file():
+            raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target-config "
+                             "FILE or --target DIR (a local folder with its config.json)")
+        live = (judged_live[0][1], target_config)
     check_inputs_path(Path(args.inputs))
     hint = torch_missing()
     if hint:
@@ -713,7 +726,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
     ckpt.display = args.ckpt
     embedding = load_target_checkpoint(args.target)[1] if args.target else None
     written, broken, note = run_forward_files(ckpt, specs[0], Path(args.inputs), Path(args.out), args.steps,
-                                              embedding, DEFAULT_STEPS)
+                                              embedding, DEFAULT_STEPS, live)
     if note:
         print(f"eagle3-checks: note: {note}", file=sys.stderr)
     _write(f"wrote {args.out}: {', '.join(written)}\n")

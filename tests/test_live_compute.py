@@ -143,6 +143,32 @@ def two_samples(trained_world, tmp_path) -> Path:
     return out
 
 
+def test_forward_writes_the_engines_own_logits(drafter, target_path, tmp_path, capsys):
+    """``forward --engine vllm@installed``: the logits written are the engine's own (here the stand-in's), the note
+    says who computed them and how the modelled reading compares; a miswired engine's differ, and the note says so."""
+    from eagle3_checks.storage.safetensors import load_array, read_header
+    from helpers import write_inputs
+
+    path = drafter("flat").write()
+    inputs = write_inputs(tmp_path / "in.safetensors")
+
+    def forward(mode: str) -> dict:
+        out = tmp_path / f"{mode}.safetensors"
+        assert main(["forward", str(path), "--engine", "vllm@installed", "--engine-python", str(stand_in(mode)),
+                     "--target-config", str(target_path), "--inputs", str(inputs), "--out", str(out)]) == 0
+        header = read_header(out, out.name)
+        assert header.metadata["computed_by"] == "its own code"
+        return {name: load_array(e) for name, e in header.entries.items()}
+
+    faithful = forward("modelled")
+    note = capsys.readouterr().err
+    assert "computed by vllm 0.33.0's own code" in note and "the modelled reading gives the same logits" in note
+    miswired = forward("miswired")
+    assert "the modelled reading differs: step 1" in capsys.readouterr().err
+    assert (faithful["logits"] == miswired["logits"]).all() and not (
+        faithful["logits_step_1"] == miswired["logits_step_1"]).all()
+
+
 def _accept(world: Path, data: Path, mode: str, capsys) -> tuple[int, dict]:
     code = main(["accept", str(world / "drafters" / "trained"), "--data", str(data), "--target",
                  str(world / "target"), "--engine", "vllm@installed", "--engine-python", str(stand_in(mode)),
