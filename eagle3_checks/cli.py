@@ -781,12 +781,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
         if args.format == "text" and sys.stderr.isatty():  # a progress bar where a person watches
             data = _progress(data, Path(args.data))
         own: dict[str, list] = {}
+        # the target's embed_tokens, for a reading without the drafter's own (SGLang serves with the target's)
+        embedding = load_target_checkpoint(args.target)[1] if args.target else None
         if judged_live:  # each installed engine's own code on every sample, beside its modelled reading
             data = list(data)
             for spec, python in judged_live:
                 reading = dict(named).get(spec)
                 got, said = (None, f"{spec} does not read the checkpoint") if reading is None else own_logits(
-                    ckpt, spec, python, target_config, data, args.steps, reading)
+                    ckpt, spec, python, target_config, data, args.steps, reading, embedding)
                 print(f"eagle3-checks: note: {spec}: " + (said if got is not None else
                                                           f"its own code did not compute the drafter: {said}"),
                       file=sys.stderr)
@@ -796,7 +798,8 @@ def cmd_accept(args: argparse.Namespace) -> int:
                     named.insert(at, (spec + OWN, reading))
         cands = candidates(named[0][1]) if args.resolve else []
         result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], data, args.steps, device=device,
-                          target=head, orders={c.name: c.order for c in cands if c.order}, own=own)
+                          target=head, orders={c.name: c.order for c in cands if c.order}, own=own,
+                          embedding=embedding)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
     found = answers(result, named[0][1], cands) if cands else []

@@ -192,3 +192,17 @@ def test_accept_judging_live_needs_the_target_folder(trained_world, capsys):
                  "--engine", "vllm@installed", "--engine-python", str(stand_in("modelled"))])
     assert code == 2
     assert "--target DIR" in capsys.readouterr().err
+
+
+def test_accept_embeds_with_the_targets_embedding_where_the_engine_does(trained_world, two_samples, tmp_path,
+                                                                        capsys):
+    """SGLang serves every EAGLE-3 drafter with the target's embedding (eagle_worker_v2.py:353-363): its reading
+    has no embed_tokens, and with --target accept embeds with the target's, as the engine does (without it the
+    reading could not run); the trained world's drafter, converted for SGLang, scores as under vLLM."""
+    flat = tmp_path / "sglang"
+    assert main(["convert", str(trained_world / "drafters" / "trained"), str(flat), "--to", "sglang"]) == 0
+    capsys.readouterr()
+    assert main(["accept", str(flat), "--data", str(two_samples), "--target", str(trained_world / "target"),
+                 "--engine", "sglang", "--engine", "vllm", "--format", "json"]) == 0
+    got = {r["reading"]: r for r in json.loads(capsys.readouterr().out)["readings"]}
+    assert got["sglang@0.5.23"]["acceptance_length"] == got["vllm@0.33.0"]["acceptance_length"] > 2.5

@@ -248,13 +248,15 @@ def evaluated(data: Iterable[Sample], steps: int, skipped: list[int] | None = No
 
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
              device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None,
-             own: dict[str, list[list]] | None = None) -> Result:
+             own: dict[str, list[list]] | None = None, embedding: Any = None) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
     torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
     name) fed the aux blocks in another order (:func:`permuted`), for the resolver. ``own``: readings (by name)
     whose logits an engine's own code computed (live.compute), per sample of :func:`evaluated` in order, per step;
-    their reading is the modelled one, for its differences from the trainer's. Raises AcceptanceError."""
+    their reading is the modelled one, for its differences from the trainer's. ``embedding``: the target's
+    embed_tokens (storage.target_weights.TargetEmbedding), what a reading without embed_tokens embeds with, as the
+    engine does (SGLang serves every EAGLE-3 drafter with the target's). Raises AcceptanceError."""
     orders = orders or {}
     own = own or {}
     figures = [Figures(name, steps) for name, _ in named]
@@ -281,6 +283,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
 
     for index, sample in enumerate(evaluated(counted(data), steps, skipped)):
         inputs, labels, valid, target_logits = sample_inputs(sample, steps, target)
+        inputs.target_embedding = embedding
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
                 continue

@@ -77,12 +77,13 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
                 reading = dict(named).get(spec)
                 if reading is not None:
                     got, said[spec] = own_logits(ckpt, spec, python, target_config, data, ACCEPT_STEPS, reading,
-                                                 context_length=options.max_model_len)
+                                                 ctx.target_embedding, options.max_model_len)
                     if got is not None:
                         own[spec + OWN] = got
                         named.insert([n for n, _ in named].index(spec) + 1, (spec + OWN, reading))
         result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], data,
-                          ACCEPT_STEPS, target=head, orders={c.name: c.order for c in cands if c.order}, own=own)
+                          ACCEPT_STEPS, target=head, orders={c.name: c.order for c in cands if c.order}, own=own,
+                          embedding=ctx.target_embedding)
     except (AcceptanceError, DataError) as exc:
         raise NotApplicable(f"--data {options.data}: {exc}") from None
     result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
@@ -99,13 +100,15 @@ def own_logits(ckpt: Any, spec: str, python: str, target_config: Path, data: lis
                embedding: Any = None, context_length: int | None = None) -> tuple[list | None, str]:
     """The installed engine's own compute (live.compute.run_live) of the drafter on every sample the acceptance level
     scores (acceptance.evaluate.evaluated, teacher-forced as it is), in one engine run: the logits per sample and
-    step, and who computed them; or None and why not. ``embedding``: the table it embeds with where it serves the
-    target's (``reading`` has no embed_tokens)."""
+    step, and who computed them; or None and why not. ``embedding``: the target's embed_tokens
+    (storage.target_weights.TargetEmbedding), what it embeds with where it serves the target's (``reading`` has no
+    embed_tokens)."""
     import torch
 
     from ..acceptance.evaluate import evaluated, sample_inputs
 
     runs = []
+    table = None
     for sample in evaluated(data, steps):
         inputs, _, _, _ = sample_inputs(sample, steps)
         run: dict[str, Any] = {"aux_hidden_states": inputs.aux_hidden_states, "input_ids": inputs.input_ids,
@@ -116,7 +119,9 @@ def own_logits(ckpt: Any, spec: str, python: str, target_config: Path, data: lis
             if embedding is None:
                 return None, (f"{spec} embeds with the target's embed_tokens, which acceptance was not given "
                               "(--target)")
-            run["embed_table"] = embedding
+            if table is None:
+                table = torch.from_numpy(embedding.rows(list(range(reading.vocab_size))))
+            run["embed_table"] = table
         runs.append(run)
     if not runs:
         return None, "no sample to compute"
