@@ -69,6 +69,7 @@ from vllm.config import (CompilationConfig, CompilationMode, DeviceConfig, LoadC
                          ParallelConfig, SpeculativeConfig, VllmConfig, replace, set_current_vllm_config)
 from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
 from vllm.model_executor.layers.attention.attention import Attention  # noqa: E402
+from vllm.model_executor.layers.attention.mla_attention import MLAAttention  # noqa: E402
 from vllm.model_executor.layers.linear import MergedColumnParallelLinear, QKVParallelLinear  # noqa: E402
 from vllm.model_executor.model_loader import get_model  # noqa: E402
 from vllm.model_executor.model_loader.default_loader import DefaultModelLoader  # noqa: E402
@@ -325,6 +326,32 @@ def standin_forward(standin: _compute.StandIn):
     return forward
 
 
+def standin_mla_forward(standin: _compute.StandIn):
+    """``MLAAttention.forward`` (model_executor/layers/attention/mla_attention.py:829-898), which needs vLLM's MLA
+    backend, its KV cache and a forward context, replaced by the stand-in on what the engine hands it: the roped q
+    (num_heads, qk_nope + qk_rope), the normed latent ``kv_c_normed`` and the roped ``k_pe`` (layers/mla.py:244-250).
+    As the engine's MHA path does (forward_mha, mla_attention.py:3248-3256), the layer's own ``kv_b_proj`` up-projects
+    the latent to per-head [k_nope | v] and k is [k_nope | k_pe] (k_pe shared by every head, :2931); attention runs
+    with the layer's own ``scale`` (head_dim^-0.5 x mscale^2, deepseek_v2.py:1129-1136). The absorbed decode path the
+    engine takes for one-token steps (:1105-1165) computes the same product reassociated."""
+    def forward(self: Any, q: torch.Tensor, kv_c_normed: torch.Tensor, k_pe: torch.Tensor,
+                output_shape: Any = None, q_dcp_replicated: Any = None) -> torch.Tensor:
+        asks = {"a sliding window": self.sliding_window is not None, "sparse attention (an indexer)":
+                self.indexer is not None, "decode context parallelism": q_dcp_replicated is not None}
+        if any(asks.values()):
+            raise _compute.CannotJudge("the attention stand-in does not compute "
+                                       + ", ".join(k for k, v in asks.items() if v))
+        t, nh = q.shape[0], self.num_heads
+        kv = self.kv_b_proj(kv_c_normed)[0].view(t, nh, self.qk_nope_head_dim + self.v_head_dim)
+        k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, k_pe.view(t, 1, self.qk_rope_head_dim).expand(t, nh, self.qk_rope_head_dim)], dim=-1)
+        head = self.qk_nope_head_dim + self.qk_rope_head_dim
+        out = standin.attend(self, q.reshape(t, nh * head), k.reshape(t, nh * head), v.reshape(t, -1), nh, nh, head,
+                             self.v_head_dim, self.scale)
+        return out.to(q.dtype)
+    return forward
+
+
 def run_compute(model: nn.Module, inputs: dict, steps: int) -> tuple[list, list, list]:
     """K draft steps of the drafter, as vLLM's proposer drives it (v1/spec_decode/llm_base_proposer.py, the V1
     proposer a CPU host runs; the V2 runner's speculator.py:210-216, 433-437, 485-488, 935-946 does the same):
@@ -337,7 +364,8 @@ def run_compute(model: nn.Module, inputs: dict, steps: int) -> tuple[list, list,
     ids, positions = inputs["input_ids"], inputs["position_ids"]
     later = inputs.get("later_tokens")
     logits, fed, tokens = [], [], []
-    with mock.patch.object(Attention, "forward", standin_forward(standin)), torch.no_grad():
+    with mock.patch.object(Attention, "forward", standin_forward(standin)), \
+            mock.patch.object(MLAAttention, "forward", standin_mla_forward(standin)), torch.no_grad():
         hidden = model.combine_hidden_states(inputs["aux_hidden_states"].float())
         for step in range(steps):
             standin.step = step
@@ -362,9 +390,6 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
     gc.collect()  # the recorded (served, bfloat16) build goes first: only one build is held at a time
     try:
         model = build_for_compute(entry, root)
-        if any(type(m).__name__ == "MLAAttention" for m in model.modules()):
-            raise _compute.CannotJudge("an MLA drafter: its attention needs vLLM's MLA backend and forward context, "
-                                       "which this recorder does not drive yet")
         poisoned = _compute.poison_unwritten(model, record)
         if poisoned:
             out["unwritten"] = _compute.few(poisoned)
