@@ -105,6 +105,8 @@ def test_the_forward_level_judges_the_engines_own_logits(drafter, target_path):
     assert codes(result, "forward.equivalence") == {"forward.equivalence/agrees"}
     said = messages(result, "forward.equivalence")
     assert "computed by vllm 0.33.0's own code" in said and "the modelled vllm 0.33.0 reading gives the same" in said
+    # what the engine's own code computed is recorded, not modelled (registry.RECORDED)
+    assert {f.basis for f in result.result("forward.equivalence", "vllm@0.33.0").findings} == {"recorded"}
 
 
 def test_an_engine_computing_otherwise_is_reported_and_its_logits_are_judged(drafter, target_path):

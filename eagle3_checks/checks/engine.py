@@ -33,7 +33,7 @@ from ..live import verdict
 from ..live.compare import disagreements, left_unwritten
 from ..live.compute import compare_live
 from ..numerics import RTOL
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
+from ..registry import RECORDED, Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
 from ._common import CONFIG, config_of, engine_captures, live_recording, release, require_complete, unread_layout
 from ._common import served as served_by
 from ._own import STEPS, TOKENS, _weights, live_run
@@ -616,8 +616,8 @@ def _own_compute(ctx: Context, spec: str, served: Reading) -> Iterable[Finding]:
                     why="the forward and acceptance levels judge the engine's own logits where it computed them; "
                     "the modelled reading, used without --engine NAME@installed, would judge another drafter",
                     fix=f"report the disagreement with `conformance/run.sh {spec}` (its compute recording) attached, "
-                    "so the reading can be corrected")
+                    "so the reading can be corrected", basis=RECORDED)
     else:
         yield info(f"{computed.said_by} computes what the modelled reading computes: {STEPS} draft steps over "
                    f"{TOKENS} tokens, every logit to float32 rounding (live, {computed.seconds:.0f} s)",
-                   code="computes-as-modelled")
+                   code="computes-as-modelled", basis=RECORDED)

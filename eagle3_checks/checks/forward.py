@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .. import engines
 from ..engines.reading import describe_difference, differences, remedy
 from ..numerics import ATOL, RTOL, torch_missing
-from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
+from ..registry import RECORDED, Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
 from ._common import release, unread_layout
 from ._common import served as served_by
 from ._own import SEED, STEPS, TOKENS, _computed, _own_logits, _weights, live_run
@@ -215,7 +215,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
                       else "" if not no_embed or own is not None else "; later steps embed drafted tokens with a "
                       "stand-in table (no embed_tokens in the checkpoint; --target embeds with the target's, as "
                       "engines do)") + beside,
-                   code="agrees")
+                   code="agrees", basis=RECORDED if own is not None and _computed(own) else None)
         return
     causes = [describe_difference(name, served, trained) for name in differences(served, trained)]
     if ctx.source is not None:
@@ -231,4 +231,5 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         "acceptance drops without any error",
         fix=("; ".join(fixes) + ", as the drafter was trained" if fixes else
              "re-export the tensors listed from the trained checkpoint"),
+        basis=RECORDED if own is not None and _computed(own) else None,
     )
