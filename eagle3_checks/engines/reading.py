@@ -29,6 +29,10 @@ from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shap
 from ..drafter.families.mla import MlaShape, effective
 from ..drafter.layout import parse_name
 
+# How a reading's ``unfilled`` says a parameter is served all the same: shared from the target, or put there by the
+# serving worker after load (sglang_0_5_23.AFTER_LOAD).
+SERVED = ("shared", "after load, the worker puts ")
+
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (
     "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "num_layers", "rms_norm_eps",
@@ -157,8 +161,9 @@ class Reading:
     @property
     def computable(self) -> bool:
         """The engine serves something: it loads the checkpoint (narrowed tensors cut as its loader cuts them) and
-        fills every parameter it computes with."""
-        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
+        fills every parameter it computes with (shared from the target, or put there by the worker after load: SGLang's
+        tied lm_head is the target's embedding, which its own compute showed it serves with)."""
+        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith(SERVED)]
 
 
 assert set(SEMANTIC_FIELDS) <= {f.name for f in fields(Reading)}

@@ -291,6 +291,16 @@ def _target_rows(embedding: Any, ids, reading):
         raise ForwardError(str(exc)) from exc
 
 
+def _head_rows(inputs: Inputs, reading, dv: int):
+    """The first ``dv`` rows of the target's embedding, as a tied lm_head the worker replaced serves them."""
+    import torch
+
+    if inputs.target_embedding is None:
+        raise ForwardError("lm_head is tied to the embedding, which the engine replaces by the target's: give the "
+                           "target checkpoint (--target)")
+    return _target_rows(inputs.target_embedding, torch.arange(dv), reading)
+
+
 def torch_cat(parts):
     import torch
 
@@ -362,7 +372,11 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
             for layer in range(reading.num_layers):
                 x = _layer(x, e, layer, positions, step, reading, weights, caches[layer], rope)
             normed = rms_norm(x, W("norm.weight"), eps)
-            draft = weights.linear(normed if reading.final_norm else x, reading.tensors[head_role], rows=dv)
+            if head_role in reading.tensors:
+                draft = weights.linear(normed if reading.final_norm else x, reading.tensors[head_role], rows=dv)
+            else:  # a tied lm_head the worker replaced by the target's embedding (its first DV rows: SGLang 0.5.23
+                # llama_eagle3.py:303-304 ties it, llama.py:910-918 replaces it, logits_processor keeps DV columns)
+                draft = (normed if reading.final_norm else x) @ _head_rows(inputs, reading, dv).to(dev).T
             logits = torch.full((draft.shape[0], v), float("-inf"), device=dev)
             logits[:, targets] = draft
             out.append(logits.cpu())
