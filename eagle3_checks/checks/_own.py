@@ -49,10 +49,11 @@ class LiveRun:
     runs: list
 
 
-def _embed_table(ctx: Context, served, trained):
-    """What the engine embeds with where it serves the target's embedding (served has no embed_tokens): the
-    target's (--target), else the checkpoint's own embed_tokens (a trained drafter ships a copy of the target's),
-    else a seeded stand-in. None where it embeds with the drafter's own."""
+def _embed_table(ctx: Context, served, trained) -> tuple[str, Any] | None:
+    """What the engine embeds with where it serves the target's embedding (served has no embed_tokens): ("table",
+    the target's, --target, up to TABLE_LIMIT elements), ("own", the checkpoint's own embed_tokens: a trained drafter
+    ships a copy of the target's, which the engine loads and the recorder puts back in place, nothing sent), or
+    ("table", a seeded stand-in), or ("none", why not). None where it embeds with the drafter's own."""
     import torch
 
     if "embed_tokens.weight" in served.tensors:
@@ -61,14 +62,29 @@ def _embed_table(ctx: Context, served, trained):
     if ctx.target_embedding is not None and vocab * hidden <= TABLE_LIMIT:
         try:
             if tuple(ctx.target_embedding.shape) == (vocab, hidden):
-                return torch.from_numpy(ctx.target_embedding.rows(list(range(vocab))))
+                return "table", torch.from_numpy(ctx.target_embedding.rows(list(range(vocab))))
         except Exception:  # noqa: BLE001 (an unreadable target falls back to the checkpoint's own table)
             pass
-    own = trained.tensors.get("embed_tokens.weight") or next(iter(served.replaced), None)
+    own = next(iter(served.replaced), None)
     entry = ctx.ckpt.tensors.get(own) if own else None
     if own and entry is not None and tuple(entry.shape) == (vocab, hidden):
-        return _weights(ctx, ctx.ckpt).f32(own)
-    return recorder_module().uniform(vocab * hidden, SEED + 1).view(vocab, hidden).float()
+        return "own", own
+    if vocab * hidden <= TABLE_LIMIT:
+        return "table", recorder_module().uniform(vocab * hidden, SEED + 1).view(vocab, hidden).float()
+    return "none", (f"{served.engine} embeds with the target's embed_tokens ({vocab} x {hidden}), which this gate has "
+                    "no copy of to give it (--target)")
+
+
+class _Rows:
+    """A checkpoint tensor as an embedding table the forward pass reads rows of (only the rows it needs)."""
+
+    def __init__(self, weights: Weights, name: str, shape: tuple[int, ...]) -> None:
+        self.weights, self.name, self.shape = weights, name, shape
+
+    def rows(self, ids: list[int]) -> Any:
+        import torch
+
+        return self.weights.rows(self.name, torch.tensor(ids, dtype=torch.int64)).cpu().numpy()
 
 
 def live_run(ctx: Context, spec: str) -> LiveRun | None:
@@ -92,12 +108,16 @@ def live_run(ctx: Context, spec: str) -> LiveRun | None:
         table = _embed_table(ctx, served, trained)
         runs = [{"aux_hidden_states": inputs.aux_hidden_states, "input_ids": inputs.input_ids,
                  "position_ids": inputs.position_ids}]
-        if table is not None:
-            runs[0]["embed_table"] = table
-            inputs.target_embedding = _Table(table)
+        if table is not None and table[0] == "table":
+            runs[0]["embed_table"] = table[1]
+            inputs.target_embedding = _Table(table[1])
+        elif table is not None and table[0] == "own":  # the engine keeps the drafter's own copy in place
+            inputs.target_embedding = _Rows(_weights(ctx, ctx.ckpt), table[1], (served.vocab_size, served.hidden_size))
         target = live_target_config(ctx)
         computed: Any
-        if ctx.ckpt.source.weights_elsewhere or not target or not os.path.isfile(target):
+        if table is not None and table[0] == "none":
+            computed = live.CannotJudge(table[1])
+        elif ctx.ckpt.source.weights_elsewhere or not target or not os.path.isfile(target):
             computed = live.CannotJudge("the engine computes a local checkpoint beside a local target config: "
                                         + (ctx.ckpt.source.weights_elsewhere or "--target-config is not a local file"))
         else:

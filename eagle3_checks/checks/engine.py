@@ -607,7 +607,8 @@ def _own_compute(ctx: Context, spec: str, served: Reading) -> Iterable[Finding]:
         return
     if "not_computed" in rec or "computes_nan" in rec:
         return  # refused or unwritten parameters: reported above
-    found = compare_live(computed, served, _weights(ctx, ctx.ckpt), run.runs, STEPS)
+    found = compare_live(computed, served, _weights(ctx, ctx.ckpt), run.runs, STEPS,
+                         embedding=run.inputs.target_embedding)
     if found:
         yield error(f"the modelled {served.engine} {served.version} reading computes other logits than "
                     f"{computed.said_by} (live, {computed.seconds:.0f} s): {found[0]}", code="computes-otherwise",

@@ -72,9 +72,10 @@ class Modelled:
     fed: list  # (T, H) per step: the state each step hands on
 
 
-def modelled(reading: Any, weights: Any, inputs: dict[str, Any], steps: int) -> Modelled:
+def modelled(reading: Any, weights: Any, inputs: dict[str, Any], steps: int, embedding: Any = None) -> Modelled:
     """The gate's reading run on the recorder's inputs (greedy, or the ``later_tokens`` they give), as served (a
-    tensor the loader narrows cut as it cuts it). Raises draft_steps.ForwardError."""
+    tensor the loader narrows cut as it cuts it); ``embedding``: the target's embedding where the inputs carry no
+    ``embed_table`` (rows(ids), shape). Raises draft_steps.ForwardError."""
     from ..numerics.draft_steps import Inputs, run
 
     later = inputs.get("later_tokens")
@@ -82,7 +83,7 @@ def modelled(reading: Any, weights: Any, inputs: dict[str, Any], steps: int) -> 
     args = Inputs(aux_hidden_states=inputs["aux_hidden_states"], input_ids=inputs["input_ids"],
                   position_ids=inputs["position_ids"],
                   later_tokens=None if later is None else [later[k] for k in range(later.shape[0])],
-                  target_embedding=_Table(inputs["embed_table"]) if "embed_table" in inputs else None)
+                  target_embedding=_Table(inputs["embed_table"]) if "embed_table" in inputs else embedding)
     logits = run(reading, weights, args, steps, as_served=True, states=fed)
     return Modelled(logits, fed)
 
@@ -307,10 +308,11 @@ def run_live(engine: str, python: str, checkpoint: Path, target_config: Path, ru
 
 
 def compare_live(computed: Computed, reading: Any, weights: Any, runs: list[dict[str, Any]], steps: int,
-                 names: tuple[str, str] | None = None) -> list[str]:
+                 names: tuple[str, str] | None = None, embedding: Any = None) -> list[str]:
     """Where the gate's ``reading`` differs from the engine's own compute of the same ``runs``: every logit of every
     step compared as the forward level compares two readings (draft_steps.compare), later steps fed the engine's own
-    drafts. Empty when they agree; the record's outcome in words when the engine computed nothing comparable."""
+    drafts (``embedding``: what both embed with where the runs send no table). Empty when they agree; the record's
+    outcome in words when the engine computed nothing comparable."""
     import torch
 
     from ..numerics.draft_steps import ForwardError, compare
@@ -326,7 +328,7 @@ def compare_live(computed: Computed, reading: Any, weights: Any, runs: list[dict
         if "later_tokens" not in fed and steps > 1:
             fed["later_tokens"] = torch.stack([produced[f"tokens_step_{k}"] for k in range(steps - 1)])
         try:
-            got = modelled(_as_engine_runs(reading), weights, fed, steps)
+            got = modelled(_as_engine_runs(reading), weights, fed, steps, embedding)
         except ForwardError as exc:
             return [f"the gate's reading cannot run: {exc}"]
         bad = [d for d in (compare(a, b, k, names) for k, (a, b) in enumerate(zip(got.logits, theirs, strict=True)))
