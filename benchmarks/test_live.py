@@ -114,10 +114,13 @@ def test_sglang_judges_kimi_sized_drafters_live(benchmark, example, kimi_sparse,
 # One engine run loads the drafter as served and again in float32, and runs its own forward for the forward level's
 # K draft steps (eagle3_checks/live/recorders/_compute.py); the gate runs the modelled readings beside it. Targets:
 # the embedded example within COMPUTE_EXAMPLE_S with imports; the Kimi-K2-sized drafter within TIMEOUT_S and the
-# engine's peak within RSS_BUDGET x the drafter (the float32 build is twice a bfloat16 drafter; the served build is
-# freed before it).
+# engine's peak within COMPUTE_RSS_BUDGET x the drafter. The served build is freed before the float32 one, whose
+# parameters are twice a bfloat16 drafter, and while it loads the engine maps the checkpoint's pages (up to 1x,
+# dropped once loaded), beside its own ~1 GB: measured 2.81x to 3.25x the drafter (the page residency varies with the
+# machine's memory pressure), so the live benchmark's 3x (RSS_BUDGET, loading only) does not hold for the compute.
 
 COMPUTE_EXAMPLE_S = 30.0
+COMPUTE_RSS_BUDGET = 3.5
 COMPUTED = {"engine.live/agrees", "engine.live/computes-as-modelled"}
 
 
@@ -140,7 +143,7 @@ def computes(benchmark, engine: str, example: Path, drafter: Path) -> tuple[dict
     row = {"what": f"`check --engine {engine}@installed --level forward` ({engine} {version}): its own drafter "
                    "compute, Kimi-K2-sized", "measured_s": wall,
            "budget": f"example <= {COMPUTE_EXAMPLE_S:g} s; Kimi-sized <= {TIMEOUT_S} s, engine peak RSS <= "
-                     f"{RSS_BUDGET}x the drafter; computes as modelled",
+                     f"{COMPUTE_RSS_BUDGET}x the drafter; computes as modelled",
            "baseline": f"the same on the embedded example ({engine}'s start-up and imports)", "baseline_s": base_s,
            "rss_bytes": rss, "notes": notes}
     return row, base_s, rss, result
@@ -149,7 +152,7 @@ def computes(benchmark, engine: str, example: Path, drafter: Path) -> tuple[dict
 def held_compute(base_s: float, rss: int, result: dict, drafter: Path) -> None:
     assert base_s <= COMPUTE_EXAMPLE_S
     assert {f["code"] for f in result["findings"]} == COMPUTED, result
-    assert rss <= RSS_BUDGET * (drafter / "model.safetensors").stat().st_size
+    assert rss <= COMPUTE_RSS_BUDGET * (drafter / "model.safetensors").stat().st_size
 
 
 def test_vllm_computes_a_kimi_sized_drafter_live(benchmark, example, kimi_sparse):
