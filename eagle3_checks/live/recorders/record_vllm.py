@@ -65,11 +65,9 @@ import _compute  # noqa: E402
 
 import vllm.model_executor.layers.utils as layer_utils  # noqa: E402
 from vllm.compilation.backends import set_model_tag  # noqa: E402
-from vllm.config import (CompilationConfig, CompilationMode, DeviceConfig, LoadConfig, ModelConfig,  # noqa: E402
-                         ParallelConfig, SpeculativeConfig, VllmConfig, replace, set_current_vllm_config)
+from vllm.config import (DeviceConfig, LoadConfig, ModelConfig, ParallelConfig, SpeculativeConfig,  # noqa: E402
+                         VllmConfig, replace, set_current_vllm_config)
 from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
-from vllm.model_executor.layers.attention.attention import Attention  # noqa: E402
-from vllm.model_executor.layers.attention.mla_attention import MLAAttention  # noqa: E402
 from vllm.model_executor.layers.linear import MergedColumnParallelLinear, QKVParallelLinear  # noqa: E402
 from vllm.model_executor.model_loader import get_model  # noqa: E402
 from vllm.model_executor.model_loader.default_loader import DefaultModelLoader  # noqa: E402
@@ -81,6 +79,15 @@ from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 # isort: on
+try:  # the attention layers the compute's stand-in replaces (0.32.0 and 0.33.0: model_executor/layers/attention/)
+    from vllm.model_executor.layers.attention.attention import Attention  # noqa: E402
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention  # noqa: E402
+except ImportError:  # a release that keeps them elsewhere: its compute is not judged (the loading is recorded)
+    Attention = MLAAttention = None
+try:
+    from vllm.config import CompilationConfig, CompilationMode  # noqa: E402
+except ImportError:
+    CompilationConfig = CompilationMode = None
 
 # What the releases recorded (0.28.0 to 0.33.0) do differently before get_model, and how the V2 runner decides to
 # capture aux states; each branch cites the release it follows.
@@ -389,6 +396,9 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
     model = None
     gc.collect()  # the recorded (served, bfloat16) build goes first: only one build is held at a time
     try:
+        if Attention is None or CompilationConfig is None:
+            raise _compute.CannotJudge(f"the recorder does not know vLLM {VERSION}'s attention layers or "
+                                       "compilation config")
         model = build_for_compute(entry, root)
         poisoned = _compute.poison_unwritten(model, record)
         if poisoned:
