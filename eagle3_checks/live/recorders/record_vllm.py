@@ -313,6 +313,20 @@ def build_for_compute(entry: dict, root: Path) -> nn.Module:
         return get_model(vllm_config=draft_config(spec, vllm_config), model_config=spec.draft_model_config)
 
 
+def fed_width(model: nn.Module, record: dict, entry: dict, root: Path) -> int:
+    """How wide the state the proposer hands the drafter's combine_hidden_states is: fc's input where the drafter
+    builds one (llama_eagle3.py:209-221); without one (eagle_config.use_aux_hidden_state false), the aux states the
+    model runner captures all the same where it captures them (0.32.0: every eagle3 drafter, v1/worker/gpu/
+    model_runner.py:299-307; the recording's aux), else the target's last hidden state (0.33.0: eagle3_utils.py)."""
+    if getattr(model.model, "use_aux_hidden_state", True):
+        return model.model.fc.input_size
+    target = ModelConfig(model=str((root / entry["target_config"]).parent), skip_tokenizer_init=True,
+                         dtype="float32", enforce_eager=True, max_model_len=entry.get("context_length"))
+    aux = record.get("aux") or {}
+    count = len(aux["ids"]) if aux.get("requires_aux_hidden_states") and aux.get("ids") else 1
+    return count * target.get_hidden_size()
+
+
 def standin_forward(standin: _compute.StandIn):
     """``Attention.forward`` (model_executor/layers/attention/attention.py:490-560) replaced by the stand-in, with
     the layer's own sizes (num_heads, num_kv_heads, head_size, head_size_v: attention.py:334-339) and softmax scale
@@ -406,8 +420,7 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
         shared = serve_with(model)
         if shared["lm_head"] != "draft":
             raise _compute.CannotJudge("the drafter serves with the target's lm_head, which the recorder does not have")
-        width = model.model.fc.input_size if getattr(model.model, "use_aux_hidden_state", True) \
-            else model.config.hidden_size
+        width = fed_width(model, record, entry, root)
         embed_shared = shared["embed_tokens"] != "draft"  # load_eagle_model shares the target's (eagle/utils.py:45-77)
         for inputs, full_path in _compute.inputs_of(entry, root, width, model.config.vocab_size,
                                                     model.config.hidden_size if embed_shared else None):
