@@ -524,6 +524,8 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
             _compute.keep(out, inputs, logits, fed, tokens, full_path)
     except _compute.CannotJudge as exc:
         out["cannot_judge"] = str(exc)
+    except ImportError as exc:  # the release keeps what the recorder drives elsewhere: no verdict
+        out["cannot_judge"] = f"the recorder does not know {ENGINE} {VERSION}'s internals: {exc}"
     except Exception as exc:  # the engine's own code raised while computing: what a server would do on a request
         out["raised"] = {"type": type(exc).__name__, "message": (str(exc) or repr(exc))[:2000],
                          "at": _engine_frame(exc, ROOTS)}
