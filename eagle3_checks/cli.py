@@ -207,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine-python", metavar="PATH",
                    help="the interpreter whose engine NAME@installed means (the serving image's python; default: "
                    "this one)")
+    p.add_argument("--target-config", metavar="FILE",
+                   help="with NAME@installed: the target's config.json the engine is served beside (default: "
+                   "--target's)")
     p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
                    help=f"draft steps K, 1 to {MAX_STEPS} (default {ACCEPT_STEPS})")
     p.add_argument("--target", metavar="DIR|hf://ORG/NAME[@REVISION]",
@@ -757,10 +760,10 @@ def cmd_accept(args: argparse.Namespace) -> int:
     acceptance_thresholds(args.max_drop, args.min_acceptance, args.steps)
     engine, judged_live = _installed(args.engine, args.engine_python)
     resolved = resolve(engine)
-    target_config = Path(args.target or "") / "config.json"
-    if judged_live and not (args.target and target_config.is_file()):
-        raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target DIR (a local "
-                         "folder with its config.json)")
+    target_config = Path(args.target_config or Path(args.target or "") / "config.json")
+    if judged_live and not target_config.is_file():
+        raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target-config FILE "
+                         "or --target DIR (a local folder with its config.json)")
     hint = torch_missing()
     if hint:
         raise UsageError(hint)

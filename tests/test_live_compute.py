@@ -25,7 +25,7 @@ from helpers import run  # noqa: E402
 _STAND_INS: dict[str, Path] = {}
 
 # The stand-in recorder. MODE: "modelled" (the gate's reading, what a faithful engine computes), "miswired" (the
-# normed state fed forward), "cannot" (the stand-in cannot judge the drafter).
+# normed state fed forward), "residual" (norm_before_residual flipped), "cannot" (the stand-in cannot judge).
 SCRIPT = """#!{python}
 import json, sys
 from pathlib import Path
@@ -59,6 +59,8 @@ for entry in json.loads(manifest.read_text()):
         reading = engines.read(ckpt, "vllm@0.33.0", load_target(str(root / entry["target_config"])))
         if MODE == "miswired":
             reading.feedback = "normed" if reading.feedback == "prenorm" else "prenorm"
+        if MODE == "residual":
+            reading.norm_before_residual = not reading.norm_before_residual
         for i, (path, full) in enumerate(zip(entry["compute_inputs"], entry["compute_full"])):
             inputs = load_file(str(root / path))
             got = compute.modelled(reading, Weights(ckpt, "cpu"), inputs, entry["compute_steps"])
@@ -133,18 +135,6 @@ def test_below_the_forward_level_the_engine_is_not_asked_to_compute(drafter, tar
     assert codes(result, "engine.live") == {"engine.live/agrees"}
 
 
-@pytest.fixture
-def two_samples(trained_world, tmp_path) -> Path:
-    """Two of the trained world's test samples (the stand-in computes every sample in a subprocess)."""
-    import shutil
-
-    out = tmp_path / "data"
-    out.mkdir()
-    for i in (0, 1):
-        shutil.copyfile(trained_world / "test" / f"hs_{i}.safetensors", out / f"hs_{i}.safetensors")
-    return out
-
-
 def test_forward_writes_the_engines_own_logits(drafter, target_path, tmp_path, capsys):
     """``forward --engine vllm@installed``: the logits written are the engine's own (here the stand-in's), the note
     says who computed them and how the modelled reading compares; a miswired engine's differ, and the note says so."""
@@ -171,29 +161,57 @@ def test_forward_writes_the_engines_own_logits(drafter, target_path, tmp_path, c
         faithful["logits_step_1"] == miswired["logits_step_1"]).all()
 
 
-def _accept(world: Path, data: Path, mode: str, capsys) -> tuple[int, dict]:
-    code = main(["accept", str(world / "drafters" / "trained"), "--data", str(data), "--target",
-                 str(world / "target"), "--engine", "vllm@installed", "--engine-python", str(stand_in(mode)),
-                 "--format", "json"])
+@pytest.fixture(scope="module")
+def self_labelled(tmp_path_factory) -> tuple[Path, Path]:
+    """The flat example drafter and a few states recorded from it (acceptance.synthetic: each next token its own
+    step-0 choice), as the acceptance level's defects are gated."""
+    from eagle3_checks.acceptance.synthetic import write_self_labelled
+    from eagle3_checks.defects import Draft
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+
+    root = tmp_path_factory.mktemp("self-labelled")
+    drafter = Draft.example("flat").save(root / "example-flat")
+    return drafter, write_self_labelled(open_checkpoint(drafter), root / "data", samples=2, length=12)
+
+
+def _accept(drafter: Path, data: Path, target_path: Path, mode: str, capsys, *extra: str) -> tuple[int, dict]:
+    code = main(["accept", str(drafter), "--data", str(data), "--target-config", str(target_path), "--engine",
+                 "vllm@installed", "--engine-python", str(stand_in(mode)), "--format", "json", *extra])
     return code, {r["reading"]: r for r in json.loads(capsys.readouterr().out)["readings"]}
 
 
-def test_accept_scores_the_engines_own_compute_beside_the_modelled_reading(trained_world, two_samples, capsys):
-    code, got = _accept(trained_world, two_samples, "modelled", capsys)
+def test_accept_scores_the_engines_own_compute_beside_the_modelled_reading(self_labelled, target_path, capsys):
+    drafter, data = self_labelled
+    code, got = _accept(drafter, data, target_path, "modelled", capsys)
     assert code == 0 and set(got) == {"trainer", "vllm@0.33.0", "vllm@0.33.0, own code"}
     own, modelled = got["vllm@0.33.0, own code"], got["vllm@0.33.0"]
-    assert own["acceptance_length"] == modelled["acceptance_length"] and own["positions"] == modelled["positions"]
-    assert own["alpha"] == pytest.approx(modelled["alpha"], abs=1e-6)
-    code, got = _accept(trained_world, two_samples, "miswired", capsys)
-    assert code == 1  # the engine's own figures lose more than --max-drop
-    assert got["vllm@0.33.0, own code"]["acceptance_length"] < 0.9 * got["vllm@0.33.0"]["acceptance_length"]
+    assert own["positions"] == modelled["positions"] > 0
+    assert own["acceptance_length"] == modelled["acceptance_length"]
+    assert own["step_accuracy"] == modelled["step_accuracy"]
+    code, got = _accept(drafter, data, target_path, "residual", capsys, "--max-drop", "0.01")
+    # an engine that computes the first layer's residual otherwise: its own figures are judged, and fail
+    own, modelled = got["vllm@0.33.0, own code"], got["vllm@0.33.0"]
+    assert own["step_accuracy"][0] < modelled["step_accuracy"][0] and code == 1
 
 
-def test_accept_judging_live_needs_the_target_folder(trained_world, capsys):
-    code = main(["accept", str(trained_world / "drafters" / "trained"), "--data", str(trained_world / "test"),
-                 "--engine", "vllm@installed", "--engine-python", str(stand_in("modelled"))])
+def test_accept_judging_live_needs_the_target_config(self_labelled, capsys):
+    drafter, data = self_labelled
+    code = main(["accept", str(drafter), "--data", str(data), "--engine", "vllm@installed", "--engine-python",
+                 str(stand_in("modelled"))])
     assert code == 2
-    assert "--target DIR" in capsys.readouterr().err
+    assert "--target-config FILE or --target DIR" in capsys.readouterr().err
+
+
+@pytest.fixture
+def two_samples(trained_world, tmp_path) -> Path:
+    """Two of the trained world's test samples."""
+    import shutil
+
+    out = tmp_path / "data"
+    out.mkdir()
+    for i in (0, 1):
+        shutil.copyfile(trained_world / "test" / f"hs_{i}.safetensors", out / f"hs_{i}.safetensors")
+    return out
 
 
 def test_accept_embeds_with_the_targets_embedding_where_the_engine_does(trained_world, two_samples, tmp_path,
