@@ -45,7 +45,9 @@ def kimi_sparse(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("kimi")
     tensors, config = drafter_files(KIMI_K2, "flat", sparse=True)
     path = write_checkpoint(root / "kimi-k2-drafter", tensors, config)
-    (root / "target.json").write_text(json.dumps(target_config(KIMI_K2)))
+    # Kimi-K2's class (a DeepSeek-V3 model): --reference auto picks the AQ-MedAI spec for that target family only
+    kimi_k2 = {**target_config(KIMI_K2), "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2"}
+    (root / "target.json").write_text(json.dumps(kimi_k2))
     return path
 
 

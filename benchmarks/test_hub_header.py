@@ -18,7 +18,7 @@ from conftest import PYTHON, report
 from eagle3_checks.storage.safetensors import read_header
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from hub_server import HubServer, running  # noqa: E402
+from hub_server import HubServer, running
 
 REPO = "aq-medai/kimi-k2-eagle3-sparse"
 

@@ -68,6 +68,22 @@ def legacy_aux_norms(d: Draft) -> None:
         d.tensors[f"aux_norm_{level}.weight"] = d.tensors.pop(f"fc_norm.{i}.weight")
 
 
+def peagle(d: Draft) -> None:
+    """A P-EAGLE drafter as speculators 0.9.0 saves one (models/peagle/config.py, core.py:44-53): the EAGLE-3
+    speculators config with speculators_model_type "peagle" and mask_token_id, plus the learned mask_hidden
+    (1, 1, num_aux x H) that pads the positions drafted in parallel."""
+    d.config["speculators_model_type"] = "peagle"
+    d.config["architectures"] = ["PEagleSpeculator"]
+    d.config["mask_token_id"] = d.shape.vocab_size - 1
+    d.config["speculators_config"]["algorithm"] = "peagle"
+    d.add("mask_hidden", (1, 1, 3 * d.shape.ht))
+
+
+def mask_hidden(d: Draft) -> None:
+    """An EAGLE-3 drafter that also carries P-EAGLE's mask_hidden tensor (1, num_aux x Ht)."""
+    d.add("mask_hidden", (1, 3 * d.shape.ht))
+
+
 def rope_parameters_only(d: Draft) -> None:
     """The theta only inside rope_parameters (transformers 5 style), no rope_theta / rope_scaling."""
     d.config.pop("rope_scaling", None)
@@ -259,6 +275,10 @@ def cases() -> list[Case]:
              FLAT, hidden_norm_in_later_layers, TWO_LAYERS),
         Case("layers-0-names-flat", "S4: flat drafter naming its first layer layers.0.* (not midlayer.*)",
              first_layer="layers"),
+        Case("peagle-speculators", "P-EAGLE: speculators_model_type peagle, mask_token_id and mask_hidden (vLLM "
+             "0.33.0 builds it, 0.34.0 refuses the config)", SPECULATORS, peagle),
+        Case("mask-hidden-flat", "an EAGLE-3 drafter with P-EAGLE's mask_hidden (vLLM skips it with a warning)",
+             edit=mask_hidden),
         Case("midlayer-names-speculators", "defect keys: speculators config over midlayer.* tensor names",
              SPECULATORS, defect("midlayer-names-in-speculators")),
         Case("hidden-norm-missing-flat", "defect keys: layer 0 without hidden_norm",

@@ -5,8 +5,10 @@ does, and prints what the parser made of the speculative settings as JSON.
     cd DIR_OF_THE_CHECKPOINTS && PYTHON conformance/recipe_parsers.py OUT.json vllm|sglang RECIPE.json...
 
 RECIPE.json is ``eagle3-checks recipe CKPT --engine E --format json`` (run in the same folder, the checkpoints named
-relatively). Nothing is started and no GPU is needed. The recording (tests/conformance/recipes/) holds each recipe
-with what the parser made of it; the default test run holds ``recipe`` to it.
+relatively). With ``EAGLE3_PROBE_KEYS=DRAFTER`` (vLLM) the recording also holds SpeculativeConfig's fields and what the
+release does with each key of ``PROBES`` (accepted, or its validation error). Nothing is started and no GPU is
+needed. The recording (tests/conformance/recipes/) holds each recipe with what the parser made of it; the default test
+run holds ``recipe`` to it.
 """
 
 from __future__ import annotations
@@ -67,6 +69,32 @@ def sglang(argv: list[str]) -> dict:
     return out
 
 
+# Keys a speculative config may have held in some release: each is probed on the installed one (accepted, or the
+# error its validation raises), with the example drafter (0.34.0 removed the first two; parallel_drafting is refused
+# for eagle3 from 0.34.0).
+PROBES = {"disable_padded_drafter_batch": True, "use_heterogeneous_vocab": True, "parallel_drafting": True}
+
+
+def vllm_keys(drafter: str) -> dict:
+    """vLLM's SpeculativeConfig: its fields (the keys a --speculative-config may hold: config/utils.py forbids any
+    other), and what the release does with each probe key in a serve command for ``drafter``."""
+    import dataclasses
+
+    from vllm.config import SpeculativeConfig
+
+    out: dict = {"fields": sorted(f.name for f in dataclasses.fields(SpeculativeConfig)), "probes": {}}
+    for key, value in PROBES.items():
+        spec = {"method": "eagle3", "model": drafter, "num_speculative_tokens": 3, key: value}
+        argv = ["vllm", "serve", "example-target", "--speculative-config", json.dumps(spec)]
+        try:
+            vllm(argv)
+            out["probes"][key] = "accepted"
+        except Exception as exc:  # the release's own validation error, recorded as it says it
+            said = " / ".join(str(exc).splitlines()[:3])[:400]
+            out["probes"][key] = f"{type(exc).__name__}: {said}"
+    return out
+
+
 def main() -> int:
     import datetime
     from importlib.metadata import version
@@ -78,9 +106,12 @@ def main() -> int:
         with open(path, encoding="utf-8") as fh:
             recipe = json.load(fh)
         cases.append({"recipe": recipe, "parsed": parse(shlex.split(recipe["commands"][-1]))})
+    recording = {"engine": engine, "version": version(engine), "recorded": datetime.date.today().isoformat(),
+                 "cases": cases}
+    if engine == "vllm" and os.environ.get("EAGLE3_PROBE_KEYS"):
+        recording["speculative_config"] = vllm_keys(os.environ["EAGLE3_PROBE_KEYS"])
     with open(out, "w", encoding="utf-8") as fh:
-        json.dump({"engine": engine, "version": version(engine), "recorded": datetime.date.today().isoformat(),
-                   "cases": cases}, fh, indent=2, default=str)
+        json.dump(recording, fh, indent=2, default=str)
         fh.write("\n")
     return 0
 

@@ -161,6 +161,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "llamacpp-0.3.36.json"))
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", nargs="*", help="checkpoint names (default all)")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: replace those checkpoints' records in --out, keep the others (checkpoints "
+                    "added to the set); the summary counts the merged recording")
     args = ap.parse_args()
     args.cset = os.path.abspath(args.cset)
     args.work = os.path.abspath(args.work)
@@ -207,6 +210,11 @@ def main():
                 "REFUSED " + rec["refused"] if rec["refused"] else "ok " + str(rec["arch"]))
             print(f"{name:<50} {dt:6.1f}s {state}", flush=True)
     total = time.time() - t0
+    if args.merge:
+        with open(args.out) as f:
+            kept = json.load(f)
+        records = {**kept["checkpoints"], **records}
+        total += kept["summary"]["total_seconds"]
     n_skip = sum(1 for r in records.values() if "skipped" in r)
     n_ref = sum(1 for r in records.values() if "skipped" not in r and r["refused"])
     n_conv = len(records) - n_skip - n_ref

@@ -30,10 +30,11 @@ from .gate import (
     acceptance_thresholds,
     all_checks,
     gate,
+    gate_checkpoint,
     load_target,
     load_target_checkpoint,
     parse_options,
-    resolve_reference,
+    reference_for,
     run_gate,
     split_target,
     unknown_check,
@@ -51,8 +52,36 @@ from .storage.folder import unique_paths, within
 from .storage.hub import is_hub, local_dir, locate_any
 
 FORMATS = ("text", "json", "markdown", "github", "sarif")
+# The engines convert writes for: the profiles that convert (convert.TARGETS, which the header path does not import)
+CONVERT_TARGETS = tuple(dict.fromkeys(p.name for p in PROFILES if p.converts_to))
 DEFAULT_STEPS = 2  # the forward command's draft steps (1 for a drafter without embed_tokens and no --target)
 MAX_STEPS = 32  # engines draft a handful of tokens; this bounds the time and the (steps, T, V) float32 output
+
+
+# The release that removes the deprecated option names (CHANGELOG.md says which and what replaces them).
+REMOVED_IN = "0.2.0"
+_REPLACED = {"--skip": "use --waive, which takes the same CHECK_ID=REASON",
+             "--shift-aux-ids": "it has no effect: convert always writes each engine's aux-layer ids where that engine "
+                                "reads them"}
+
+
+class _Deprecated(argparse.Action):
+    """An old option name: still read (``append``: added to its replacement's list; else stored as True), and a
+    one-line deprecation message on stderr naming the release that removes it."""
+
+    def __init__(self, *args: Any, append: bool = False, **kwargs: Any) -> None:
+        self.append = append
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = option_string or self.option_strings[0]
+        print(f"eagle3-checks: warning: {name} is deprecated and will be removed in {REMOVED_IN}: "
+              f"{_REPLACED[name]}", file=sys.stderr)
+        if self.append:
+            setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+        else:
+            setattr(namespace, self.dest, True)
 
 
 def _hub_options(p: argparse.ArgumentParser, download: bool = True) -> None:
@@ -78,10 +107,12 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="run checks up to this level (default: every level: header, scan, forward, and acceptance "
                    "with --data; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
-    p.add_argument("--waive", "--skip", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
+    p.add_argument("--waive", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check or a finding code, with the reason (repeatable): it still runs and its "
                    "findings are reported as waived; a per-engine check for one engine or release: "
-                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=... (--skip: the old name)")
+                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=...")
+    p.add_argument("--skip", dest="waive", action=_Deprecated, metavar="CHECK_ID=REASON", append=True,
+                   help=f"the old name of --waive (deprecated: removed in {REMOVED_IN})")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
                    help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}; "
                    "NAME@installed (vllm, sglang) also runs that installed engine's own config and weight loading "
@@ -92,7 +123,11 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", metavar="SRC",
                    help="the checkpoint this one was converted from: the forward level compares the two")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
-                   help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
+                   help="how the drafter's trainer counted aux-layer ids (default: from who trained it, when the "
+                   "evidence says)")
+    p.add_argument("--trainer", metavar="NAME[@VERSION]",
+                   help="who trained the drafter, when the checkpoint does not say: speculators or specforge, with "
+                   "the release (default: from the evidence the checkpoint and --source show)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
     _parallel_options(p)
     p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
@@ -229,11 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert between the speculators and the flat layout, verified and atomic")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
-    p.add_argument("--to", required=True, choices=ENGINE_NAMES,
-                   help="vllm/sglang/llamacpp: the flat layout (midlayer.*, top-level config, eagle_config); "
-                   "speculators: "
-                   "layers.N.* and a nested config; verified against the engine's newest modelled (or installed) "
-                   "release")
+    written = ", ".join(CONVERT_TARGETS)
+    p.add_argument("--to", required=True, metavar="{" + ",".join(CONVERT_TARGETS) + "}",
+                   help=f"the engine to write for ({written}): vllm/sglang/llamacpp the flat layout (midlayer.*, "
+                   "top-level config, eagle_config), speculators layers.N.* and a nested config; verified against the "
+                   "engine's newest modelled (or installed) release. "
+                   f"{', '.join(n for n in ENGINE_NAMES if n not in CONVERT_TARGETS)} read one of these layouts: "
+                   "eagle3-checks recipe --engine NAME gives their launch")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically, after verification)")
     p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json: the written drafter "
                    "must fit it (vocabulary, aux ids, hidden size); its name and architectures go into a speculators "
@@ -242,11 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="d2t and t2d to embed: an .npz, a SpecForge torch file, or a folder with d2t.npy and t2d.npy")
     p.add_argument("--verify", choices=("header", "forward"),
                    help="verification before DST is written (default forward when torch is installed, else header)")
-    p.add_argument("--shift-aux-ids", action="store_true",
-                   help="no effect (kept for old scripts): convert always writes each engine's aux-layer ids "
-                   "where that engine reads them, for the trained layers")
+    p.add_argument("--shift-aux-ids", action=_Deprecated, nargs=0, default=False,
+                   help=f"no effect (deprecated: removed in {REMOVED_IN}): convert always writes each engine's "
+                   "aux-layer ids where that engine reads them, for the trained layers")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the source's trainer counted aux-layer ids, when its config does not say (a flat one)")
+    p.add_argument("--trainer", metavar="NAME[@VERSION]",
+                   help="who trained the source, when it does not say (recorded in the output's provenance)")
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
                    "(default: the target config's _name_or_path, else null)")
@@ -257,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dst", metavar="DST")
     _gate_options(p)
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="the report on DST")
+    _report_options(p)  # the report on DST, as check reports
 
     p = sub.add_parser("recipe", help="the launch that serves a drafter as trained on one engine release, with its "
                        "preconditions checked")
@@ -294,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", metavar="A")
     p.add_argument("reference", metavar="B")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
+                   help=f"the engine releases whose computation a semantic difference states, when A is a checkpoint "
+                   f"(repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--format", choices=("text", "json"), default="text")
     _hub_options(p, download=False)
 
@@ -316,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"engine releases to judge (default {DEFAULT_ENGINE}; more than one prints a compatibility "
                    f"matrix): {choices()}")
     _report_options(p)
+    for command in sub.choices.values():  # a usage error of a command shows that command's usage (see main)
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -355,7 +399,8 @@ def _parse_gate_options(args: argparse.Namespace):
     return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
                          strict=args.strict, waive=args.waive, engine=args.engine, source=args.source,
                          aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
-                         revision=args.revision, download=args.download, data=args.data, max_drop=args.max_drop,
+                         trainer=args.trainer, revision=args.revision, download=args.download, data=args.data,
+                         max_drop=args.max_drop,
                          min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
                          loss_mask_start=args.loss_mask_start, engine_python=args.engine_python,
                          launch=args.launch, tp=args.tp, pp=args.pp)
@@ -370,7 +415,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         result = convert(src, args.dst, args.to, force=args.force, target_config=args.target_config,
                          vocab_mapping=args.vocab_mapping, verify_level=args.verify, shift_aux_ids=args.shift_aux_ids,
                          speculative_tokens=args.speculative_tokens, verifier=args.verifier,
-                         aux_convention=args.aux_convention)
+                         aux_convention=args.aux_convention, trainer=parse_options(trainer=args.trainer).trainer)
     except ConvertRefused as exc:
         lines = [f"eagle3-checks convert: not converted: {exc}"]
         for prev, f in zip([None, *exc.findings], exc.findings, strict=False):
@@ -502,7 +547,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     cand, cand_ck = _as_spec(args.candidate, "A", args.revision)
     ref, ref_ck = _as_spec(args.reference, "B", args.revision)
-    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict)  # the codes and root causes check gives
+    report = compare(cand, cand_ck, ref, ref_ck, strict=args.strict,  # the codes and root causes check gives
+                     releases=resolve(args.engine).specs)
     _write(render_diff_json(report, args.candidate, args.reference) if args.format == "json" else
            render_diff_text(report, args.candidate, ref.name))
     return int(report.failed)
@@ -548,10 +594,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
         _write(table(registered))
         return 0
-    width = max(len(c.id) for c in registered)
+    width, levels = max(len(c.id) for c in registered), max(len(c.level) for c in registered)
     for c in registered:
         needs = f"  [needs {', '.join(c.needs)}]" if c.needs else ""
-        _write(f"{c.id:<{width}}  {c.level:<7} {c.title}{needs}\n")
+        _write(f"{c.id:<{width}}  {c.level:<{levels}}  {c.title}{needs}\n")
     return 0
 
 
@@ -561,18 +607,34 @@ def cmd_fix(args: argparse.Namespace) -> int:
     options = _parse_gate_options(args)
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="fix copies the weights")
+    source = open_checkpoint(src)  # not a checkpoint at all: exit 2, as check
+    if source.config_raw is None or not source.complete or source.problems:
+        # a checkpoint whose files cannot be read is what check reports: its findings and exit code, nothing written
+        source.display = args.src
+        result = gate_checkpoint(source, options)
+        print(f"eagle3-checks fix: {args.src}: nothing written: its files or config.json cannot be read, and fix "
+              "edits config.json only (the findings below)", file=sys.stderr)
+        _write(_render(args, [result]))
+        return result.exit_code
     done = fix(src, args.dst, options, force=args.force)
-    assert done.result is not None  # fix() gates the fixed checkpoint
-    lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"]
+    assert done.result is not None  # fix() gates the fixed checkpoint (SRC, when it wrote nothing)
+    if done.applied:
+        lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"
+                 + (f", {len(done.repairs)} tensor repair(s)" if done.repairs else "")]
+    else:
+        lines = [f"nothing written to {args.dst}: no fix rests on what the checkpoint, an engine's own code or the "
+                 "data says" + ("" if done.result.findings() else " (and nothing needs one)")]
     lines += [f"  {e.check}: {e.describe()}" for e in done.edits]
+    lines += [f"  {e.check}: repaired {e.op['path']} ({e.op['value']})" for e in done.repairs]
     lines += [f"  not applied: {why}" for why in done.refused]
+    lines += [f"  not applied: needs a premise stated: {why}" for why in done.needs]
     left = done.left
-    lines.append(f"left: {len(left)} finding(s) that no config edit fixes" if left else "left: nothing")
+    lines.append(f"left: {len(left)} finding(s) that no known fix removes" if left else "left: nothing")
     if args.format == "text":
-        _write("\n".join(lines) + "\n\n" + RENDERERS["text"]([done.result]))
+        _write("\n".join(lines) + "\n\n" + _render(args, [done.result]))
     else:
         sys.stderr.write("\n".join(lines) + "\n")
-        _write(RENDERERS[args.format]([done.result]))
+        _write(_render(args, [done.result]))
     return done.result.exit_code
 
 
@@ -588,6 +650,8 @@ def cmd_recipe(args: argparse.Namespace) -> int:
         return 0 if done.passed else 1
     lines = [f"# {done.spec.replace('@', ' ')}: the launch that serves {args.ckpt} as trained", *done.launch.commands,
              "", "# why:", *(f"#   {note}" for note in done.launch.notes)]
+    if done.target_note:
+        lines.append(f"#   {done.target_note}")
     if done.unknown_layers:
         lines.append(f"#   the trained layers are unknown: {done.unknown_layers}")
     if done.passed:
@@ -624,6 +688,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   for p in PROFILES]
     if c.needs:
         lines.append(f"needs:    {', '.join('--target-config' if n == 'target' else '--reference' for n in c.needs)}")
+    lines.append("basis:    " + ("measured: what your recorded data measured" if c.level == "acceptance" else
+                                 "recorded: what the judged release's own code did (its conformance recording, or "
+                                 "the engine judging live); read from its released source where none exists"
+                                 if c.per_engine else "read: what the checkpoint and its files state")
+                 + "; a finding drawn from an inference or a default says so (inferred, assumed), names what would "
+                 "settle it, is at most a warning, and fix does not apply it")
     lines += ["", "guards against:", f"  {c.guards}"]
     if c.evidence:
         lines += ["", "seen in the field:"] + [f"  - {e}" for e in c.evidence]
@@ -654,8 +724,8 @@ def _example_lines(c: Any, run: bool) -> list[str]:
             continue
         r = run_example(c.id, failing)
         shown = [f for f in r.findings if f.severity.value != "info"] or r.findings
-        lines.append(f"          -> {r.status}" + (f": {shown[0].code}: {shown[0].message}" if failing and shown
-                                                    else ""))
+        lines.append(f"          -> {r.status}" + (f": {shown[0].code} ({shown[0].basis}): {shown[0].message}"
+                                                    if failing and shown else ""))
     if run and why:
         lines.append(f"  (not gated here: {why})")
     return lines
@@ -677,9 +747,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ckpt = open_checkpoint(paths[layout])
             if stable:
                 ckpt.display = EXAMPLE_DIRS[layout]
-            reference, note = resolve_reference(options.reference, ckpt)
-            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note,
-                                    target=load_target(str(target))))
+            target_config = load_target(str(target))
+            reference, note = reference_for(options.reference, ckpt, target_config)
+            results.append(run_gate(ckpt, shown, reference=reference, reference_note=note, target=target_config))
         _write(_render(args, results))
         return max(r.exit_code for r in results)
 
@@ -856,7 +926,9 @@ COMMANDS = {"accept": cmd_accept, "recipe": cmd_recipe,
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # the command's usage, not the program's: `fix SRC DST -x` shows fix's options
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         if not args.command:
             parser.print_help(sys.stderr)
             return 2

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from . import engines
+from .basis import READ
 from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .drafter.config_values import PROVENANCE, TLC
 from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
@@ -102,7 +103,7 @@ def load_vocab_mapping(path: str | os.PathLike) -> tuple[Any, Any]:
         raise UsageError(f"--vocab-mapping {path}: no such file ({exc.filename})") from exc
     except ImportError as exc:
         raise UsageError(f"--vocab-mapping {path}: a torch file needs torch installed ({exc})") from exc
-    except Exception as exc:  # noqa: BLE001  (any unreadable mapping is a usage error, never a traceback)
+    except Exception as exc:  # (any unreadable mapping is a usage error, never a traceback)
         raise UsageError(f"--vocab-mapping {path}: cannot read d2t and t2d: {_load_error(exc)}") from exc
     if d2t.ndim != 1 or t2d.ndim != 1 or d2t.dtype.kind not in "iu" or t2d.dtype.kind not in "biu":
         raise UsageError(f"--vocab-mapping {path}: d2t must be 1-D integer offsets and t2d a 1-D mask, found "
@@ -170,6 +171,11 @@ _LAYER_SKIP = {"architectures", "auto_map", "eagle_config", "speculators_config"
                "target_hidden_size", "num_aux_hidden_states", "embed_requires_grad"}
 
 
+# What the flat config states itself (the layer's fields, the trained semantics, the ids): kept from the source
+# only through those.
+_LAYER_SKIP_FLAT = _LAYER_SKIP - {"speculators_version", "transformers_version", "embed_requires_grad"}
+
+
 def _layer_base(src: Checkpoint) -> dict:
     """Bookkeeping fields of the source's layer config (token ids, initializer range, ...), carried over."""
     raw = src.config_raw or {}
@@ -177,8 +183,23 @@ def _layer_base(src: Checkpoint) -> dict:
     return {k: copy.deepcopy(v) for k, v in (base if isinstance(base, dict) else {}).items() if k not in _LAYER_SKIP}
 
 
+# The fields of a speculators config that make it one (a flat config holding them is read as a speculators config):
+# never carried into a flat one.
+_STRUCTURE = {"speculators_config", "speculators_model_type", TLC, "architectures", "auto_map", PROVENANCE}
+
+
+def _kept(src: Checkpoint) -> dict:
+    """The source's own top-level fields a conversion to the flat layout has no reason to change, carried over as
+    they are: speculators_version (which trainer release wrote the weights), embed_requires_grad, transformers_version
+    and any field of a trainer or tool the gate does not read."""
+    raw = src.config_raw or {}
+    if src.layout != SPECULATORS:
+        return {}
+    return {k: copy.deepcopy(v) for k, v in raw.items() if k not in _STRUCTURE and k not in _LAYER_SKIP_FLAT}
+
+
 def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None], aux: engines.TrainedAux,
-            speculative_tokens: int, verifier: str | None, target: Any) -> dict:
+            speculative_tokens: int, verifier: str | None, target: Any, identity: Any) -> dict:
     cfg = src.config
     assert cfg is not None  # plan() gated the source: its config.json is read
     dtype = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(cfg.dtype or "", None)
@@ -197,9 +218,15 @@ def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None],
     # layout has no field for it), so that converting back restores both.
     prior = (src.config_raw or {}).get(PROVENANCE)
     prior = prior if isinstance(prior, dict) else {}
-    first = prior.get("trainer") if isinstance(prior.get("trainer"), str) else trained.engine.split(" ")[0]
-    provenance: dict[str, Any] = {"converted_from": src.layout, "trainer": first,
-                                  "aux_layer_convention": aux.convention}
+    # who trained it, only as far as the source's evidence states it (an inferred or unknown trainer is not written:
+    # the next reader would take it for a statement)
+    provenance: dict[str, Any] = {"converted_from": src.layout}
+    if identity.name is not None and identity.basis == READ:
+        provenance["trainer"] = identity.name
+        if identity.version:
+            provenance["trainer_version"] = identity.version
+    if aux.convention is not None:
+        provenance["aux_layer_convention"] = aux.convention
     if aux.layers is not None:  # the trained layers, held: the written ids are each engine's, not the trainer's
         provenance[engines.HELD] = aux.record()
     spec_cfg = (src.config_raw or {}).get("speculators_config")
@@ -223,6 +250,7 @@ def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None],
             "norm_before_residual": trained.norm_before_residual,
             "norm_before_fc": trained.input_norm,
             "fc_norm": trained.fc_norm,
+            **_kept(src),
             PROVENANCE: provenance,
         }
         # norm_output means "feed the normed state back" to vLLM and speculators, but "apply the final norm" to
@@ -244,7 +272,7 @@ def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None],
     out = {
         "architectures": ["Eagle3DraftModel"],
         "speculators_model_type": "eagle3",
-        "speculators_version": engines.speculators.VERSION,
+        "speculators_version": engines.newest("speculators").version,
         "draft_vocab_size": trained.draft_vocab_size,
         "eagle_aux_hidden_state_layer_ids": ids.get(TOP),
         "norm_before_residual": trained.norm_before_residual,
@@ -269,7 +297,7 @@ def _config(src: Checkpoint, trained, to: str, ids: dict[str, list[int] | None],
 
 def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_aux_ids: bool = False,
          target: Any = None, speculative_tokens: int = 3, verifier: str | None = None,
-         aux_convention: str | None = None) -> Plan:
+         aux_convention: str | None = None, trainer: str | None = None) -> Plan:
     """What the conversion will write. Raises ConvertRefused or UsageError; writes nothing."""
     if to not in TARGETS:
         served = (f"; {to} reads what --to vllm or --to speculators writes, with its launch and preconditions from "
@@ -290,7 +318,8 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
         raise ConvertRefused(f"the draft vocabulary ({cfg['draft_vocab_size']} of {cfg['vocab_size']} tokens) has no "
                              f"d2t in {src.display}: pass --vocab-mapping with the mapping the drafter was trained "
                              "with (never made up here)")
-    trained = engines.trainer(src)
+    identity = engines.identify(src, stated=trainer)
+    trained = engines.trainer(src, identity)
     unfilled = [r for r, how in trained.unfilled.items() if not how.startswith("shared")
                 and not (vocab_mapping and r == "d2t")]
     if trained.refusals or unfilled:
@@ -308,7 +337,7 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
                              f"({', '.join(unsupported)}): "
                              "it would drop or ignore what the drafter was trained with; convert --to vllm instead")
 
-    ids, aux = _plan_aux_ids(src, trained, to, aux_convention, target, notes)
+    ids, aux = _plan_aux_ids(src, trained, to, aux_convention, target, notes, identity)
     names = _plan_names(src, trained, layout, notes)
 
     replaced: dict[str, RawTensor] = {}
@@ -332,7 +361,7 @@ def plan(src: Checkpoint, to: str, *, vocab_mapping: str | None = None, shift_au
             and v is not None and dv < v):
         notes.append("t2d absent: speculators saves t2d with d2t; embed it with --vocab-mapping to keep the pair")
 
-    config = _config(src, trained, to, ids, aux, speculative_tokens, verifier, target)
+    config = _config(src, trained, to, ids, aux, speculative_tokens, verifier, target, identity)
     if target is not None and target.vocab_size not in (None, v):
         raise ConvertRefused(f"vocab_size {v} is not the verifier's {target.vocab_size} (--target-config)")
     if layout == SPECULATORS and config["speculators_config"]["verifier"]["name_or_path"] is None:
@@ -347,12 +376,12 @@ NESTED = "/" + "/".join(engines.NESTED_IDS)
 
 
 def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, aux_convention: str | None, target: Any,
-                  notes: list[str]) -> tuple[dict[str, list[int] | None], engines.TrainedAux]:
+                  notes: list[str], identity: Any = None) -> tuple[dict[str, list[int] | None], engines.TrainedAux]:
     """The aux ids to write, by the field's JSON pointer: each engine's ids where that engine reads them, for the
     trained layers (the rule every engine.aux-layers fix follows: engines.ids_where_read), so that one file serves
     every engine it is meant for as trained. Without the trained layers (the trainer's convention, or the target
     class it counts by, unknown) the ids are copied as they are. Says what it did in ``notes``."""
-    aux = engines.trained_aux(src, aux_convention, engines.target_of(src, target))
+    aux = engines.trained_aux(src, aux_convention, engines.target_of(src, target), identity)
     ids = trained.aux_layer_ids
     if not ids:
         return {}, aux
@@ -425,11 +454,14 @@ def _copy_range(src_path: Path, offset: int, length: int, out) -> None:
             done += n
 
 
-def write(p: Plan, out_dir: Path) -> None:
-    """Write config.json, the original config, and model.safetensors (header rewritten, data copied as bytes)."""
+def write(p: Plan, out_dir: Path, original: str | None = "") -> None:
+    """Write config.json, the original config (as ``original``; "": ``config_LAYOUT.json``, the trainer's own config
+    beside the converted one; None: not written), and model.safetensors (header rewritten, data copied as bytes)."""
     out_dir.mkdir(parents=True)
     (out_dir / "config.json").write_text(json.dumps(p.config, indent=2) + "\n")
-    (out_dir / f"config_{p.src.layout}.json").write_text(json.dumps(p.src.config_raw, indent=2) + "\n")
+    if original is not None:
+        (out_dir / (original or f"config_{p.src.layout}.json")).write_text(json.dumps(p.src.config_raw, indent=2)
+                                                                            + "\n")
     layout = {out: RawTensor(p.src.tensors[name].dtype, p.src.tensors[name].shape) for name, out in p.names.items()}
     layout.update(p.replaced)
     with open(out_dir / "model.safetensors", "wb") as fh:
@@ -471,7 +503,7 @@ class Result:
 def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: bool = False,
             target_config: str | None = None, vocab_mapping: str | None = None, verify_level: str | None = None,
             shift_aux_ids: bool = False, speculative_tokens: int = 3, verifier: str | None = None,
-            aux_convention: str | None = None) -> Result:
+            aux_convention: str | None = None, trainer: str | None = None) -> Result:
     """Convert SRC to DST for engine ``to``. Raises UsageError (exit 2) or ConvertRefused (exit 1); DST is then
     untouched."""
 
@@ -489,7 +521,8 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
         source = open_checkpoint(src_path)
         target = load_target(target_config) if target_config else None
         p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
-                 speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention)
+                 speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention,
+                 trainer=trainer)
         removed = remove_stale(dst_path)
         tmp = temporary_sibling(dst_path)
         try:

@@ -30,8 +30,7 @@ import numpy as np
 from .drafter.checkpoint import open_checkpoint
 from .drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
-from .drafter.spec import resolve_reference
-from .gate import all_checks, load_target, parse_options, run_check
+from .gate import all_checks, load_target, parse_options, reference_for, run_check
 from .registry import Check, Context
 from .storage.safetensors import RawTensor, from_numpy
 
@@ -230,13 +229,6 @@ def _t2d_swapped(d: Draft) -> None:
     d.tensors["t2d"] = from_numpy(mask)
 
 
-def _fp32_weights(d: Draft) -> None:
-    """Every bf16 weight widened to float32 (values unchanged), and the config's dtype saying so."""
-    d.tensors = {k: (from_numpy((_array(t, "<u2").astype(np.uint32) << 16).view(np.float32).reshape(t.shape))
-                     if t.dtype == "BF16" else t) for k, t in d.tensors.items()}
-    d.config["dtype" if d.layout == SPECULATORS else "torch_dtype"] = "float32"
-
-
 def _filled(role: str, value: bytes) -> Edit:
     """Every value of a bf16 tensor the same two bytes."""
     def edit(d: Draft) -> None:
@@ -423,8 +415,10 @@ CATALOGUE = (
     # ----- dtypes
     Defect("d2t-float", "dtypes/d2t-not-integer", "with d2t saved as float32",
            d2t_values(lambda v: v.astype(np.float32))),
-    Defect("fp32-weights", "reference.diff/dtype", "with its weights saved as float32 (the spec's are bfloat16)",
-           _fp32_weights, options={"reference": "tiny-example"}),
+    Defect("d2t-float-off-reference", "reference.diff/dtype",
+           "with d2t saved as float32, diffed against the tiny-example spec (int64)",
+           d2t_values(lambda v: v.astype(np.float32)), also=("dtypes/d2t-not-integer",),
+           options={"reference": "tiny-example"}),
     # ----- the vocabulary mapping
     Defect("d2t-arange", "vocab.d2t/arange", "with d2t = arange(128) (target id 2i)",
            d2t_values(lambda v: np.arange(len(v), dtype=np.int64))),
@@ -497,9 +491,10 @@ CATALOGUE = (
     Defect("aux-ids-in-eagle-config-only", "engine.aux-layers/ids-not-read",
            "with its aux ids in eagle_config only (where vLLM 0.33 does not read them)",
            config(eagle_aux_hidden_state_layer_ids=REMOVE), layouts=(FLAT,), options={"aux_convention": "vllm"}),
-    Defect("specforge-release-unknown", "config.trainer-release/unknown-release",
-           "saved by SpecForge (its template's max_window_layers), rope_scaling null and rope_theta 1e6: SpecForge "
-           "0.1.0 trained that with base 10000", config(max_window_layers=1), layouts=(FLAT,)),
+    Defect("trainer-release-unknown", "config.trainer-release/unknown-release",
+           "a speculators config without speculators_version, whose norm_output true feeds the normed state back "
+           "from speculators 0.7.0 on (models/eagle3/config.py:76) and means nothing to the releases before",
+           config(speculators_version=REMOVE, norm_output=True), layouts=(SPECULATORS,)),
     Defect("unrecorded-release", "engine.release/nearest",
            "gated for vLLM 0.20.0, a release older than every recording, judged as the oldest recorded one",
            options={"engine": "vllm@0.20.0"}, in_options=True),
@@ -511,7 +506,7 @@ CATALOGUE = (
            lambda d: d.config["speculators_config"]["verifier"].update(name_or_path="/models/llama-target"),
            layouts=(SPECULATORS,)),
     # ----- a reference spec, the weights' values
-    Defect("rope-theta-off-reference", "reference.diff/config-field",
+    Defect("rope-theta-off-reference", "reference.diff/semantic",
            "stating rope_theta 10000 against the tiny-example spec (1e6)", config(rope_theta=10000.0),
            layouts=(FLAT,), options={"reference": "tiny-example"}),
     Defect("fc-nan", "scan.values/non-finite", "with fc.weight all NaN", _filled("fc.weight", b"\xc0\x7f"),
@@ -606,7 +601,7 @@ def run_example(check_id: str, failing: bool, root: Path | None = None) -> Any:
         gate_options = parse_options(**{"reference": "none", **asked})
         target = load_target(gate_options.target_config) if gate_options.target_config else None
         ckpt = open_checkpoint(path)
-        reference, note = resolve_reference(gate_options.reference, ckpt)
+        reference, note = reference_for(gate_options.reference, ckpt, target)
         ctx = Context(ckpt, reference, note, target, gate_options)
         engine = c.engines(gate_options)[0]
         return run_check(c, dataclasses.replace(ctx, engine=engine), {})

@@ -1,7 +1,8 @@
 """``eagle3-checks forward``: run one engine's reading on inputs from a safetensors file, write the logits.
 
 IN holds ``aux_hidden_states`` (T, A*Ht), ``input_ids`` (T,), optional ``position_ids`` (T,) (default arange(T))
-and ``inputs_embeds`` (T, H) (required when the checkpoint has no embed_tokens). OUT gets ``logits`` (T, V) float32
+and ``inputs_embeds`` (T, H) (required when the engine embeds with no embed_tokens of the checkpoint's: it has none,
+or the engine uses the target's, as SGLang does). OUT gets ``logits`` (T, V) float32
 for step 0 over the target vocabulary, -inf outside the draft vocabulary, and ``logits_step_K`` for later steps.
 Every problem with the inputs, or a checkpoint the engine cannot read, is a UsageError (exit 2). Logits holding
 NaN or +inf are still written (they are what was asked for, and show where it breaks), and the command then exits 1
@@ -29,7 +30,19 @@ def check_inputs_path(path: Path) -> None:
         raise UsageError(f"--inputs {path}: " + ("not a file" if path.exists() else not_there(path)))
 
 
-def read_inputs(path: Path, reading: Any, target_embedding: Any = None) -> Inputs:
+def no_embedding(ckpt: Checkpoint, reading: Any) -> str:
+    """Why the reading has no embedding of the drafter's own for the drafted tokens: the checkpoint has none, or the
+    engine embeds with the target's instead of the checkpoint's (SGLang's worker replaces a drafter's embed_tokens
+    with the target's after load: the reading says where, as its release's file and line)."""
+    name = ckpt.roles.get("embed_tokens.weight")
+    if name is None:
+        return f"{ckpt.display} has no embed_tokens"
+    how = reading.replaced.get(name) or reading.ignored.get(name) or "it does not load it"
+    return (f"{reading.engine} {reading.version} embeds with the target's embed_tokens, not the checkpoint's {name} "
+            f"({how})")
+
+
+def read_inputs(path: Path, reading: Any, target_embedding: Any = None, why_no_embedding: str = "") -> Inputs:
     import torch
 
     check_inputs_path(path)
@@ -72,8 +85,9 @@ def read_inputs(path: Path, reading: Any, target_embedding: Any = None) -> Input
         raise UsageError(f"--inputs {path}: inputs_embeds has shape {list(embeds.shape)}, expected "
                          f"[{t}, {reading.hidden_size}]")
     if embeds is None and "embed_tokens.weight" not in reading.tensors and target_embedding is None:
-        raise UsageError(f"--inputs {path}: the checkpoint has no embed_tokens, so inputs_embeds (T, H) is required "
-                         "(or --target, the target checkpoint whose embed_tokens engines use)")
+        raise UsageError(f"--inputs {path}: {why_no_embedding or 'the checkpoint has no embed_tokens'}, so "
+                         "inputs_embeds (T, H) is required (or --target, the target checkpoint whose embed_tokens "
+                         "engines use)")
     if int(ids.min()) < 0 or int(ids.max()) >= (reading.vocab_size or 0):
         raise UsageError(f"--inputs {path}: input_ids must lie in [0, {reading.vocab_size})")
     return Inputs(aux, ids, pos, None if embeds is None else embeds.float(), target_embedding=target_embedding)
@@ -103,18 +117,18 @@ def run_forward_files(ckpt: Checkpoint, engine: str, inputs_path: Path, out_path
                                        if not how.startswith("shared")]
         raise UsageError(f"{reading.engine} {reading.version} cannot read {ckpt.display} as a drafter: "
                          + "; ".join(problems))
-    inputs = read_inputs(inputs_path, reading, target_embedding)
+    why = no_embedding(ckpt, reading)
+    inputs = read_inputs(inputs_path, reading, target_embedding, why)
     note = None
     embeds = "embed_tokens.weight" in reading.tensors or target_embedding is not None
     if steps is None:
         steps = default_steps if embeds else 1
         if not embeds:
-            note = (f"ran 1 draft step: {ckpt.display} has no embed_tokens, and later steps embed the drafted tokens "
-                    "with the target's (as engines do): pass --target with the target checkpoint for more")
+            note = (f"ran 1 draft step: {why}, and later steps embed the drafted tokens with the target's: pass "
+                    "--target with the target checkpoint for more")
     elif steps > 1 and not embeds:
-        raise UsageError(f"--steps {steps}: {ckpt.display} has no embed_tokens, and later steps embed the drafted "
-                         "tokens with the target's, as engines do: pass --target with the target checkpoint (only "
-                         "its embed_tokens rows are read), or --steps 1")
+        raise UsageError(f"--steps {steps}: {why}, and later steps embed the drafted tokens with the target's: pass "
+                         "--target with the target checkpoint (only its embed_tokens rows are read), or --steps 1")
     try:
         logits = run(reading, Weights(ckpt), inputs, steps)
     except ForwardError as exc:

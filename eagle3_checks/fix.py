@@ -1,12 +1,18 @@
-"""``eagle3-checks fix SRC DST``: apply the gate's own config fixes, and gate the result.
+"""``eagle3-checks fix SRC DST``: apply the gate's own fixes of what is known, and gate the result.
 
 A finding whose remedy is an edit of config.json carries it as data (``Finding.patch``: JSON Patch operations).
-``fix`` gates SRC, applies every such patch of an error or warning, gates the patched config again (the same
-tensors: nothing is written yet), and repeats until nothing more is fixable, at most :data:`MAX_ROUNDS` times. A
-patch that would undo or contradict one applied before is not applied: it is reported, since following the gate's
-advice must never go in circles (the convergence property the test suite holds every drafter to). Then DST is
-written once: the patched config.json, the original beside it, and the tensors copied byte-exact as ``convert``
-copies them, to a temporary sibling moved into place atomically. SRC is never modified.
+``fix`` gates SRC, applies every such patch of an error or warning whose basis is read, recorded or measured (what
+the checkpoint, an engine's own code or the user's data says), gates the patched config again (the same tensors:
+nothing is written yet), and repeats until nothing more is fixable, at most :data:`MAX_ROUNDS` times. A patch whose
+premise is inferred or assumed is not applied: it is listed with what would settle it (``--trainer``, ``--source``,
+``--aux-convention``, ``--data``), and is applied once the user states that premise. A patch that would undo or
+contradict one applied before is not applied either: following the gate's advice must never go in circles. A tensor
+the gate can repair from the tensor itself (``Finding.repair``: a d2t written as absolute target ids) is repaired.
+
+DST is written only when something was applied, once, to a temporary sibling moved into place atomically: the
+patched config.json, the original beside it, and every other file of SRC copied byte for byte (a config-only fix
+leaves the weight files identical: the same sha256, which a Hub upload deduplicates); with a repair, the weights are
+written as ``convert`` writes them, the repaired tensor replaced. SRC is never modified.
 """
 
 from __future__ import annotations
@@ -20,14 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .basis import KNOWN
 from .convert import Plan, write
 from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
+from .storage.folder import INDEX
 from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
+from .storage.safetensors import from_numpy
 
 MAX_ROUNDS = 3
+BEFORE = "config.before-fix.json"  # SRC's config.json, kept beside DST's
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,7 @@ class Edit:
 
     check: str  # the result label: engine.aux-layers[vllm@0.33.0]
     op: dict
+    basis: str = ""  # what the finding that asked for it rests on (read, recorded or measured: fix applies no other)
 
     def describe(self) -> str:
         return describe_op(self.op)
@@ -46,8 +57,14 @@ class FixResult:
     dst: Path | None
     edits: list[Edit] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # patches not applied, and why
+    needs: list[str] = field(default_factory=list)  # patches not applied until a premise is stated: what it needs
+    repairs: list[Edit] = field(default_factory=list)  # tensors repaired (op: {"op": "repair", "path": NAME, ...})
     rounds: int = 0
-    result: GateResult | None = None  # the gate on the fixed checkpoint
+    result: GateResult | None = None  # the gate on the fixed checkpoint (on SRC when nothing was written)
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.edits or self.repairs)
 
     @property
     def left(self) -> list[Finding]:
@@ -82,9 +99,31 @@ def apply_patch(config: dict, ops: list[dict]) -> dict:
     return out
 
 
-def _patches(result: GateResult) -> list[Edit]:
-    return [Edit(r.label, op) for r in result.results for f in r.findings
-            if f.failing and f.patch for op in f.patch]  # a waived finding is accepted as it is: not edited
+def _patches(result: GateResult) -> tuple[list[Edit], list[str]]:
+    """The patches to apply (of failing findings whose basis is known: a waived finding is accepted as it is), and
+    the others, with what each needs before it is applied."""
+    edits, needs = [], []
+    for r in result.results:
+        for f in r.findings:
+            if not f.failing or not f.patch:
+                continue
+            if f.basis in KNOWN:
+                edits += [Edit(r.label, op, f.basis or "") for op in f.patch]
+                continue
+            ops = ", ".join(describe_op(op) for op in f.patch)
+            needs.append(f"{r.label} ({f.code}): {ops}: it rests on {f.rests_on or f'a {f.basis} premise'} "
+                         f"({f.basis}); state it to apply: {f.settle or 'nothing in this run settles it'}")
+    return edits, needs
+
+
+def _repairs(result: GateResult) -> list[Edit]:
+    """The tensor repairs of failing findings whose basis is known, one per tensor."""
+    out: dict[str, Edit] = {}
+    for r in result.results:
+        for f in r.findings:
+            if f.failing and f.repair and f.basis in KNOWN and f.key and f.key not in out:
+                out[f.key] = Edit(r.label, {"op": "repair", "path": f.key, "value": f.repair}, f.basis or "")
+    return list(out.values())
 
 
 def _choose(edits: list[Edit], applied: dict[str, Any]) -> tuple[list[Edit], list[str]]:
@@ -118,8 +157,11 @@ def plan_fixes(src: Checkpoint, options: GateOptions) -> tuple[dict | None, FixR
     config, outcome = copy.deepcopy(src.config_raw), FixResult(None)
     applied: dict[str, Any] = {}
     result = gate_checkpoint(src, options)
+    outcome.repairs = _repairs(result)
     while outcome.rounds < MAX_ROUNDS:
-        chosen, refused = _choose(_patches(result), applied)
+        edits, needs = _patches(result)
+        outcome.needs += [n for n in needs if n not in outcome.needs]
+        chosen, refused = _choose(edits, applied)
         outcome.refused += [r for r in refused if r not in outcome.refused]
         if not chosen:
             break
@@ -145,11 +187,14 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
                              "`eagle3-checks check` on it): fix edits config.json only")
         config, outcome = plan_fixes(source, options)
         assert config is not None  # source.config_raw was read (above)
-        names = {name: name for name in source.tensors}
+        # what is left after the last round, as the gate sees it: patches that still need a premise stated
+        outcome.needs = [n for n in outcome.needs if n in _patches(outcome.result)[1]] if outcome.result else []
+        if not outcome.applied:  # nothing known to fix: no DST (the findings say why)
+            return outcome
         remove_stale(dst_path)
         tmp = temporary_sibling(dst_path)
         try:
-            write(Plan(source, "fix", source.layout, config, names), tmp)
+            _write_fixed(source, config, outcome.repairs, tmp)
             outcome.result = gate_checkpoint(open_checkpoint(tmp), options)
             move_into_place(tmp, dst_path)
         except OSError as exc:
@@ -160,5 +205,39 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     outcome.dst = dst_path
+    assert outcome.result is not None
     outcome.result.ckpt.display = str(dst_path)
     return outcome
+
+
+def _write_fixed(source: Checkpoint, config: dict, repairs: list[Edit], out: Path) -> None:
+    """DST: the fixed config.json and the original beside it; every other file of SRC copied byte for byte, or, with
+    a tensor repaired, the weights written as convert writes them with that tensor replaced."""
+    if repairs:
+        names = {name: name for name in source.tensors if name not in {e.op["path"] for e in repairs}}
+        replaced = {e.op["path"]: REPAIRS[e.op["value"]](source, e.op["path"]) for e in repairs}
+        plan = Plan(source, "fix", source.layout, config, names, replaced)
+        write(plan, out, original=None)
+        skip = {"config.json", *source.weight_files, INDEX}
+    else:
+        out.mkdir(parents=True)
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        skip = {"config.json"}
+    # the config as it was, under a name no reader takes for the trainer's own (config_speculators.json beside a
+    # checkpoint is evidence of who trained it; the config before a fix is not)
+    (out / BEFORE).write_text(json.dumps(source.config_raw, indent=2) + "\n")
+    skip.add(BEFORE)
+    for child in sorted(source.path.iterdir()):
+        if child.name not in skip and child.is_file() and not (out / child.name).exists():
+            shutil.copyfile(child, out / child.name)
+
+
+def _d2t_offsets(source: Checkpoint, name: str):
+    """d2t written as absolute target ids, made offsets: d2t - arange(DV) (the tensor's own values)."""
+    import numpy as np
+
+    ids = np.asarray(source.values("d2t"), dtype=np.int64)
+    return from_numpy(ids - np.arange(len(ids), dtype=np.int64))
+
+
+REPAIRS = {"d2t-offsets": _d2t_offsets}

@@ -18,10 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from . import checks as _builtin_checks  # noqa: F401  (importing the package registers the built-in checks)
+from .basis import ASSUMED, BASES, KNOWN, MEASURED, READ, RECORDED
 from .drafter.checkpoint import Checkpoint, open_any
 from .drafter.config_values import TargetConfig, read_target_config
 from .drafter.spec import Spec, resolve_reference
-from .engines import AUX_CONVENTIONS, ENGINE_NAMES, trainer_said
+from .engines import (
+    AUX_CONVENTIONS,
+    ENGINE_NAMES,
+    TRAINERS,
+    identify,
+    known_by,
+    named_verifier,
+    trainer_said,
+    version_key,
+)
 from .engines import resolve as resolve_engines
 from .errors import UsageError
 from .live import CannotJudge
@@ -156,6 +166,12 @@ def load_target_checkpoint(path: str | os.PathLike,
     return load_target(root, "--target"), TargetEmbedding(str(path), root=root)
 
 
+def reference_for(option: str, ckpt: Checkpoint, target: TargetConfig | None) -> tuple[Spec | None, str]:
+    """``--reference`` as a spec (see :func:`resolve_reference`): auto picks a published drafter's spec for the
+    candidate's own target family only, known from ``target`` or from the verifier the drafter's config names."""
+    return resolve_reference(option, ckpt, target, named_verifier(ckpt.config_raw))
+
+
 def load_source(path: str | os.PathLike, revision: str | None = None, download: bool = False) -> Checkpoint:
     """The checkpoint a candidate was converted from (--source). Raises UsageError."""
     try:
@@ -169,12 +185,12 @@ def load_source(path: str | os.PathLike, revision: str | None = None, download: 
 
 
 def gate_checkpoint(ckpt: Checkpoint, options: GateOptions) -> GateResult:
-    reference, note = resolve_reference(options.reference, ckpt)
     target = load_target(options.target_config) if options.target_config else None
     embedding = None
     if options.target:  # --target-config, when given too, is the config that counts
         target_config, embedding = load_target_checkpoint(options.target)
         target = target or target_config
+    reference, note = reference_for(options.reference, ckpt, target)
     source = load_source(options.source, download=options.download) if options.source else None
     return run_gate(ckpt, options, reference=reference, reference_note=note, target=target, source=source,
                     target_embedding=embedding)
@@ -189,7 +205,7 @@ def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateRes
 
 def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
                   strict: bool = False, waive: Iterable[str] = (), engine: str | Iterable[str] | None = None,
-                  source: str | None = None, aux_convention: str | None = None,
+                  source: str | None = None, aux_convention: str | None = None, trainer: str | None = None,
                   max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
                   download: bool = False, data: str | None = None, max_drop: float | str | None = None,
                   min_acceptance: float | str | None = None, loss_mask: str | None = None,
@@ -212,6 +228,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                   "(engine.live)" if spec in judged_live else note for spec, note in zip(specs, notes, strict=True))
     if aux_convention not in (None, *AUX_CONVENTIONS):
         raise UsageError(f"--aux-convention {aux_convention!r}: choose {' or '.join(AUX_CONVENTIONS)}")
+    trainer = _trainer(trainer)
     if max_model_len is not None:
         try:
             max_model_len = int(max_model_len)
@@ -241,10 +258,24 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
     return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
                        strict=bool(strict), waive=tuple(waivers), engine=specs, engine_notes=notes,
                        optional_engines=optional, source=source,
-                       aux_convention=aux_convention, max_model_len=max_model_len, target=target or None,
+                       aux_convention=aux_convention, trainer=trainer, max_model_len=max_model_len,
+                       target=target or None,
                        revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
                        min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start,
                        live=live, launch=_launch(launch), tensor_parallel=tp, pipeline_parallel=pp)
+
+
+def _trainer(value: str | None) -> str | None:
+    """--trainer NAME[@VERSION]: a modelled trainer, and a release number. Raises UsageError."""
+    if not value:
+        return None
+    name, at, version = str(value).partition("@")
+    if name not in TRAINERS:
+        raise UsageError(f"--trainer {value!r}: choose {' or '.join(TRAINERS)}, with @VERSION when known "
+                         "(speculators@0.9.0)")
+    if at and not version_key(version):
+        raise UsageError(f"--trainer {value!r}: {version!r} is no release number (such as 0.9.0)")
+    return f"{name}@{version}" if at else name
 
 
 def _parallel(flag: str, value: int | str | None) -> int | None:
@@ -455,12 +486,15 @@ class GateResult:
         return next(r for r in self.results if r.check.id == check_id and (
             engine is None or r.engine == engine or (r.engine or "").split("@")[0] == engine))
 
+    identity: Any = None  # who trained it (engines.trainers.Identity), from the evidence this run had
+
     @property
     def trainer(self) -> dict[str, str | None]:
-        """The trainer the checkpoint shows and how that was known, and the trainer reading it is judged against
-        (every report states them)."""
-        found, reading = trainer_said(self.ckpt)
-        return {"name": found.name, "version": found.version, "how": found.how, "reading": reading}
+        """Who trained the drafter as far as the evidence goes, how that was known and on what basis, and the trainer
+        reading it is judged against (every report states them)."""
+        found, reading = trainer_said(self.ckpt, self.identity)
+        return {"name": found.name, "version": found.version, "how": found.how, "basis": found.basis,
+                "reading": reading}
 
     def by_label(self, label: str) -> CheckResult:
         return next(r for r in self.results if r.label == label)
@@ -509,6 +543,29 @@ def why_skipped(c: Check, ctx: Context) -> str | None:
     return c.requires() if c.requires else None
 
 
+def default_basis(c: Check, ctx: Context) -> str:
+    """What a finding that states no basis rests on: the acceptance level's, the user's data (measured); a per-engine
+    check's, the judged release's own code (recorded, when a recording covers the release or it is judged live; else
+    its released source, read); every other check's, the checkpoint's files (read)."""
+    if c.level == "acceptance":
+        return MEASURED
+    if ctx.engine is not None:
+        live = ctx.options is not None and ctx.engine in dict(ctx.options.live)
+        return RECORDED if live else known_by(ctx.engine)
+    return READ
+
+
+def based(f: Finding, c: Check, ctx: Context) -> Finding:
+    """The finding with its basis (the check's default when it states none). An error needs a read, recorded or
+    measured basis: one whose premise is inferred or assumed is reported as a warning (the checks say so
+    themselves; this keeps the rule whatever a check, a plugin's included, reports)."""
+    basis = f.basis or default_basis(c, ctx)
+    if basis not in BASES:
+        basis = ASSUMED
+    severity = Severity.WARNING if f.severity is Severity.ERROR and basis not in KNOWN else f.severity
+    return dataclasses.replace(f, basis=basis, severity=severity)
+
+
 def status_of(found: list[Finding]) -> str:
     """A check's status from its findings: failed on a failing error, warned on a failing warning, waived when all
     it found that fails is waived, else passed."""
@@ -544,6 +601,7 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str], used: set[str] | N
     except Exception as exc:  # a bug in a check must not hide the others, nor pass silently
         found = [Finding(Severity.ERROR, f"check crashed ({type(exc).__name__}: {exc}); the checkpoint is "
                          "unverified for this check. Please report this.", check=label, code=c.code(CRASHED))]
+    found = [based(f, c, ctx) for f in found]
     for i, f in enumerate(found):
         targets = waivers_of(f, c, ctx.engine, waived) if f.severity is not Severity.INFO else []
         if targets:  # the check ran and found it; the waiver says it is known and accepted
@@ -562,6 +620,8 @@ def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference:
     engine). ``reference``, ``target`` and ``source`` are already resolved (see :mod:`eagle3_checks.gate`)."""
     options = options or GateOptions()
     ctx = Context(ckpt, reference, reference_note, target, options, source, target_embedding=target_embedding)
+    identity = identify(ckpt, source, options.trainer)
+    ctx.cache["identity"] = identity
     levels = options.levels()
     waived = options.waivers
     used: set[str] = set()
@@ -574,7 +634,7 @@ def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference:
     if options.waive:
         results.append(_waivers_result(options, results, used))
     ref_name = reference.name if reference is not None else None
-    return GateResult(ckpt, options, results, ref_name, reference_note)
+    return GateResult(ckpt, options, results, ref_name, reference_note, identity)
 
 
 def _judge_waivers(ctx: Context) -> Iterable[Finding]:  # pragma: no cover  (the gate builds this result itself)

@@ -61,6 +61,7 @@ class GateOptions:
     pipeline_parallel: int | None = None  # --pp: the pipeline-parallel size
     source: str | None = None  # the checkpoint the candidate was converted from
     aux_convention: str | None = None  # how the drafter's trainer counted aux ids: vllm or sglang
+    trainer: str | None = None  # --trainer NAME[@VERSION]: who trained the drafter, as the user states it
     max_model_len: int | None = None  # the context the drafter will be served with
     progress: bool = False  # show progress on a terminal (long scans)
     # the acceptance level: recorded target states (a folder, as accept reads it), the share of the trainer

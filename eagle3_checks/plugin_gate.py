@@ -15,6 +15,10 @@ from .drafter.spec import check_reference_option
 from .errors import UsageError
 from .gate import FAILED, SKIPPED, WAIVED, WAIVERS, WARNED, all_checks, gate, load_source, load_target, parse_options
 from .plugin_options import GATE_FILE, GATE_NODEID, OPTIONS, STATE, dest, value
+from .reports import RENDERERS
+from .reports.github import github_command
+from .reports.json_report import render_json_error
+from .reports.sarif import render_sarif_error
 from .reports.summary import summary_line
 from .reports.text import check_text
 from .storage.folder import unique_paths
@@ -24,8 +28,11 @@ from .storage.hub import is_hub, locate_any
 class _Eagle3State:
     """Options (plain, serialisable values) and one gate result per checkpoint, computed once."""
 
-    def __init__(self, ckpts: list[str], labels: list[str], options: Any) -> None:
+    def __init__(self, ckpts: list[str], labels: list[str], options: Any,
+                 reports: list[tuple[str, Path]] | None = None) -> None:
         self.ckpts, self.labels, self.options = ckpts, labels, options
+        self.reports = reports or []  # --eagle3-report FORMAT=PATH, validated
+        self.written: list[str] = []  # what the reports' writing did, for the terminal summary
         self.results: dict[str, Any] = {}
         self.ran: dict[str, set[str]] = {}  # checkpoint -> the check items that ran (-k may select a few)
         self.tallies: dict[str, dict[str, int]] = {}  # checkpoint label -> counts from reports (xdist controller)
@@ -36,7 +43,7 @@ class _Eagle3State:
 
             try:
                 self.results[path] = gate(path, self.options)
-            except Exception as exc:  # noqa: BLE001  (reported on every item of the checkpoint, not re-run)
+            except Exception as exc:  # (reported on every item of the checkpoint, not re-run)
                 self.results[path] = exc
         outcome = self.results[path]
         if isinstance(outcome, Exception):
@@ -92,7 +99,7 @@ def configure(config: pytest.Config) -> None:
         options = parse_options(reference=value(config, "reference"), target_config=target,
                                 level=value(config, "level"), strict=bool(value(config, "strict")),
                                 waive=value(config, "waive") or [], engine=value(config, "engine"), source=source,
-                                aux_convention=value(config, "aux-convention"),
+                                aux_convention=value(config, "aux-convention"), trainer=value(config, "trainer"),
                                 max_model_len=value(config, "max-model-len"), target=target_ckpt,
                                 revision=value(config, "revision"), download=bool(value(config, "download")),
                                 data=data, max_drop=value(config, "max-drop"),
@@ -120,15 +127,39 @@ def configure(config: pytest.Config) -> None:
             load_source(options.source)
 
         check_reference_option(options.reference)
+        reports = _reports(config)
     except UsageError as exc:
         raise pytest.UsageError(f"eagle3-checks: {_plugin_names(str(exc))}") from None
-    config.stash[STATE] = _Eagle3State(ckpts, _labels(ckpts), options)
+    config.stash[STATE] = _Eagle3State(ckpts, _labels(ckpts), options, reports)
     config.pluginmanager.register(_ReportTally(config.stash[STATE]), "eagle3-checks-tally")
     if not ckpts:
         return
     if not any(_is_gate_file(a) for a in config.args):
         config.args.append(str(GATE_FILE))
     _rerun_failed_checks(config)
+
+
+def _reports(config: pytest.Config) -> list[tuple[str, Path]]:
+    """--eagle3-report FORMAT=PATH (repeatable; an ini file's paths are relative to its folder), validated before any
+    test runs. Raises UsageError."""
+    from_ini = config.getoption(dest("report")) is None
+    out = []
+    for item in value(config, "report") or []:
+        fmt, sep, name = item.partition("=")
+        if not sep or fmt not in RENDERERS or not name:
+            raise UsageError(f"--report {item!r}: write FORMAT=PATH, FORMAT one of {', '.join(RENDERERS)}")
+        path = Path(name)
+        if from_ini and config.inipath and not path.is_absolute():
+            path = config.inipath.parent / path
+        try:
+            usable = not path.is_dir() and path.parent.is_dir()
+        except (OSError, ValueError):
+            usable = False
+        if not usable:
+            raise UsageError(f"--report {item}: " + (f"{path} is a directory" if path.is_dir() else
+                                                       f"no folder {path.parent} to write {path.name} in"))
+        out.append((fmt, path))
+    return out
 
 
 def _plugin_names(message: str) -> str:
@@ -239,7 +270,7 @@ class CheckItem(pytest.Item):
             gate_result = state.result(self.collector.ckpt_path)
         except UsageError as exc:
             raise CheckFailed(f"{self.label}: cannot gate {_shown(self.collector.ckpt_path)}: {exc}") from None
-        except Exception as exc:  # noqa: BLE001  (an internal error: one line, not a traceback into the package)
+        except Exception as exc:  # (an internal error: one line, not a traceback into the package)
             raise CheckFailed(f"{self.label}: eagle3-checks failed on {_shown(self.collector.ckpt_path)} "
                               f"({type(exc).__name__}: {exc}); this is a bug, please report it") from None
         r = gate_result.by_label(self.label)
@@ -327,9 +358,38 @@ class _ReportTally:
                 tally[f["severity"]] += 1
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: Any) -> None:
+    """--eagle3-report: the reports the CLI writes (``check --format FORMAT``), of every checkpoint, written once by
+    the process that holds the results. Under xdist the workers gated and the controller writes: it gates each
+    checkpoint once more for that (the gate is the same for the same files and options)."""
+    config = session.config
+    state = config.stash.get(STATE, None)
+    if state is None or not state.reports or hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    results, failed = [], None
+    for path in state.ckpts:
+        try:
+            results.append(state.result(path))
+        except Exception as exc:
+            failed = f"cannot gate {_shown(path)}: {exc}"
+    for fmt, target in state.reports:
+        if failed is None:
+            text = RENDERERS[fmt](results)
+        elif fmt in ("json", "sarif"):  # a document that says why nothing was gated, as check --format writes it
+            text = (render_json_error if fmt == "json" else render_sarif_error)(failed)
+        else:
+            text = (github_command("error", failed, title="eagle3-checks: usage error") if fmt == "github"
+                    else f"eagle3-checks: error: {failed}") + "\n"
+        try:
+            target.write_text(text, encoding="utf-8")
+            state.written.append(f"wrote the {fmt} report {target}")
+        except OSError as exc:
+            state.written.append(f"could not write the {fmt} report {target}: {exc.strerror or exc}")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(STATE, None)
-    if state is None or not (state.results or state.tallies):
+    if state is None or not (state.results or state.tallies or state.written):
         return
 
     terminalreporter.section("eagle3-checks")
@@ -347,3 +407,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         if 0 < ran < total:  # the gate judged every check; say so when this run reported only some
             line += f" (the whole gate, {total} checks; {ran} reported in this run)"
         terminalreporter.write_line(f"{_shown(path)}: {line}")
+    for line in state.written:
+        terminalreporter.write_line(f"eagle3-checks: {line}")

@@ -32,6 +32,8 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "engine-python": ("string", None, "the interpreter whose engine --eagle3-engine NAME@installed means"),
     "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
     "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
+    "trainer": ("string", None, "who trained the drafter, when the checkpoint does not say: NAME[@VERSION] "
+                "(speculators or specforge)"),
     "max-model-len": ("string", None, "the context length the drafter will be served with"),
     "tp": ("string", None, "the tensor-parallel size the drafter is served with (engine.serving)"),
     "pp": ("string", None, "the pipeline-parallel size (engine.serving)"),
@@ -42,6 +44,9 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "loss-mask-start": ("string", None, "the hs_<i> index of the loss-mask folder's first row (default 0)"),
     "max-drop": ("string", None, "the share of the trainer reading's acceptance length an engine reading may lose"),
     "min-acceptance": ("string", None, "warn about a reading whose acceptance length is below this"),
+    "report": ("linelist", [], "write the report of every checkpoint gated, as the CLI's --format writes it: "
+               "FORMAT=PATH, FORMAT one of text, json, markdown, github, sarif (repeatable; sarif=eagle3.sarif for "
+               "code scanning)"),
 }
 
 STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint
@@ -71,9 +76,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(dest(old), f"the old name of {dest(name)}", type="linelist", default=[])
 
 
+REMOVED_IN = "0.2.0"  # the release that removes the old names (CHANGELOG.md)
+
+
 def value(config: pytest.Config, name: str) -> Any:
-    """An option's value: the command line's, else the ini file's (a list option joins its old name's too)."""
+    """An option's value: the command line's, else the ini file's (a list option joins its old name's too, with a
+    deprecation warning)."""
     names = [name] + ([OLD_NAMES[name]] if name in OLD_NAMES else [])
+    for old in names[1:]:
+        if config.getoption(dest(old)) or config.getini(dest(old)):
+            config.issue_config_time_warning(pytest.PytestDeprecationWarning(
+                f"--eagle3-{old} / {dest(old)} is deprecated and will be removed in {REMOVED_IN}: use "
+                f"--eagle3-{name} / {dest(name)}"), stacklevel=2)
     if OPTIONS[name][0] == "linelist":
         got = [v for n in names for v in (config.getoption(dest(n)) or [])]
         got = got or [v for n in names for v in (config.getini(dest(n)) or [])]

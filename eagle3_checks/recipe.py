@@ -21,6 +21,7 @@ from .errors import UsageError
 from .gate import GateResult, gate_checkpoint, load_target
 from .options import GateOptions
 from .registry import Finding, Severity
+from .storage.hub import is_repo_id
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Recipe:
     launch: Launch
     result: GateResult  # the gate's verdict on the drafter, for this release, with these launch settings
     unknown_layers: str | None  # why the trained layers are unknown (None: known)
+    target: str = "TARGET"  # the target as the commands name it
+    target_note: str | None = None  # where that name comes from, or what the TARGET placeholder stands for
 
     @property
     def findings(self) -> list[Finding]:
@@ -47,7 +50,8 @@ class Recipe:
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema_version": 1, "engine": self.spec, "commands": self.launch.commands,
-                "launch": self.launch.settings, "notes": self.launch.notes, "passed": self.passed,
+                "launch": self.launch.settings, "notes": self.launch.notes, "target": self.target,
+                **({"target_note": self.target_note} if self.target_note else {}), "passed": self.passed,
                 "findings": [{"check": f.check, "code": f.code, "message": f.message, "key": f.key,
                               "expected": f.expected, "found": f.found, "why": f.why, "fix": f.fix}
                              for f in self.findings]}
@@ -79,22 +83,61 @@ def recipe(ckpt: Checkpoint, drafter: str, engine: str, options: GateOptions, to
         else:
             ids = profile.ids_for(trained.layers, target)
             launch_ids = ids if ids is not None and engines.reaches(profile, ids, trained.layers, target) else None
-    where = options.target or _folder(options.target_config) or "TARGET"
+    where, where_note = _target_name(options, config, ckpt)
     request = Request(drafter, where, tokens, options.tensor_parallel or 1, options.pipeline_parallel or 1,
                       launch_ids)
     reading = engines.read(ckpt, spec, config)
     assert profile.launch is not None  # refused above
     launch = profile.launch(reading, request)
     gated = replace(options, engine=(spec,), engine_notes=("named",), optional_engines=(), level="header",
-                    launch=((name, json.dumps(launch.settings)),) if profile.launch_ids else options.launch)
-    return Recipe(spec, launch, gate_checkpoint(ckpt, gated), unknown)
+                    launch=((name, json.dumps(launch.settings)),))
+    return Recipe(spec, launch, gate_checkpoint(ckpt, gated), unknown, where, where_note)
 
 
 def _folder(config: str | None) -> str | None:
-    """The target checkpoint's folder, as named in the commands: --target-config's folder (the file's, or itself)."""
+    """The target checkpoint's folder, as named in the commands: --target-config's folder (the file's, or itself);
+    None for a file in the current folder, which says nothing of where the target is."""
     if not config:
         return None
-    return config if os.path.isdir(config) else os.path.dirname(config) or "."
+    if os.path.isdir(config):
+        return config
+    folder = os.path.dirname(config)
+    try:
+        here = not folder or os.path.samefile(folder, os.curdir)
+    except OSError:
+        here = False
+    return None if here else folder
+
+
+def _usable(name: Any) -> bool:
+    """A name an engine can load the target from: a folder here, or a Hub repository id."""
+    return isinstance(name, str) and bool(name) and (os.path.isdir(name) and not os.path.samefile(name, os.curdir)
+                                                    or is_repo_id(name) and not os.path.exists(name))
+
+
+def _target_name(options: GateOptions, config: Any, ckpt: Checkpoint) -> tuple[str, str | None]:
+    """How the commands name the target, and a note where that is not --target or --target-config's folder: the
+    verifier the config names (its _name_or_path), else the one the drafter names (speculators_config.verifier),
+    else the placeholder TARGET, which the note explains. A --target-config file in the current folder names no
+    folder: the commands used to say ``vllm serve .``."""
+    if options.target:
+        return options.target, None
+    folder = _folder(options.target_config)
+    if folder:
+        return folder, None
+    spec = (ckpt.config_raw or {}).get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    named = [(getattr(config, "name_or_path", None), f"{options.target_config}'s _name_or_path"),
+             (verifier.get("name_or_path") if isinstance(verifier, dict) else None,
+              "the drafter's speculators_config.verifier.name_or_path")]
+    for name, where in named:
+        if _usable(name):
+            return str(name), f"the target is named as {where} names it"
+    why = (f"--target-config {options.target_config} is a file in the current folder, which says nothing of where "
+           "the target is" if options.target_config else "no --target or --target-config names the target")
+    return "TARGET", (f"TARGET stands for the target model (its Hub id or folder): {why}, and neither "
+                      "_name_or_path in its config nor speculators_config.verifier.name_or_path in the drafter's "
+                      "names one; pass --target DIR|hf://ORG/NAME to name it")
 
 
 def _target_config(options: GateOptions) -> Any:

@@ -34,15 +34,7 @@ class Severity(str, Enum):
     INFO = "info"
 
 
-# What a finding rests on (its ``basis``), strongest first. ``read``: the checkpoint or the files beside it state it;
-# ``recorded``: an engine release's own code did it, recorded (the conformance recordings, or the installed engine
-# judging live); ``measured``: the user's data measured it (the acceptance level); ``inferred``: drawn from named
-# evidence that does not state it (the finding names that evidence); ``assumed``: a default or a convention nothing
-# confirmed. Only the first three can carry an error, and only they are what ``fix`` applies; an inferred or assumed
-# finding is at most a warning and says what would settle it.
-READ, RECORDED, MEASURED, INFERRED, ASSUMED = "read", "recorded", "measured", "inferred", "assumed"
-BASES = (READ, RECORDED, MEASURED, INFERRED, ASSUMED)
-KNOWN = (READ, RECORDED, MEASURED)  # the bases an error and an applied fix need
+# What a finding rests on: eagle3_checks.basis (read, recorded, measured, inferred, assumed).
 
 
 CONFIG = "config.json"
@@ -96,6 +88,9 @@ class Finding:
     basis: str | None = None
     rests_on: str | None = None
     settle: str | None = None
+    # a repair of a tensor the gate knows how to make from the tensor itself (fix applies it, verified by the gate on
+    # what it wrote): "d2t-offsets" (absolute target ids in d2t, made offsets: d2t - arange(DV))
+    repair: str | None = None
 
     @property
     def code_label(self) -> str:
@@ -121,10 +116,6 @@ class Finding:
 def add(path: str, value: Any) -> dict:
     """A JSON Patch "add" of config.json (sets the value, creating parent objects)."""
     return {"op": "add", "path": path, "value": value}
-
-
-def remove(path: str) -> dict:
-    return {"op": "remove", "path": path}
 
 
 def describe_op(op: dict) -> str:

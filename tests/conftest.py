@@ -68,7 +68,7 @@ def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
 
     if importlib.util.find_spec(package) is None:
         pytest.fail(f"{package} is not installed: install the test extras as the README's test command does")
-    out, done, lock_path = _peer_paths(tmp_path_factory, package)
+    out, done, lock_path = _peer_paths(tmp_path_factory, Path(script).stem)
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, whoever holds it
         if not done.exists():
@@ -90,6 +90,13 @@ def speculators_drafters(tmp_path_factory) -> Path:
 def specforge_drafters(tmp_path_factory) -> Path:
     """Every variant of peers/variants.py SPECFORGE, built by SpecForge 0.2.0 and written by its SGLang exporter."""
     return _build_peer(tmp_path_factory, "specforge", "build_specforge.py")
+
+
+@pytest.fixture(scope="session")
+def train_cli_drafters(tmp_path_factory) -> Path:
+    """Every variant of peers/variants.py TRAIN_CLI, built as speculators 0.9.0's train CLI builds a drafter and saved
+    by it (with written.json: what it wrote)."""
+    return _build_peer(tmp_path_factory, "speculators", "build_train_cli.py")
 
 
 # ----- the trained world: a target and drafters trained on CPU (peers/train_world.py, about 100 s) ----------------
@@ -148,3 +155,78 @@ def trained_world(tmp_path_factory) -> Path:
             pytest.fail("peers/train_world.py failed: " + (log.read_text()[-4000:] if log.exists() else "no log"))
         time.sleep(0.5)
     return out
+
+
+# ----- every declared finding code is produced by a test ------------------------------------------------------------
+# The gate stamps each finding's code where it runs a check (gate.run_check, and gate.finding_code for the waivers'
+# own findings); wrapped here, every code a test makes the gate produce is recorded. Each xdist worker writes its codes
+# beside the others; when the whole suite has run (no -k, -m, --lf or chosen paths), the session fails on any declared
+# code (gate.all_codes) no test produced, and lists them.
+PRODUCED: set[str] = set()
+
+
+def _track_codes() -> None:
+    from eagle3_checks import gate
+
+    made, ran = gate.finding_code, gate.run_check
+
+    def finding_code(c, slug):
+        code = made(c, slug)
+        PRODUCED.add(code)
+        return code
+
+    def run_check(*args, **kwargs):
+        result = ran(*args, **kwargs)
+        PRODUCED.update(f.code for f in result.findings if f.code)
+        return result
+
+    gate.finding_code, gate.run_check = finding_code, run_check
+    from eagle3_checks import defects  # runs checks itself (the catalogue's examples)
+
+    defects.run_check = run_check
+
+
+_track_codes()
+
+
+def _codes_dir(config) -> Path:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return Path(workerinput["eagle3_codes_dir"])
+    return Path(config._tmp_path_factory.getbasetemp()) / "codes-produced"
+
+
+def pytest_configure_node(node):  # xdist: the controller tells each worker where to write its codes
+    node.workerinput["eagle3_codes_dir"] = str(_codes_dir(node.config))
+
+
+def _whole_suite(config) -> bool:
+    option = config.option
+    return not (option.keyword or option.markexpr or getattr(option, "lf", False) or getattr(option, "deselect", None)
+                or config.args and [Path(a).resolve() for a in config.args] != [Path(config.rootpath, "tests")])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    folder = _codes_dir(session.config)
+    folder.mkdir(parents=True, exist_ok=True)
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    (folder / f"{worker}.txt").write_text("\n".join(sorted(PRODUCED)))
+    if hasattr(session.config, "workerinput") or not _whole_suite(session.config) or exitstatus not in (0, 1):
+        return
+    from eagle3_checks.gate import all_codes
+
+    produced = set().union(*(set(p.read_text().split()) for p in folder.glob("*.txt")))
+    missing = [code for code in all_codes() if code not in produced]
+    if missing:
+        session.config._eagle3_unproduced = missing
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    missing = getattr(config, "_eagle3_unproduced", None)
+    if missing:
+        terminalreporter.section("declared finding codes no test produces")
+        terminalreporter.write_line(f"{len(missing)} of the declared codes were produced by no test "
+                                    "(tests/conftest.py records every code the gate makes):")
+        for code in missing:
+            terminalreporter.write_line(f"  {code}")

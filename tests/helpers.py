@@ -20,6 +20,7 @@ from eagle3_checks.defects import LAYOUTS as LAYOUTS  # the tests' layouts: the 
 from eagle3_checks.defects import Defect, Draft
 from eagle3_checks.defects import inject as inject  # inject(d, NAME): a defect of the catalogue, in drafter d
 from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config
+from eagle3_checks.drafter.layout import FLAT, SPECULATORS
 from eagle3_checks.gate import FAILED, GateResult, gate, parse_options
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
 
@@ -28,15 +29,33 @@ from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safet
 
 class Drafter(Draft):
     """A drafter being prepared in a tmp dir: the defect catalogue's :class:`Draft` (edit ``tensors`` / ``config``, or
-    ``inject(d, NAME)`` a defect of the catalogue), then ``write()`` into ``root``."""
+    ``inject(d, NAME)`` a defect of the catalogue), then ``write()`` into ``root``.
+
+    A flat one states nothing of who trained it: the gate can only say its trainer is unknown (and state what each
+    candidate trainer would mean). ``trained=True`` makes it the example's speculators drafter flattened, with its
+    speculators config kept beside it as ``config_speculators.json`` (``beside``, which a test may edit), as the
+    embedded example and eagle3-checks convert have it."""
 
     def __init__(self, root: Path, layout: str = "speculators", shape: DrafterShape = EXAMPLE, seed: int = 0,
-                 first_layer: str = "midlayer") -> None:
+                 first_layer: str = "midlayer", trained: bool = False) -> None:
         super().__init__(layout, *drafter_files(shape, layout, seed, first_layer), shape)
         self.root = root
+        self.beside: dict | None = drafter_files(shape, SPECULATORS, seed)[1] if layout == FLAT and trained else None
 
     def write(self, shards: int = 1) -> Path:
-        return self.save(self.root, shards)
+        path = self.save(self.root, shards)
+        if self.beside is not None:
+            (path / "config_speculators.json").write_text(json.dumps(self.beside, indent=2) + "\n")
+        return path
+
+
+def specforge_export(path: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with ``trainer`` specforge@0.2.0 for a flat checkpoint that names no trainer (no speculators config
+    beside it, none given): the engine tests' flat drafters are SpecForge 0.2.0's exports, which say nothing of it."""
+    flat = "speculators_model_type" not in json.loads((Path(path) / "config.json").read_text())
+    if flat and not (Path(path) / "config_speculators.json").exists() and not options.get("trainer"):
+        return {**options, "trainer": "specforge@0.2.0"}
+    return options
 
 
 def run(path: Path, **options: Any) -> GateResult:
@@ -225,3 +244,20 @@ def build_conformance_set(out: Path) -> dict[str, dict]:
         spec.loader.exec_module(module)
     Path(out).mkdir(parents=True, exist_ok=True)
     return {entry["name"]: entry for entry in sys.modules[name].build(out)}
+
+
+# ----- golden files: wording lives there, tests assert codes ----------------------------------------------------------
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def assert_golden(name: str, text: str) -> None:
+    """``text`` is tests/golden/NAME as committed; with EAGLE3_UPDATE_GOLDEN=1 the file is rewritten instead (then
+    compare the diff). The one golden-file helper of the suite."""
+    import os
+
+    path = GOLDEN / name
+    if os.environ.get("EAGLE3_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} differs from the golden file: compare, then EAGLE3_UPDATE_GOLDEN=1"

@@ -155,7 +155,7 @@ def test_three_formats_give_the_same_figures(world, capsys):
     assert all(o == outs[0] for o in outs)
     doc = outs[0]
     assert doc["labels"] == "tokens"
-    assert [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.33.0"]
+    assert [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.34.0"]
     r = doc["readings"][0]
     assert set(r) == {"reading", "steps", "positions", "acceptance_length", "step_accuracy", "conditional_accuracy",
                       "alpha"}
@@ -185,7 +185,7 @@ def test_text_report(world, capsys):
     folder = write_trtllm(world["root"] / "text", world["records"])
     code, out, _ = accept(world["drafter"], folder, capsys=capsys)
     assert code == 0
-    assert "labels: tokens" in out and "trainer" in out and "vllm@0.33.0" in out and "PASS" in out
+    assert "labels: tokens" in out and "trainer" in out and "vllm@0.34.0" in out and "PASS" in out
 
 
 # ----- the figures, by hand ---------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     the field gets another engine reading, whose logits and figures differ."""
     flipped = _flipped(world)
     ckpt = open_checkpoint(flipped)
-    named = readings(ckpt, ["vllm@0.33.0"])
+    named = readings(ckpt, ["vllm@0.34.0"])
     assert named[0][1].norm_before_residual != named[1][1].norm_before_residual
     folder = write_speculators(world["root"] / "flip-data", world["records"])
     res = evaluate(ckpt, named, samples(folder, expect_of(named[0][1])), K)
@@ -282,7 +282,7 @@ def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     drop = 1 - doc["readings"][1]["acceptance_length"] / doc["readings"][0]["acceptance_length"]
     assert drop > 0.10 and code == 1
     code, out, _ = accept(flipped, folder, capsys=capsys)  # the text report names the cause
-    assert code == 1 and "FAIL: vllm@0.33.0" in out and "norm_before_residual" in out
+    assert code == 1 and "FAIL: vllm@0.34.0" in out and "norm_before_residual" in out
 
 
 def test_max_drop_sets_the_share_an_engine_reading_may_lose(world, capsys):
@@ -296,7 +296,7 @@ def test_max_drop_sets_the_share_an_engine_reading_may_lose(world, capsys):
     code, out, _ = accept(flipped, folder, "--max-drop", f"{min(drop + 0.01, 0.999):.3f}", capsys=capsys)
     assert code == 0 and "PASS: no engine reading loses more than" in out
     code, out, _ = accept(flipped, folder, "--max-drop", f"{drop - 0.01:.3f}", capsys=capsys)
-    assert code == 1 and "FAIL: vllm@0.33.0" in out
+    assert code == 1 and "FAIL: vllm@0.34.0" in out
 
 
 def test_min_acceptance_warns_without_changing_the_exit_code(world, capsys):

@@ -343,7 +343,7 @@ def test_config_aux_ids_in_two_places_disagree(drafter):
     d = drafter("flat")
     d.config["eagle_aux_hidden_state_layer_ids"] = [3, 5, 7]  # eagle_config keeps [1, 3, 5]
     warned(run(d.write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
-           "vllm@0.33.0 reads eagle_aux_hidden_state_layer_ids [3, 5, 7]: the outputs of layers [2, 4, 6]",
+           "vllm@0.34.0 reads eagle_aux_hidden_state_layer_ids [3, 5, 7]: the outputs of layers [2, 4, 6]",
            "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
            "[1, 3, 5]", "eagle_config has [1, 3, 5], the top level [3, 5, 7]", "pass --aux-convention")
 
@@ -352,7 +352,7 @@ def test_config_aux_ids_in_one_place_captured_differently_warn(drafter):
     """The same ids in both places and an unknown convention: vLLM and SGLang capture layers one apart from them,
     and at most one can be right (it used to pass both, with a note)."""
     warned(run(drafter("flat").write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
-           "vllm@0.33.0 reads eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers [0, 2, 4]",
+           "vllm@0.34.0 reads eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers [0, 2, 4]",
            "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
            "[1, 3, 5]")
     assert run(drafter("flat").write(), engine="vllm").result("config.aux-layers").status == "passed"
@@ -426,7 +426,7 @@ def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(dra
     (f,) = r.findings
     assert f.severity.value == "info"
     assert f.message.startswith("config.json: no rope_theta stated; the trainer and every selected engine use 10000 (")
-    assert "vllm@0.33.0: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
+    assert "vllm@0.34.0: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
     assert f.key == ("transformer_layer_config.rope_theta" if layout == "speculators" else "rope_theta")
 
 
@@ -445,17 +445,22 @@ def test_config_rope_unstated_is_an_error_when_readers_default_differently(draft
     d = drafter("flat")
     del d.config["rope_theta"]
     assert_fails(run(d.write(), engine="vllm,sglang"), "config.rope", "no rope_theta stated, and its readers default "
-                 "differently", "vllm@0.33.0: 10000 (default: 10000); sglang@0.5.23: 500000 (a hypothetical default)")
+                 "differently", "vllm@0.34.0: 10000 (default: 10000); sglang@0.5.23: 500000 (a hypothetical default)")
 
 
 def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
     """The tiny example was trained with 1e6: without rope_theta every reader uses 10000, which config.rope notes and
-    reference.diff (the shipped spec states 1e6) fails."""
+    reference.diff (the shipped spec states 1e6) warns about, saying what each engine computes with either value (a
+    warning: which value the drafter was trained with is not the reference's to say; --strict fails it)."""
     d = drafter("flat")
     del d.config["rope_theta"]
-    result = run(d.write(), reference="tiny-example")
+    result = run(d.write(), reference="tiny-example", engine="vllm,sglang", strict=True)
     assert result.result("config.rope").status == PASSED
-    assert_fails(result, "reference.diff", "config rope_theta: 10000.0, tiny-example has 1000000.0")
+    assert_fails(result, "reference.diff/semantic", "config rope_theta: 10000.0, tiny-example has 1000000.0")
+    (f,) = [f for f in result.result("reference.diff").findings if f.code == "reference.diff/semantic"]
+    assert "vllm 0.34.0 computes with rope_theta 10000.0 as the candidate states it (default: 10000), and with " \
+           "rope_theta 1000000.0 where the reference's value is stated" in f.why, f.why
+    assert "sglang 0.5.23 computes with rope_theta 10000.0" in f.why
 
 
 @pytest.mark.parametrize("scaling, message, fatal", [
@@ -536,7 +541,7 @@ def test_check_ids_are_stable_and_documented():
 def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
     """vLLM's own test drafters name LlamaForCausalLM, which vLLM 0.33 prefixes to Eagle3LlamaForCausalLM
     for method eagle3 (transformers_utils/configs/eagle.py:55-64); `--engine vllm` used to fail the drafter in
-    config.architectures while engine.loads[vllm@0.33.0] passed it."""
+    config.architectures while engine.loads[vllm@0.34.0] passed it."""
     d = drafter("flat")
     d.config["architectures"] = ["LlamaForCausalLM"]
     path = d.write()
@@ -545,10 +550,10 @@ def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
     assert r.status == PASSED and result.result("engine.loads").status == PASSED
     assert r.findings[0].message == (
         "config.json: architectures ['LlamaForCausalLM'] is not a drafter class name, but every selected engine "
-        "release serves it: vllm@0.33.0 (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
+        "release serves it: vllm@0.34.0 (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
         "LlamaForCausalLMEagle3 (they build any other name as it is: LlamaForCausalLM is the target model's class)")
     both = run(path, engine="vllm,sglang")
-    warned(both, "config.architectures", "is served by vllm@0.33.0 (builds Eagle3LlamaForCausalLM), refused by "
+    warned(both, "config.architectures", "is served by vllm@0.34.0 (builds Eagle3LlamaForCausalLM), refused by "
            "sglang@0.5.23: architectures ['LlamaForCausalLM']: SGLang 0.5.23 builds LlamaForCausalLM, the target "
            "model's own class (srt/models/llama.py:968-973)")
     assert both.result("engine.loads", "sglang@0.5.23").status == FAILED
@@ -561,7 +566,7 @@ def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
     # (TensorRT-LLM's one-model path builds Eagle3ForCausalLM whatever the architectures say: it serves this one)
     assert_fails(run(d.write(), engine="vllm,sglang,llamacpp,lmdeploy,mlx,speculators"), "config.architectures",
                  "architectures ['MistralModel'] is not an EAGLE-3 drafter class; no selected engine serves it "
-                 "(vllm@0.33.0: vLLM raises")
+                 "(vllm@0.34.0: vLLM raises")
 
 
 # ----- the MLA drafter family (more in test_mla_family.py) ----------------------------------------------------------

@@ -19,8 +19,8 @@ import pytest
 from eagle3_checks import engines
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.engines.profile import Target
+from eagle3_checks.engines.recorded import disagreements
 from eagle3_checks.gate import load_target
-from eagle3_checks.live.compare import disagreements
 from helpers import build_conformance_set
 
 ROOT = Path(__file__).resolve().parents[1]

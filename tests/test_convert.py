@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from eagle3_checks.cli import main
-from eagle3_checks.convert import ConvertRefused, convert
+from eagle3_checks.convert import TARGETS, ConvertRefused, convert
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.drafter.spec import semantic_config
@@ -93,6 +93,26 @@ def test_fuzz_our_own_converter_passes():
 
 
 # ----- the command, and what it keeps -----------------------------------------------------------------------------
+
+def test_convert_help_offers_only_the_layouts_it_writes(drafter, tmp_path, capsys):
+    """--help offered --to trtllm, lmdeploy and mlx, which always ended in a usage error: convert writes for the
+    engines whose profile converts (vllm, sglang, llamacpp: flat; speculators), and the others read one of those."""
+    import re
+
+    from eagle3_checks.engines import PROFILES
+
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    out = capsys.readouterr().out
+    offered = re.search(r"--to \{([^}]*)\}", out).group(1).split(",")
+    assert offered == list(dict.fromkeys(p.name for p in PROFILES if p.converts_to)) == list(TARGETS)
+    assert {"trtllm", "lmdeploy", "mlx"}.isdisjoint(offered)
+    src = drafter("flat").write()
+    for name in ("trtllm", "lmdeploy", "mlx"):  # not offered, and refused saying where its launch comes from
+        assert main(["convert", str(src), str(tmp_path / name), "--to", name]) == 2
+        assert f"eagle3-checks recipe --engine {name}" in capsys.readouterr().err
+        assert not (tmp_path / name).exists()
+
 
 def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
     src = drafter("speculators").write()
@@ -298,7 +318,7 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
 
 
 # a trained layer the target lacks is refused before anything is written: no ids can capture it
-@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "aux-layer ids: no ids make vllm@0.33.0 capture "
+@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "aux-layer ids: no ids make vllm@0.34.0 capture "
                                            "the trained layers [0, 2, 4] on this target (layer 4 is past its last "
                                            "layer, 3); nothing was written"),
                                           ({"hidden_size": 128}, "target.hidden-size/fc-width")])
@@ -486,10 +506,13 @@ def test_every_convert_output_passes_the_engines_it_is_meant_for(drafter, tmp_pa
                                   "_name_or_path": "example-org/example-target"}))
     d = drafter(source)  # ids that every engine can be given on both targets (see the next test for one that cannot)
     d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
-    if source == "flat":
+    trainer = None
+    if source == "flat":  # a flat drafter of a trainer that counts ids the convention's way, named by --trainer
         d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+        d.beside, trainer = None, {"sglang": "specforge@0.2.0", "vllm": "speculators@0.9.0"}[convention]
     out = tmp_path / "out"
-    convert(d.write(), out, to, target_config=str(target), aux_convention=convention, verify_level="header")
+    convert(d.write(), out, to, target_config=str(target), aux_convention=convention, verify_level="header",
+            trainer=trainer)
     options = dict(engine="all", target_config=str(target), level="header", aux_convention=convention)
     result = run(out, **options)
     for engine in MEANT_FOR[to]:

@@ -5,7 +5,6 @@ findings say is held by the golden file tests/golden/defects.txt. Clean drafters
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -13,10 +12,8 @@ import pytest
 
 from eagle3_checks.defects import CATALOGUE, DEFECTS, example_data
 from eagle3_checks.gate import all_checks
-from helpers import CLEAN, LAYOUTS, assert_clean, assert_fails, run, write_defect
+from helpers import CLEAN, LAYOUTS, assert_clean, assert_fails, assert_golden, run, write_defect
 
-GOLDEN = Path(__file__).parent / "golden" / "defects.txt"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden file instead of comparing
 CASES = [pytest.param(defect, layout, id=f"{defect.name}-{layout}") for defect in CATALOGUE
          for layout in defect.layouts]
 BY_ID = {c.id: c for c in all_checks()}
@@ -59,8 +56,8 @@ def test_the_catalogue_names_codes_its_checks_declare():
 
 
 def said(f) -> str:
-    """A finding as the golden file holds it: its code (with the engine), message and fix."""
-    return f"{f.code_label}: {f.message}" + (f"\n    fix: {f.fix}" if f.fix else "")
+    """A finding as the golden file holds it: its code (with the engine), its basis, message and fix."""
+    return f"{f.code_label} ({f.basis}): {f.message}" + (f"\n    fix: {f.fix}" if f.fix else "")
 
 
 def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):
@@ -74,9 +71,7 @@ def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):
                              if f.code in defect.codes and f.severity.value != "info"
                              and BY_ID[f.code.partition("/")[0]].level not in ("forward", "acceptance")})
     text = "\n".join(lines) + "\n"
-    if UPDATE:
-        GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text(), "the defects' findings changed: compare, then EAGLE3_UPDATE_GOLDEN=1"
+    assert_golden("defects.txt", text)
 
 
 def test_every_finding_of_the_defects_has_its_checks_declared_code(drafter, target_path):
@@ -107,14 +102,17 @@ CLEAN_CASES = [pytest.param(layout, case, id=f"{case[0]}-{layout}") for case in 
 @pytest.mark.parametrize("layout, case", CLEAN_CASES)
 def test_clean_drafters_pass(drafter, tmp_path, layout, case):
     _, shape, shards = case
-    d = drafter(layout, shape)
+    # a flat one names its trainer: speculators' config beside it, or (a wider target, which speculators cannot
+    # train) --trainer and the convention its top-level ids are written in
+    d = drafter(layout, shape, trained=not shape.target_hidden_size)
+    stated = {"trainer": "specforge@0.2.0", "aux_convention": "vllm"} if shape.target_hidden_size else {}
     if shape.target_hidden_size:
         d.config["num_aux_hidden_states"] = len(shape.aux_layer_ids)  # what vLLM sizes a flat drafter's fc from
     path = d.write(shards)
     target = tmp_path / f"target-{layout}.json"
     target.write_text(json.dumps({"num_hidden_layers": shape.target_layers, "hidden_size": shape.ht,
                                   "vocab_size": shape.vocab_size}))
-    result = run(path, target_config=str(target), level="header")
+    result = run(path, target_config=str(target), level="header", **stated)
     assert_clean(result)
     skipped = {r.check.id for r in result.results if r.status == "skipped"}
     assert skipped <= {"reference.diff", "vocab.d2t", "vocab.t2d"}
@@ -122,7 +120,7 @@ def test_clean_drafters_pass(drafter, tmp_path, layout, case):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_example_passes_its_shipped_spec_under_auto(drafter, layout):
-    result = run(drafter(layout).write(), reference="auto", strict=True)
+    result = run(drafter(layout, trained=True).write(), reference="auto", strict=True)
     assert result.reference_name == "tiny-example"
     assert result.result("reference.diff").status == "passed"
     assert result.exit_code == 0

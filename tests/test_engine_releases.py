@@ -19,16 +19,17 @@ from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
-from helpers import run
+from helpers import run, specforge_export
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
-SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.33.0"
+# VLLM: the release --engine vllm means (the newest a profile holds for); the 0.33.0 profile's own is "vllm@0.33.0"
+SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.34.0"
 EVERY = f"{VLLM},{SG23},{SG06}"
 
 
 def gate(path, engine=EVERY, **kw):
     kw.setdefault("level", "header")
-    return run(path, engine=engine, **kw)
+    return run(path, engine=engine, **specforge_export(path, kw))
 
 
 def status(result, check, spec):
@@ -86,13 +87,16 @@ def test_a_profile_holds_for_its_recorded_releases_and_states_how_they_differ():
     type (0.30.0 config/speculative.py:1373-1380, 1659-1690)."""
     judged = engines.judge("vllm", "0.32.0")
     assert judged.warning is None and judged.profile.judged_by == "0.33.0"
-    assert "recorded 2026-12-03" in judged.note and "holds for 0.30.0 to 0.33.0" in judged.note
-    assert engines.profile("vllm@0.33.0").range == "0.30.0 to 0.33.0"
-    assert dict(engines.profile("vllm@0.33.0").release("0.30.0").differs) == {"aux_when_unused": True,
-                                                                             "any_rope": True}
+    assert "recorded 2026-12-03" in judged.note and "holds for 0.30.0 to 0.34.0" in judged.note
+    assert engines.profile("vllm@0.33.0").range == "0.30.0 to 0.34.0"
+    assert dict(engines.profile("vllm@0.33.0").release("0.30.0").differs) == {
+        "aux_when_unused": True, "any_rope": True, "speculative_fields": "0.30.0"}
     for release in ("0.31.0", "0.32.0"):
-        assert dict(engines.profile("vllm@0.33.0").release(release).differs) == {"aux_when_unused": True}
+        assert dict(engines.profile("vllm@0.33.0").release(release).differs) == {"aux_when_unused": True,
+                                                                                 "speculative_fields": "0.30.0"}
     assert engines.profile("vllm@0.33.0").release("0.33.0").differs == ()
+    assert dict(engines.profile("vllm@0.33.0").release("0.34.0").differs) == {
+        "peagle": False, "v1_runner": False, "speculative_fields": "0.34.0"}
 
 
 def test_the_stated_difference_is_what_the_release_reads(drafter):
@@ -147,8 +151,8 @@ def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_war
     from eagle3_checks.engines.profile import Release
 
     judged = engines.judge("vllm", "0.31.1")  # between 0.31.0 and 0.32.0, which read drafters alike
-    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.30.0 to 0.33.0)" in judged.note
-    assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True}
+    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.30.0 to 0.34.0)" in judged.note
+    assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True, "speculative_fields": "0.30.0"}
     p = engines.profile("vllm@0.33.0")
     older = Release("0.29.0", "2026-09-09", recorded="2026-12-03")  # a record without 0.30.0's differences
     monkeypatch.setattr(engines, "PROFILES", (replace(p, releases=(older, *p.releases)), *engines.PROFILES[1:]))
@@ -159,7 +163,7 @@ def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_war
 @pytest.mark.parametrize("spec, says", [
     ("vllm@0.32.5", "between 0.32.0 and 0.33.0, which read drafters differently: judged as 0.32.0"),
     ("vllm@0.20.0", "older than every recorded release (the oldest is 0.30.0): judged as 0.30.0"),
-    ("vllm@0.99.0", "newer than every recorded release (the newest is 0.33.0): judged as 0.33.0"),
+    ("vllm@0.99.0", "newer than every recorded release (the newest is 0.34.0): judged as 0.34.0"),
 ])
 def test_a_release_no_recording_covers_is_judged_as_the_nearest_with_a_warning(drafter, spec, says):
     result = run(drafter("flat").write(), engine=spec, level="header", reference="none")
@@ -225,7 +229,7 @@ def test_the_report_names_the_release_of_every_verdict(drafter, capsys):
     assert main(["check", str(path), "--engine", "sglang", "--engine", "vllm", "--level", "header",
                  "--reference", "none", "--format", "json"]) in (0, 1)
     doc = json.loads(capsys.readouterr().out)["checkpoints"][0]
-    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", "0.5.23"), ("vllm", "0.33.0")]
+    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", "0.5.23"), ("vllm", "0.34.0")]
     assert {c["engine"] for c in doc["checks"] if "engine" in c} == {SG23, VLLM}
     main(["check", str(path), "--engine", "sglang@0.5.6,sglang", "--level", "header", "--reference", "none"])
     out = capsys.readouterr().out
@@ -278,7 +282,7 @@ def test_a_layer_count_above_the_file_leaves_layers_uninitialised_and_fails_engi
     d.layer_config["num_hidden_layers"] = 3
     result = gate(d.write())
     assert status(result, "engine.loads", VLLM) == FAILED
-    assert "vllm 0.33.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
+    assert "vllm 0.34.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
         text(result, "engine.loads", VLLM)
     if layout == "flat":
         assert "sglang 0.5.23 builds 18 parameter(s) that no tensor fills: layers.1.hidden_norm.weight" in \
@@ -408,7 +412,8 @@ def test_s13_the_last_id_sglang_can_capture(drafter, tmp_path):
     """S13: the +1 rule captures the input of layer X+1 only while X+1 < N (SG23/models/llama.py:485-494, 941;
     SG06/models/llama.py:337-347, 742): the last id is N-2, not N-1 (wrong for 0.5.6 too). vLLM takes ids up to N."""
     d = drafter("flat", replace(EXAMPLE, aux_layer_ids=(1, 3, 7)))
-    result = gate(d.write(), target_config=str(target_file(tmp_path)))
+    # the top-level ids counted vLLM's way (their trainer's), so that vLLM's own capture is right
+    result = gate(d.write(), target_config=str(target_file(tmp_path)), trainer="speculators@0.9.0")
     for spec in (SG23, SG06):
         assert "captures nothing for ids [7]: the target has 8 layers and the last id" in text(
             result, "engine.aux-layers", spec)
@@ -660,7 +665,7 @@ def test_v8_the_default_runner_never_reads_eagle_config_ids(drafter):
     3070-3077) also reads eagle_config's (VL/v1/worker/gpu_model_runner.py:5202-5224). The finding says both."""
     d = drafter("flat")
     del d.config["eagle_aux_hidden_state_layer_ids"]
-    r = reading(d.write(), VLLM)
+    r = reading(d.write(), "vllm@0.33.0")
     assert r.aux_layer_ids is None and "VLLM_USE_V2_MODEL_RUNNER=0" in r.sources["aux_layer_ids"]
     assert "finds no aux-layer ids where it reads them" in text(gate(d.root), "engine.aux-layers", VLLM)
 
@@ -733,13 +738,18 @@ def test_a_narrowed_reading_is_not_run_by_the_forward_pass(drafter):
 
 # ----- trainer releases ---------------------------------------------------------------------------------------------
 
-def test_the_trainer_release_is_read_from_what_the_checkpoint_shows(drafter):
-    assert engines.trainer_release(open_checkpoint(drafter("speculators").write())) == \
-        ("speculators", "0.9.0", "speculators_version in config.json")
-    assert engines.trainer_release(open_checkpoint(drafter("flat").write())).name is None
+def test_the_trainer_is_named_only_on_evidence(drafter):
+    """speculators_version states it; SpecForge's template fields (max_window_layers, use_sliding_window) are written by
+    speculators' train CLI too (speculators 0.9.0 train/cli.py:227-231) and name no trainer."""
+    found = engines.identify(open_checkpoint(drafter("speculators").write()))
+    assert (found.name, found.version, found.basis, found.how) == \
+        ("speculators", "0.9.0", "read", "speculators_version in config.json")
+    assert engines.identify(open_checkpoint(drafter("flat").write())).name is None
     d = drafter("flat")
     d.config["max_window_layers"] = 1
-    assert engines.trainer_release(open_checkpoint(d.write()))[:2] == ("specforge", None)
+    assert engines.identify(open_checkpoint(d.write())).name is None
+    stated = engines.identify(open_checkpoint(d.write()), stated="specforge")
+    assert (stated.name, stated.version, stated.basis) == ("specforge", None, "read")
 
 
 def test_specforge_0_1_0_trained_a_null_rope_scaling_with_base_10000(drafter):
@@ -762,13 +772,15 @@ def test_specforge_0_1_0_trained_a_null_rope_scaling_with_base_10000(drafter):
 ])
 def test_a_specforge_checkpoint_of_unknown_release_states_each_reading_where_they_differ(drafter, fields, code):
     d = drafter("flat")
-    d.config.update(max_window_layers=1, **fields)
-    found = run(d.write(), level="header").result("config.trainer-release").findings
+    d.config.update(**fields)
+    found = run(d.write(), level="header", trainer="specforge").result("config.trainer-release").findings
     assert [f.code for f in found] == [code]
+    if code.endswith("unknown-release"):
+        assert found[0].basis == "assumed"  # no transformers_version: no release is excluded
     if code.endswith("unknown-release") and "norm_output" not in fields:
-        assert "rope_theta: 0.1.0 10000.0" in found[0].message and "0.2.0 1000000.0" in found[0].message
+        assert "specforge 0.1.0 10000.0" in found[0].message and "specforge 0.2.0" in found[0].message
     if "norm_output" in fields:
-        assert "feedback: main after PR #879 'normed'" in found[0].message and "0.2.0 'prenorm'" in found[0].message
+        assert "main after PR #879 'normed'" in found[0].message and "0.2.0 'prenorm'" in found[0].message
 
 
 @pytest.mark.parametrize("version", ["0.1.0", "0.10.0", "main"])

@@ -17,14 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eagle3_checks import engines
+from eagle3_checks.basis import KNOWN
 from eagle3_checks.cli import main
 from eagle3_checks.convert import convert
+from eagle3_checks.defects import CATALOGUE
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
 from eagle3_checks.gate import gate_checkpoint, load_target, parse_options
 from eagle3_checks.strategies import drafters
-from helpers import run
+from helpers import run, write_defect
 
 BOTH = "vllm,sglang"
 
@@ -41,6 +43,8 @@ def converges(path: Path, **options) -> None:
     before = failing(gate_checkpoint(src, options))
     config, done = plan_fixes(src, options)
     assert done.rounds <= MAX_ROUNDS and not done.refused, done.refused
+    # only what the checkpoint, an engine's own code or the data says is applied
+    assert all(e.basis in KNOWN for e in done.edits + done.repairs), [(e.describe(), e.basis) for e in done.edits]
     assert not [f for f in done.left if f.patch], [f"{f.check}: {f.message}" for f in done.left if f.patch]
     assert failing(done.result) <= before, failing(done.result) - before
     again_config, again = plan_fixes(src.with_config(config), options)
@@ -81,13 +85,13 @@ def test_the_specforge_export_served_by_both_engines(drafter, target_path, tmp_p
     del d.config["eagle_aux_hidden_state_layer_ids"]
     src = d.write()
     args = ["--engine", BOTH, "--aux-convention", "sglang", "--target-config", str(target_path), "--level", "header",
-            "--reference", "none"]
+            "--reference", "none", "--trainer", "specforge@0.2.0"]
     assert main(["check", str(src), *args]) == 1
     capsys.readouterr()
     assert main(["fix", str(src), str(tmp_path / "fixed"), *args]) == 0
     out = capsys.readouterr().out
     assert "1 config edit(s) in 1 round(s)" in out
-    assert "engine.aux-layers[vllm@0.33.0]: eagle_aux_hidden_state_layer_ids = [2, 4, 6]" in out
+    assert "engine.aux-layers[vllm@0.34.0]: eagle_aux_hidden_state_layer_ids = [2, 4, 6]" in out
     assert "left: nothing" in out
     fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
     assert fixed["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
@@ -98,7 +102,7 @@ def test_the_specforge_export_served_by_both_engines(drafter, target_path, tmp_p
     assert main(["check", str(tmp_path / "fixed"), *args]) == 0
     capsys.readouterr()
     assert main(["fix", str(tmp_path / "fixed"), str(tmp_path / "again"), *args]) == 0
-    assert "0 config edit(s)" in capsys.readouterr().out
+    assert "nothing written" in capsys.readouterr().out and not (tmp_path / "again").exists()
 
 
 def test_circular_case_two_lists_each_right_for_its_engine(drafter, target_path):
@@ -152,6 +156,17 @@ def test_drawn_drafters_converge(tmp_path_factory, case, engine, convention, wit
         target = root / "target.json"
         target.write_text(json.dumps(target_config(case.shape)))
     converges(path, engine=engine, aux_convention=convention, target_config=str(target) if target else None)
+
+
+@pytest.mark.parametrize("defect, layout", [(d, layout) for d in CATALOGUE for layout in d.layouts
+                                            if not d.in_options and not d.data and not d.replay])
+def test_the_catalogue_converges_and_breaks_no_verdict(drafter, target_path, defect, layout):
+    """Every defect of the catalogue, gated for vLLM and SGLang with the example's target: following the fixes never
+    fails a check that passed, applies only what rests on read, recorded or measured evidence, and a second fix
+    changes nothing."""
+    path = write_defect(drafter(layout), defect)
+    options = {k: v for k, v in defect.options.items() if k in ("aux_convention", "trainer")}
+    converges(path, engine=BOTH, target_config=str(target_path), **options)
 
 
 def test_fix_refuses_what_convert_refuses(drafter, tmp_path, capsys):
@@ -258,24 +273,24 @@ def test_the_kimi_k2_drafter_on_its_deepseek_target(drafter, tmp_path, capsys):
     assert main(["check", str(tmp_path / "fixed"), *args]) == 0
     capsys.readouterr()
     assert main(["fix", str(tmp_path / "fixed"), str(tmp_path / "again"), *args]) == 0
-    assert json.loads((tmp_path / "again" / "config.json").read_text()) == fixed
+    assert "nothing written" in capsys.readouterr().out and not (tmp_path / "again").exists()  # nothing left to fix
 
 
 def test_an_inferred_specforge_convention_on_a_deepseek_target_is_undecided(drafter, tmp_path):
     """SpecForge 0.2.0 captures through SGLang 0.5.14 (offline_capture/sglang_backend/capture.py:86-87; METADATA
     Requires-Dist sglang==0.5.14), which already counts DeepSeek-style targets raw (sglang 0.5.14
     srt/models/deepseek_v2.py:2799-2814), while SpecForge on an SGLang before PR #25454 counted +1: a convention
-    inferred from SpecForge's template fields does not say which, so neither engine is judged wrong or right, and no
+    SpecForge-trained drafter of unknown release does not say which, so neither engine is judged wrong or right, and no
     fix is advised until --aux-convention says."""
     d = drafter("flat")
-    d.config.update({"max_window_layers": 48, "use_sliding_window": False})
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [4, 20, 40]
     d.config["eagle_aux_hidden_state_layer_ids"] = [4, 20, 40]
     target = _deep_target(tmp_path, "DeepseekV3ForCausalLM")
-    result = run(d.write(), engine=BOTH, target_config=str(target), level="header")
+    result = run(d.write(), engine=BOTH, target_config=str(target), level="header", trainer="specforge")
     r = result.result("engine.aux-layers", "vllm")
     assert [f.code for f in r.findings] == ["engine.aux-layers/convention-unknown"]
     assert "SpecForge 0.2.0" in r.findings[0].message and not any(f.patch for f in r.findings)
     llama = _deep_target(tmp_path, "LlamaForCausalLM")
-    r = run(d.root, engine=BOTH, target_config=str(llama), level="header").result("engine.aux-layers", "vllm")
+    r = run(d.root, engine=BOTH, target_config=str(llama), level="header", trainer="specforge").result(
+        "engine.aux-layers", "vllm")
     assert [f.code for f in r.findings] == ["engine.aux-layers/wrong-layers"]  # +1 on Llama in every release

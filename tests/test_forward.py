@@ -100,8 +100,8 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
     r = forward_result(result)
     assert r.status == "failed", r.findings
     f = r.findings[0]
-    assert f.check == "forward.equivalence[vllm@0.33.0]"
-    assert f.message.startswith("vllm 0.33.0's reading differs from the source under its trainer's reading")
+    assert f.check == "forward.equivalence[vllm@0.34.0]"
+    assert f.message.startswith("vllm 0.34.0's reading differs from the source under its trainer's reading")
     assert "top-1 agreement" in f.message
     assert "mismatched logits" in f.found or "different target ids" in f.found
     assert cause in f.why
@@ -113,7 +113,7 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
                          ids=lambda c: c[0])
 def test_clean_drafters_pass_the_forward_check(drafter, layout, case):
     _, shape, shards = case
-    result = run(drafter(layout, shape).write(shards), engine="vllm")
+    result = run(drafter(layout, shape, trained=True).write(shards), engine="vllm")
     assert forward_result(result).status == "passed", forward_result(result).findings
 
 
@@ -123,7 +123,7 @@ def test_wider_target_four_aux_layers(drafter):
     shape = replace(EXAMPLE, fc_norm=True, aux_layer_ids=(1, 2, 4, 6), target_hidden_size=96)
     d = drafter("flat", shape)
     d.config["num_aux_hidden_states"] = 4
-    assert forward_result(run(d.write())).status == "passed"
+    assert forward_result(run(d.write(), trainer="specforge@0.2.0")).status == "passed"
     result = run(drafter("speculators", shape).write())
     r = forward_result(result)
     assert r.status == "skipped" and "trainer's reading" in r.reason and "fc.weight: shape (64, 384)" in r.reason
@@ -144,7 +144,7 @@ def test_norm_before_residual_default_trap_without_source(drafter):
     del d.config["norm_before_residual"]
     result = run(d.write(), engine="all")
     f = forward_result(result, "vllm").findings[0]
-    assert "vllm 0.33.0's reading differs from its trainer's reading (speculators (trainer))" in f.message
+    assert "vllm 0.34.0's reading differs from its trainer's reading (speculators (trainer))" in f.message
     assert "norm_before_residual: vllm uses True (vLLM default when absent: True (update_eagle3))" in f.why
     assert f.fix == 'state "norm_before_residual": false in config.json, as the drafter was trained'
     assert forward_result(result, "speculators").status == "passed"
@@ -169,7 +169,7 @@ def test_forward_check_without_embed_tokens(drafter, source):
 
 def test_forward_check_with_the_targets_embedding(drafter, tmp_path):
     """--target: a drafter without embed_tokens is run as engines run it, every step embedded with the target's."""
-    d = drafter("flat")
+    d = drafter("flat", trained=True)
     target = write_target(tmp_path / "target", d.tensors.pop("embed_tokens.weight"))
     result = run(d.write(), target=str(target), engine="vllm,sglang")
     for engine in ("vllm", "sglang"):
@@ -207,6 +207,32 @@ def test_forward_command_steps_with_the_targets_embedding(drafter, tmp_path, cap
     assert main(["forward", str(bare.root), "--engine", "vllm", "--inputs", str(inputs), "--out",
                  str(tmp_path / "three.safetensors"), "--steps", "3"]) == 2
     assert "pass --target with the target checkpoint" in capsys.readouterr().err
+
+
+def test_the_forward_note_says_what_sglang_does_with_the_checkpoints_embedding(drafter, tmp_path, capsys):
+    """SGLang's worker puts the target's embedding in place of a drafter's embed_tokens after load (0.5.23
+    srt/speculative/eagle_worker_v2.py:353-363, set_embed at srt/models/llama.py:910-918, unless target_hidden_size
+    differs): the note said "the checkpoint has no embed_tokens" on a checkpoint that has one. It says what SGLang does,
+    with the reading's file and line; a checkpoint without one is still said to have none."""
+    path = drafter("flat").write()
+    assert "embed_tokens.weight" in open_checkpoint(path).roles
+    said = ("sglang 0.5.23 embeds with the target's embed_tokens, not the checkpoint's embed_tokens.weight (the "
+            "target's embedding serves instead: set_embed after load (eagle_worker_v2.py:353-363))")
+    embeds, ids_only = (write_inputs(tmp_path / f"in-{e}.safetensors", embeds=e) for e in (True, False))
+    out = ["--out", str(tmp_path / "o.safetensors")]
+    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out]) == 0
+    err = capsys.readouterr().err
+    assert f"ran 1 draft step: {said}" in err and "has no embed_tokens" not in err, err
+    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out, "--steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "pass --target" in err and "has no embed_tokens" not in err, err
+    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(ids_only), *out]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "inputs_embeds (T, H) is required" in err, err
+    bare = drafter("flat")
+    del bare.tensors["embed_tokens.weight"]
+    assert main(["forward", str(bare.write()), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out]) == 0
+    assert f"ran 1 draft step: {bare.root} has no embed_tokens" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("case, fragment", [
@@ -454,8 +480,8 @@ def test_nan_logits_fail_the_forward_check(drafter):
     all_nan(d)
     r = forward_result(run(d.write(), engine="vllm"))
     assert r.status == "failed", r.findings
-    f = r.findings[0]
-    assert f.message.startswith("the drafter computes non-finite logits: step 0: non-finite logits (vllm 0.33.0: ")
+    f = next(f for f in r.findings if f.code == "forward.equivalence/non-finite")
+    assert f.message.startswith("the drafter computes non-finite logits: step 0: non-finite logits (vllm 0.34.0: ")
     assert "NaN of" in f.message and "the first at (token 0, target id" in f.message
     assert "specforge (trainer): 2048 NaN of 8192 logits" in f.message
     assert "step 1:" in f.found and "--level scan" in f.fix

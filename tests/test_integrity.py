@@ -23,7 +23,8 @@ def js(obj) -> bytes:
     return json.dumps(obj).encode()
 
 
-# (case id, file bytes, the message expected after "model.safetensors (byte N): ")
+# (case id, file bytes, the byte offset, the message expected after "model.safetensors (byte N): "); the code
+# each case's finding carries: CODES
 HEADERS = [
     ("length-beyond-file", raw_file(b"{}", length=5000), 0,
      "declares a 5000-byte header but the file is only 10 bytes: truncated"),
@@ -62,20 +63,50 @@ HEADERS = [
 ]
 
 
+CODES = {
+    "length-beyond-file": "truncated", "length-over-cap": "bad-header", "not-an-object": "invalid-json",
+    "not-utf8": "invalid-json", "not-json": "invalid-json", "duplicate-key": "bad-header",
+    "unknown-dtype": "bad-header", "negative-shape": "bad-header", "overflowing-shape": "bad-header",
+    "shape-size-mismatch": "bad-header", "overlap": "byte-ranges", "hole": "byte-ranges",
+    "offsets-past-end": "truncated", "trailing-bytes": "byte-ranges", "metadata-not-strings": "bad-header",
+    "entry-not-object": "bad-header", "bad-offsets": "bad-header", "too-short": "truncated", "zip": "wrong-format",
+    "pickle": "wrong-format", "deep-json": "invalid-json"
+}
+
+
 def files_messages(result) -> list[str]:
     return [f.message for f in result.result("files").findings]
 
 
-@pytest.mark.parametrize("content, offset, message", [c[1:] for c in HEADERS], ids=[c[0] for c in HEADERS])
-def test_broken_safetensors_file(drafter, content, offset, message):
+@pytest.mark.parametrize("case, content, offset, message", HEADERS, ids=[c[0] for c in HEADERS])
+def test_broken_safetensors_file(drafter, case, content, offset, message):
     path = drafter("flat").write()
     (path / "model.safetensors").write_bytes(content)
     result = run(path, level="scan")
+    assert f"files/{CODES[case]}" in [f.code for f in result.result("files").findings]
     found = files_messages(result)
     prefix = f"model.safetensors (byte {offset}): " if offset is not None else "model.safetensors (byte "
     assert any(m.startswith(prefix) and message in m for m in found), found
     assert result.exit_code == 1
     assert (path / "model.safetensors").read_bytes() == content
+
+
+def test_a_code_never_depends_on_the_words_of_a_message(drafter):
+    """The reader says the kind where it finds the problem: a tensor named with the words the files check once
+    searched messages for ("truncated", "hole", "header") keeps the code of what is wrong with it."""
+    path = drafter("flat").write()
+    name = js("a truncated file with a hole, not safetensors: a pickle")
+    (path / "model.safetensors").write_bytes(raw_file(b"{" + name + b": " + js(F32) + b", " + name + b": " + js(F32)
+                                                      + b"}", b"\0" * 4))
+    findings = run(path, level="header").result("files").findings
+    assert [f.code for f in findings] == ["files/bad-header"] and "truncated" in findings[0].message
+
+
+def test_every_kind_a_reader_says_is_a_declared_files_code():
+    from eagle3_checks.registry import REGISTRY
+    from eagle3_checks.storage.safetensors import KINDS
+
+    assert set(KINDS) == set(dict(REGISTRY["files"].codes))
 
 
 def test_offsets_name_the_byte_where_the_trouble_starts(drafter):

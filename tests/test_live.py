@@ -26,7 +26,7 @@ def codes(result, spec="vllm@0.33.0"):
 
 
 def live_run(drafter, target_path, edit=None, **options):
-    return run(drafter("flat").write(), engine="vllm@installed", engine_python=str(replaying(edit)),
+    return run(drafter("flat", trained=True).write(), engine="vllm@installed", engine_python=str(replaying(edit)),
                target_config=str(target_path), level="header", **options)
 
 
@@ -142,8 +142,8 @@ def _fc_left_unwritten(rec: dict) -> None:
 def test_judged_live_the_engine_checks_take_the_engines_verdict(drafter, target_path, edit, check, code):
     """The profile predicts the example loads as trained (its engine checks pass without --engine NAME@installed);
     judged live, each of them gives what the installed engine's recording showed, said to be the engine's."""
-    modelled = run(drafter("flat").write(), engine="vllm@0.33.0", target_config=str(target_path), level="header",
-                   aux_convention="vllm")
+    modelled = run(drafter("flat", trained=True).write(), engine="vllm@0.33.0", target_config=str(target_path),
+                   level="header", aux_convention="vllm")
     assert modelled.result(check, "vllm@0.33.0").status == "passed"
     result = live_run(drafter, target_path, edit, aux_convention="vllm")
     found = [f for f in result.result(check, "vllm@0.33.0").findings if f.code == code]

@@ -20,6 +20,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from eagle3_checks.drafter.families import mla  # noqa: E402
+from eagle3_checks.engines.sglang_0_5_23 import MLA_READER as SGLANG  # noqa: E402
+from eagle3_checks.engines.vllm_0_33 import MLA_READER as VLLM  # noqa: E402
 from eagle3_checks.numerics import mla_attention, ops  # noqa: E402
 
 H, HEADS, Q_RANK, KV_RANK, NOPE, ROPE, V = 64, 4, 48, 32, 16, 8, 16
@@ -91,7 +93,7 @@ def test_forward_matches_transformers_deepseek_v3_attention(case):
     expected = _run_reference(attn, rotary, hidden, positions)
 
     weights = {k: v.detach().clone() for k, v in attn.state_dict().items()}
-    shape = mla.MlaShape.from_config(cfg, reading="transformers")
+    shape = mla.MlaShape.from_config(cfg, reader=mla.TRANSFORMERS)
     got = mla_attention.mla_attention(hidden, weights, shape, positions)
 
     assert got.shape == (T, H) and got.dtype == torch.float32
@@ -109,10 +111,10 @@ def test_rope_pairing_and_latent_eps_matter():
     positions = torch.arange(T) * 11
     expected = _run_reference(attn, rotary, hidden, positions)
     weights = dict(attn.state_dict())
-    reference = mla.MlaShape.from_config(cfg, reading="transformers")
+    reference = mla.MlaShape.from_config(cfg, reader=mla.TRANSFORMERS)
     assert (mla_attention.mla_attention(hidden, weights, reference, positions) - expected).abs().max() < 1e-5
     for variant in (
-        mla.MlaShape.from_config(cfg, reading="vllm"),  # latent norms at config eps 1e-2, not 1e-6
+        mla.MlaShape.from_config(cfg, reader=VLLM),  # latent norms at config eps 1e-2, not 1e-6
         mla.MlaShape(**{**reference.__dict__, "rope_interleave": False}),
         mla.MlaShape(**{**reference.__dict__, "softmax_mscale": False}),
     ):
@@ -156,8 +158,8 @@ def test_kimi_k25_scale_and_factors():
                             "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
            "rope_theta": 50000.0}
     m = 0.1 * math.log(64) + 1
-    for reading in mla.READINGS:
-        shape = mla.MlaShape.from_config(cfg, reading=reading)
+    for reader in (mla.TRANSFORMERS, VLLM, SGLANG):
+        shape = mla.MlaShape.from_config(cfg, reader=reader)
         assert shape.rope_theta == 50000.0 and shape.rope_interleave
         assert mla.yarn_softmax_scale(shape) == pytest.approx(192 ** -0.5 * m * m, rel=1e-12)
         assert mla.rope_cos_sin_factor(shape) == pytest.approx(1.0)
@@ -168,7 +170,7 @@ def test_kimi_k25_scale_and_factors():
 
 
 def test_softmax_scale_without_mscale_all_dim_and_without_yarn():
-    shape = mla.MlaShape.from_config(_config(_yarn(40, 32, 0.707, 0.0)), reading="vllm")
+    shape = mla.MlaShape.from_config(_config(_yarn(40, 32, 0.707, 0.0)), reader=VLLM)
     assert mla.yarn_softmax_scale(shape) == pytest.approx(24 ** -0.5)
     assert mla.rope_cos_sin_factor(shape) == pytest.approx(0.1 * 0.707 * math.log(40) + 1)
     plain = mla.MlaShape.from_config(_config(None))
@@ -178,35 +180,35 @@ def test_softmax_scale_without_mscale_all_dim_and_without_yarn():
 
 def test_readings_differ_where_the_engines_do():
     neox = _config(_yarn(40, 32, 1.0, 1.0), interleave=False)
-    assert mla.MlaShape.from_config(neox, reading="vllm").rope_interleave is True  # is_neox_style=False always
-    assert mla.MlaShape.from_config(neox, reading="sglang").rope_interleave is False
-    assert mla.MlaShape.from_config(neox, reading="transformers").rope_interleave is False
+    assert mla.MlaShape.from_config(neox, reader=VLLM).rope_interleave is True  # is_neox_style=False always
+    assert mla.MlaShape.from_config(neox, reader=SGLANG).rope_interleave is False
+    assert mla.MlaShape.from_config(neox, reader=mla.TRANSFORMERS).rope_interleave is False
 
     eps = _config(None, eps=1e-5)
-    assert mla.MlaShape.from_config(eps, reading="transformers").latent_norm_eps == 1e-6
-    assert mla.MlaShape.from_config(eps, reading="vllm").latent_norm_eps is None
-    assert mla.MlaShape.from_config(eps, reading="sglang").latent_norm_eps is None
+    assert mla.MlaShape.from_config(eps, reader=mla.TRANSFORMERS).latent_norm_eps == 1e-6
+    assert mla.MlaShape.from_config(eps, reader=VLLM).latent_norm_eps is None
+    assert mla.MlaShape.from_config(eps, reader=SGLANG).latent_norm_eps is None
 
     af1 = _config({**_yarn(40, 32, 1.0, 1.0), "attention_factor": 1.0})
-    assert mla.MlaShape.from_config(af1, reading="vllm").softmax_mscale is False  # deepseek_llama_scaling
-    assert mla.MlaShape.from_config(af1, reading="sglang").softmax_mscale is True
+    assert mla.MlaShape.from_config(af1, reader=VLLM).softmax_mscale is False  # deepseek_llama_scaling
+    assert mla.MlaShape.from_config(af1, reader=SGLANG).softmax_mscale is True
     no_scale = _config({**_yarn(40, 32, 1.0, 1.0), "apply_yarn_scaling": False})
-    assert mla.MlaShape.from_config(no_scale, reading="sglang").softmax_mscale is False
-    assert mla.MlaShape.from_config(no_scale, reading="vllm").softmax_mscale is True
+    assert mla.MlaShape.from_config(no_scale, reader=SGLANG).softmax_mscale is False
+    assert mla.MlaShape.from_config(no_scale, reader=VLLM).softmax_mscale is True
 
     only_all_dim = _config({k: v for k, v in _yarn(40, 32, 1.0, 1.0).items() if k != "mscale"})
-    assert mla.rope_cos_sin_factor(mla.MlaShape.from_config(only_all_dim, reading="vllm")) == pytest.approx(1.0)
-    assert mla.rope_cos_sin_factor(mla.MlaShape.from_config(only_all_dim, reading="transformers")) == (
+    assert mla.rope_cos_sin_factor(mla.MlaShape.from_config(only_all_dim, reader=VLLM)) == pytest.approx(1.0)
+    assert mla.rope_cos_sin_factor(mla.MlaShape.from_config(only_all_dim, reader=mla.TRANSFORMERS)) == (
         pytest.approx(0.1 * math.log(40) + 1))
 
     no_original = _config({k: v for k, v in _yarn(40, 32, 1.0, 1.0).items()
                            if k != "original_max_position_embeddings"} | {"rope_type": "deepseek_yarn"}, max_pos=99)
     with pytest.raises(ValueError, match="original_max_position_embeddings missing: vLLM 0.33"):
-        mla.MlaShape.from_config(no_original, reading="vllm")
-    sg = mla.MlaShape.from_config(no_original, reading="sglang")
+        mla.MlaShape.from_config(no_original, reader=VLLM)
+    sg = mla.MlaShape.from_config(no_original, reader=SGLANG)
     assert sg.rope_scaling is not None and sg.rope_scaling["original_max_position_embeddings"] == 99
     with pytest.raises(ValueError, match="only 'yarn' is modelled"):
-        mla.MlaShape.from_config(no_original, reading="transformers")
+        mla.MlaShape.from_config(no_original, reader=mla.TRANSFORMERS)
 
 
 def test_from_config_defaults_and_null_q_lora_rank():
@@ -215,8 +217,6 @@ def test_from_config_defaults_and_null_q_lora_rank():
         128, 1536, 512, 192, 128)
     assert shape.rope_scaling is None and shape.rope_theta == 10000.0
     assert mla.MlaShape.from_config({"q_lora_rank": None}).q_lora_rank is None
-    with pytest.raises(ValueError, match="unknown MLA reading"):
-        mla.MlaShape.from_config({}, reading="trt")
     with pytest.raises(ValueError, match="qk_rope_head_dim must be even"):
         mla.MlaShape.from_config({"qk_rope_head_dim": 7})
 
@@ -277,7 +277,7 @@ def test_rope_and_softmax_scale_match_the_engines_own_code(path):
             rope["rope_type"] = "yarn"  # what a config states; both engines rename any non-default type
         cfg = {"qk_rope_head_dim": case["d"], "qk_nope_head_dim": case["nope"], "rope_parameters": rope,
                "max_position_embeddings": case["max_position"], "rope_interleave": not case["neox"]}
-        shape = mla.MlaShape.from_config(cfg, reading=engine)
+        shape = mla.MlaShape.from_config(cfg, reader={"vllm": VLLM, "sglang": SGLANG}[engine])
         if engine == "vllm" and case["neox"]:  # vLLM's MLA always interleaves; the recording exercises its class
             shape = dataclasses.replace(shape, rope_interleave=False)
         t, d = len(case["positions"]), case["d"]

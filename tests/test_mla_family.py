@@ -17,6 +17,7 @@ import pytest
 
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
+from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import (
     KIMI_K2,
     KIMI_K25_MLA,
@@ -36,7 +37,7 @@ from eagle3_checks.engines import profile, read
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, GateResult, gate, parse_options
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
 
-VLLM, SG23, SG06 = "vllm@0.33.0", "sglang@0.5.23", "sglang@0.5.6"
+VLLM, SG23, SG06 = "vllm@0.34.0", "sglang@0.5.23", "sglang@0.5.6"
 
 
 class Mla:
@@ -240,9 +241,11 @@ def test_mla_fields_under_a_llama_class_are_an_architecture_error(mla):
 
 def test_done_kimi_k25_mla_passes_both_engines_at_header_level_against_its_shipped_spec(mla):
     path = mla(KIMI_K25_MLA, sparse=True).write()
-    result = run(path, reference="auto", level="header", engine="vllm,sglang")
+    # auto picks the published drafter's spec for its own target family only (test_auto_reference_never_crosses_
+    # families); without a target config the spec is named
+    result = run(path, reference="kimi-k2.5-mla-eagle3", level="header", engine="vllm,sglang")
     assert result.exit_code == 0, failing(result)
-    assert result.reference_name == "kimi-k2.5-mla-eagle3" and result.reference_note.startswith("auto:")
+    assert result.reference_name == "kimi-k2.5-mla-eagle3"
     assert status(result, "reference.diff") == PASSED
     for spec in (VLLM, SG23):
         for check_id in ("engine.loads", "engine.semantics", "engine.serving"):
@@ -270,7 +273,7 @@ def test_done_kimi_k25_with_null_q_lora_rank_fails_sglang_and_vllm_each_saying_w
     assert on_vllm.exit_code == 1
     assert status(on_vllm, "engine.loads", VLLM) == FAILED
     assert [f.message for f in on_vllm.result("engine.loads", VLLM).findings] == [
-        "vllm 0.33.0 refuses the drafter: q_lora_rank is null: vLLM's MLA attention then has q_proj and a separate "
+        "vllm 0.34.0 refuses the drafter: q_lora_rank is null: vLLM's MLA attention then has q_proj and a separate "
         "kv_a_proj_with_mqa (deepseek_v2.py:1051-1064, 1090-1097), but deepseek_eagle3.py:258-267 maps every "
         ".kv_a_proj_with_mqa into fused_qkv_a_proj, which only a q_lora_rank attention builds: the load raises "
         "\"There is no module or parameter named '...self_attn.fused_qkv_a_proj'\" (model_executor/models/"
@@ -448,7 +451,7 @@ def test_fc_bias_sglang_loads_it_vllm_drops_it(mla):
     result = run(d.write(), level="forward", engine="vllm,sglang")
     assert status(result, "engine.loads", SG23) == PASSED and status(result, "forward.equivalence", SG23) == PASSED
     assert status(result, "engine.loads", VLLM) == FAILED
-    assert "vllm 0.33.0 drops 1 trained tensor(s): fc.bias" in messages(result, "engine.loads", VLLM)
+    assert "vllm 0.34.0 drops 1 trained tensor(s): fc.bias" in messages(result, "engine.loads", VLLM)
     assert status(result, "forward.equivalence", VLLM) == FAILED
 
 
@@ -492,17 +495,20 @@ def test_only_one_of_the_fused_a_projections_leaves_both_unloaded_in_sglang(mla)
 # ----- reference specs, convert ------------------------------------------------------------------------------------
 
 def test_auto_reference_never_crosses_families(mla, tmp_path):
-    """The Kimi-K2.5 MLA spec is chosen only for MLA drafters; the AQ-MedAI Llama-layer spec never for one."""
+    """The Kimi-K2.5 MLA spec is chosen only for MLA drafters; the AQ-MedAI Llama-layer spec never for one. Both are
+    published drafters' specs: chosen for a target of their family (here the DeepseekV3ForCausalLM text model both
+    accept)."""
+    target = read_target_config(mla_target_config(KIMI_K25_MLA), "target.json")
     kimi_mla = open_checkpoint(mla(KIMI_K25_MLA, sparse=True).write())
-    spec, note = resolve_reference("auto", kimi_mla)
+    spec, note = resolve_reference("auto", kimi_mla, target)
     assert spec is not None and spec.name == "kimi-k2.5-mla-eagle3", note
     tensors, cfg = drafter_files(KIMI_K2, FLAT, sparse=True)
     kimi_llama = open_checkpoint(write_checkpoint(tmp_path / "kimi-llama", tensors, cfg))
-    spec, note = resolve_reference("auto", kimi_llama)
+    spec, note = resolve_reference("auto", kimi_llama, target)
     assert spec is not None and spec.name == "aq-medai-kimi-k2-eagle3", note
     # an MLA drafter of the AQ-MedAI sizes (head_dim 128 = nope 64 + rope 64) is still not the Llama spec's family
     shape = replace(KIMI_K25_MLA, qk_nope_head_dim=64, draft_vocab_size=32000)
-    spec, note = resolve_reference("auto", open_checkpoint(mla(shape, sparse=True).write()))
+    spec, note = resolve_reference("auto", open_checkpoint(mla(shape, sparse=True).write()), target)
     # the note names the nearest spec only, and that is one of the same kind of layer
     assert spec is None and "closest kimi-k2.5-mla-eagle3: head_dim 128 vs 192" in note, note
 

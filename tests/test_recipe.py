@@ -5,7 +5,6 @@ made with conformance/recipe_parsers.py under each engine's interpreter)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from dataclasses import replace
@@ -17,10 +16,9 @@ from eagle3_checks.cli import main
 from eagle3_checks.defects import Draft
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
+from helpers import assert_golden
 
-GOLDEN = Path(__file__).parent / "golden" / "recipes.txt"
 RECORDED = Path(__file__).parent / "conformance" / "recipes"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))
 
 
 @pytest.fixture
@@ -64,9 +62,7 @@ def test_recipes_are_golden(here, capsys):
         code, out, _ = recipe(capsys, ckpt, "--engine", engine, "--target-config", f"{target}/config.json", *extra)
         text.append(f"$ eagle3-checks recipe {ckpt} --engine {engine} {' '.join(extra)} (exit {code})\n{out}")
     got = "\n".join(text)
-    if UPDATE:
-        GOLDEN.write_text(got)
-    assert got == GOLDEN.read_text(), "the recipes changed: compare, then EAGLE3_UPDATE_GOLDEN=1"
+    assert_golden("recipes.txt", got)
 
 
 @pytest.mark.parametrize("engine, ready", [("vllm", 0), ("sglang", 0), ("trtllm", 0), ("llamacpp", 0)])
@@ -77,7 +73,7 @@ def test_the_example_is_served_as_trained(here, capsys, engine, ready):
     assert code == ready and "preconditions: all hold" in out
 
 
-@pytest.mark.parametrize("name", ["vllm-0.33.0", "sglang-0.5.23"])
+@pytest.mark.parametrize("name", ["vllm-0.33.0", "vllm-0.34.0", "sglang-0.5.23"])
 def test_recipes_are_what_the_engines_own_parsers_accepted(here, capsys, name):
     """The recording holds each recipe as the engine's parser read it (vLLM: make_arg_parser and
     AsyncEngineArgs.from_cli_args, then create_engine_config built the speculative config; SGLang:
@@ -130,6 +126,40 @@ def test_trtllm_without_the_trained_layers_says_what_is_missing(here, capsys):
     assert code == 1 and "recipe/launch-layers" in out and "pass --aux-convention" in out
 
 
+@pytest.mark.parametrize("engine, target_flag", [("vllm", "vllm serve {}"), ("trtllm", "trtllm-serve {}"),
+                                                 ("llamacpp", "--target-model-dir {}")])
+def test_a_target_config_in_the_current_folder_names_no_folder(here, capsys, engine, target_flag):
+    """--target-config config.json (a file here) printed `vllm serve .`, `trtllm-serve .`, `--target-model-dir .`: the
+    current folder is where the config was copied, not the target. The commands name the verifier the config names
+    (_name_or_path), else the one the drafter names (speculators_config.verifier.name_or_path), else TARGET, which the
+    text explains."""
+    config = json.loads((here / "example-target" / "config.json").read_text())
+    (here / "config.json").write_text(json.dumps(config))
+    code, out, _ = recipe(capsys, "example-flat", "--engine", engine, "--target-config", "config.json",
+                          "--aux-convention", "vllm")
+    assert code == 0, out
+    assert target_flag.format("TARGET") in out and target_flag.format(". ") not in out + " "
+    assert "#   TARGET stands for the target model (its Hub id or folder): --target-config config.json is a file in " \
+           "the current folder" in out
+    (here / "config.json").write_text(json.dumps({**config, "_name_or_path": "example-org/example-target"}))
+    code, out, _ = recipe(capsys, "example-flat", "--engine", engine, "--target-config", "config.json",
+                          "--aux-convention", "vllm")
+    assert code == 0 and target_flag.format("example-org/example-target") in out
+    assert "#   the target is named as config.json's _name_or_path names it" in out
+    # a _name_or_path of another machine's folder is not usable: the drafter's verifier (speculators) instead
+    (here / "config.json").write_text(json.dumps({**config, "_name_or_path": "/models/llama"}))
+    code, out, _ = recipe(capsys, "example-speculators", "--engine", engine, "--target-config", "./config.json",
+                          "--format", "json")
+    doc = json.loads(out)
+    assert doc["target"] == "example-org/example-target" and "speculators_config.verifier.name_or_path" in \
+        doc["target_note"]
+    assert any(target_flag.format("example-org/example-target") in c for c in doc["commands"])
+    # a config in a folder of its own still names that folder, with no note
+    code, out, _ = recipe(capsys, "example-flat", "--engine", engine, "--target-config", "example-target/config.json",
+                          "--aux-convention", "vllm", "--format", "json")
+    assert json.loads(out)["target"] == "example-target" and "target_note" not in json.loads(out)
+
+
 def test_tensor_parallel_preconditions(here, capsys):
     """vLLM 0.33.0 config/model.py:1557-1564 (heads / tp), config/speculative.py:1862-1869 (a draft tp of 1 is
     allowed): the recipe launches the draft at tp 1; SGLang runs the draft at the target's tp and cannot."""
@@ -179,4 +209,4 @@ def test_every_launch_precondition_is_a_declared_engine_serving_code():
     declared = dict(REGISTRY["engine.serving"].codes)
     source = Path(launch.__file__).read_text()
     made = set(re.findall(r'Problem\("([a-z-]+)"', source)) - {"launch-layers"}
-    assert made == {"tp-heads", "tp-kv-heads", "pp-embedding"} and made <= set(declared)
+    assert made == {"tp-heads", "tp-kv-heads", "pp-embedding", "local-verifier"} and made <= set(declared)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -20,11 +19,20 @@ from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.github import parse_github
 from eagle3_checks.reports.locations import json_key_line
 from eagle3_checks.reports.sarif import to_sarif
-from helpers import run
+from helpers import assert_golden, run
 
 DATA = Path(__file__).parent / "data"
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = bool(os.environ.get("EAGLE3_UPDATE_GOLDEN"))  # rewrite the golden files instead of comparing
+
+
+@pytest.fixture
+def drafter(drafter):
+    """The tests' drafters, a flat one with its speculators config beside it (who trained it: these tests are about
+    the reports, not about what an unknown trainer leaves open)."""
+    def make(layout: str = "speculators", *args, **kw):
+        kw.setdefault("trained", layout == "flat")
+        return drafter(layout, *args, **kw)
+
+    return make
 
 
 def cli(capsys, *argv):
@@ -99,55 +107,70 @@ def no_head_dim(drafter):
     return d.write()
 
 
+TINY = ("--reference", "tiny-example")  # the demo's spec is picked without --reference for the demo's checkpoint only
+
+
 # ----- root causes -----------------------------------------------------------------------------------------------
 
 
 def test_a_lost_head_dim_is_one_root_cause_in_the_text_report(no_head_dim, capsys):
-    code, out, _ = cli(capsys, "check", no_head_dim)
+    code, out, _ = cli(capsys, "check", no_head_dim, *TINY)
     assert code == 1
     header, rest = out.split("  ROOT CAUSE ", 1)
     assert "FAIL" not in header  # the report leads with the cause, before any check line
     first = rest.splitlines()
-    assert first[0] == "config.json: head_dim (7 findings in 4 checks)"
+    # engine.semantics too: the speculators config beside it says what was trained (head_dim 24)
+    assert first[0] == "config.json: head_dim (9 findings in 6 checks)"
     assert "ERROR: config.json: head_dim is not stated" in first[1]
     assert 'fix:      add "head_dim": 24' in rest.split("  PASS  files")[0]
-    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], reference.diff" in out
+    assert "also affects: shapes (4), engine.loads[vllm@0.34.0], engine.semantics[vllm@0.34.0]," in out
     # the dependent findings are listed under their checks, pointing at the cause instead of repeating its fix
-    assert out.count("follows from config.json: head_dim, above") == 6
+    assert out.count("follows from config.json: head_dim, above") == 8
     assert out.count('add "head_dim": 24') == 1
-    assert "FAILED: 7 error(s) from 1 root cause, 0 warning(s)" in out
+    # reference.diff's head_dim is a semantic value, a warning (what each engine computes with 16 and with 24)
+    assert "FAILED: 8 error(s) from 1 root cause, 1 warning(s)" in out
+
+
+def test_a_root_cause_counts_its_findings_and_checks_in_words_that_agree(drafter, capsys):
+    """"(15 findings in 1 checks)": one check is a check."""
+    code, out, _ = cli(capsys, "diff", drafter("flat").write(), "aq-medai-kimi-k2-eagle3")
+    assert code == 1 and "ROOT CAUSE config.json: hidden_size (15 findings in 1 check)" in out, out[:400]
+    assert "checks)" not in out.split("ROOT CAUSE config.json: hidden_size", 1)[1].splitlines()[0]
 
 
 def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
-    code, out, _ = cli(capsys, "check", no_head_dim, "--format", "json")
+    code, out, _ = cli(capsys, "check", no_head_dim, *TINY, "--format", "json")
     report = json.loads(out)["checkpoints"][0]
     # everything schema version 1 had is still there
     assert {"path", "layout", "reference", "exit_code", "counts", "checks"} <= set(report)
-    assert {"error", "warning", "info"} <= set(report["counts"]) and report["counts"]["error"] == 7
+    assert {"error", "warning", "info"} <= set(report["counts"]) and report["counts"]["error"] == 8
     assert report["counts"]["causes"] == 1
     (cause,) = report["causes"]
     assert cause["key"] == "config.json: head_dim" and cause["check"] == "config.head-dim"
     assert cause["fix"] == 'add "head_dim": 24'
-    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.33.0]",
-                                                                            "reference.diff"]
-    errors = [f for c in report["checks"] for f in c["findings"] if f["severity"] == "error"]
-    assert len(errors) == 7 and {f["cause"] for f in errors} == {"config.json: head_dim"}
+    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.34.0]",
+                                                                            "engine.semantics[vllm@0.34.0]",
+                                                                            "reference.diff",
+                                                                            "forward.equivalence[vllm@0.34.0]"]
+    failing = [f for c in report["checks"] for f in c["findings"] if f["severity"] in ("error", "warning")]
+    assert len(failing) == 9 and {f["cause"] for f in failing} == {"config.json: head_dim"}
 
 
 def test_root_causes_in_markdown(no_head_dim, capsys):
-    code, out, _ = cli(capsys, "check", no_head_dim, "--format", "markdown")
+    code, out, _ = cli(capsys, "check", no_head_dim, *TINY, "--format", "markdown")
     causes, table = out.split("| status | check |")
-    assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim/missing`)" in causes
+    assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim/missing`, read)" in causes
     assert '  - fix: add "head_dim": 24' in causes
-    assert "also affects: shapes (4), engine.loads[vllm@0.33.0], reference.diff" in causes
-    assert table.count("follows from: `config.json: head_dim`") == 6
+    assert "also affects: shapes (4), engine.loads[vllm@0.34.0], engine.semantics[vllm@0.34.0], reference.diff, " \
+        "forward.equivalence[vllm@0.34.0]" in causes
+    assert table.count("follows from: `config.json: head_dim`") == 8
 
 
 def test_a_missing_tensor_is_a_root_cause_without_the_checks_saying_so(drafter):
     """No check names a cause for a missing d2t: the findings keyed by the tensor are grouped under it."""
     d = drafter("flat")
     helpers.inject(d, "d2t-missing")
-    result = run(d.write(), reference="auto")
+    result = run(d.write(), reference="tiny-example")
     causes = group(result)
     (cause,) = [c for c in causes.groups if c.key == "tensor: d2t"]
     assert cause.finding.check == "keys" and "d2t is missing" in cause.finding.message
@@ -158,7 +181,7 @@ def test_unrelated_findings_stay_apart(drafter):
     d = drafter("flat")
     helpers.inject(d, "unserved-architecture")
     helpers.inject(d, "d2t-missing")
-    result = run(d.write(), reference="auto")
+    result = run(d.write(), reference="tiny-example")
     causes = group(result)
     d2t = next(c for c in causes.groups if c.key == "tensor: d2t")
     assert not any(f.check == "config.architectures" for f in d2t.findings)
@@ -238,7 +261,7 @@ def test_sarif_is_valid_and_locates_findings(drafter, capsys):
     helpers.inject(d, "flat-class-in-speculators")
     helpers.inject(d, "head-dim-missing")
     path = d.write()
-    code, out, _ = cli(capsys, "check", path, "--format", "sarif")
+    code, out, _ = cli(capsys, "check", path, *TINY, "--format", "sarif")
     log = json.loads(out)
     validate_sarif(log)
     (run_,) = log["runs"]
@@ -391,18 +414,14 @@ def test_golden(example, capsys, monkeypatch, fmt, case):
     monkeypatch.chdir(example)  # relative paths: the report names them as a CI job would
     ckpts = ["example-flat"] if case == "passing" else ["example-flat-no-head-dim"]
     code, out, _ = cli(capsys, "check", *ckpts, "--target-config", "example-target/config.json",
-                       "--engine", "vllm@0.33.0,sglang@0.5.23", "--level", "scan", "--format", fmt)
+                       "--engine", "vllm@0.34.0,sglang@0.5.23", "--level", "scan", "--format", fmt)
     assert code == (0 if case == "passing" else 1)
     out = out.replace(__version__, "VERSION")
     if fmt == "sarif":
         validate_sarif(json.loads(out))
     if fmt == "github":
         parse_github(out)
-    golden = GOLDEN / f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }"
-    if UPDATE:
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(out)
-    assert out == golden.read_text(), f"{golden.name} differs (EAGLE3_UPDATE_GOLDEN=1 rewrites it)"
+    assert_golden(f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }", out)
 
 
 # ----- the terminal ------------------------------------------------------------------------------------------------
@@ -452,13 +471,37 @@ def test_colour_never_reaches_machine_formats(drafter, monkeypatch):
 
 
 def test_quiet_shows_the_failures_and_the_verdict(no_head_dim, drafter, capsys):
-    code, out, _ = cli(capsys, "check", no_head_dim, "--quiet", "--level", "scan")
+    code, out, _ = cli(capsys, "check", no_head_dim, *TINY, "--quiet", "--level", "scan")
     assert code == 1
     assert "PASS  " not in out and "SKIP  " not in out and "note:" not in out and "nan/inf" not in out
     assert "FAIL  shapes" in out and "ROOT CAUSE config.json: head_dim" in out
-    assert out.rstrip().endswith("FAILED: 7 error(s) from 1 root cause, 0 warning(s), 2 note(s)")
+    assert out.rstrip().endswith("FAILED: 7 error(s) from 1 root cause, 1 warning(s), 2 note(s)")
     code, out, _ = cli(capsys, "check", drafter("flat").write(), "-q", "--level", "header")
     assert code == 0 and len(out.splitlines()) == 2 and "PASSED: 0 error(s)" in out
+
+
+def test_quiet_reports_a_repeated_per_tensor_warning_once_with_a_count(drafter, capsys):
+    """A freshly initialised drafter (every matrix normal(0, 0.02), transformers' initializer_range): scan.values
+    warns "untrained" for each of its ten matrices; --quiet printed the ten in full. Now once, with the count and
+    where the others are."""
+    import numpy as np
+
+    from eagle3_checks.storage.safetensors import from_numpy
+
+    d = drafter("flat")
+    rng = np.random.default_rng(1)
+    for name, t in list(d.tensors.items()):
+        if t.dtype == "BF16" and len(t.shape) == 2:
+            d.tensors[name] = from_numpy(rng.normal(0, 0.02, t.shape).astype(np.float32), "BF16")
+    path = d.write()
+    code, full, _ = cli(capsys, "check", path, "--level", "scan")
+    quiet_code, quiet, _ = cli(capsys, "check", path, "--level", "scan", "--quiet")
+    untrained = [line for line in full.splitlines() if "WARNING:" in line and "its statistics match" in line]
+    assert code == quiet_code == 0 and len(untrained) == 10
+    assert sum("WARNING:" in line and "its statistics match" in line for line in quiet.splitlines()) == 1
+    assert "and:      9 more scan.values/untrained warnings like it (10 in all): " in quiet
+    assert quiet.count("code:     scan.values/untrained") == 1 and full.count("code:     scan.values/untrained") == 10
+    assert "PASSED: 0 error(s), 10 warning(s)" in quiet  # the verdict still counts every one
 
 
 def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsys):
@@ -466,7 +509,7 @@ def test_markdown_shows_failures_and_collapses_passing_checks(no_head_dim, capsy
     findings = out.split("#### Findings of failing checks")[1]
     visible, collapsed = findings.split("<details><summary>Notes from passing checks</summary>")
     assert "`config.head-dim/missing`" in visible and "`shapes/mismatch`" in visible
-    assert "`engine.aux-layers/convention-unknown[vllm@0.33.0]`" in collapsed and "`engine.aux-layers" not in visible
+    assert "`config.trainer-release/detected`" in collapsed and "`engine.aux-layers" not in visible
 
 
 # ----- waived findings ------------------------------------------------------------------------------------------
@@ -549,10 +592,11 @@ def test_files_says_why_for_each_case(drafter):
 
 def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
     """A waiver for one engine (or release) waives that result's findings only; the check runs for every engine."""
-    d = drafter("flat")
+    d = drafter("flat", trained=False)  # a SpecForge export: its ids in eagle_config, counted SGLang's way
     del d.config["eagle_aux_hidden_state_layer_ids"]  # vLLM 0.33 reads the top level only: it fails, SGLang passes
     path = d.write()
-    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json"]
+    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json",
+            "--trainer", "specforge@0.2.0"]
 
     def statuses(*skip):
         code, out, err = cli(capsys, *argv, *[a for s in skip for a in ("--skip", s)])
@@ -561,12 +605,12 @@ def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
         stale = [f["message"] for c in checks if c["id"] == "gate.waivers" for f in c["findings"]]
         return code, got, stale
 
-    assert statuses()[:2] == (1, {"vllm@0.33.0": "failed", "sglang@0.5.23": "passed"})
-    for waiver in ("engine.aux-layers[vllm@0.33.0]=judged by hand", "engine.aux-layers[vllm]=judged by hand",
+    assert statuses()[:2] == (1, {"vllm@0.34.0": "failed", "sglang@0.5.23": "passed"})
+    for waiver in ("engine.aux-layers[vllm@0.34.0]=judged by hand", "engine.aux-layers[vllm]=judged by hand",
                    "engine.aux-layers/ids-not-read[vllm]=judged by hand", "engine.aux-layers=judged by hand"):
-        assert statuses(waiver) == (0, {"vllm@0.33.0": "waived", "sglang@0.5.23": "passed"}, []), waiver
+        assert statuses(waiver) == (0, {"vllm@0.34.0": "waived", "sglang@0.5.23": "passed"}, []), waiver
     code, got, stale = statuses("engine.aux-layers[sglang]=not served there")
-    assert code == 1 and got == {"vllm@0.33.0": "failed", "sglang@0.5.23": "passed"}
+    assert code == 1 and got == {"vllm@0.34.0": "failed", "sglang@0.5.23": "passed"}
     assert stale == ["stale waiver: --waive engine.aux-layers[sglang]=not served there matched no finding "
                      "(engine.aux-layers[sglang@0.5.23] ran and found nothing to waive)"]
 

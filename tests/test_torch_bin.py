@@ -119,8 +119,8 @@ def test_bin_drafter_gates_like_its_safetensors_twin(pair, level):
     for name, e in ref.tensors.items():
         assert (ck.tensors[name].dtype, ck.tensors[name].shape) == (e.dtype, e.shape)
         assert read_bytes(ck.tensors[name]) == read_bytes(e)
-    if level == "forward":
-        assert b.result("forward.equivalence", "vllm").status == "passed"
+    if level == "forward":  # its trainer unknown: agreeing with the reading judged, and stating the others
+        assert "forward.equivalence/agrees" in {f.code for f in b.result("forward.equivalence", "vllm").findings}
 
 
 def test_a_defect_in_a_bin_drafter_gives_the_same_findings(pair):

@@ -161,7 +161,7 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
     assert "acceptance.engine-drop/drop" in codes(before)
     drop = next(f for f in before.findings() if f.code == "acceptance.engine-drop/drop")
     assert "norm_before_residual" in drop.message
-    served = figures(trained_world, drafter, engines=("vllm@0.33.0",)).readings
+    served = figures(trained_world, drafter, engines=("vllm@0.34.0",)).readings
     assert served[1].acceptance_length < 0.7 * served[0].acceptance_length, [f.record() for f in served]
     fixed = tmp_path / "fixed"
     capsys.readouterr()
@@ -169,7 +169,7 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
                  "--target", str(trained_world / "target")]) == 0, capsys.readouterr()
     after = gate(trained_world, fixed)
     assert not codes(after), codes(after)
-    result = figures(trained_world, fixed, engines=("vllm@0.33.0",))
+    result = figures(trained_world, fixed, engines=("vllm@0.34.0",))
     assert result.readings[1].acceptance_length == pytest.approx(served[0].acceptance_length, abs=1e-9)
 
 
@@ -312,7 +312,7 @@ def test_accept_resolve_reports_what_the_weights_were_trained_with(trained_world
             "--format", "json"]
     code = main(["accept", str(trained_world / "drafters" / "trained-rope10k"), *base])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 1 and [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.33.0"]
+    assert code == 1 and [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.34.0"]
     verdicts = {a["question"]: a for a in doc["trained_with"]}
     assert verdicts["rope_theta"]["verdict"] == "contradicted" and verdicts["rope_theta"]["best"] == 10000.0
     assert verdicts["norm_before_residual"]["verdict"] == "confirmed"
@@ -332,14 +332,14 @@ def test_a_lost_head_dim_served_as_vllm_cuts_it_accepts_almost_nothing(trained_w
 
     mutant = copy(trained_world, "trained", tmp_path, edit)
     ckpt = open_checkpoint(mutant)
-    served = engines.read(ckpt, "vllm@0.33.0")
+    served = engines.read(ckpt, "vllm@0.34.0")
     assert served.narrowed and served.computable and not served.servable
     expect = expect_of(served)
     head = load_head(trained_world / "target", expect.hidden, expect.vocab)
     base = figures(trained_world, trained_world / "drafters" / "trained").readings[0]
     # the trained drafter's own reading first (the base evaluate holds the others to), then vLLM's of the mutant
     got = evaluate(ckpt, [("trainer", engines.trainer(open_checkpoint(trained_world / "drafters" / "trained"))),
-                          ("vllm@0.33.0", served)], samples(trained_world / "test", expect), K, target=head)
+                          ("vllm@0.34.0", served)], samples(trained_world / "test", expect), K, target=head)
     cut = got.readings[1]
     assert cut.problem is None and any("narrows" in c for c in cut.causes)
     assert cut.acceptance_length < base.acceptance_length - 1.0, (cut.record(), base.record())

@@ -29,6 +29,21 @@ def config_of(ctx: Context) -> DraftConfig:
     return cfg
 
 
+def identity_of(ctx: Context) -> engines.trainers.Identity:
+    """Who trained the drafter, from the evidence this run has (the checkpoint, --source, --trainer), once a run."""
+    if "identity" not in ctx.cache:
+        ctx.cache["identity"] = engines.identify(ctx.ckpt, ctx.source, ctx.options.trainer if ctx.options else None)
+    return ctx.cache["identity"]
+
+
+def trained_of(ctx: Context) -> engines.trainers.Trained:
+    """What the drafter was trained to compute: the reading the checks judge against and the others the evidence
+    leaves possible, once a run."""
+    if "trained" not in ctx.cache:
+        ctx.cache["trained"] = engines.trained(ctx.ckpt, identity_of(ctx))
+    return ctx.cache["trained"]
+
+
 def require_complete(ctx: Context) -> None:
     """Skip a check that needs the whole tensor list when a header or shard could not be read."""
     if not ctx.ckpt.complete:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import engines, live
+from .. import live
 from ..live.compute import _Table, recorder_module, run_live
 from ..numerics import torch_missing
 from ..registry import Context
@@ -49,7 +49,7 @@ class LiveRun:
     runs: list
 
 
-def _embed_table(ctx: Context, served, trained) -> tuple[str, Any] | None:
+def _embed_table(ctx: Context, served) -> tuple[str, Any] | None:
     """What the engine embeds with where it serves the target's embedding (served has no embed_tokens): ("table",
     the target's, --target, up to TABLE_LIMIT elements), ("own", the checkpoint's own embed_tokens: a trained drafter
     ships a copy of the target's, which the engine loads and the recorder puts back in place, nothing sent), or
@@ -63,7 +63,7 @@ def _embed_table(ctx: Context, served, trained) -> tuple[str, Any] | None:
         try:
             if tuple(ctx.target_embedding.shape) == (vocab, hidden):
                 return "table", torch.from_numpy(ctx.target_embedding.rows(list(range(vocab))))
-        except Exception:  # noqa: BLE001 (an unreadable target falls back to the checkpoint's own table)
+        except Exception:
             pass
     own = next(iter(served.replaced), None)
     entry = ctx.ckpt.tensors.get(own) if own else None
@@ -100,12 +100,11 @@ def live_run(ctx: Context, spec: str) -> LiveRun | None:
     if key in ctx.cache:
         return ctx.cache[key]
     served = served_by(ctx, spec, modelled=True)
-    trained = engines.trainer(ctx.ckpt)
     run: LiveRun | None = None
     if served.target_hidden_size is not None and served.hidden_size is not None and served.vocab_size is not None:
         inputs = random_inputs(served.num_aux * served.target_hidden_size, served.hidden_size, served.vocab_size,
                                TOKENS, SEED)
-        table = _embed_table(ctx, served, trained)
+        table = _embed_table(ctx, served)
         runs = [{"aux_hidden_states": inputs.aux_hidden_states, "input_ids": inputs.input_ids,
                  "position_ids": inputs.position_ids}]
         if table is not None and table[0] == "table":

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import engines
+from ..basis import INFERRED, READ
 from ..drafter.config_values import TLC, missing_required, rope_scaling_problems
 from ..drafter.families.mla import CONFIG_DEFAULTS
 from ..drafter.layout import (
@@ -17,12 +18,35 @@ from ..drafter.layout import (
     MLA_CONFIG_FIELDS,
     SPECULATORS,
     SPECULATORS_ARCHITECTURES,
+    SPECULATORS_KINDS,
     eagle3_class,
+    speculators_kind,
 )
-from ..engines.reading import differences
-from ..registry import Context, Finding, NotApplicable, add, check, error, info, modelled_only, note, warning
+from ..engines.reading import SEMANTIC_FIELDS, shown
+from ..registry import (
+    Context,
+    Finding,
+    NotApplicable,
+    add,
+    check,
+    error,
+    info,
+    modelled_only,
+    note,
+    warning,
+)
 from ..storage.safetensors import json_type
-from ._common import CONFIG, config_key, config_of, engine_captures, pointer, require_complete, served
+from ._common import (
+    CONFIG,
+    config_key,
+    config_of,
+    engine_captures,
+    identity_of,
+    pointer,
+    require_complete,
+    served,
+    trained_of,
+)
 
 
 @check(
@@ -80,9 +104,10 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     fix="remove target_hidden_size, or state the target's hidden size", code="null-target-hidden-size")
     if cfg.layout == SPECULATORS:
         raw = cfg.raw
-        if raw.get("speculators_model_type") != "eagle3":
+        if speculators_kind(raw) is None:
             yield error(f"{CONFIG}: speculators_model_type is {raw.get('speculators_model_type')!r}",
-                        code="speculators-model-type", file=CONFIG, key="speculators_model_type", expected='"eagle3"',
+                        code="speculators-model-type", file=CONFIG, key="speculators_model_type",
+                        expected='"eagle3" (or "peagle", a P-EAGLE drafter)',
                         found=repr(raw.get("speculators_model_type")),
                         why="vLLM and speculators pick the drafter class from this field and refuse other values",
                         fix='set "speculators_model_type": "eagle3"')
@@ -178,6 +203,7 @@ def architectures(ctx: Context) -> Iterable[Finding]:
         yield from _mla_architectures(ctx, archs, key)
         return
     if cfg.layout == SPECULATORS:
+        kinds = SPECULATORS_KINDS.get(speculators_kind(cfg.raw) or "eagle3", SPECULATORS_ARCHITECTURES)
         if any(a in FLAT_ARCHITECTURES for a in archs):
             yield error(f"{CONFIG}: architectures {archs} names a flat-layout class in a speculators config",
                         code="flat-class-in-speculators",
@@ -185,9 +211,9 @@ def architectures(ctx: Context) -> Iterable[Finding]:
                         why="the config is half-converted: vLLM still reads it as a speculators config (it has "
                         "speculators_config), other tools take the name at its word and misread the nested fields",
                         fix="convert the whole config to the flat layout, or restore [\"Eagle3DraftModel\"]")
-        elif not any(a in SPECULATORS_ARCHITECTURES for a in archs):
+        elif not any(a in kinds for a in archs):
             yield warning(f"{CONFIG}: architectures {archs} is not a speculators EAGLE-3 class", file=CONFIG, key=key,
-                          expected=" or ".join(sorted(SPECULATORS_ARCHITECTURES)), found=str(archs),
+                          expected=" or ".join(sorted(kinds)), found=str(archs),
                           why="vLLM derives the class from speculators_model_type, but other tools read architectures",
                           fix='set "architectures": ["Eagle3DraftModel"]', code="not-speculators-class")
         return
@@ -438,7 +464,8 @@ def _aux_captures(ctx: Context, cfg) -> Iterable[Finding]:
         if isinstance(raw.get("eagle_config"), dict) else None
     top = raw.get("eagle_aux_hidden_state_layer_ids")
     target = engines.target_of(ctx.ckpt, ctx.target)
-    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target)
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target,
+                                  identity_of(ctx))
     captures = engine_captures(ctx)
     said = "; ".join(f"{spec} reads {field} {ids}: the outputs of layers "
                      f"{list(layers) if layers is not None else '(depends on the target)'}"
@@ -652,7 +679,7 @@ def _unstated_theta(ctx: Context, key: str) -> Finding:
     LlamaConfig/Qwen3Config do; vLLM 0.33 get_rope and SGLang llama.py:322-334 default to 10000) the drafter is
     served as it was trained: a note. Whether it was trained with that base is what reference.diff (a spec
     stating 1e6) and forward.equivalence --source (a source stating it) tell. Readers that differ: an error."""
-    trained = engines.trainer(ctx.ckpt)
+    trained = trained_of(ctx).reading
     used: dict[str, tuple[float, str]] = {}
     if trained.layout_ok:
         used[trained.engine] = (trained.rope_theta, trained.sources.get("rope_theta", "default"))
@@ -677,19 +704,28 @@ def _unstated_theta(ctx: Context, key: str) -> Finding:
 
 @check(
     "config.trainer-release",
-    "The trainer release the checkpoint was trained with is known, or what depends on it is said",
-    example="specforge-release-unknown",
-    guards="A checkpoint whose meaning changed between trainer releases, judged by the newest one's reading "
-    "without saying so: SpecForge before PR #270 (0.1.0) trained its rotary embedding with base 10000 whenever "
-    "rope_scaling was null, whatever rope_theta said, and SpecForge saves no release number; a speculators "
-    "checkpoint from a release the gate does not model is read as the modelled one.",
-    evidence=("SpecForge 0.1.0 specforge/modeling/draft/llama3_eagle.py:248-252 (LlamaRotaryEmbedding without a "
-              "base; its default 10000, :99) vs 0.2.0 :569-578 (base rope_theta)",
+    "Who trained the drafter is known from evidence, or what depends on it is said",
+    example="trainer-release-unknown",
+    guards="A checkpoint judged by a guess of its trainer: a field more than one trainer writes taken for proof of "
+    "one (speculators 0.9.0's train CLI writes use_sliding_window, as SpecForge's templates do), then that "
+    "trainer's conventions stated as fact and 'fixed' into a drafter that was right. Or a checkpoint whose "
+    "meaning changed between trainer releases judged by the newest one's reading without saying so: SpecForge "
+    "before PR #270 trained its rotary embedding with base 10000 whatever rope_theta said, and saves no release "
+    "number.",
+    evidence=("speculators 0.9.0 train/cli.py:211-231 (use_sliding_window, layer_types) and SpecForge 0.2.0 "
+              "training/model_loading.py:47-68 (use_sliding_window, max_window_layers copied from the target)",
+              "SpecForge 0.1.0 specforge/modeling/draft/llama3_eagle.py:248-252 (LlamaRotaryEmbedding without a "
+              "base; its default 10000, :99) vs 0.2.0 :569-578 (base rope_theta); SpecForge d3472dde (PR #270, "
+              "2025-10-30), 41bdd2a2 (PR #287), 1712b656 (PR #702)",
               "a published drafter stating rope_theta 1000000, trained with 10000 (the field survey)"),
-    fix="state what the drafter was trained with (rope_theta 10000 for a SpecForge 0.1.0 drafter), or gate with "
-    "--data: acceptance.trained-with decides from the weights",
+    fix="gate with --source (the checkpoint it was converted from) or --trainer NAME@VERSION; or with --data: "
+    "acceptance.trained-with decides the ambiguous fields from the weights",
     codes={
         "detected": note("the trainer and release, and how they were known"),
+        "unknown-trainer": "nothing names the trainer and the candidates read this checkpoint differently: each "
+        "reading is stated",
+        "inferred": "the trainer is inferred from what only it writes, and another trainer would read this "
+        "checkpoint differently",
         "unknown-release": "the trainer's releases read this checkpoint differently and it does not say which "
         "trained it: each reading is stated",
         "not-modelled": "a trainer release the gate does not model: the modelled release's reading judges it",
@@ -697,44 +733,52 @@ def _unstated_theta(ctx: Context, key: str) -> Finding:
 )
 def trainer_release(ctx: Context) -> Iterable[Finding]:
     config_of(ctx)
-    found = engines.trainer_release(ctx.ckpt)
-    if found.name is None:
-        return
-    if found.version is not None:
-        judged = engines.judge(found.name, found.version) if engines.version_key(found.version) else None
-        if judged is None or judged.warning:
-            profile = engines.TRAINERS[found.name].PROFILE
-            yield warning(f"trained with {found.name} {found.version} ({found.how}); "
-                          + (str(judged.warning) if judged else f"not a release number: judged as {profile.version}"),
+    identity = identity_of(ctx)
+    trained = trained_of(ctx)
+    if identity.name is not None and identity.version is not None:
+        module = engines.TRAINERS[identity.name]
+        known = [r.version for r in (*module.RELEASES, *getattr(module, "UNRELEASED", ()))]
+        judged = engines.judge(identity.name, identity.version) if identity.name in engines.ENGINE_NAMES and \
+            engines.version_key(identity.version) else None
+        if identity.version not in known and (judged is None or judged.warning):
+            yield warning(f"trained with {identity.name} {identity.version} ({identity.how}); "
+                          + (str(judged.warning) if judged else
+                             f"not a modelled release ({', '.join(known)}): judged as {module.VERSION}"),
                           code="not-modelled", file=CONFIG, key="speculators_version",
-                          expected=f"a modelled {found.name} release ({profile.range})", found=found.version,
+                          expected=f"a modelled {identity.name} release", found=identity.version, basis=INFERRED,
+                          rests_on=f"the nearest modelled release's reading stands for {identity.version}",
+                          settle="read that release's package and state its differences as a Release record",
                           why="speculators' defaults moved between releases (the EAGLE-3.1 flags, the layer config "
                           "class, fc's width): the trained computation may differ from the nearest release's",
                           fix="gate with --data: acceptance.trained-with decides the ambiguous fields from the weights")
             return
-        yield info(f"trained with {found.name} {found.version} ({found.how}): judged against {judged.note}",
-                   code="detected")
-        return
-    readings = engines.trainer_readings(ctx.ckpt) if found.version is None else []
-    newest = readings[-1][1] if readings else None
-    differ = [(version, r, differences(r, newest)) for version, r in readings[:-1]] if newest else []
-    differ = [d for d in differ if d[2]]
+    differ = [name for name in SEMANTIC_FIELDS if trained.depends(name)]
     if not differ:
-        known = f"{found.name} {found.version}" if found.version else (
-            f"{found.name}, release unknown; its known releases ({', '.join(v for v, _ in readings)}) read this "
-            "checkpoint alike")
-        yield info(f"trained with {known} ({found.how})", code="detected")
+        said = identity.said() if identity.name else f"{trained.label} (every candidate reads it alike; " \
+            f"{identity.how})"
+        against = engines.judge(identity.name, identity.version).note if identity.version and \
+            identity.name in engines.ENGINE_NAMES and engines.version_key(identity.version) else \
+            f"{trained.label}'s reading"
+        yield info(f"trained with {said}: judged against {against}", code="detected",
+                   basis=identity.basis if identity.name else READ)
         return
-    version, older, fields = differ[0]
-    assert newest is not None
-    said = "; ".join(f"{f}: {v} {getattr(r, f)!r} ({r.sources.get(f, '?')}), {newest.version} "
-                     f"{getattr(newest, f)!r}" for v, r, changed in differ for f in changed)
-    yield warning(f"trained with {found.name}, release unknown ({found.how}), and its releases read this checkpoint "
-                  f"differently: {said}. The trainer reading the forward and acceptance levels compare against is "
-                  f"{newest.version}'s", code="unknown-release", file=CONFIG, key=fields[0],
-                  expected=f"a value that means the same under every {found.name} release",
-                  found=f"{version}: {getattr(older, fields[0])!r}, {newest.version}: {getattr(newest, fields[0])!r}",
-                  why="an engine serves the stated value; a drafter trained otherwise accepts less (the rope base: "
-                  "alpha 0.792 vs 0.829 on the tests' trained world)",
-                  fix="state the value the drafter was trained with, or gate with --data (acceptance.trained-with "
-                  "decides from the weights)")
+    code = "unknown-trainer" if identity.name is None else "inferred" if identity.basis != READ else "unknown-release"
+    readings = [(trained.label, trained.reading), *trained.others]
+    said = "; ".join(f"{name}: " + ", ".join(f"{label} {shown(name, r, trained.reading)!r}" for label, r in readings)
+                     for name in differ)
+    who = {"unknown-trainer": f"the trainer is unknown ({identity.how})",
+           "inferred": f"the trainer is {identity.name}, {identity.how}",
+           "unknown-release": f"trained with {identity.name}, release unknown ({identity.how})"}[code]
+    first = differ[0]
+    yield warning(f"{who}, and the readings that leaves possible differ: {said}. The checks judge against "
+                  f"{trained.label}'s reading; a finding that depends on the difference is a warning",
+                  code="unknown-trainer" if identity.name is None else "inferred" if identity.basis != READ else
+                  "unknown-release", file=CONFIG, key=first, basis=trained.basis_of(first), rests_on=identity.how,
+                  settle=identity.settle + "; or --data (acceptance.trained-with decides from the weights)",
+                  expected="a value that means the same under every reading the evidence leaves possible",
+                  found=", ".join(f"{label}: {shown(first, r, trained.reading)!r}" for label, r in readings),
+                  why="an engine serves one value; a drafter trained with another accepts less (the rope base: "
+                  "alpha 0.792 vs 0.829 on the tests' trained world; the fed-back state: top-1 agreement 11 of 16 "
+                  "at step 1)",
+                  fix="state who trained it (--trainer, --source), or the value it was trained with, or gate with "
+                  "--data (acceptance.trained-with decides from the weights)")

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import re
 from collections.abc import Iterable
 
 from .. import engines, live
-from ..drafter.families.mla import LATENT_NORM_SOURCES, eps_mean_square_bound, eps_scale_change
-from ..drafter.layout import SPECULATORS
+from ..basis import ASSUMED, KNOWN, READ, RECORDED
+from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
 from ..engines.launch import preconditions
 from ..engines.profile import Capture, Target
 from ..engines.reading import (
@@ -29,17 +27,38 @@ from ..engines.reading import (
     remedy,
     shown,
 )
+from ..engines.recorded import disagreements, left_unwritten
 from ..live import verdict
-from ..live.compare import disagreements, left_unwritten
 from ..live.compute import compare_live
 from ..numerics import RTOL
-from ..registry import RECORDED, Context, Finding, NotApplicable, add, check, error, info, note, refusal_cause, warning
-from ._common import CONFIG, config_of, engine_captures, live_recording, release, require_complete, unread_layout
+from ..registry import (
+    Context,
+    Finding,
+    NotApplicable,
+    Severity,
+    add,
+    check,
+    error,
+    info,
+    note,
+    refusal_cause,
+    warning,
+)
+from ._common import (
+    CONFIG,
+    config_of,
+    engine_captures,
+    identity_of,
+    live_recording,
+    release,
+    require_complete,
+    trained_of,
+    unread_layout,
+)
 from ._common import served as served_by
 from ._own import STEPS, TOKENS, _weights, live_run
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
-_HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
 
 
 def _listing(items: list[str], limit: int = 4) -> str:
@@ -68,7 +87,7 @@ def _readings(ctx: Context):
     why = unread_layout(ctx, served)
     if why:
         raise NotApplicable(why)
-    trained = engines.trainer(ctx.ckpt)
+    trained = trained_of(ctx).reading
     if not trained.layout_ok or trained.hidden_size is None:
         raise NotApplicable(f"the trainer's reading cannot run: {'; '.join(trained.refusals)}")
     return served, trained
@@ -216,18 +235,48 @@ def loads(ctx: Context) -> Iterable[Finding]:
 def semantics(ctx: Context) -> Iterable[Finding]:
     served, trained = _readings(ctx)
     _builds_drafter(served)
-    for field in differences(served, trained):
+    possible = trained_of(ctx)
+    fields = list(differences(served, trained))
+    fields += [f for _, other in possible.others for f in differences(served, other) if f not in fields]
+    for field in fields:
         if field == "mla" and _latent_eps_only(served, trained):
             yield _latent_eps_note(served, trained)
             continue
-        yield error(
-            f"{label(served)} reads {field} as {shown(field, served, trained)!r}, the drafter was trained "
-            f"with {shown(field, trained, served)!r}",
+        yield _semantic(ctx, field, served, trained, possible)
+
+
+def _semantic(ctx: Context, field: str, served: Reading, trained: Reading, possible) -> Finding:
+    """The release reads ``field`` otherwise than the drafter was trained: an error when every reading the evidence
+    leaves possible trains it alike (its basis read or recorded), else a warning that states each reading's value and
+    what would settle it."""
+    basis = possible.basis_of(field)
+    values = possible.depends(field)
+    identity = possible.identity
+    engine_basis = engines.known_by(release(ctx)) if ctx.engine else READ
+    said = f"{label(served)} reads {field} as {shown(field, served, trained)!r}"
+    patch = patch_for(field, trained, ctx.ckpt.config_raw or {})
+    fix = remedy(field, trained, served, ctx.ckpt.config_raw or {})
+    if not values:
+        return error(
+            f"{said}, the drafter was trained with {shown(field, trained, served)!r}",
             key=field, expected=f"{shown(field, trained, served)!r} ({trained.sources.get(field, '?')})",
             found=f"{shown(field, served, trained)!r} ({served.sources.get(field, '?')})",
-            why=f"{effect(field)}; {describe_difference(field, served, trained)}",
-            fix=remedy(field, trained, served, ctx.ckpt.config_raw or {}),
-            patch=patch_for(field, trained, ctx.ckpt.config_raw or {}), code=field.replace("_", "-"))
+            why=f"{effect(field)}; {describe_difference(field, served, trained)}", fix=fix, patch=patch,
+            code=field.replace("_", "-"), basis=engine_basis)
+    mine = shown(field, served, trained)
+    agree = [who for who, v in values.items() if repr(v) == repr(mine)]
+    listing = "; ".join(f"{who}: {v!r}" for who, v in values.items())
+    return warning(
+        f"{said}; what the drafter was trained with depends on who trained it, which the evidence does not settle "
+        f"({listing})" + (f": served as trained only if {' or '.join(agree)} trained it" if agree else
+                         ": no reading the evidence leaves possible matches it"),
+        key=field, expected=f"the value it was trained with ({listing})",
+        found=f"{mine!r} ({served.sources.get(field, '?')})", basis=basis,
+        rests_on=f"who trained it: {identity.how}", settle=f"{identity.settle}; or --data "
+        "(acceptance.trained-with decides from the weights)",
+        why=f"{effect(field)}; {describe_difference(field, served, trained)}",
+        fix=f"{fix} (not applied by fix until who trained it is known: {identity.settle})", patch=patch,
+        code=field.replace("_", "-"))
 
 
 def _latent_eps_only(served: Reading, trained: Reading) -> bool:
@@ -252,8 +301,8 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
         f"({eps_scale_change(a, b, 1.0):.2g} at unit RMS), within the forward tolerance ({RTOL:g} relative) for "
         f"latents of mean square m >= {m:.3g} (RMS >= {math.sqrt(m):.3g}); forward.equivalence (--level forward) "
         f"measures the logits on this checkpoint's weights and fails beyond the tolerance. "
-        f"{LATENT_NORM_SOURCES.get(served.engine, '?')}; "
-        f"{LATENT_NORM_SOURCES['transformers']}; the drafter's trainer is not known (SpecForge 0.2.0 and speculators "
+        f"{served.sources.get('latent_norm_eps', '?')}; "
+        f"{TRANSFORMERS_LATENT_NORMS}; the drafter's trainer is not known (SpecForge 0.2.0 and speculators "
         "0.9.0 train no MLA drafter)", code="latent-norm-eps", file=CONFIG, key="rms_norm_eps")
 
 
@@ -273,6 +322,8 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
     codes={
         "default-matches": note("no ids where the release reads them, but its default captures the trained layers"),
         "ids-not-read": "the ids are not where the release reads them: it captures its default layers",
+        "default-undecided": "no ids where the release reads them, and which layers the drafter was trained on is "
+        "not known: whether its default layers are those is not known either",
         "no-ids": "no ids at all: the release captures its default layers",
         "count-mismatch": "the release captures another number of layers than fc takes",
         "target-dependent": "what the release captures depends on the target (pass --target-config)",
@@ -284,11 +335,23 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
     },
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
+    target = engines.target_of(ctx.ckpt, ctx.target)
+    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target,
+                                  identity_of(ctx))
+    for f in _aux_layers(ctx, trained):
+        if trained.basis in KNOWN or f.code in ("count-mismatch", "beyond-last-layer", "no-ids"):
+            yield f
+        else:  # the trained layers rest on an inferred convention: at most a warning, saying what settles it
+            yield dataclasses.replace(f, basis=trained.basis, rests_on=f"how the trainer counted: {trained.how}",
+                                      settle="--aux-convention vllm or sglang, --trainer or --source",
+                                      severity=Severity.WARNING if f.severity is Severity.ERROR else f.severity)
+
+
+def _aux_layers(ctx: Context, trained: engines.TrainedAux) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
     _builds_drafter(served)
     profile, target = engines.profile(release(ctx)), engines.target_of(ctx.ckpt, ctx.target)
-    trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target)
     ids, layers = served.aux_layer_ids, trained.layers
     right, patch, key, fix = _where_ids_go(profile, layers, target, trained)
     if ids is None:
@@ -298,6 +361,16 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
                        f"{default.rule}, which captures the layers the drafter was trained on {list(layers)}",
                        code="default-matches",
                        file=CONFIG, key=key, fix="write the ids where the engine reads them anyway", patch=patch)
+        elif trained.ids and layers is None:  # what it was trained on is not known: neither is whether it matters
+            yield warning(f"{eng} finds no aux-layer ids where it reads them and falls back to {default.rule}; the "
+                          f"config has {trained.ids} ({trained.field}), and which layers the drafter was trained on "
+                          f"is not known ({trained.how})", file=CONFIG, key=key,
+                          expected=f"ids in {profile.reads_ids}", found=served.sources["aux_layer_ids"],
+                          basis=ASSUMED, rests_on=f"how the trainer counted: {trained.how}",
+                          settle="--aux-convention vllm or sglang, --trainer or --source (and --target-config)",
+                          why=f"{eng} captures its default layers, which need not be the ones the drafter was "
+                          "trained on (vLLM PR #50170: 1.21% acceptance instead of 58.9%)",
+                          fix=_no_ids_fix(eng, trained, target, profile), code="default-undecided")
         elif trained.ids:
             yield error(f"{eng} finds no aux-layer ids where it reads them; the config has {trained.ids} "
                         f"({trained.field})", file=CONFIG, key=key, expected=f"ids in {profile.reads_ids}",
@@ -467,19 +540,10 @@ def serving(ctx: Context) -> Iterable[Finding]:
         else:
             yield error(f"{eng} {said.message}", file=CONFIG, key=said.key, expected=said.expected,
                         found=said.found, why=said.why, fix=said.fix, patch=said.patch, code="context-too-short")
-    if served.engine == "vllm" and ctx.ckpt.layout == SPECULATORS:
-        spec = (ctx.ckpt.config_raw or {}).get("speculators_config")
-        verifier = spec.get("verifier") if isinstance(spec, dict) else None
-        path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
-        local = not (isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path))
-        if local:
-            yield warning(f"{eng}: speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
-                          code="local-verifier", file=CONFIG, key="speculators_config.verifier.name_or_path",
-                          expected="an id such as org/model", found=repr(path),
-                          why="`vllm serve DRAFTER` reads the verifier from this field and refuses anything but a "
-                          "remote repository (\"Speculators verifier must name a remote model repository\")",
-                          fix="name the verifier by its hub id, or serve with --model VERIFIER and "
-                          "--speculative-config pointing at the drafter")
+    build = engines.profile(release(ctx)).drafter_launch
+    for p in build(ctx.ckpt.config_raw or {}, ctx.ckpt.layout) if build else ():
+        yield warning(f"{eng}: {p.message}", code=p.code, file=CONFIG, key=p.key, expected=p.expected,
+                      found=p.found, why=p.why, fix=p.fix)
 
 
 @check(

@@ -13,55 +13,47 @@ _WHY = ("safetensors refuses a file like this, and vLLM and SGLang either fail a
 _WEIGHTS = ("vLLM and SGLang read the weights with safetensors when they start the drafter")
 
 
+# Why each kind of problem (storage.safetensors.KINDS, said by the reader that finds it) matters: the code is the
+# kind, never a word of the message.
+_WHY_KIND = {
+    "directory": "a directory stands where {what} should be a file: the engine's loader fails to open it (a copy that "
+                 "nested a folder, or an unpacked archive)",
+    "broken-symlink": "the link points at a file that is gone (a Hugging Face cache whose blob was deleted): the "
+                      "engine fails to open it",
+    "missing-shard": "the index names a shard that is not here: the engines' loaders stop on the missing file, or the "
+                     "drafter loads without the tensors it holds",
+    "missing-file": "the engines need this file to load the drafter's weights",
+    "truncated": "the file ends before the bytes its header promises (an interrupted copy or upload): safetensors "
+                 "refuses it, so the engine fails at load",
+    "duplicate-key": "JSON readers keep only the last of two equal keys: the value the engine reads may not be the one "
+                     "meant",
+    "wrong-format": "this is not the format its name says: loading a pickle runs code, and safetensors refuses it; "
+                    "engines fail at load, or run whatever the pickle holds",
+    "byte-ranges": "the header's byte ranges do not tile the data: safetensors refuses such a file, and a tensor read "
+                   "through it would hold another tensor's bytes",
+    "duplicate-tensor": "two shards hold the same tensor: which copy an engine loads depends on the order it reads the "
+                        "shards",
+    "index-mismatch": "the index and the shards disagree: engines load by the index, so a tensor it does not list is "
+                      "never loaded and one it misplaces fails the load",
+    "bad-header": f"the safetensors header is malformed: {_WEIGHTS}, and safetensors refuses it",
+    "unreadable": "the file cannot be opened here (permissions, a symlink loop): neither can the engine's loader",
+    "corrupt": _WHY,
+}
+
+
 def _why(p: Problem) -> tuple[str, str]:
-    """The kind of problem (its code's slug) and why it matters, for the case it is (the readers that found it say
-    what, not why)."""
-    msg, file = p.message, p.file or ""
-    config, index = file == CONFIG, file.endswith(".index.json")
-    if config and "is missing" in msg:
-        return "config-missing", ("engines build the drafter from config.json (its sizes, aux-layer ids, "
-                                  "vocabulary): without it vLLM and SGLang refuse to load the checkpoint")
-    if "is a directory" in msg:
-        what = "config.json" if config else "the weights"
-        return "directory", (f"a directory stands where {what} should be a file: the engine's loader fails to open it "
-                             "(a copy that nested a folder, or an unpacked archive)")
-    if "broken symlink" in msg:
-        return "broken-symlink", ("the link points at a file that is gone (a Hugging Face cache whose blob was "
-                                  "deleted): the engine fails to open it")
-    if "does not exist" in msg or ("is missing" in msg and not config):
-        if "the index puts" in msg:
-            return "missing-shard", ("the index names a shard that is not here: the engines' loaders stop on the "
-                                     "missing file, or the drafter loads without the tensors it holds")
-        return "missing-file", "the engines need this file to load the drafter's weights"
-    if "truncated" in msg:
-        return "truncated", ("the file ends before the bytes its header promises (an interrupted copy or upload): "
-                             "safetensors refuses it, so the engine fails at load")
-    if "more than once" in msg:
-        return "duplicate-key", ("JSON readers keep only the last of two equal keys: the value the engine reads may "
-                                 "not be the one meant")
-    if "not valid JSON" in msg or "not valid UTF-8" in msg or "is a JSON" in msg or "nests JSON" in msg:
-        return "invalid-json", (f"{file or 'the file'} does not parse as the JSON object engines read: they refuse the "
-                                "checkpoint"
-                                + ("" if not config else "; without a config there is nothing to build the drafter "
-                                   "from"))
-    if "not safetensors" in msg or "torch.save" in msg or "pickle" in msg.lower():
-        return "wrong-format", ("this is not the format its name says: loading a pickle runs code, and safetensors "
-                                "refuses it; engines fail at load, or run whatever the pickle holds")
-    if "hole" in msg or "overlaps" in msg or "after the last tensor" in msg:
-        return "byte-ranges", ("the header's byte ranges do not tile the data: safetensors refuses such a file, and a "
-                               "tensor read through it would hold another tensor's bytes")
-    if "is also in" in msg:
-        return "duplicate-tensor", ("two shards hold the same tensor: which copy an engine loads depends on the order "
-                                    "it reads the shards")
-    if index or "the index does not list" in msg:
-        return "index-mismatch", ("the index and the shards disagree: engines load by the index, so a tensor it does "
-                                  "not list is never loaded and one it misplaces fails the load")
-    if "dtype" in msg or "shape" in msg or "data_offsets" in msg or "header" in msg:
-        return "bad-header", f"the safetensors header is malformed: {_WEIGHTS}, and safetensors refuses it"
-    if "cannot be read" in msg or "cannot be resolved" in msg:
-        return "unreadable", ("the file cannot be opened here (permissions, a symlink loop): neither can the engine's "
-                              "loader")
-    return "corrupt", _WHY
+    """The problem's code (its kind) and why it matters, for the file it is in (the readers that found it say what,
+    not why)."""
+    file = p.file or ""
+    config = file == CONFIG
+    if p.kind == "config-missing":
+        return p.kind, ("engines build the drafter from config.json (its sizes, aux-layer ids, vocabulary): without it "
+                        "vLLM and SGLang refuse to load the checkpoint")
+    if p.kind == "invalid-json":
+        return p.kind, (f"{file or 'the file'} does not parse as the JSON object engines read: they refuse the "
+                        "checkpoint" + ("" if not config else "; without a config there is nothing to build the "
+                                        "drafter from"))
+    return p.kind, _WHY_KIND[p.kind].format(what="config.json" if config else "the weights")
 
 
 @check(

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .. import engines
+from ..basis import INFERRED, READ, RECORDED
 from ..engines.reading import describe_difference, differences, remedy
 from ..numerics import ATOL, RTOL, torch_missing
-from ..registry import RECORDED, Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
-from ._common import release, unread_layout
+from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
+from ._common import release, trained_of, unread_layout
 from ._common import served as served_by
 from ._own import SEED, STEPS, TOKENS, _computed, _own_logits, _weights, live_run
 
@@ -68,12 +69,14 @@ def _changed_tensors(ctx: Context, cand, reading, source, ref) -> list[str]:
     return notes
 
 
-def _other_releases(ctx: Context, source, trained, served, got, inputs, width: int, eng: str) -> Iterable[Finding]:
-    """Where the trainer's release is unknown and its releases read the checkpoint differently (config.trainer-release
-    /unknown-release), the engine's logits against each other release's reading too: which of them it computes."""
+def _other_releases(ctx: Context, source, possible, served, got, inputs, width: int, eng: str) -> Iterable[Finding]:
+    """Where who trained the drafter (or which release) is not settled and the readings that leaves possible read
+    the checkpoint differently (config.trainer-release), the engine's logits against each other reading too: which
+    of them it computes."""
     from ..numerics.draft_steps import ForwardError, compare
 
-    others = [(v, r) for v, r in engines.trainer_readings(source)[:-1] if differences(r, trained)]
+    trained = possible.reading
+    others = [(v, r) for v, r in possible.others if differences(r, trained)]
     if not others:
         return
     said = []
@@ -87,18 +90,19 @@ def _other_releases(ctx: Context, source, trained, served, got, inputs, width: i
         except ForwardError as exc:
             said.append(f"{version}: cannot run ({exc})")
             continue
-        steps = [compare(a, b, k, (eng, f"{reading.engine} {version}")) for k, (a, b) in
-                 enumerate(zip(got, theirs, strict=True))]
+        steps = [compare(a, b, k, (eng, version)) for k, (a, b) in enumerate(zip(got, theirs, strict=True))]
         bad = [s for s in steps if not s.ok]
         said.append(f"{version}: " + ("agrees" if not bad else f"differs ({bad[0].describe()})"))
-    found = engines.trainer_release(source)
-    yield warning(f"{eng}'s reading against each {found.name} release's reading of this checkpoint (its release is "
-                  f"unknown: {found.how}): {'; '.join(said)}; the finding below compares against {trained.version}'s",
-                  code="unknown-release", expected="one trainer release that the checkpoint states",
-                  found="; ".join(said), key="speculators_version" if found.name == "speculators" else None,
-                  why="the releases compute different drafters from the same weights: which one the engine must "
-                  "match depends on the release that trained it (config.trainer-release names the fields)",
-                  fix="state the trainer release (speculators_version) or the fields' values as trained, or gate with "
+    identity = possible.identity
+    yield warning(f"{eng}'s reading against each reading of this checkpoint the evidence leaves possible (who "
+                  f"trained it: {identity.said()}): {'; '.join(said)}; the finding below compares against "
+                  f"{possible.label}'s", code="unknown-release", expected="one trainer and release the evidence "
+                  "names", found="; ".join(said), key="speculators_version" if identity.name == "speculators" else None,
+                  basis=identity.basis if identity.basis != READ else INFERRED, rests_on=identity.how,
+                  settle=identity.settle,
+                  why="the readings compute different drafters from the same weights: which one the engine must "
+                  "match depends on who trained it (config.trainer-release names the fields)",
+                  fix="state the trainer (--trainer, --source) or the fields' values as trained, or gate with "
                   "--data (acceptance.trained-with decides from the weights)")
 
 
@@ -141,15 +145,19 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     if why:
         raise NotApplicable(why)
     eng = f"{served.engine} {served.version}"
-    trained = engines.trainer(source)
+    possible = trained_of(ctx) if ctx.source is None else \
+        engines.trained(source, engines.identify(source, stated=ctx.options.trainer if ctx.options else None))
+    trained = possible.reading
     against = "the source under its trainer's reading" if ctx.source is not None else "its trainer's reading"
     if not trained.servable:
         raise NotApplicable(f"the trainer's reading ({trained.engine}) cannot run: "
                             + "; ".join(trained.refusals + [f"{r} {how}" for r, how in trained.unfilled.items()]))
     if not served.servable:
         unfilled = [role for role, how in served.unfilled.items() if not how.startswith("shared")]
-        problems = served.refusals + [f"{role}: {served.unfilled[role]}" for role in unfilled]
-        subject = served.refused_at.get(served.refusals[0]) if served.refusals else unfilled[0]
+        cut = [role for role in served.narrowed if role not in unfilled]
+        problems = served.refusals + [f"{role}: {served.unfilled[role]}" for role in unfilled] + \
+            [f"{role}: narrowed to the shape it builds ({served.narrowed[role]})" for role in cut]
+        subject = served.refused_at.get(served.refusals[0]) if served.refusals else (unfilled or cut)[0]
         yield error(
             f"{eng} would not compute this drafter: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
@@ -194,7 +202,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     if own is not None:
         got, beside = _own_logits(own, got, eng)
     steps = [compare(a, b, k, (eng, trained.engine)) for k, (a, b) in enumerate(zip(got, want, strict=True))]
-    yield from _other_releases(ctx, source, trained, served, got, inputs, width, eng)
+    yield from _other_releases(ctx, source, possible, served, got, inputs, width, eng)
     bad = [s for s in steps if not s.ok]
     broken = [s for s in steps if s.nonfinite]
     if broken:
@@ -231,5 +239,10 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         "acceptance drops without any error",
         fix=("; ".join(fixes) + ", as the drafter was trained" if fixes else
              "re-export the tensors listed from the trained checkpoint"),
-        basis=RECORDED if own is not None and _computed(own) else None,
+        # against a reading the evidence does not settle (another is possible and computes otherwise): a warning;
+        # else what the engine's own code computed is recorded
+        **({"basis": RECORDED} if own is not None and _computed(own) else {})
+        if not any(differences(o, trained) for _, o in possible.others) else
+        {"basis": possible.identity.basis if possible.identity.basis != READ else INFERRED,
+         "rests_on": f"who trained it: {possible.identity.how}", "settle": possible.identity.settle},
     )

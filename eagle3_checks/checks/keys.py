@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..drafter.expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
-from ..drafter.layout import FLAT, SPECULATORS, on_disk_name
-from ..registry import Context, Finding, check, error, info, note
+from ..drafter.layout import FLAT, PEAGLE, PEAGLE_TENSORS, SPECULATORS, on_disk_name, speculators_kind
+from ..registry import Context, Finding, check, error, info, note, warning
 from ._common import config_of, require_complete
 
 _MISSING_WHY = ("vLLM raises nothing for a missing tensor and serves with uninitialised memory (norms stay "
@@ -62,8 +62,20 @@ def keys(ctx: Context) -> Iterable[Finding]:
         )
 
     prefixed, flat_names = [], []
+    peagle = ckpt.layout == SPECULATORS and speculators_kind(ckpt.config_raw) == PEAGLE
     for name in sorted(ckpt.tensors):
         n = ckpt.names[name]
+        if n.role is None and name in PEAGLE_TENSORS:
+            if not peagle:
+                yield warning(f"{name}: P-EAGLE's learned padding state, in a drafter whose config is not P-EAGLE's",
+                              file=file_of[name], key=name, expected="no such tensor in an EAGLE-3 drafter",
+                              found=name, code="unexpected-tensor",
+                              why="vLLM skips mask_hidden with a warning (0.33.0 llama_eagle3.py:431-439, 0.34.0 "
+                              ":421-426) and SGLang drops it: the drafter serves as EAGLE-3, drafting one position at "
+                              "a time",
+                              fix="remove it, or state the P-EAGLE config it was trained with (speculators_model_type "
+                              "\"peagle\", mask_token_id) where an engine builds P-EAGLE")
+            continue
         if n.role is None:
             yield error(
                 f"{name}: not a tensor of an EAGLE-3 drafter",

@@ -333,8 +333,10 @@ def d2t_check(ctx: Context) -> Iterable[Finding]:
             code="out-of-range",
             **where, expected=f"0 <= i + d2t[i] < {v}", found=f"i + d2t[i] = {int(target[i])} at i = {i}",
             why="vLLM never range-checks d2t: an out-of-range id faults a CUDA kernel or reads another row",
-            fix=("d2t looks like absolute target ids: write offsets, d2t = ids - arange(DV)" if absolute
-                 else "rebuild d2t from the vocabulary mapping the drafter was trained with"),
+            fix=("d2t holds absolute target ids (strictly increasing, every one inside the target vocabulary, "
+                 "while as offsets they are not): write offsets, d2t = ids - arange(DV) (eagle3-checks fix repairs "
+                 "it)" if absolute else "rebuild d2t from the vocabulary mapping the drafter was trained with"),
+            repair="d2t-offsets" if absolute else None,
         )
     dup, down = ([], []) if r.rising(d2t) else r.repeats_and_descents(target)
     if dup:
@@ -473,7 +475,7 @@ def t2d_check(ctx: Context) -> Iterable[Finding]:
             code="absolute-ids", file=d2t_entry.file, key=d2t_entry.name, expected=_OFFSETS, found=_preview(d2t),
             why="engines add arange(DV) to d2t: every drafted token maps to a wrong (or out-of-range) target id "
             "and acceptance collapses",
-            fix="write offsets: d2t = nonzero(t2d) - arange(DV)",
+            fix="write offsets: d2t = nonzero(t2d) - arange(DV) (eagle3-checks fix repairs it)", repair="d2t-offsets",
         )
         return
     bad = r.differ(marked, target)

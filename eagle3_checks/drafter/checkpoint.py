@@ -99,6 +99,16 @@ class Checkpoint:
         self.source.display = value
 
     @property
+    def beside(self) -> dict[str, dict]:
+        """The trainer's own config saved beside config.json (``config_speculators.json``), by file name."""
+        return self.source.beside
+
+    @property
+    def folder_names(self) -> list[str]:
+        """The names in the checkpoint's folder (a Hub checkpoint: the files looked up)."""
+        return self.source.names
+
+    @property
     def files(self) -> list[FileHeader]:
         return self.source.files
 

@@ -261,12 +261,21 @@ EXAMPLE_DIRS = {SPECULATORS: "example-speculators", FLAT: "example-flat", "targe
 
 
 def write_example(root: Path) -> dict[str, Path]:
-    """The embedded example: the same tiny drafter in both layouts, and its target's config.json."""
+    """The embedded example: the same tiny drafter in both layouts, and its target's config.json. The flat one is the
+    speculators one flattened as eagle3-checks convert writes it: its speculators config kept beside it
+    (``config_speculators.json``: who trained it), speculators_version kept, and the aux ids where each engine reads
+    them counted its way (the top level vLLM's, id L the input of layer L; eagle_config SGLang's, id X the output of
+    layer X, on this Llama target: one less)."""
     root = Path(root)
+    tensors, flat = drafter_files(EXAMPLE, FLAT)
+    ids = list(EXAMPLE.aux_layer_ids)
+    flat = {**flat, "speculators_version": "0.9.0",
+            "eagle_config": {**flat["eagle_config"], "eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids]}}
     out = {
         SPECULATORS: write_drafter(root / EXAMPLE_DIRS[SPECULATORS], EXAMPLE, SPECULATORS),
-        FLAT: write_drafter(root / EXAMPLE_DIRS[FLAT], EXAMPLE, FLAT),
+        FLAT: write_checkpoint(root / EXAMPLE_DIRS[FLAT], tensors, flat),
     }
+    (out[FLAT] / "config_speculators.json").write_text(json.dumps(config(EXAMPLE, SPECULATORS), indent=2) + "\n")
     target = root / EXAMPLE_DIRS["target"]
     target.mkdir(parents=True, exist_ok=True)
     (target / "config.json").write_text(json.dumps(target_config(EXAMPLE), indent=2) + "\n")

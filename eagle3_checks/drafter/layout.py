@@ -26,6 +26,20 @@ AUX_CONVENTIONS = ("vllm", "sglang")
 # speculators 0.9: Eagle3SpeculatorConfig default "Eagle3Speculator" (models/eagle3/config.py);
 # save_pretrained of the model class writes "Eagle3DraftModel".
 SPECULATORS_ARCHITECTURES = frozenset({"Eagle3DraftModel", "Eagle3Speculator"})
+# The drafters a speculators config may be (speculators_model_type) and the architectures each saves: EAGLE-3, and
+# from speculators 0.6.0 on P-EAGLE (models/peagle/config.py: "peagle", ["PEagleSpeculator"], a mask_token_id;
+# models/peagle/core.py:44-53: a learned mask_hidden of (1, 1, num_aux x H)), an EAGLE-3 drafter plus the state it
+# pads the positions it drafts in parallel with. The engines that build it and the ones that refuse it:
+# eagle3_checks.engines (vLLM 0.33.0 builds it, 0.34.0 refuses the config).
+PEAGLE = "peagle"
+SPECULATORS_KINDS = {"eagle3": SPECULATORS_ARCHITECTURES, PEAGLE: frozenset({"PEagleSpeculator", "PEagleDraftModel"})}
+PEAGLE_TENSORS = ("mask_hidden",)
+
+
+def speculators_kind(config: object) -> str | None:
+    """The drafter a speculators config says it is ("eagle3", "peagle"), or None when it names none of them."""
+    kind = config.get("speculators_model_type") if isinstance(config, dict) else None
+    return kind if kind in SPECULATORS_KINDS else None
 # vLLM 0.33 model_executor/models/registry.py: the names it maps to llama_eagle3 (Llama layers) or qwen3_eagle3
 # (Qwen3 layers: q_norm/k_norm), and SGLang 0.5.6 models/llama_eagle3.py (EntryClass = LlamaForCausalLMEagle3).
 # vLLM's Eagle3DeepseekV2/V3ForCausalLM are MLA drafters (MLA_ARCHITECTURES below, the family drafter/families/mla.py).

@@ -3,13 +3,21 @@
 A spec holds canonical tensor roles with shapes and dtypes (and which are optional), the
 semantic config fields (those that change shapes or the math; not bookkeeping such as
 ``transformers_version``), the aux-layer ids with the convention they were counted in, and the
-"shape family" (hidden_size, vocab_size) that ``--reference auto`` matches on. Because roles are
-layout-independent, the same drafter in the speculators and the flat layout diffs clean.
+"shape family" (hidden_size, vocab_size). Because roles are layout-independent, the same drafter in the speculators
+and the flat layout diffs clean.
+
+``--reference auto`` picks a shipped spec only where it is evidence for the candidate: a published drafter's spec
+(``published``) when the candidate is built like it (its tensors, both vocabularies) for the same target family
+(``target``: the verifier's class and sizes, from ``--target-config`` or the verifier the drafter's config names); a
+spec of no published drafter (the demo's) only for a checkpoint it describes exactly. Any other drafter of the same
+width is not diffed against a drafter it is not.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +25,7 @@ from typing import Any
 from ..errors import UsageError
 from ..storage.hub import cache_snapshot, is_hub, parse
 from .checkpoint import Checkpoint, open_any, open_checkpoint
-from .config_values import normalized_rope_scaling
+from .config_values import TargetConfig, normalized_rope_scaling
 from .layout import AUX_CONVENTIONS, FLAT, MLA, MLA_CONFIG_FIELDS, SPECULATORS
 
 SCHEMA = "eagle3-checks/reference-spec"
@@ -36,6 +44,8 @@ MLA_SEMANTIC_FIELDS = MLA_CONFIG_FIELDS
 OPTIONAL_ROLES = ("embed_tokens.weight", "t2d")
 # fields where None is a value, not "unknown": no scaling; q_lora_rank null, the q_proj MLA variant
 NULLABLE = {"rope_scaling", "q_lora_rank"}
+# The target sizes a published spec's ``target`` may state (beside its architectures).
+TARGET_SIZES = ("hidden_size", "vocab_size", "num_hidden_layers")
 AUX_MEANING = {
     "vllm": "id L = the residual stream entering layer L (output of layer L-1)",
     "sglang": "id X = the output of layer X (SGLang adds 1 internally)",
@@ -62,6 +72,17 @@ class Spec:
     source: str = ""
     origin: str = ""  # where this spec was read from, for messages
     family: dict[str, int] = field(default_factory=dict)
+    # the published drafter the spec describes ("AQ-MedAI/Kimi-K2-Instruct-eagle3"); "" for one that is not
+    # published (the demo's): --reference auto picks such a spec only for a checkpoint it describes exactly
+    published: str = ""
+    # the target family the published drafter was trained for: {"architectures": [...], "hidden_size": N,
+    # "vocab_size": N, "num_hidden_layers": N, "note": "..."}; --reference auto needs the candidate's target to match
+    target: dict[str, Any] = field(default_factory=dict)
+    # the target layers the aux ids select under this side's counting (set by the caller that knows the counting
+    # and the target: engines.trained_aux for a checkpoint, engines.trainer_capture for a spec); None: not known.
+    # Not part of the JSON: the diff compares aux ids by these layers, not by their numbers.
+    aux_layers: tuple[int, ...] | None = None
+    aux_how: str = ""  # how aux_layers was known (the counting and why), for messages
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +93,8 @@ class Spec:
             "source": self.source,
             "layout": self.layout,
             "family": self.family,
+            **({"published": self.published} if self.published else {}),
+            **({"target": self.target} if self.target else {}),
             "aux_layer_convention": {"value": self.aux_convention, "note": self.aux_convention_note},
             "config": {k: self.config.get(k) for k in config_fields(self.config)},
             "tensors": {
@@ -122,9 +145,21 @@ class Spec:
         if value not in (None, *AUX_CONVENTIONS):
             raise bad(f"aux_layer_convention.value {value!r}: one of {AUX_CONVENTIONS} or null")
         family: dict[str, int] = data["family"] if isinstance(data.get("family"), dict) else {}
+        published = data.get("published", "")
+        if not isinstance(published, str):
+            raise bad(f"published must be the published drafter's name (a string), not {published!r}")
+        target = data.get("target", {})
+        target = {} if target is None else target
+        archs = target.get("architectures") if isinstance(target, dict) else None
+        if not isinstance(target, dict) or (target and not (
+                isinstance(archs, list) and archs and all(isinstance(a, str) and a for a in archs)
+                and all(isinstance(target.get(k), int) and not isinstance(target.get(k), bool) and target[k] > 0
+                        for k in TARGET_SIZES if k in target))):
+            raise bad("target must be an object with a non-empty list of architectures and positive integer "
+                      f"{', '.join(TARGET_SIZES)}")
         return cls(data["name"], {k: config.get(k) for k in config_fields(config)}, parsed, data.get("layout"), value,
                    conv.get("note", "") if isinstance(conv, dict) else "", data.get("description", ""),
-                   data.get("source", ""), origin, family)
+                   data.get("source", ""), origin, family, published, dict(target))
 
 
 def config_fields(config: dict) -> tuple[str, ...]:
@@ -141,6 +176,75 @@ def _dumps(value: Any, indent: str = "") -> str:
         inner = indent + "  "
         return "[\n" + ",\n".join(inner + _dumps(v, inner) for v in value) + "\n" + indent + "]"
     return json.dumps(value)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Two config values are the same: numbers to 1e-9 relative (1e-6 written as 0.000001), the rest equal."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool):
+        try:
+            return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+        except OverflowError:
+            return a == b
+    return a == b
+
+
+# The trainer's own choices: not fixed by the target, so another value than a reference's is a note. Everything
+# else the diff compares (hidden size, vocabulary, heads, fc's input width, ...) the target fixes.
+TRAINER_CHOICES = ("draft_vocab_size", "intermediate_size", "aux_layer_ids")
+CHOICE = "the trainer's choice, not fixed by the target"
+# Which dimension of a tensor each trainer choice sizes.
+_CHOICE_DIMS = {"lm_head.weight": (("draft_vocab_size", 0),), "d2t": (("draft_vocab_size", 0),),
+                "mlp.gate_proj.weight": (("intermediate_size", 0),), "mlp.up_proj.weight": (("intermediate_size", 0),),
+                "mlp.down_proj.weight": (("intermediate_size", 1),), "mlp.gate_proj.bias": (("intermediate_size", 0),),
+                "mlp.up_proj.bias": (("intermediate_size", 0),)}
+
+
+def chosen(role: str, c: tuple, r: tuple, c_cfg: dict, r_cfg: dict) -> list[str]:
+    """The trainer choices that explain a shape difference of tensor ``role`` entirely (empty: they do not)."""
+    dims = next((d for suffix, d in _CHOICE_DIMS.items() if role == suffix or role.endswith("." + suffix)), ())
+    if len(c) != len(r):
+        return []
+    want, used = list(r), []
+    for name, dim in dims:
+        if want[dim] == r_cfg.get(name) and c_cfg.get(name) is not None and c_cfg[name] != r_cfg[name]:
+            want[dim] = c_cfg[name]
+            used.append(name)
+    return used if used and tuple(want) == tuple(c) else []
+
+
+def structure_differences(candidate: Spec, spec: Spec) -> list[str]:
+    """What keeps ``candidate`` from being built like ``spec``: a tensor one side has and the other needs (optional
+    ones aside), a shape the trainer's choices do not explain. Dtypes and config values are not structure."""
+    out = []
+    for role in sorted(set(candidate.tensors) | set(spec.tensors)):
+        c, r = candidate.tensors.get(role), spec.tensors.get(role)
+        c_has, r_has = bool(c and c.present), bool(r and r.present)
+        if c is not None and r is not None and c_has and r_has:
+            if c.shape != r.shape and not chosen(role, c.shape, r.shape, candidate.config, spec.config):
+                out.append(f"{role} {list(c.shape)} vs {list(r.shape)}")
+        elif (c_has or r_has) and not ((r and r.optional) or (c and c.optional and role in OPTIONAL_ROLES)):
+            out.append(f"{role} on {'the candidate' if c_has else spec.name} only")
+    return out
+
+
+def exact_differences(candidate: Spec, spec: Spec) -> list[str]:
+    """Everything ``spec`` records that ``candidate`` has otherwise: each semantic config value, each tensor (present
+    or not, its shape and dtype). The layout is not recorded as a difference: roles are layout-independent."""
+    out = [f"{name} {candidate.config.get(name)!r} vs {spec.config.get(name)!r}"
+           for name in dict.fromkeys(config_fields(spec.config) + config_fields(candidate.config))
+           if not same_value(candidate.config.get(name), spec.config.get(name))]
+    for role in sorted(set(candidate.tensors) | set(spec.tensors)):
+        c, r = candidate.tensors.get(role), spec.tensors.get(role)
+        mine = (c.shape, c.dtype) if c is not None and c.present else None
+        theirs = (r.shape, r.dtype) if r is not None and r.present else None
+        if mine != theirs:
+            out.append(f"{role} {_tensor_text(mine)} vs {_tensor_text(theirs)}")
+    return out
+
+
+def _tensor_text(t: tuple | None) -> str:
+    return "absent" if t is None else f"{t[1]} {list(t[0])}"
 
 
 def semantic_config(cfg: Any) -> dict[str, Any]:
@@ -297,9 +401,86 @@ def check_reference_option(option: str | None) -> None:
                          f"(shipped: {', '.join(shipped_specs()) or 'none'}; or auto, none)")
 
 
-def resolve_reference(option: str, ckpt: Checkpoint) -> tuple[Spec | None, str]:
+def _target_evidence(target: TargetConfig | None, named: Sequence[str]) -> dict[str, Any] | None:
+    """What the candidate's target is known to be: the verifier's config (--target-config, --target), else the
+    verifier class the drafter's config names (speculators_config.verifier, convert's provenance); None: not known."""
+    if target is not None and target.architectures:
+        return {"architectures": list(target.architectures), "hidden_size": target.hidden_size,
+                "vocab_size": target.vocab_size, "num_hidden_layers": target.num_hidden_layers, "from": target.path}
+    if named:
+        return {"architectures": list(named), "from": "the verifier the drafter's config names"}
+    return None
+
+
+def _published_difference(spec: Spec, candidate: Spec, target: dict[str, Any] | None) -> list[str] | None:
+    """None when ``candidate`` is built like the published drafter ``spec`` describes (its tensors, both
+    vocabularies) for the same target family; else what differs or is not known."""
+    off = [f"{k} {candidate.config.get(k)} vs {spec.config.get(k)}" for k in ("vocab_size", "draft_vocab_size")
+           if not same_value(candidate.config.get(k), spec.config.get(k))]
+    off += structure_differences(candidate, spec)
+    if off:
+        return off
+    family = spec.target
+    if not family:
+        return [f"{spec.name} states no target family"]
+    if target is None:
+        return [f"the target is not known (pass --target-config): {spec.name} is the drafter of "
+                f"{' / '.join(family['architectures'])} targets, and drafters of other targets are built alike"]
+    arch = target["architectures"][0]
+    if arch not in family["architectures"]:
+        off.append(f"target {arch} ({target['from']}) vs {' / '.join(family['architectures'])}")
+    off += [f"target {k} {target[k]} vs {family[k]}" for k in TARGET_SIZES
+            if target.get(k) is not None and k in family and target[k] != family[k]]
+    return off or None
+
+
+def _auto(specs: dict[str, Path], ckpt: Checkpoint, target: TargetConfig | None,
+          named: Sequence[str]) -> tuple[Spec | None, str]:
+    """``--reference auto``: a published drafter's spec the candidate is built like, for its target family; the
+    spec of no published drafter (the demo's) for a checkpoint it describes exactly; else none, with the nearest."""
+    unmodelled = ckpt.not_modelled
+    if unmodelled:
+        return None, (f"not modelled: {unmodelled[0]}: no shipped reference spec is of its family (they are all "
+                      "Llama-layer drafters); pass --reference SPEC.json or a trusted checkpoint directory")
+    if ckpt.config is None:  # no family to match: its sizes would all read None
+        return None, "none chosen: config.json is missing or unreadable (see the files check)"
+    fam = family_of(ckpt)
+    mine = _describe_family(fam)
+    candidate = snapshot(ckpt, ckpt.display)
+    evidence = _target_evidence(target, named)
+    misses = []
+    for name, p in specs.items():
+        spec = load_spec(p, name)
+        off = _family_difference(spec, fam)
+        if off is None:
+            if spec.published:
+                off = _published_difference(spec, candidate, evidence)
+                if off is None:
+                    assert evidence is not None  # a published spec is picked for a known target only
+                    return spec, (f"auto: shipped spec {name}, the published {spec.published} (built like it, both "
+                                   f"vocabularies: {mine}; target {evidence['architectures'][0]} from "
+                                   f"{evidence['from']})")
+            else:
+                exact = exact_differences(candidate, spec)
+                if not exact:
+                    return spec, f"auto: shipped spec {name} (the checkpoint it describes: {mine})"
+                off = [f"{name} describes one checkpoint, which this is not: " + ", ".join(exact[:3])
+                       + (f", ... ({len(exact) - 3} more)" if len(exact) > 3 else "")]
+            misses.append((0, 0, len(off), name, off))
+            continue
+        # the nearest first: of the same family, of the same kind of layer, then by the fewest differences
+        misses.append((1, int(any(d.startswith("layers ") for d in off)), len(off), name, off))
+    closest = f" (closest {min(misses)[3]}: {', '.join(min(misses)[4])})" if misses else " (none shipped)"
+    return None, (f"no shipped reference spec matches {mine}{closest}; pass --reference SPEC.json, a shipped spec "
+                  "name or a checkpoint")
+
+
+def resolve_reference(option: str, ckpt: Checkpoint, target: TargetConfig | None = None,
+                      named_verifier: Sequence[str] = ()) -> tuple[Spec | None, str]:
     """Turn ``--reference`` into a spec. Returns (spec, note); the note says how it was chosen or, with no
-    spec, why the diff is skipped. Raises UsageError for an option that names nothing usable."""
+    spec, why the diff is skipped. ``target``: the verifier's config, and ``named_verifier``: the verifier classes
+    the drafter's config names (for auto: a published drafter's spec is picked for its own target family only).
+    Raises UsageError for an option that names nothing usable."""
     option = option or "auto"
     path = Path(option)
     if is_hub(option) or _exists(path, "--reference"):  # an existing path wins over a name
@@ -315,24 +496,7 @@ def resolve_reference(option: str, ckpt: Checkpoint) -> tuple[Spec | None, str]:
         return None, "no reference (--reference none)"
     specs = shipped_specs()
     if option == "auto":
-        unmodelled = ckpt.not_modelled
-        if unmodelled:
-            return None, (f"not modelled: {unmodelled[0]}: no shipped reference spec is of its family (they are all "
-                          "Llama-layer drafters); pass --reference SPEC.json or a trusted checkpoint directory")
-        if ckpt.config is None:  # no family to match: its sizes would all read None
-            return None, "none chosen: config.json is missing or unreadable (see the files check)"
-        fam = family_of(ckpt)
-        mine = _describe_family(fam)
-        misses = []
-        for name, p in specs.items():
-            spec = load_spec(p, name)
-            off = _family_difference(spec, fam)
-            if off is None:
-                return spec, f"auto: shipped spec {name} (same family: {mine})"
-            # the nearest first: of the same kind of layer, then by the fewest differences
-            misses.append((any(d.startswith("layers ") for d in off), len(off), name, off))
-        closest = f" (closest {min(misses)[2]}: {', '.join(min(misses)[3])})" if misses else " (none shipped)"
-        return None, f"no shipped reference spec matches {mine}{closest}; pass --reference SPEC.json or a checkpoint"
+        return _auto(specs, ckpt, target, named_verifier)
     if option in specs:
         return load_spec(specs[option], option), f"shipped spec {option}"
     raise UsageError(f"--reference {option!r}: no such file, directory or shipped spec "

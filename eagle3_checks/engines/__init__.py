@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..basis import ASSUMED, READ, RECORDED
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import PROVENANCE
 from ..drafter.layout import AUX_CONVENTIONS, SPECULATORS
@@ -30,9 +31,11 @@ from . import (
     sglang_0_5_23,
     specforge,
     speculators,
+    trainers,
     trtllm_1_4,
     vllm_0_33,
 )
+from .capture import vllm_input
 from .profile import Capture, Profile, Release, Target, output_of, version_key
 from .reading import Reading, lookup, valid_ids
 
@@ -132,6 +135,19 @@ def profile(spec: str) -> Profile:
     return _judged(spec).profile
 
 
+def known_by(spec: str) -> str:
+    """What a statement about release ``spec``'s reading rests on: RECORDED when the release that judges it has a
+    conformance recording (or the engine's own code runs in the default tests, as speculators'), else READ (its
+    released package's source, cited)."""
+    name, _, version = spec.partition("@")
+    judged = judge(name, version) if version else None
+    release = judged.release if judged else newest(name).version
+    for rel, _ in releases(name):
+        if rel.version == release:
+            return RECORDED if rel.recorded or rel.peer else READ
+    return READ
+
+
 def release_warning(spec: str) -> str | None:
     """Why release ``spec`` is judged by another recorded release, when no recording covers it (engine.release)."""
     return _judged(spec).warning if "@" in spec and spec.split("@", 1)[0] in ENGINE_NAMES else None
@@ -186,7 +202,7 @@ def catalogue() -> list[dict]:
     out: list[dict[str, Any]] = []
     for p in PROFILES:
         kind = "engine and trainer" if p.name in TRAINERS else "engine"
-        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.read.__module__,
+        out.append({"name": p.name, "kind": kind, "profile": p.version, "module": p.module,
                     "holds_for": [p.holds_for[0].version, p.holds_for[-1].version], "reads_ids": p.reads_ids,
                     "families": list(p.families), "releases": [_release_record(r) for r in p.holds_for]})
     for name, module in TRAINERS.items():
@@ -247,41 +263,36 @@ def resolve(values: Any) -> Resolved:
 
 def read(ckpt: Checkpoint, spec: str, target_config: Any = None, launch: dict | None = None) -> Reading:
     """How engine release ``spec`` reads the checkpoint (``target_config``: the verifier's, when known; ``launch``:
-    the launch settings, for a release that takes the aux layers from its launch rather than the config)."""
-    p = profile(spec)
-    if p.launch_ids:
-        return p.read(ckpt, target_config, launch=launch)
-    return p.read(ckpt, target_config)
+    the launch settings it is started with, which a release's reading may read: TensorRT-LLM's aux layers, vLLM's
+    speculative config)."""
+    return profile(spec).read(ckpt, target_config, launch=launch)
 
 
-# Fields SpecForge's Kimi-K2 config template carries (configs/kimi-k2-eagle3.json; Qwen2-style leftovers) and
-# speculators and EAGLE exports do not.
-SPECFORGE_MARKERS = ("max_window_layers", "use_sliding_window")
-
-
-def _convention(ckpt: Checkpoint, option: str | None) -> tuple[str | None, str, str]:
-    """(convention, why, how it was known: "option", "provenance", "layout", "specforge-fields" or "unknown")."""
+def _convention(ckpt: Checkpoint, option: str | None,
+                identity: trainers.Identity | None = None) -> tuple[str | None, str, str, str]:
+    """(convention, why, how it was known: "option", "provenance", "trainer" or "unknown", its basis)."""
     if option:
-        return option, "--aux-convention", "option"
+        return option, "--aux-convention", "option", READ
     provenance = (ckpt.config_raw or {}).get(PROVENANCE)
     if isinstance(provenance, dict) and provenance.get("aux_layer_convention") in AUX_CONVENTIONS:
         return (provenance["aux_layer_convention"], f"{PROVENANCE} in config.json (written by eagle3-checks convert)",
-                "provenance")
-    if ckpt.layout == SPECULATORS:
-        return "vllm", "a speculators checkpoint: speculators captures its training states through vLLM", "layout"
-    raw = ckpt.config_raw or {}
-    markers = [m for m in SPECFORGE_MARKERS if m in raw]
-    if markers:
-        return "sglang", (f"SpecForge template fields in config.json ({', '.join(markers)}): SpecForge trains on "
-                          "states captured the SGLang way"), "specforge-fields"
-    return None, "unknown: a flat config does not say how its trainer counted (pass --aux-convention)", "unknown"
+                "provenance", READ)
+    identity = identity or trainers.identify(ckpt)
+    if identity.name == speculators.NAME:
+        return "vllm", (f"trained by speculators ({identity.how}): speculators captures its training states "
+                        "through vLLM"), "trainer", identity.basis
+    if identity.name == specforge.NAME:
+        return "sglang", (f"trained by SpecForge ({identity.how}): SpecForge trains on states captured the SGLang "
+                          "way"), "trainer", identity.basis
+    return None, (f"unknown: the trainer is unknown ({identity.how}), and with it how the ids were counted (pass "
+                  "--aux-convention, --trainer or --source)"), "unknown", ASSUMED
 
 
 def trainer_convention(ckpt: Checkpoint, option: str | None = None) -> tuple[str | None, str]:
     """How the drafter's trainer counted aux ids: (convention or None when unknown, why). "vllm": id L is the
     input of target layer L (speculators, through vLLM); "sglang": id X is the output of layer X (SGLang's +1; see
     :func:`trainer_capture` for the releases that count DeepSeek-style targets otherwise)."""
-    convention, how, _ = _convention(ckpt, option)
+    convention, how, _, _ = _convention(ckpt, option)
     return convention, how
 
 
@@ -305,6 +316,7 @@ class TrainedAux:
     layers: tuple[int, ...] | None
     order: tuple[str, ...] = ()  # the ids fields in the order they were looked up (dotted)
     held: bool = False  # read from the provenance record a fix wrote
+    basis: str = READ  # what the convention rests on (READ: stated; INFERRED: from the trainer's identity)
 
     def record(self) -> dict:
         return {"ids": list(self.ids or ()), "field": self.field, "convention": self.convention,
@@ -329,7 +341,7 @@ def trainer_capture(ids: list[int], convention: str, target: Target | None) -> C
     srt/models/llama.py:740-742, deepseek_v2.py:4097-4101). SpecForge 0.2.0's SGLang 0.5.14 already counts
     DeepSeek-style targets raw, which is the "vllm" convention (:func:`specforge.capture`)."""
     if convention == "vllm":
-        return vllm_0_33.capture(ids, target)
+        return vllm_input(ids, target)
     return Capture(output_of(sorted(set(ids))), "id X = the output of layer X (SGLang's +1, on every target before "
                    "PR #25454: 0.5.6 srt/models/llama.py:740-742, deepseek_v2.py:4097-4101)")
 
@@ -357,12 +369,16 @@ def _held(raw: dict) -> dict | None:
     return record
 
 
-def trained_aux(ckpt: Checkpoint, option: str | None = None, target: Target | None = None) -> TrainedAux:
+def trained_aux(ckpt: Checkpoint, option: str | None = None, target: Target | None = None,
+                identity: trainers.Identity | None = None) -> TrainedAux:
     """The trained layers, from the ids in the field the trainer writes for its own engine: a vLLM-counting trainer
     (speculators) writes the top level, which vLLM reads; an SGLang-counting one (SpecForge) writes eagle_config,
-    which SGLang reads. A fix that rewrites that field first records the trained layers in the provenance block
-    (:meth:`TrainedAux.hold`), so following the gate's advice never changes what the drafter was trained on."""
-    convention, how, known_by = _convention(ckpt, option)
+    which SGLang reads. The ids are read from the config the trainer saved (``config_speculators.json`` beside the
+    checkpoint, or ``--source``) when there is one. A fix that rewrites that field first records the trained layers
+    in the provenance block (:meth:`TrainedAux.hold`), so following the gate's advice never changes what the drafter
+    was trained on."""
+    identity = identity or trainers.identify(ckpt)
+    convention, how, known_by, basis = _convention(ckpt, option, identity)
     raw = ckpt.config_raw or {}
     held = _held(raw)
     if held is not None and option in (None, held["convention"]):
@@ -371,6 +387,7 @@ def trained_aux(ckpt: Checkpoint, option: str | None = None, target: Target | No
                           f"{held['field']} "
                           f"{held['ids']} ({held['convention']} convention)",
                           tuple(sorted(set(held["layers"]))), held=True)
+    own = identity.config if identity.config is not None and known_by != "provenance" else None
     order: tuple[tuple[str, ...], ...]
     if convention == "vllm" or (convention is None and ckpt.layout == SPECULATORS):
         order = (TOP_IDS, NESTED_IDS)
@@ -382,18 +399,21 @@ def trained_aux(ckpt: Checkpoint, option: str | None = None, target: Target | No
     else:
         value, key = None, ""
         for path in order:
-            found, value, key = lookup(raw, path)
+            found, value, key = lookup(own if own is not None else raw, path)
             if found and valid_ids(value):
                 break
         else:
-            return TrainedAux(None, "", convention, how, None, dotted)
+            return TrainedAux(None, "", convention, how, None, dotted, basis=basis)
+        if own is not None:
+            key = f"{identity.config_from}: {key}"
+            how = f"{how}; the ids of {identity.config_from}"
     if not convention:
-        return TrainedAux(list(value), key, convention, how, None, dotted)
-    undecided = _specforge_era(list(value), target) if known_by == "specforge-fields" else None
+        return TrainedAux(list(value), key, convention, how, None, dotted, basis=basis)
+    undecided = _specforge_era(list(value), target) if convention == "sglang" and known_by == "trainer" else None
     if undecided:
-        return TrainedAux(list(value), key, convention, f"{how}; {undecided}", None, dotted)
+        return TrainedAux(list(value), key, convention, f"{how}; {undecided}", None, dotted, basis=basis)
     return TrainedAux(list(value), key, convention, how, trainer_capture(list(value), convention, target).layers,
-                      dotted)
+                      dotted, basis=basis)
 
 
 def named_verifier(raw: dict | None) -> list[str]:
@@ -446,85 +466,31 @@ def reaches(p: Profile, ids: list[int], layers: tuple[int, ...], target: Target 
     return got.layers == tuple(sorted(set(layers))) and (got.last_id is None or max(ids) <= got.last_id)
 
 
-class TrainerRelease(NamedTuple):
-    """Which trainer and release the checkpoint shows it was trained with, and how that is known."""
-
-    name: str | None  # "speculators", "specforge", or None: the checkpoint does not say
-    version: str | None  # None: the trainer writes no release into what it saves
-    how: str
+def identify(ckpt: Checkpoint, source: Checkpoint | None = None, stated: str | None = None) -> trainers.Identity:
+    """Who trained the drafter, from evidence only (:func:`eagle3_checks.engines.trainers.identify`)."""
+    return trainers.identify(ckpt, source, stated)
 
 
-def trainer_release(ckpt: Checkpoint) -> TrainerRelease:
-    """The trainer release, from what the checkpoint shows: speculators writes ``speculators_version`` (a flat copy
-    converted by eagle3-checks keeps its trainer in the provenance block), SpecForge's saved configs carry its
-    template's fields and no version."""
-    raw = ckpt.config_raw or {}
-    provenance = raw.get(PROVENANCE)
-    by_provenance = isinstance(provenance, dict) and provenance.get("trainer") == speculators.NAME
-    if ckpt.layout == SPECULATORS or by_provenance:
-        stated = raw.get("speculators_version")
-        if isinstance(stated, str) and stated:
-            return TrainerRelease(speculators.NAME, stated, "speculators_version in config.json")
-        return TrainerRelease(speculators.NAME, None, "a speculators checkpoint without speculators_version"
-                              if not by_provenance else f"{PROVENANCE}.trainer, without speculators_version")
-    markers = [m for m in SPECFORGE_MARKERS if m in raw]
-    if markers:
-        return TrainerRelease(specforge.NAME, None, f"SpecForge template fields in config.json ({', '.join(markers)}); "
-                              "SpecForge saves no release number")
-    return TrainerRelease(None, None, "the checkpoint names no trainer")
+def trained(ckpt: Checkpoint, identity: trainers.Identity | None = None) -> trainers.Trained:
+    """What the drafter was trained to compute: the reading the gate judges against, and every other reading the
+    evidence leaves possible."""
+    return trainers.readings(ckpt, identity or trainers.identify(ckpt))
 
 
-def trainer_said(ckpt: Checkpoint) -> tuple[TrainerRelease, str]:
-    """What every report says of the trainer: the release the checkpoint shows (and how that was known), and the
-    trainer reading the engine, forward and acceptance levels compare against ("speculators 0.9.0")."""
-    found = trainer_release(ckpt)
-    r = trainer(ckpt)
-    name = r.engine.removesuffix(" (trainer)")
-    if found.name == name and found.version and r.version == found.version and name in ENGINE_NAMES:
-        judged = judge(name, found.version)  # a release judged by another's reading names that one
-        if judged.release and judged.release != found.version:
-            return found, f"{name} {judged.release}"
-    return found, f"{name} {r.version}"
+def trainer(ckpt: Checkpoint, identity: trainers.Identity | None = None) -> Reading:
+    """The reading the gate judges the drafter against (:func:`trained`'s first)."""
+    return trained(ckpt, identity).reading
 
 
-def trainer_readings(ckpt: Checkpoint) -> list[tuple[str, Reading]]:
-    """For a checkpoint whose trainer is known and its release not, each known release's reading (oldest first;
-    one per distinct reading, the newest release of each): where they differ, what the weights mean depends on a
-    release the checkpoint does not state."""
-    found = trainer_release(ckpt)
-    if found.version is not None:
-        return []
-    if found.name == specforge.NAME:  # the newest release last: the default reading
-        return [(rel.version, specforge.read(ckpt, **dict(rel.differs)))
-                for rel in (*specforge.RELEASES[:-1], *specforge.UNRELEASED, specforge.RELEASES[-1])]
-    if found.name == speculators.NAME and ckpt.layout == SPECULATORS:
-        out: dict[tuple, tuple[str, Reading]] = {}
-        for rel in speculators.RELEASES:
-            out[rel.differs] = (rel.version, speculators.PROFILE.at(rel.version, rel.differs).read(ckpt, lenient=True))
-        return sorted(out.values(), key=lambda x: version_key(x[0]))
-    return []
-
-
-def trainer(ckpt: Checkpoint) -> Reading:
-    """The reading of the program that trained the drafter. A flat checkpoint converted by eagle3-checks from the
-    speculators layout keeps speculators' meaning of norm_output (the state fed back), which its provenance says."""
-    if ckpt.layout == SPECULATORS:
-        # the release the checkpoint states (speculators_version), judged as judge() judges any release; else 0.9.0
-        stated = trainer_release(ckpt).version
-        p = judge(speculators.NAME, stated).profile if stated and version_key(stated) else speculators.PROFILE
-        reading = p.read(ckpt, lenient=True)
-    else:
-        provenance = (ckpt.config_raw or {}).get(PROVENANCE)
-        trained_by = provenance.get("trainer") if isinstance(provenance, dict) else None
-        reading = specforge.read(ckpt, speculators_meaning=trained_by == "speculators")
-        if trained_by == "speculators":  # the provenance names the trainer: the reading says so
-            reading.engine, reading.version = speculators.NAME, speculators.VERSION
-    reading.engine = f"{reading.engine} (trainer)"
-    return reading
+def trainer_said(ckpt: Checkpoint, identity: trainers.Identity | None = None) -> tuple[trainers.Identity, str]:
+    """What every report says of the trainer: who trained it, as far as the evidence goes, and the trainer reading the
+    engine, forward and acceptance levels compare against ("speculators 0.9.0")."""
+    identity = identity or trainers.identify(ckpt)
+    return identity, trained(ckpt, identity).label
 
 
 __all__ = ["PROFILES", "ENGINE_NAMES", "TRAINERS", "Release", "Judged", "judge", "releases", "release_warning",
-           "catalogue", "TrainerRelease", "trainer_release", "trainer_readings", "trainer_said", "AUX_CONVENTIONS",
+           "catalogue", "identify", "trained", "trainer_said", "known_by", "AUX_CONVENTIONS",
            "Capture", "Profile", "Reading",
            "Target", "Resolved", "describe", "read", "resolve", "profile", "newest", "versions", "trainer",
            "trainer_convention", "trained_aux", "TrainedAux", "trainer_capture", "target_of", "named_verifier",

@@ -33,6 +33,8 @@ Each :class:`Launch` cites the release's own argument definitions:
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,9 +114,34 @@ def _own_embedding(reading: Reading, pp: int, cite: str) -> list[Problem]:
     return []
 
 
+_HUB_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
+
+
+def vllm_drafter(raw: dict, layout: str) -> list[Problem]:
+    """What ``vllm serve DRAFTER`` needs of a speculators config: a verifier it can fetch. It reads the verifier from
+    speculators_config.verifier.name_or_path and refuses anything but a remote repository id."""
+    if layout != "speculators":
+        return []
+    spec = raw.get("speculators_config")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    path = verifier.get("name_or_path") if isinstance(verifier, dict) else None
+    if isinstance(path, str) and _HUB_ID.match(path) and not os.path.exists(path):
+        return []
+    return [Problem("local-verifier", f"speculators_config.verifier.name_or_path is {path!r}, not a hub repository id",
+                    "speculators_config.verifier.name_or_path", "`vllm serve DRAFTER` reads the verifier from this "
+                    "field and refuses anything but a remote repository (\"Speculators verifier must name a remote "
+                    "model repository\")", "name the verifier by its hub id, or serve with --model VERIFIER and "
+                    "--speculative-config pointing at the drafter", "an id such as org/model", repr(path))]
+
+
 def vllm(reading: Reading, req: Request) -> Launch:
     spec: dict[str, Any] = {"method": "eagle3", "model": req.drafter, "num_speculative_tokens": req.tokens}
     notes = ['"method": "eagle3" (config/speculative.py:74-82; "eagle" builds an EAGLE-1 drafter)']
+    if reading.kind == "peagle":  # a release that builds P-EAGLE (0.34.0 refuses the config: no launch serves it)
+        spec["parallel_drafting"] = True
+        notes.append('"parallel_drafting": true: a P-EAGLE drafter drafts its positions in parallel with its '
+                     'mask_hidden (0.33.0 llama_eagle3.py:347-355; `vllm serve DRAFTER` sets it from the speculators '
+                     'config, transformers_utils/configs/speculators/base.py:133-134)')
     problems = heads_divide(reading, req.tp, "config/model.py:1557-1564, for the draft at config/speculative.py:1991",
                             "model_executor/layers/linear.py:1066-1071")
     if problems and req.tp > 1:

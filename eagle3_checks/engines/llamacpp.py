@@ -25,15 +25,35 @@ converter is Python: conformance/record_llamacpp.py ran it on CPU on the whole c
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..drafter.checkpoint import Checkpoint
-from ..drafter.config_values import class_defaults
 from ..drafter.layout import FLAT, SPECULATORS, str_list
 from . import launch as launching
 from . import reading
 from .profile import Capture, Profile, Release, Target, input_of
 from .reading import Reading, is_int
+from .record import (
+    Call,
+    Ids,
+    Layer,
+    Refuse,
+    Rule,
+    Tensors,
+    Value,
+    Walk,
+    all_of,
+    also,
+    any_of,
+    const,
+    fmt,
+    is_true,
+    model_type_of,
+    reading_of,
+    role_ends,
+    role_is,
+    role_starts,
+    same,
+    stated,
+    unknown,
+)
 
 # llama.cpp names builds by commit; the release judged is the one llama-cpp-python 0.3.36 vendors (commit 0c1e57098),
 # named by that package's version, whose installed version selects it
@@ -49,74 +69,95 @@ ARCHS = ("LLaMAForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "MixtralF
          "Eagle3LlamaForCausalLM", "Eagle3Speculator", "Eagle3DraftModel", "IQuestCoderForCausalLM", "LlamaModel")
 
 
-def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one walk, converter then runtime
-    raw = ckpt.config_raw or {}
-    speculators = ckpt.layout == SPECULATORS
-    r = Reading(NAME, VERSION, ckpt.layout)
-    fields_ = {**raw, **reading.layer_fields(raw, True)} if speculators else raw  # the converter flattens it
-    archs = str_list(raw.get("architectures")) or []
-    known = [a for a in archs if a in ARCHS]
-    r.set("architecture", "eagle3" if known else None, f"architectures {archs} ({CONVERTER}:17-30)")
-    if not known:
-        r.refuse_class(f"llama.cpp's converter has no EAGLE-3 drafter class for {archs}: it converts EAGLE-3 "
-                       f"drafters through its LlamaModel class ({CONVERTER}:17-30), and refuses other EAGLE-3 "
-                       "names (\"Model Eagle3Qwen3ForCausalLM is not supported\")")
-    hd, max_pos, cls = class_defaults(reading.model_type_of(r, fields_, "llama"))
-    reading.read_layer(r, fields_, "", (hd, cls), max_pos)
-    if "draft_vocab_size" not in raw or r.num_layers != 1:
-        r.refuse(f"the converter writes an EAGLE-3 GGUF only with draft_vocab_size and num_hidden_layers 1 "
-                 f"({CONVERTER}:50); otherwise it converts a plain Llama and raises \"Can not map tensor 'd2t'\"",
-                 at="num_hidden_layers" if "draft_vocab_size" in raw else "draft_vocab_size")
-    r.set("hidden_act", "silu", f"llama.cpp's EAGLE-3 graph is SwiGLU with SiLU ({RUNTIME}:264-275)")
-    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, "the target's vocabulary")
-    ht = fields_.get("target_hidden_size")
-    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
-          "config.json: target_hidden_size" if is_int(ht) else f"the target's hidden_size ({CONVERTER}:85-93)")
-    ids = raw.get("eagle_aux_hidden_state_layer_ids")
-    reading.read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),),
-                         f"the converter's default [2, N/2, N-3] of the target (the top-level ids only; "
-                         f"{CONVERTER}:74-83)")
-    if isinstance(ids, list) and ids and len(ids) != 3:
-        r.refuse(f"{len(ids)} aux-layer ids: llama.cpp's runtime requires exactly 3 ('EAGLE3 requires exactly 3 "
-                 f"entries in extract_layers', {RUNTIME}:6-11)", at="eagle_aux_hidden_state_layer_ids")
-    r.set("num_aux", 3, f"llama.cpp: exactly 3 aux states ({RUNTIME}:6-11)")
-    r.set("aux_convention", "vllm", "llama.cpp: id L is the input of target layer L (common/speculative.cpp:540-549)")
-    r.set("norm_before_residual", fields_.get("norm_before_residual") is True,
-          f"config.json: norm_before_residual (default false, {CONVERTER}:95-98)")
-    r.set("input_norm", fields_.get("norm_before_fc") is True,
-          f"config.json: norm_before_fc (default false, {CONVERTER}:100-104)")
-    r.set("fc_norm", False, f"llama.cpp reads no fc_norm (silently ignored; {RUNTIME} has none)")
-    r.set("feedback", "prenorm", f"llama.cpp feeds the pre-norm state back ({RUNTIME}:286-288; norm_output is not "
-          "read)")
-    r.set("final_norm", True, f"llama.cpp always applies output_norm ({RUNTIME}:66)")
-    r.set("qk_norm", False, "llama.cpp's EAGLE-3 layer has no q/k norms")
-    for name in ("attention_bias", "mlp_bias", "fc_bias"):
-        r.set(name, False, f"llama.cpp builds no biases ({RUNTIME}:77-100)")
-    r.set("o_bias", False, f"llama.cpp builds no biases ({RUNTIME}:77-100)")
-    r.set("lm_head_from_embed", False, "llama.cpp keeps a separate output tensor")
+def _flatten(w: Walk) -> None:
+    """The converter flattens a speculators transformer_layer_config over the top level (conversion/llama.py:211-213);
+    every layer field is then read without a prefix."""
+    if w.ckpt.layout == SPECULATORS:
+        w.fields = {**w.raw, **reading.layer_fields(w.raw, True)}
+    w.where = ""
+    archs = str_list(w.raw.get("architectures")) or []
+    w.facts["archs"], w.facts["known"] = archs, [a for a in archs if a in ARCHS]
 
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if n.role == "t2d":
-            return None, f"the converter skips t2d ({CONVERTER}:247-249)"
-        if n.role is None or (n.prefixed and n.role in ("d2t", "fc.weight", "fc.bias", "input_norm.weight")):
-            # modify_tensors matches the bare names d2t, fc.weight, input_norm.weight (conversion/llama.py:233-246)
-            return None, f"refused: the converter raises \"Can not map tensor {name!r}\""
-        if n.role.endswith(("q_norm.weight", "k_norm.weight")):
-            return None, f"refused: the converter raises \"Can not map tensor {name!r}\" (no q/k norms in llama.cpp)"
-        if n.role.endswith(".bias"):
-            return None, ("refused: the converter writes it, the runtime builds no bias and fails the load ('wrong "
-                          "number of tensors', src/llama-model-loader.cpp:1392-1398)")
-        if n.role.startswith("fc_norm."):
-            return None, "refused: the converter raises \"Can not map tensor\" (llama.cpp has no fc_norm)"
-        if n.role == "input_norm.weight" and not r.input_norm:
-            return None, ("refused: enc.output_norm.weight is loaded only with norm_before_fc; the runtime fails "
-                          "the load ('wrong number of tensors')")
-        return n.role, ""
 
-    reading.map_roles(r, ckpt, accept)
-    reading.refuse_skipped(r)
-    reading.finish(r, ckpt, f"a load error (llama.cpp requires the tensor, {RUNTIME}:77-100)")
-    return r
+def _not_eagle3_gguf(w: Walk) -> bool:
+    return "draft_vocab_size" not in w.raw or w.r.num_layers != 1
+
+
+def _not_three_ids(w: Walk) -> bool:
+    ids = w.raw.get("eagle_aux_hidden_state_layer_ids")
+    return isinstance(ids, list) and bool(ids) and len(ids) != 3
+
+
+def _three_ids(w: Walk) -> str:
+    return (f"{len(w.raw['eagle_aux_hidden_state_layer_ids'])} aux-layer ids: llama.cpp's runtime requires exactly 3 "
+            f"('EAGLE3 requires exactly 3 entries in extract_layers', {RUNTIME}:6-11)")
+
+
+def _gguf_refusal(w: Walk) -> None:
+    """The converter writes an EAGLE-3 GGUF only with draft_vocab_size and one layer."""
+    if not _not_eagle3_gguf(w):
+        return
+    at = "num_hidden_layers" if "draft_vocab_size" in w.raw else "draft_vocab_size"
+    w.r.refuse(f"the converter writes an EAGLE-3 GGUF only with draft_vocab_size and num_hidden_layers 1 "
+               f"({CONVERTER}:50); otherwise it converts a plain Llama and raises \"Can not map tensor 'd2t'\"", at=at)
+
+
+def _prefixed_global(w: Walk, name: str, n) -> bool:
+    # modify_tensors matches the bare names d2t, fc.weight, input_norm.weight (conversion/llama.py:233-246)
+    return n.prefixed and n.role in ("d2t", "fc.weight", "fc.bias", "input_norm.weight")
+
+
+_NO_BIAS = f"llama.cpp builds no biases ({RUNTIME}:77-100)"
+
+# One walk: the converter (conversion/llama.py), then what the runtime (src/models/eagle3.cpp) builds and loads.
+STEPS = (
+    Call(_flatten),
+    Value("architecture", (), lambda w: "eagle3" if w.facts["known"] else None,
+          fmt("architectures {archs} (" + CONVERTER + ":17-30)")),
+    Refuse(lambda w: not w.facts["known"], fmt("llama.cpp's converter has no EAGLE-3 drafter class for {archs}: it "
+                                               "converts EAGLE-3 drafters through its LlamaModel class ("
+                                               + CONVERTER + ":17-30), and refuses other EAGLE-3 names (\"Model "
+                                               "Eagle3Qwen3ForCausalLM is not supported\")"), architecture=True),
+    model_type_of("llama"),
+    Layer(),
+    Call(_gguf_refusal),
+    const("hidden_act", "silu", f"llama.cpp's EAGLE-3 graph is SwiGLU with SiLU ({RUNTIME}:264-275)"),
+    stated("draft_vocab_size", reading_of("vocab_size"), "the target's vocabulary"),
+    Value("target_hidden_size", ("target_hidden_size",), reading_of("hidden_size"),
+          f"the target's hidden_size ({CONVERTER}:85-93)", take=same, valid=is_int, in_layer=True,
+          says="config.json: target_hidden_size"),
+    Ids(("eagle_aux_hidden_state_layer_ids",), f"the converter's default [2, N/2, N-3] of the target (the top-level "
+        f"ids only; {CONVERTER}:74-83)"),
+    Refuse(_not_three_ids, _three_ids, at="eagle_aux_hidden_state_layer_ids"),
+    const("num_aux", 3, f"llama.cpp: exactly 3 aux states ({RUNTIME}:6-11)"),
+    const("aux_convention", "vllm", "llama.cpp: id L is the input of target layer L (common/speculative.cpp:540-549)"),
+    Value("norm_before_residual", ("norm_before_residual",), False, f"config.json: norm_before_residual (default "
+          f"false, {CONVERTER}:95-98)", take=is_true, in_layer=True,
+          says=f"config.json: norm_before_residual (default false, {CONVERTER}:95-98)"),
+    Value("input_norm", ("norm_before_fc",), False, f"config.json: norm_before_fc (default false, "
+          f"{CONVERTER}:100-104)", take=is_true, in_layer=True,
+          says=f"config.json: norm_before_fc (default false, {CONVERTER}:100-104)"),
+    const("fc_norm", False, f"llama.cpp reads no fc_norm (silently ignored; {RUNTIME} has none)"),
+    const("feedback", "prenorm", f"llama.cpp feeds the pre-norm state back ({RUNTIME}:286-288; norm_output is not "
+          "read)"),
+    const("final_norm", True, f"llama.cpp always applies output_norm ({RUNTIME}:66)"),
+    const("qk_norm", False, "llama.cpp's EAGLE-3 layer has no q/k norms"),
+    *(const(name, False, _NO_BIAS) for name in ("attention_bias", "mlp_bias", "fc_bias", "o_bias")),
+    const("lm_head_from_embed", False, "llama.cpp keeps a separate output tensor"),
+    Tensors((
+        Rule(role_is("t2d"), f"the converter skips t2d ({CONVERTER}:247-249)"),
+        Rule(any_of(unknown, _prefixed_global), fmt("refused: the converter raises \"Can not map tensor {name!r}\"")),
+        Rule(role_ends("q_norm.weight", "k_norm.weight"),
+             fmt("refused: the converter raises \"Can not map tensor {name!r}\" (no q/k norms in llama.cpp)")),
+        Rule(role_ends(".bias"), "refused: the converter writes it, the runtime builds no bias and fails the load "
+             "('wrong number of tensors', src/llama-model-loader.cpp:1392-1398)"),
+        Rule(role_starts("fc_norm."), "refused: the converter raises \"Can not map tensor\" (llama.cpp has no "
+             "fc_norm)"),
+        Rule(all_of(role_is("input_norm.weight"), also(lambda w: not w.r.input_norm)),
+             "refused: enc.output_norm.weight is loaded only with norm_before_fc; the runtime fails the load ('wrong "
+             "number of tensors')"),
+    ), f"a load error (llama.cpp requires the tensor, {RUNTIME}:77-100)", refuse_skipped=True),
+)
 
 
 def capture(ids: list[int], target: Target | None) -> Capture:
@@ -138,7 +179,8 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 
 PROFILE = Profile(
-    NAME, VERSION, read, capture, ids_for,
+    NAME, VERSION, STEPS, capture, ids_for,
+    module=__name__, takes=(),
     releases=(Release(VERSION, "2026-10-01", why=f"llama.cpp commit {COMMIT}, the build llama-cpp-python 0.3.36 "
                       "vendors (CHANGELOG.md:10-12); its converter recorded 2026-12-03 on the conformance set "
                       "(tests/conformance/converters/), its runtime read"),),

@@ -26,15 +26,39 @@ from PyPI, uploaded 2026-09-28). Read from the wheel's source: lmdeploy has no C
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..drafter.checkpoint import Checkpoint
-from ..drafter.config_values import class_defaults
 from ..drafter.layout import SPECULATORS, str_list
 from . import launch as launching
-from . import reading
 from .profile import Capture, Profile, Release, Target, default_ids, input_of
 from .reading import Reading, is_int
+from .record import (
+    Call,
+    Fact,
+    Layer,
+    Refuse,
+    Rule,
+    Stop,
+    Tensors,
+    Value,
+    Walk,
+    all_of,
+    also,
+    any_of,
+    const,
+    fact_is,
+    fmt,
+    is_true,
+    layers_style,
+    layout_is,
+    model_type_of,
+    prefixed,
+    read_as,
+    reading_of,
+    role_ends,
+    role_is,
+    role_starts,
+    stated,
+    unknown,
+)
 
 VERSION = "0.18.0"
 NAME = "lmdeploy"
@@ -44,95 +68,115 @@ FILE = "pytorch/models/llama_eagle3.py"
 TARGETS = ("LlamaForCausalLM", "KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM")
 
 
-def read(ckpt: Checkpoint, target: Any = None) -> Reading:  # noqa: C901 - one walk, in the loader's order
-    raw = ckpt.config_raw or {}
-    r = Reading(NAME, VERSION, ckpt.layout)
-    if ckpt.layout == SPECULATORS:
-        r.refusals.append("lmdeploy 0.18.0 reads flat configs only: a speculators config has no top-level "
-                          "hidden_size and fails with AttributeError (pytorch/configurations/default.py:18)")
-        r.layout_ok = False
-        return r
-    archs = str_list(raw.get("architectures")) or []
-    if archs[:1] == ["Eagle3DeepseekV2ForCausalLM"]:
-        r.not_modelled = ("lmdeploy 0.18.0 builds its MLA drafter (pytorch/models/kimi_k25_eagle3.py), which "
-                          "eagle3-checks reads from source but does not model")
-        return r
-    built = "Eagle3LlamaForCausalLM" if archs[:1] == ["LlamaForCausalLM"] else archs[0] if archs else None
-    r.set("architecture", built,
-          f"architectures {archs} (pytorch/configurations/llama.py:9-11 renames exactly LlamaForCausalLM)")
-    if archs[:1] != ["LlamaForCausalLM"]:
-        r.refuse_class(f"lmdeploy 0.18.0 builds its EAGLE-3 drafter only for architectures[0] "
-                       f"'LlamaForCausalLM' (pytorch/configurations/llama.py:9-11); {archs} raises "
-                       "RuntimeError('Can not found rewrite for architectures') (pytorch/models/patch.py:196)")
-    hd, max_pos, cls = class_defaults(reading.model_type_of(r, raw, "llama"))
-    # configurations/default.py:17-21: head_dim = config head_dim or hidden_size // heads
-    reading.read_layer(r, raw, "", (hd, cls), max_pos)
-    r.set("hidden_act", "silu", "lmdeploy 0.18.0 hard-codes SiLU (pytorch/models/llama.py:131): hidden_act is not read")
-    if r.num_layers != 1:
-        r.refuse(f"lmdeploy raises ValueError('eagle3 only supports 1 decode layer') ({FILE}:172-173; "
-                 f"num_hidden_layers {r.num_layers})", at="num_hidden_layers")
-    if not is_int(raw.get("draft_vocab_size")):
-        r.refuse(f"config.json has no draft_vocab_size: lmdeploy reads it without a default ({FILE}:179) and "
-                 "raises AttributeError", at="draft_vocab_size")
-    reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, f"no default ({FILE}:179)")
-    if "target_hidden_size" in raw and not is_int(raw["target_hidden_size"]):
-        r.refuse(f"target_hidden_size {raw['target_hidden_size']!r}: lmdeploy builds fc from it and raises "
-                 f"TypeError ({FILE}:97-104)", at="target_hidden_size")
-    ht = raw.get("target_hidden_size")
-    r.set("target_hidden_size", ht if is_int(ht) else r.hidden_size,
-          "config.json: target_hidden_size" if is_int(ht) else f"lmdeploy default: hidden_size ({FILE}:97)")
-    r.set("num_aux", 3, f"lmdeploy: fc takes 3 x target_hidden_size ({FILE}:97-104)")
-    r.set("fc_bias", False, f"lmdeploy builds fc without bias ({FILE}:100-104)")
-    r.set("qk_norm", False, "lmdeploy builds Llama layers (no q/k norms)")
-    o_bias = raw.get("attention_bias") is True
-    r.set("attention_bias", False, f"lmdeploy rebuilds q/k/v without bias ({FILE}:37-47)")
-    r.set("o_bias", o_bias, "pytorch/models/llama.py:61-67: o_proj bias = attention_bias")
-    r.set("mlp_bias", raw.get("mlp_bias") is True, "pytorch/models/llama.py:119: mlp bias = mlp_bias")
-    for attr, flag in (("input_norm", "norm_before_fc"), ("fc_norm", "fc_norm"),
-                       ("norm_before_residual", "norm_before_residual")):
-        r.set(attr, False, f"lmdeploy 0.18.0 has no {flag} (read nowhere in the wheel)")
-    r.set("feedback", "prenorm", "lmdeploy feeds the pre-norm state back (spec_decode/proposers/eagle3.py:113-115; "
-          "norm_output is not read)")
-    r.set("final_norm", True, f"lmdeploy applies the final norm before lm_head ({FILE}:143)")
-    tied = raw.get("tie_word_embeddings") is True
-    r.set("lm_head_from_embed", False, f"lmdeploy never ties lm_head ({FILE}:307-308 skips it)")
-    r.set("aux_layer_ids", None, "lmdeploy 0.18.0 reads no ids from the drafter: the target captures (2, N/2, N-3) "
-          "(pytorch/configurations/llama.py:24-29)")
-    r.set("aux_convention", "vllm", "lmdeploy: id L is the input of target layer L (pytorch/models/llama.py:264-267)")
-    if target is not None and target.architectures and target.architectures[0] not in TARGETS:
-        r.refuse(f"the target {target.architectures[0]} is not wired for EAGLE-3 in lmdeploy 0.18.0: only Llama and "
-                 "Kimi-K2 target builders set aux_hidden_state_layers (pytorch/configurations/llama.py:24-29, "
-                 "kimi_k2.py:77-83)", at="--target-config")
+def _archs(w: Walk) -> list[str]:
+    return str_list(w.raw.get("architectures")) or []
 
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if n.role == "t2d":
-            return None, f"lmdeploy skips t2d ({FILE}:301-302)"
-        if n.role == "lm_head.weight" and tied:
-            return None, f"skipped: tie_word_embeddings ({FILE}:307-308), and nothing ties it"
-        refused = (f"refused: lmdeploy raises KeyError: it builds no parameter model.{name} ({FILE}:297-298, 313; it "
-                   "reads midlayer.* names only)")
-        if n.role is None or n.prefixed or n.style == "layers":
-            return None, refused
-        if n.role.endswith("self_attn.o_proj.bias"):
-            return (n.role, "") if o_bias else (None, refused)
-        if ".mlp." in n.role and n.role.endswith(".bias"):
-            return (n.role, "") if r.mlp_bias else (None, refused)
-        if n.role.endswith(".bias") or n.role.endswith(("q_norm.weight", "k_norm.weight")) or \
-                n.role == "input_norm.weight" or n.role.startswith("fc_norm."):
-            return None, refused
-        return n.role, ""
 
-    reading.map_roles(r, ckpt, accept)
-    reading.refuse_skipped(r)
-    reading.finish(r, ckpt, "uninitialised memory (lmdeploy does not detect missing tensors, "
-                   "pytorch/nn/linear/default.py:113)")
+def _mla_first(w: Walk) -> bool:
+    return w.facts["archs"][:1] == ["Eagle3DeepseekV2ForCausalLM"]
+
+
+def _built(w: Walk) -> str | None:
+    archs = w.facts["archs"]
+    return "Eagle3LlamaForCausalLM" if archs[:1] == ["LlamaForCausalLM"] else archs[0] if archs else None
+
+
+def _not_llama_first(w: Walk) -> bool:
+    return w.facts["archs"][:1] != ["LlamaForCausalLM"]
+
+
+def _target_unwired(w: Walk) -> bool:
+    t = w.target
+    return t is not None and bool(t.architectures) and t.architectures[0] not in TARGETS
+
+
+def _after_load(w: Walk) -> None:
+    """What lmdeploy serves where the checkpoint has nothing: a zero d2t buffer, an untied head, the target's
+    embedding."""
+    r = w.r
     if "d2t" not in r.tensors:
         r.unfilled["d2t"] = f"zeros: every draft token is taken as target id 0 ({FILE}:184)"
-    if tied:
+    if w.facts["tied"]:
         r.unfilled["lm_head.weight"] = f"uninitialised memory (tie_word_embeddings: {FILE}:307-308 skips it)"
     if "embed_tokens.weight" in r.unfilled:
         r.unfilled["embed_tokens.weight"] = "shared from the target model (spec_decode/proposers/eagle3.py:34-37)"
-    return r
+
+
+# pytorch/models/llama_eagle3.py:297-298, 313: every name but lm_head.weight gets "model." and is looked up in
+# params_dict: a name it builds no parameter for is a KeyError
+_REFUSED = fmt("refused: lmdeploy raises KeyError: it builds no parameter model.{name} (" + FILE + ":297-298, 313; "
+               "it reads midlayer.* names only)")
+_O_BIAS = role_ends("self_attn.o_proj.bias")
+_MLP_BIAS = all_of(role_ends(".bias"), lambda w, name, n: ".mlp." in (n.role or ""))
+
+# One walk, in the loader's order: config (pytorch/configurations/, llama_eagle3.py __init__), then load_weights.
+STEPS = (
+    Stop(layout_is(SPECULATORS), "lmdeploy 0.18.0 reads flat configs only: a speculators config has no top-level "
+         "hidden_size and fails with AttributeError (pytorch/configurations/default.py:18)"),
+    Fact("archs", _archs),
+    Stop(_mla_first, not_modelled="lmdeploy 0.18.0 builds its MLA drafter (pytorch/models/kimi_k25_eagle3.py), "
+         "which eagle3-checks reads from source but does not model", layout=False),
+    Value("architecture", (), _built, fmt("architectures {archs} (pytorch/configurations/llama.py:9-11 renames "
+                                          "exactly LlamaForCausalLM)")),
+    Refuse(_not_llama_first, fmt("lmdeploy 0.18.0 builds its EAGLE-3 drafter only for architectures[0] "
+                                 "'LlamaForCausalLM' (pytorch/configurations/llama.py:9-11); {archs} raises "
+                                 "RuntimeError('Can not found rewrite for architectures') "
+                                 "(pytorch/models/patch.py:196)"),
+           architecture=True),
+    model_type_of("llama"),
+    Layer(),  # configurations/default.py:17-21: head_dim = config head_dim or hidden_size // heads
+    const("hidden_act", "silu", "lmdeploy 0.18.0 hard-codes SiLU (pytorch/models/llama.py:131): hidden_act is not "
+          "read"),
+    Refuse(lambda w: w.r.num_layers != 1, fmt("lmdeploy raises ValueError('eagle3 only supports 1 decode layer') ("
+                                              + FILE + ":172-173; num_hidden_layers {r.num_layers})"),
+           at="num_hidden_layers"),
+    Refuse(lambda w: not is_int(w.raw.get("draft_vocab_size")),
+           f"config.json has no draft_vocab_size: lmdeploy reads it without a default ({FILE}:179) and raises "
+           "AttributeError", at="draft_vocab_size"),
+    stated("draft_vocab_size", reading_of("vocab_size"), f"no default ({FILE}:179)"),
+    Refuse(lambda w: "target_hidden_size" in w.raw and not is_int(w.raw["target_hidden_size"]),
+           fmt("target_hidden_size {raw[target_hidden_size]!r}: lmdeploy builds fc from it and raises TypeError ("
+               + FILE + ":97-104)"), at="target_hidden_size"),
+    Value("target_hidden_size", ("target_hidden_size",), reading_of("hidden_size"),
+          f"lmdeploy default: hidden_size ({FILE}:97)", take=lambda v: v, valid=is_int,
+          says="config.json: target_hidden_size"),
+    const("num_aux", 3, f"lmdeploy: fc takes 3 x target_hidden_size ({FILE}:97-104)"),
+    const("fc_bias", False, f"lmdeploy builds fc without bias ({FILE}:100-104)"),
+    const("qk_norm", False, "lmdeploy builds Llama layers (no q/k norms)"),
+    const("attention_bias", False, f"lmdeploy rebuilds q/k/v without bias ({FILE}:37-47)"),
+    Value("o_bias", ("attention_bias",), False, "pytorch/models/llama.py:61-67: o_proj bias = attention_bias",
+          take=is_true, says="pytorch/models/llama.py:61-67: o_proj bias = attention_bias"),
+    Value("mlp_bias", ("mlp_bias",), False, "pytorch/models/llama.py:119: mlp bias = mlp_bias", take=is_true,
+          says="pytorch/models/llama.py:119: mlp bias = mlp_bias"),
+    *(const(attr, False, f"lmdeploy 0.18.0 has no {flag} (read nowhere in the wheel)")
+      for attr, flag in (("input_norm", "norm_before_fc"), ("fc_norm", "fc_norm"),
+                         ("norm_before_residual", "norm_before_residual"))),
+    const("feedback", "prenorm", "lmdeploy feeds the pre-norm state back (spec_decode/proposers/eagle3.py:113-115; "
+          "norm_output is not read)"),
+    const("final_norm", True, f"lmdeploy applies the final norm before lm_head ({FILE}:143)"),
+    Fact("tied", lambda w: w.raw.get("tie_word_embeddings") is True),
+    const("lm_head_from_embed", False, f"lmdeploy never ties lm_head ({FILE}:307-308 skips it)"),
+    const("aux_layer_ids", None, "lmdeploy 0.18.0 reads no ids from the drafter: the target captures (2, N/2, N-3) "
+          "(pytorch/configurations/llama.py:24-29)"),
+    const("aux_convention", "vllm", "lmdeploy: id L is the input of target layer L (pytorch/models/llama.py:264-267)"),
+    Refuse(_target_unwired, fmt("the target {w.target.architectures[0]} is not wired for EAGLE-3 in lmdeploy 0.18.0: "
+                                "only Llama and Kimi-K2 target builders set aux_hidden_state_layers (pytorch/"
+                                "configurations/llama.py:24-29, kimi_k2.py:77-83)"), at="--target-config"),
+    Tensors((
+        Rule(role_is("t2d"), f"lmdeploy skips t2d ({FILE}:301-302)"),
+        Rule(all_of(role_is("lm_head.weight"), also(fact_is("tied"))),
+             f"skipped: tie_word_embeddings ({FILE}:307-308), and nothing ties it"),
+        Rule(any_of(unknown, prefixed, layers_style), _REFUSED),
+        Rule(all_of(_O_BIAS, also(read_as("o_bias"))), load=True),
+        Rule(_O_BIAS, _REFUSED),
+        Rule(all_of(_MLP_BIAS, also(read_as("mlp_bias"))), load=True),
+        Rule(_MLP_BIAS, _REFUSED),
+        Rule(any_of(role_ends(".bias", "q_norm.weight", "k_norm.weight"), role_is("input_norm.weight"),
+                    role_starts("fc_norm.")), _REFUSED),
+    ), "uninitialised memory (lmdeploy does not detect missing tensors, pytorch/nn/linear/default.py:113)",
+        refuse_skipped=True),
+    Call(_after_load),
+)
 
 
 def capture(ids: list[int], target: Target | None) -> Capture:
@@ -165,7 +209,7 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 
 PROFILE = Profile(
-    NAME, VERSION, read, capture, ids_for,
+    NAME, VERSION, STEPS, capture, ids_for, module=__name__,
     releases=(Release(VERSION, "2026-09-28"),),
     sources=(FILE, "pytorch/models/llama.py", "pytorch/configurations/llama.py", "pytorch/models/patch.py",
              "spec_decode/proposers/eagle3.py", "cli/utils.py"),

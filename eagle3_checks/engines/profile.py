@@ -1,8 +1,11 @@
 """An engine release as the gate models it: a :class:`Profile`, and the aux-layer capture rules profiles share.
 
-A profile is data (name, version, the engine files it follows) plus the code that cannot be data: how that release
-reads a checkpoint (``read``, giving a :class:`~eagle3_checks.engines.reading.Reading`) and how it turns aux-layer
-ids into the target layers it captures (``capture``), which for SGLang depends on the TARGET's architecture.
+A profile is a record: the release's name and version, the engine files it follows, its reading of a checkpoint as
+steps (``steps``, :mod:`eagle3_checks.engines.record`, walked by the one reader, :mod:`eagle3_checks.engines.reader`,
+into a :class:`~eagle3_checks.engines.reading.Reading`), and the small named functions for what steps cannot say: how
+it turns aux-layer ids into the target layers it captures (``capture``, which for SGLang depends on the TARGET's
+architecture), the context it serves, its launch. ``releases`` are the releases the reading holds for, each with its
+stated differences.
 
 Layers are counted one way throughout: layer X means *the output of target layer X* (X = -1: the embeddings, the
 input of layer 0). A trainer or engine that writes "id L = the residual stream entering layer L" (vLLM) captures
@@ -18,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..drafter.checkpoint import Checkpoint
+from . import reader
 from .reading import Reading
 
 
@@ -92,7 +97,7 @@ class Release:
     version: str
     released: str  # its upload date on PyPI
     recorded: str | None = None
-    # keyword arguments of the profile's read, and of its capture and serving where they take the keyword
+    # the switches of the profile's reading (Profile.takes), and keywords of its capture and serving
     differs: tuple[tuple[str, Any], ...] = ()
     why: str = ""
     peer: bool = False  # the released package itself runs in the default tests (speculators, SpecForge)
@@ -115,7 +120,7 @@ class Profile:
 
     name: str  # "vllm", "sglang", "speculators"
     version: str  # "0.33.0"
-    read: Callable[..., Reading]  # read(ckpt, target_config=None) -> Reading
+    steps: tuple  # the reading, as steps (engines/record.py) the one reader walks
     capture: Callable[[list[int], Target | None], Capture]  # explicit ids -> the layers captured
     ids_for: Callable[[tuple[int, ...], Target | None], list[int] | None]  # layers -> ids that capture them
     sources: tuple[str, ...]  # the engine files the profile follows, with lines
@@ -148,8 +153,29 @@ class Profile:
     # launch(reading, launch.Request) -> launch.Launch: how the release is started with a drafter (engines/launch.py;
     # eagle3-checks recipe and engine.serving's preconditions); None: the release is not launched (a trainer)
     launch: Callable[..., Any] | None = None
+    # drafter_launch(config.json, layout) -> [launch.Problem]: what starting the release with the drafter itself needs
+    # of its config (engine.serving warns); None: nothing
+    drafter_launch: Callable[[dict, str], list[Any]] | None = None
     # the layout eagle3-checks convert writes for this engine (convert --to NAME); None: no layout alone serves it
     converts_to: str | None = None
+    # the switches the reading's steps read (Walk.switch), with the values of this profile's own release: the
+    # differences a release of this profile may state
+    takes: tuple[tuple[str, Any], ...] = ()
+    # the switches of the release this profile is made for (set by :meth:`at`)
+    switches: tuple[tuple[str, Any], ...] = ()
+    module: str = ""  # the module holding the record (the catalogue names it)
+    # config values the release's recorder reads back from the built model beyond those every recorder reads
+    # (engines/recorded.py compares them): vLLM's norm_before_residual, from the first layer's residual norm
+    recorded_config: tuple[str, ...] = ()
+
+    def read(self, ckpt: Checkpoint, target: Any = None, *, launch: dict | None = None, **switches: Any) -> Reading:
+        """This release's reading of ``ckpt`` (``target``: the verifier's TargetConfig, when known; ``launch``: its
+        launch settings; ``switches``: more stated differences, such as the trainer reading's ``lenient``)."""
+        base = self.judged_by or self.version
+        r = reader.read(self.name, base, self.steps, ckpt, target, launch,
+                        {**dict(self.takes), **dict(self.switches), **switches})
+        r.version = self.version
+        return r
 
     @property
     def holds_for(self) -> tuple[Release, ...]:
@@ -166,32 +192,25 @@ class Profile:
         return next((r for r in self.holds_for if r.version == version), None)
 
     def at(self, version: str, differs: tuple[tuple[str, Any], ...] = ()) -> Profile:
-        """This reading for another release ``version``: the same profile, its reads given that release's stated
-        differences, its readings naming ``version``."""
+        """This reading for another release ``version``: the same profile, its reading given that release's stated
+        differences (switches of its steps, keywords of its capture and serving), its readings naming ``version``."""
         if version == self.version and not differs:
             return self
-        base = self.read
         stated = dict(differs)
 
         def taken_by(fn: Callable[..., Any] | None) -> dict[str, Any]:
             return {k: v for k, v in stated.items() if fn is not None and k in inspect.signature(fn).parameters}
 
-        read_keys, capture_keys, serving_keys = taken_by(self.read), taken_by(self.capture), taken_by(self.serving)
+        read_keys = {k: v for k, v in stated.items() if k in dict(self.takes)}
+        capture_keys, serving_keys = taken_by(self.capture), taken_by(self.serving)
         unknown = set(stated) - set(read_keys) - set(capture_keys) - set(serving_keys)
         if unknown:
             raise TypeError(f"{self.spec}: release {version}'s stated differences {sorted(unknown)} are keywords of "
-                            "neither its read, capture nor serving")
-
-        def read(*args: Any, **kwargs: Any) -> Reading:
-            r = base(*args, **{**read_keys, **kwargs})
-            r.version = version
-            return r
-
-        functools.update_wrapper(read, base)
+                            "neither its reading, capture nor serving")
         capture = functools.partial(self.capture, **capture_keys) if capture_keys else self.capture
         serving = functools.partial(self.serving, **serving_keys) if serving_keys and self.serving else self.serving
-        return dataclasses.replace(self, version=version, read=read, capture=capture, serving=serving,
-                                   judged_by=self.judged_by or self.version)
+        return dataclasses.replace(self, version=version, switches=tuple({**dict(self.switches), **read_keys}.items()),
+                                   capture=capture, serving=serving, judged_by=self.judged_by or self.version)
 
     @property
     def ids_pointer(self) -> str:

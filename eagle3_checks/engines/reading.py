@@ -26,12 +26,8 @@ from ..drafter.config_values import (
     rope_scaling_problems,
 )
 from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
-from ..drafter.families.mla import MlaShape, effective
+from ..drafter.families.mla import MlaReader, MlaShape, effective
 from ..drafter.layout import parse_name
-
-# How a reading's ``unfilled`` says a parameter is served all the same: shared from the target, or put there by the
-# serving worker after load (sglang_0_5_23.AFTER_LOAD).
-SERVED = ("shared", "after load, the worker puts ")
 
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (
@@ -113,6 +109,9 @@ class Reading:
     not_modelled: str | None = None
     # the decoder layer's family (drafter/families/: "llama" or "mla"), as the class the engine builds decides it
     family: str = "llama"
+    # the drafter the engine builds: "eagle3", or "peagle" (P-EAGLE: EAGLE-3 with mask_hidden for the positions it
+    # drafts in parallel; drafter/layout.py SPECULATORS_KINDS)
+    kind: str = "eagle3"
     # the MLA family's attention as this reader computes it (a drafter.families.mla.MlaShape: sizes, rope, yarn factors,
     # softmax scale); None for the Llama family
     mla: Any = None
@@ -482,6 +481,11 @@ def map_roles(r: Reading, ckpt: Checkpoint, accept) -> None:
             r.tensors[role] = name
 
 
+# What serving does to a parameter once the loader is done (SGLang's worker puts the target's embedding there): an
+# unfilled reason that starts so is no parameter the loader left (live.compare, live.verdict).
+AFTER_LOAD = "after load, the worker puts "
+# How a reading's ``unfilled`` says a parameter is served all the same: shared from the target, or put there after load.
+SERVED = ("shared", AFTER_LOAD)
 REFUSED = "refused: "  # a map_roles skip reason that is a load error of the engine (what follows says which)
 
 
@@ -549,8 +553,8 @@ def _narrows(role: str, built: tuple, found: tuple) -> bool:
 MLA_MODEL_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v2")
 
 
-def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
-    """The MLA family's attention as ``reader`` ("vllm", "sglang", "transformers": MlaShape.from_config)
+def read_mla(r: Reading, raw: dict, reader: MlaReader, cite: str) -> None:
+    """The MLA family's attention as ``reader`` (MlaShape.from_config: a release's MlaReader, or transformers')
     computes it, into ``r.mla`` (with its source); a value the reader cannot use is a refusal. Also the sizes the
     shared parts read (hidden size, heads, MLP, vocabulary, layers, eps, act, rope for the rope checks)."""
     r.set("family", "mla", cite)
@@ -573,8 +577,9 @@ def read_mla(r: Reading, raw: dict, reader: str, cite: str) -> None:
                               f"{cls}, which has no MLA sizes: the MLA attention cannot be built as trained")
             return
     try:
-        shape = MlaShape.from_config(config, reading=reader)
+        shape = MlaShape.from_config(config, reader=reader)
     except (ValueError, TypeError) as exc:
         r.refuse(f"the MLA attention cannot be built: {exc}")
         return
     r.set("mla", shape, f"config.json: the MLA fields, as {cite} reads them")
+    r.sources["latent_norm_eps"] = reader.latent_source

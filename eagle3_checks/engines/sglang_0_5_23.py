@@ -32,27 +32,68 @@ the draft's config; engine.serving reports it, the reading does not refuse for i
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from ..drafter.checkpoint import Checkpoint
-from ..drafter.layout import FLAT
+from ..drafter.families.mla import YARN_DEFAULTS, MlaReader, number, yarn_get_mscale
+from ..drafter.layout import FLAT, SPECULATORS, Name
 from . import launch as launching
 from . import reading
+from . import sglang_common as sglang
 from .profile import Capture, Profile, Release, Target, input_of, output_of
-from .reading import Reading, is_int, lookup
-from .sglang_0_5_6 import (
-    check_replaced_embedding,
-    context_refusal,
-    flat_reading,
-    read_biases,
-    read_context,
-    read_fc_input_and_embedding,
-    read_llama_layer,
-    simple_yarn,
+from .reading import Reading, is_int
+from .record import (
+    Branch,
+    Call,
+    Count,
+    Fact,
+    Ids,
+    Refuse,
+    Rule,
+    Source,
+    Stop,
+    Tensors,
+    Value,
+    Walk,
+    all_of,
+    also,
+    any_of,
+    const,
+    fact_is,
+    fc_norm_unbuilt,
+    fmt,
+    is_switch,
+    layer_beyond,
+    layout_is,
+    model_type_of,
+    name_ends,
+    name_has,
+    no,
+    normed,
+    normed_if_true,
+    prefixed,
+    reading_of,
+    role_ends,
+    role_is,
+    stated,
+    unknown,
 )
 
 VERSION = "0.5.23"
-NAME = "sglang"
+NAME = sglang.NAME
+CITES = sglang.Cites(
+    qk_norm="SGLang 0.5.23 builds Llama layers for LlamaForCausalLMEagle3 (no q/k norms)",
+    attention_bias="llama_eagle3.py:66-75 rebuilds q/k/v without bias",
+    o_bias="srt/models/llama.py:216-222: o_proj bias = attention_bias or bias",
+    mlp_bias="srt/models/llama.py:98-110: the MLP has no bias",
+    fc_bias="llama_eagle3.py:163-167: fc bias = config bias",
+    norm_before_residual="SGLang 0.5.23: the residual is the un-normed fc output (no such flag)",
+    context_check="srt/configs/model_config.py:1291-1316",
+    context_derive="srt/utils/hf_transformers/common.py:668-695",
+    context_handoff="srt/speculative/eagle_worker_v2.py:222-232, managers/tp_worker.py:465-482",
+    context_flag="srt/arg_groups/fields/model.py:110-117",
+    embed_loader="srt/layers/vocab_parallel_embedding.py:436-447",
+)
 MLA_ARCHS = {"Eagle3DeepseekV2ForCausalLM"}
 NEXTN_ARCHS = {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"}
 # Target-model classes SGLang registers under the same names (srt/models/*.py EntryClass): a drafter naming one is
@@ -72,249 +113,270 @@ GPT_OSS_0_5_14 = "0.5.14 models/gpt_oss.py:1273-1285, always +1; its forward cap
 PLUS_ONE = "models/llama.py:929-941 (and qwen3.py:778-791, qwen3_moe.py:1128-1143)"
 # The worker replaces a drafter's embedding with the target's after load, unless the drafter states a
 # target_hidden_size other than its hidden_size (speculative/eagle_worker_v2.py:353-363, models/llama.py:910-924).
-AFTER_LOAD = "after load, the worker puts "  # what serving does to a parameter once the loader is done
+AFTER_LOAD = reading.AFTER_LOAD  # what serving does to a parameter once the loader is done
 TARGET_EMBED = "the target's embedding serves instead: set_embed after load (eagle_worker_v2.py:353-363)"
-
-
-# One flat walk, in the order SGLang's own loader reads the config (its file:line sources beside each step), so
-# that it can be held to the engine's source line by line: not split for the complexity count.
-def read(ckpt: Checkpoint, target: Any = None, norm_before_fc: bool = True,  # noqa: C901
-         yarn_mscale: bool = True) -> Reading:
-    """``norm_before_fc`` / ``yarn_mscale`` False: what 0.5.14 does otherwise (:data:`RELEASES`): no input_norm, and
-    a YaRN rope_scaling's mscale / mscale_all_dim ignored."""
-    r, archs = flat_reading(ckpt, VERSION, "SGLang 0.5.23 reads flat configs only (speculators_config and "
-                            "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable")
-    if not r.layout_ok:
-        return r
-    if any(a in MLA_ARCHS for a in archs):
-        return read_mla(ckpt, target, r)
-    raw = ckpt.config_raw or {}
-    if "LlamaForCausalLMEagle3" not in archs:
-        nextn = [a for a in archs if a in NEXTN_ARCHS]
-        target_cls = [a for a in archs if a in TARGET_CLASSES]
-        r.refuse_class(
-            f"architectures {archs}: SGLang 0.5.23 rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
-            "head, not an EAGLE-3 drafter (configs/model_config.py:1032-1036)" if nextn else
-            f"architectures {archs}: SGLang 0.5.23 builds {target_cls[0]}, the target model's own class "
-            f"({TARGET_CLASSES[target_cls[0]]}), from the drafter's weights: no fc, no aux-state input; the "
-            "drafter's tensors find no parameter (\"Parameter ... not found in params_dict\", llama.py:772-779) and "
-            "the drafter fails to serve (its EAGLE-3 class is LlamaForCausalLMEagle3)" if target_cls else
-            f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
-            "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
-    # the config class's defaults (llama.py:196-198, 336); transformers 5.19 standardizes rope_parameters and
-    # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
-    read_llama_layer(r, raw, legacy_rope=False, silu_cite="; llama.py:116-119")
-    if r.num_layers > 1:
-        r.set("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by "
-              "hidden_norm")
-    o_bias = read_biases(r, raw)  # this release's sources: LLAMA_LAYER_SOURCES
-    found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
-    if not norm_before_fc:
-        r.set("input_norm", False, "SGLang 0.5.14 has no norm_before_fc: llama_eagle3.py:141-183 builds no input_norm")
-    else:
-        r.set("input_norm", bool(value) if found else False,
-              f"config.json: {key} (llama_eagle3.py:169-182)" if found else "SGLang default: no norm_before_fc")
-    if not yarn_mscale and r.rope_scaling and r.rope_scaling.get("rope_type") == "yarn":
-        simple_yarn(r, "0.5.14 layers/rotary_embedding/factory.py:242-247, yarn.py:94")
-    fc_norm = raw.get("fc_norm") or raw.get("use_aux_norm")
-    r.set("fc_norm", bool(fc_norm), "config.json: fc_norm / use_aux_norm (llama_eagle3.py:184-196)"
-          if "fc_norm" in raw or "use_aux_norm" in raw else "SGLang default: no fc_norm")
-    normed = raw.get("norm_output") is True
-    r.set("feedback", "normed" if normed else "prenorm", "config.json: norm_output (llama_eagle3.py:207, 267-269)"
-          if "norm_output" in raw else "SGLang default: the pre-norm state is fed back")
-    r.set("final_norm", True, "SGLang applies the final norm before lm_head")
-    found, value, key = lookup(raw, ("num_aux_hidden_states",))
-    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
-    if found and is_int(value):
-        r.set("num_aux", value, "config.json: num_aux_hidden_states (llama_eagle3.py:156-161)")
-    elif isinstance(nested, list) and nested:
-        r.set("num_aux", len(nested), "config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count)")
-    else:
-        r.set("num_aux", 3, "SGLang default: 3 (llama_eagle3.py:156-161 counts num_aux_hidden_states or "
-              "eagle_config's ids, never the top-level ones)")
-    reading.read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
-                         "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
-                         "spec_aux_hidden_state.py:185-196)")
-    r.set("aux_convention", "sglang",
-          "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)")
-    # own_embed: models/llama.py:910-924
-    tied, own_embed = read_fc_input_and_embedding(r, raw, fc_cite=" (llama_eagle3.py:151-154, 163-164)")
-    if not tied and "draft_vocab_size" not in raw:
-        r.refuse("config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size "
-                 "directly and transformers 5.19 raises AttributeError (only an explicit null takes the "
-                 "target's lm_head)", at="draft_vocab_size")
-    dv = reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size, "SGLang: vocab_size (lm_head from the target)")
-
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if "d2t" in name:
-            return "d2t", ""
-        if "t2d" in name:
-            return None, "SGLang ignores t2d"
-        role = n.role
-        for legacy, new in LEGACY_NAMES.items():
-            if legacy in name and role is None:
-                role = name[name.index(legacy):].replace(legacy, new)
-        if role is None:
-            return None, "dropped silently: SGLang has no such parameter (llama_eagle3.py:358-378)"
-        if n.prefixed and role == "lm_head.weight":
-            return None, "dropped silently: SGLang looks for lm_head.weight or model.lm_head.weight as a parameter"
-        if n.layer is not None and n.layer >= r.num_layers:
-            return None, f"dropped silently: SGLang builds {r.num_layers} layer(s)"
-        if role.endswith("o_proj.bias") and o_bias or role == "fc.bias" and r.fc_bias:
-            return role, ""
-        if role.endswith(".bias") or role.endswith(("q_norm.weight", "k_norm.weight")):
-            return None, "dropped silently: SGLang 0.5.23 builds no such parameter"
-        if role == "embed_tokens.weight" and not own_embed:
-            return None, TARGET_EMBED
-        if role == "input_norm.weight" and not r.input_norm:
-            return None, "dropped silently: no input_norm without norm_before_fc"
-        if role.startswith("fc_norm.") and (not r.fc_norm or int(role.split(".")[1]) >= r.num_aux):
-            return None, "dropped silently: no such fc_norm"
-        if role == "lm_head.weight" and tied:
-            return None, "dropped: with tie_word_embeddings lm_head is the embedding"
-        return role, ""
-
-    # the context a target (or --context-length) must not exceed: engine.serving's verdict (context_refusal)
-    read_context(r, raw)
-    reading.map_roles(r, ckpt, accept)
-    for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
-        r.replaced[name] = r.ignored.pop(name)
-    check_replaced_embedding(r, ckpt, list(r.replaced))
-    for role in [x for x in r.tensors if x.endswith("input_layernorm.weight") and not x.startswith("layers.0.")]:
-        r.unused[role] = ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
-                          "(llama_eagle3.py:103-105)")
-    reading.finish(r, ckpt, "ones or uninitialised memory (SGLang drops and leaves parameters without a word; "
-                            "layers/layernorm.py:481 starts norms at ones)", narrows=True)
-    if r.replaced:
-        r.unfilled.pop("embed_tokens.weight", None)
-    if tied and not own_embed:
-        r.unfilled["lm_head.weight"] = (AFTER_LOAD + "the target's embedding (tied: lm_head is the embedding "
-                                        "set_embed replaces)")
-    if dv is None and "draft_vocab_size" in raw and not tied:
-        r.unfilled["lm_head.weight"] = "the target's lm_head (load_lm_head_from_target: draft_vocab_size null)"
-    return r
-
-
 MLA_FILE = "srt/models/kimi_k25_eagle3.py"
 
 
-# One flat walk in the order kimi_k25_eagle3.py builds and loads the drafter (file:line beside each step).
-def read_mla(ckpt: Checkpoint, target: Any, r: Reading) -> Reading:  # noqa: C901
-    """SGLang 0.5.23's MLA drafter, ``Eagle3DeepseekV2ForCausalLM`` (srt/models/kimi_k25_eagle3.py, "EAGLE3 /
-    EAGLE3.1 draft model with MLA attention for Kimi-K2.x"): one layer, DeepSeek-V2 MLA attention
-    (``DeepseekV2AttentionMLA``) whose fused q_a/kv_a projection is rebuilt for the 2H input."""
-    raw = ckpt.config_raw or {}
-    r.set("architecture", "Eagle3DeepseekV2ForCausalLM", "config.json: architectures")
-    reading.model_type_of(r, raw, "llama")
-    reading.read_mla(r, raw, "sglang", f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
-    if r.mla is not None and r.mla.q_lora_rank is None:
-        r.refuse(f"q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires q_lora_rank in the draft "
-                          f"config\" ({MLA_FILE}:113-117); its MLA drafter has no q_proj path", at="q_lora_rank")
-    if r.num_layers != 1:
-        r.refuse(f"num_hidden_layers {r.num_layers} ({r.sources.get('num_layers', '?')}): SGLang raises "
-                          f"\"EAGLE3 currently only supports 1 layer\" ({MLA_FILE}:243-244)", at="num_hidden_layers")
-    if r.hidden_act != "silu":
-        r.refuse(f"SGLang raises \"Unsupported activation: {r.hidden_act}\" (models/deepseek_v2.py:330-333 "
-                          "DeepseekV2MLP)")
-    built = not r.refusals  # the constructor raised: the config is read, nothing is loaded
-    r.set("qk_norm", False, "MLA attention (no q/k norms)")
-    r.set("attention_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: no projection bias")
-    r.set("o_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: o_proj has no bias")
-    r.set("mlp_bias", False, "models/deepseek_v2.py:308, 316 DeepseekV2MLP: no bias")
-    r.set("fc_bias", raw.get("bias") is True, f"config.json: bias ({MLA_FILE}:212-219: fc bias = config.bias)"
-          if "bias" in raw else f"SGLang default: no fc bias ({MLA_FILE}:215)")
-    r.set("norm_before_residual", False, f"SGLang 0.5.23: the residual is the un-normed fc output ({MLA_FILE}:159; "
-          "norm_before_residual is not read)")
-    r.set("input_norm", False, f"{MLA_FILE} builds no input_norm (norm_before_fc is not read)")
-    fc_norm = raw.get("fc_norm") or raw.get("use_aux_norm")
-    r.set("fc_norm", bool(fc_norm), f"config.json: fc_norm / use_aux_norm ({MLA_FILE}:228-241)"
-          if "fc_norm" in raw or "use_aux_norm" in raw else f"SGLang default: no fc_norm ({MLA_FILE}:230-232)")
-    normed = bool(raw.get("norm_output"))
-    r.set("feedback", "normed" if normed else "prenorm", f"config.json: norm_output ({MLA_FILE}:253-255, 311)"
-          if "norm_output" in raw else f"SGLang default: the pre-norm state is fed back ({MLA_FILE}:255, 311)")
-    r.set("final_norm", True, f"{MLA_FILE}:308-311: the final norm before lm_head")
-    r.set("later_norm", "input_layernorm", f"{MLA_FILE}:243-244: one layer only")
-    # fc's width: eagle_config's ids, else the top-level ids, else 3; num_aux_hidden_states is not read (:48-59, 211)
-    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"))
-    _, top_ids, _ = lookup(raw, ("eagle_aux_hidden_state_layer_ids",))
-    if isinstance(nested, list):
-        r.set("num_aux", len(nested), f"config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count, "
-              f"{MLA_FILE}:48-59)")
-    elif isinstance(top_ids, list):
-        r.set("num_aux", len(top_ids), f"config.json: eagle_aux_hidden_state_layer_ids (count: SGLang's MLA drafter "
-              f"falls back to the top-level ids, {MLA_FILE}:55-56)")
-    else:
-        r.set("num_aux", 3, f"SGLang default: 3 ({MLA_FILE}:57-58; num_aux_hidden_states is not read)")
-    reading.read_aux_ids(r, raw, (("eagle_config", "eagle_aux_hidden_state_layer_ids"),),
-                         "SGLang default layers (no ids in eagle_config; a top-level list is not read: "
-                         "spec_aux_hidden_state.py:185-196)")
-    r.set("aux_convention", "sglang",
-          "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)")
-    ht = reading.read_stated(r, raw, "target_hidden_size", r.hidden_size,
-                             f"SGLang: hidden_size (target_hidden_size absent or null, {MLA_FILE}:208-210)")
-    tied = raw.get("tie_word_embeddings") is True
-    r.set("lm_head_from_embed", tied, f"config.json: tie_word_embeddings ({MLA_FILE}:352-353)" if tied else "untied")
-    own_embed = is_int(ht) and ht != r.hidden_size  # set_embed keeps the draft's (:404-411)
-    dv = reading.read_stated(r, raw, "draft_vocab_size", r.vocab_size,
-                             f"SGLang: vocab_size, lm_head from the target ({MLA_FILE}:351-358)")
-    if r.mla is not None and any(ckpt.tensors[n].dtype.startswith("F8") for n in ckpt.tensors
-                                 if n.endswith("self_attn.kv_b_proj.weight")):
-        r.refuse(f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
-                          f"only supports float dtypes\", {MLA_FILE}:511-515)")
-    q_names = [n for n in ckpt.tensors
-               if n.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))]
-    skipped = ("skipped with a warning: no such parameter (\"Eagle3 MLA: skipping unexpected weight\", "
-               f"{MLA_FILE}:494-496)")
+def _no_class(w: Walk) -> str:
+    archs = w.facts["archs"]
+    nextn = [a for a in archs if a in NEXTN_ARCHS]
+    target_cls = [a for a in archs if a in TARGET_CLASSES]
+    if nextn:
+        return (f"architectures {archs}: SGLang 0.5.23 rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
+                "head, not an EAGLE-3 drafter (configs/model_config.py:1032-1036)")
+    if target_cls:
+        return (f"architectures {archs}: SGLang 0.5.23 builds {target_cls[0]}, the target model's own class "
+                f"({TARGET_CLASSES[target_cls[0]]}), from the drafter's weights: no fc, no aux-state input; the "
+                "drafter's tensors find no parameter (\"Parameter ... not found in params_dict\", llama.py:772-779) "
+                "and the drafter fails to serve (its EAGLE-3 class is LlamaForCausalLMEagle3)")
+    return (f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
+            "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
 
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if name == "d2t" or name.endswith(".d2t"):
-            return "d2t", ""
-        if name == "t2d" or name.endswith(".t2d"):
-            return None, f"SGLang ignores t2d ({MLA_FILE}:442-443)"
-        role = n.role
-        if role is None or n.prefixed:
-            return None, skipped
-        if n.layer is not None and n.layer >= 1:
-            return None, f"{skipped}; its MLA drafter has one layer, midlayer (layers.0)"
-        if role.endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight")):
-            partner = name.replace("kv_a_proj_with_mqa", "q_a_proj") if "kv_a_proj_with_mqa" in name else \
-                name.replace("q_a_proj", "kv_a_proj_with_mqa")
-            if partner not in q_names:
-                return None, (f"cached and never loaded: SGLang fuses q_a_proj with kv_a_proj_with_mqa only when both "
-                              f"are present ({MLA_FILE}:467-492)")
-            return role, ""
-        if role.endswith("self_attn.q_proj.weight"):
-            return None, f"{skipped} (it builds q_a_proj / q_b_proj)"
-        if role == "fc.bias" and not r.fc_bias:
-            return None, f"{skipped} (fc has a bias only with \"bias\": true, {MLA_FILE}:215)"
-        if role == "input_norm.weight":
-            return None, skipped
-        if role.startswith("fc_norm.") and (not r.fc_norm or int(role.split(".")[1]) >= r.num_aux):
-            return None, skipped
-        if role == "embed_tokens.weight" and not own_embed:
-            return None, TARGET_EMBED
-        if role == "lm_head.weight" and tied:
-            return None, f"{skipped} (tied: lm_head is the embedding, {MLA_FILE}:352-353)"
-        return role, ""
 
-    read_context(r, raw)  # engine.serving's verdict on the served context (context_refusal)
-    if not built:
-        return r
-    reading.map_roles(r, ckpt, accept)
-    for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:  # loaded, then set_embed replaces it
+def _fc_norm(cite: str, default: str) -> Value:
+    """fc_norm, or the legacy use_aux_norm: one norm per aux state."""
+    return Value("fc_norm", (), lambda w: bool(w.raw.get("fc_norm") or w.raw.get("use_aux_norm")),
+                 lambda w: cite if "fc_norm" in w.raw or "use_aux_norm" in w.raw else default)
+
+
+def _legacy_name(w: Walk, name: str, n: Name) -> Name:
+    """llama_eagle3.py:337-348: aux_norm_low/mid/high are renamed fc_norm.0/1/2 by substring."""
+    for legacy, new in LEGACY_NAMES.items():
+        if legacy in name and n.role is None:
+            return dataclasses.replace(n, role=name[name.index(legacy):].replace(legacy, new))
+    return n
+
+
+def _set_embed(w: Walk) -> None:
+    """Loaded, then set_embed replaces it (the loader still checks its shape first)."""
+    r = w.r
+    for name in [n for n, why in r.ignored.items() if why == TARGET_EMBED]:
         r.replaced[name] = r.ignored.pop(name)
-    check_replaced_embedding(r, ckpt, list(r.replaced))
-    reading.finish(r, ckpt, f"ones or uninitialised memory (SGLang's MLA loader warns about what it skips and never "
-                            f"says what it left unloaded, {MLA_FILE}:428-501)", narrows=True)
+    sglang.replaced_embedding(CITES, list(r.replaced), w)
+
+
+def _loaded(w: Walk) -> None:
+    _set_embed(w)
+    r = w.r
+    for role in [x for x in r.tensors if x.endswith("input_layernorm.weight") and not x.startswith("layers.0.")]:
+        r.unused[role] = ("loaded into a norm SGLang 0.5.23 never uses: layers >= 1 are normed by hidden_norm "
+                          "(llama_eagle3.py:103-105)")
+
+
+def _heads(w: Walk, no_vocab: bool, why: str) -> None:
+    """After load: no embedding slot left unfilled where set_embed puts the target's; a tied lm_head is the embedding
+    set_embed replaces; ``no_vocab``: the lm_head the target's (load_lm_head_from_target)."""
+    r, tied = w.r, w.facts["tied"]
     if r.replaced:
         r.unfilled.pop("embed_tokens.weight", None)
-    if tied and not own_embed:
+    if tied and not w.facts["own_embed"]:
         r.unfilled["lm_head.weight"] = (AFTER_LOAD + "the target's embedding (tied: lm_head is the embedding "
                                         "set_embed replaces)")
-    if not is_int(dv) and not tied:
-        r.unfilled["lm_head.weight"] = f"the target's lm_head (load_lm_head_from_target: no draft_vocab_size, " \
-                                       f"{MLA_FILE}:355-358)"
-    return r
+    if no_vocab and not tied:
+        r.unfilled["lm_head.weight"] = why
+
+
+def _after_llama(w: Walk) -> None:
+    _heads(w, w.raw.get("draft_vocab_size") is None and "draft_vocab_size" in w.raw,
+           "the target's lm_head (load_lm_head_from_target: draft_vocab_size null)")
+
+
+def _after_mla(w: Walk) -> None:
+    _heads(w, not is_int(w.raw.get("draft_vocab_size")),
+           f"the target's lm_head (load_lm_head_from_target: no draft_vocab_size, {MLA_FILE}:355-358)")
+
+
+def _simple_yarn(w: Walk) -> None:
+    if not w.switch("yarn_mscale") and sglang.is_yarn(w):
+        sglang.simple_yarn(w.r, "0.5.14 layers/rotary_embedding/factory.py:242-247, yarn.py:94")
+
+
+def _mla_yarn(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
+    """SGLang 0.5.23: SG23/models/deepseek_v2.py:2064-2178, layers/rotary_embedding/factory.py:371-401."""
+    who = "SGLang 0.5.23 (deepseek_yarn)"
+    scaling = {"factor": number(params, "factor", 1.0, who),
+               "original_max_position_embeddings": number(params, "original_max_position_embeddings", max_pos, who)}
+    for key, default in YARN_DEFAULTS.items():
+        scaling[key] = number(params, key, default, who)
+    knobs: dict[str, Any] = {
+        "softmax_mscale": bool(params.get("apply_yarn_scaling", True)) and bool(params.get("apply_scale", True)),
+        "yarn_extrapolation_factor": number(params, "extrapolation_factor", 1.0, who)}
+    attn_factor = number(params, "attn_factor", 1.0, who)
+    if attn_factor != 1.0:
+        f = scaling["factor"]
+        knobs["rope_attention_factor"] = (yarn_get_mscale(f, scaling["mscale"])
+                                          / yarn_get_mscale(f, scaling["mscale_all_dim"]) * attn_factor)
+    return scaling, knobs
+
+
+# How 0.5.23 builds the MLA attention: its own yarn reading, rope_interleave as stated, the latent norms at
+# rms_norm_eps.
+MLA_READER = MlaReader("sglang", _mla_yarn, latent_source="SGLang 0.5.23 srt/models/deepseek_v2.py:2077, 2163: "
+                       "RMSNorm(..., eps=config.rms_norm_eps)")
+
+
+def _read_mla(w: Walk) -> None:
+    reading.read_mla(w.r, w.raw, MLA_READER, f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
+
+
+def _own_mla_embed(w: Walk) -> bool:
+    return is_int(w.raw.get("target_hidden_size")) and w.raw["target_hidden_size"] != w.r.hidden_size
+
+
+def _kv_b_fp8(w: Walk) -> bool:
+    return w.r.mla is not None and any(w.ckpt.tensors[n].dtype.startswith("F8") for n in w.ckpt.tensors
+                                       if n.endswith("self_attn.kv_b_proj.weight"))
+
+
+def _unpaired(w: Walk, name: str, n: Name) -> bool:
+    """q_a_proj or kv_a_proj_with_mqa without its partner: cached and never loaded."""
+    if not (n.role or "").endswith(("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight")):
+        return False
+    partner = name.replace("kv_a_proj_with_mqa", "q_a_proj") if "kv_a_proj_with_mqa" in name else \
+        name.replace("q_a_proj", "kv_a_proj_with_mqa")
+    return partner not in w.ckpt.tensors
+
+
+_SETS_CAPTURE = "SGLang: the target's set_eagle3_layers_to_capture decides (see engine.aux-layers)"
+_SKIPPED = ("skipped with a warning: no such parameter (\"Eagle3 MLA: skipping unexpected weight\", "
+            f"{MLA_FILE}:494-496)")
+_NOT_EMBED = also(lambda w: not w.facts["own_embed"])
+
+# SGLang 0.5.23's MLA drafter, Eagle3DeepseekV2ForCausalLM (srt/models/kimi_k25_eagle3.py, "EAGLE3 / EAGLE3.1 draft
+# model with MLA attention for Kimi-K2.x"): one layer, DeepSeek-V2 MLA attention (DeepseekV2AttentionMLA) whose fused
+# q_a/kv_a projection is rebuilt for the 2H input. One walk in the order kimi_k25_eagle3.py builds and loads it.
+MLA_STEPS = (
+    const("architecture", "Eagle3DeepseekV2ForCausalLM", "config.json: architectures"),
+    model_type_of("llama"),
+    Call(_read_mla),
+    Refuse(lambda w: w.r.mla is not None and w.r.mla.q_lora_rank is None,
+           f"q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires q_lora_rank in the draft config\" "
+           f"({MLA_FILE}:113-117); its MLA drafter has no q_proj path", at="q_lora_rank"),
+    Refuse(lambda w: w.r.num_layers != 1, lambda w: f"num_hidden_layers {w.r.num_layers} "
+           f"({w.r.sources.get('num_layers', '?')}): SGLang raises \"EAGLE3 currently only supports 1 layer\" "
+           f"({MLA_FILE}:243-244)", at="num_hidden_layers"),
+    Refuse(lambda w: w.r.hidden_act != "silu", fmt("SGLang raises \"Unsupported activation: {r.hidden_act}\" "
+                                                   "(models/deepseek_v2.py:330-333 DeepseekV2MLP)")),
+    Fact("built", lambda w: not w.r.refusals),  # the constructor raised: nothing is loaded
+    const("qk_norm", False, "MLA attention (no q/k norms)"),
+    const("attention_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: no projection bias"),
+    const("o_bias", False, "models/deepseek_v2.py DeepseekV2AttentionMLA: o_proj has no bias"),
+    const("mlp_bias", False, "models/deepseek_v2.py:308, 316 DeepseekV2MLP: no bias"),
+    Value("fc_bias", ("bias",), False, f"SGLang default: no fc bias ({MLA_FILE}:215)", take=lambda v: v is True,
+          says=f"config.json: bias ({MLA_FILE}:212-219: fc bias = config.bias)"),
+    const("norm_before_residual", False, f"SGLang 0.5.23: the residual is the un-normed fc output ({MLA_FILE}:159; "
+          "norm_before_residual is not read)"),
+    const("input_norm", False, f"{MLA_FILE} builds no input_norm (norm_before_fc is not read)"),
+    _fc_norm(f"config.json: fc_norm / use_aux_norm ({MLA_FILE}:228-241)",
+             f"SGLang default: no fc_norm ({MLA_FILE}:230-232)"),
+    Value("feedback", ("norm_output",), "prenorm", f"SGLang default: the pre-norm state is fed back ({MLA_FILE}:255, "
+          "311)", take=normed, says=f"config.json: norm_output ({MLA_FILE}:253-255, 311)"),
+    const("final_norm", True, f"{MLA_FILE}:308-311: the final norm before lm_head"),
+    const("later_norm", "input_layernorm", f"{MLA_FILE}:243-244: one layer only"),
+    # fc's width: eagle_config's ids, else the top-level ids, else 3; num_aux_hidden_states is not read (:48-59, 211)
+    Count((Source("list", "eagle_config.eagle_aux_hidden_state_layer_ids",
+                  f"config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count, {MLA_FILE}:48-59)"),
+           Source("list", "eagle_aux_hidden_state_layer_ids", "config.json: eagle_aux_hidden_state_layer_ids (count: "
+                  f"SGLang's MLA drafter falls back to the top-level ids, {MLA_FILE}:55-56)")),
+          3, f"SGLang default: 3 ({MLA_FILE}:57-58; num_aux_hidden_states is not read)"),
+    Ids(("eagle_config.eagle_aux_hidden_state_layer_ids",), "SGLang default layers (no ids in eagle_config; a "
+        "top-level list is not read: spec_aux_hidden_state.py:185-196)"),
+    const("aux_convention", "sglang", _SETS_CAPTURE),
+    stated("target_hidden_size", reading_of("hidden_size"),
+           f"SGLang: hidden_size (target_hidden_size absent or null, {MLA_FILE}:208-210)"),
+    Fact("tied", lambda w: w.raw.get("tie_word_embeddings") is True),
+    Value("lm_head_from_embed", (), lambda w: w.facts["tied"],
+          lambda w: f"config.json: tie_word_embeddings ({MLA_FILE}:352-353)" if w.facts["tied"] else "untied"),
+    Fact("own_embed", _own_mla_embed),  # set_embed keeps it (:404-411)
+    stated("draft_vocab_size", reading_of("vocab_size"),
+           f"SGLang: vocab_size, lm_head from the target ({MLA_FILE}:351-358)"),
+    Refuse(_kv_b_fp8, f"kv_b_proj is fp8: SGLang raises NotImplementedError (\"Eagle3 MLA draft post_load_weights "
+           f"only supports float dtypes\", {MLA_FILE}:511-515)"),
+    Call(sglang.read_context),  # engine.serving's verdict on the served context (context_refusal)
+    Stop(lambda w: not w.facts["built"], layout=False),
+    Tensors((
+        Rule(any_of(lambda w, name, n: name == "d2t", name_ends(".d2t")), load=True, role=lambda w, name, n: "d2t"),
+        Rule(any_of(lambda w, name, n: name == "t2d", name_ends(".t2d")), f"SGLang ignores t2d ({MLA_FILE}:442-443)"),
+        Rule(any_of(unknown, prefixed), _SKIPPED),
+        Rule(lambda w, name, n: n.layer is not None and n.layer >= 1,
+             f"{_SKIPPED}; its MLA drafter has one layer, midlayer (layers.0)"),
+        Rule(_unpaired, f"cached and never loaded: SGLang fuses q_a_proj with kv_a_proj_with_mqa only when both are "
+             f"present ({MLA_FILE}:467-492)"),
+        Rule(role_ends("self_attn.q_proj.weight"), f"{_SKIPPED} (it builds q_a_proj / q_b_proj)"),
+        Rule(all_of(role_is("fc.bias"), also(lambda w: not w.r.fc_bias)),
+             f"{_SKIPPED} (fc has a bias only with \"bias\": true, {MLA_FILE}:215)"),
+        Rule(role_is("input_norm.weight"), _SKIPPED),
+        Rule(fc_norm_unbuilt, _SKIPPED),
+        Rule(all_of(role_is("embed_tokens.weight"), _NOT_EMBED), TARGET_EMBED),
+        Rule(all_of(role_is("lm_head.weight"), also(fact_is("tied"))),
+             f"{_SKIPPED} (tied: lm_head is the embedding, {MLA_FILE}:352-353)"),
+    ), f"ones or uninitialised memory (SGLang's MLA loader warns about what it skips and never says what it left "
+       f"unloaded, {MLA_FILE}:428-501)", narrows=True, loaded=_set_embed),
+    Call(_after_mla),
+)
+
+# One walk, in the order SGLang 0.5.23's loader reads the config (srt/models/llama_eagle3.py, llama.py; the file:line
+# of each step beside it), then its load_weights.
+STEPS = (
+    Stop(layout_is(SPECULATORS), "SGLang 0.5.23 reads flat configs only (speculators_config and "
+         "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable"),
+    sglang.ARCHITECTURE,
+    Branch(lambda w: any(a in MLA_ARCHS for a in w.facts["archs"]), MLA_STEPS),
+    Refuse(lambda w: "LlamaForCausalLMEagle3" not in w.facts["archs"], _no_class, architecture=True),
+    # the config class's defaults (llama.py:196-198, 336); transformers 5.19 standardizes rope_parameters and
+    # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
+    *sglang.llama_layer(legacy_rope=False, silu_cite="; llama.py:116-119"),
+    const("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by hidden_norm",
+          when=lambda w: w.r.num_layers > 1),
+    *sglang.biases(CITES),
+    const("input_norm", False, "SGLang 0.5.14 has no norm_before_fc: llama_eagle3.py:141-183 builds no input_norm",
+          when=no(is_switch("norm_before_fc"))),
+    Value("input_norm", ("eagle_config.norm_before_fc", "norm_before_fc"), False, "SGLang default: no norm_before_fc",
+          says=fmt("config.json: {key} (llama_eagle3.py:169-182)"), when=is_switch("norm_before_fc")),
+    Call(_simple_yarn),
+    _fc_norm("config.json: fc_norm / use_aux_norm (llama_eagle3.py:184-196)", "SGLang default: no fc_norm"),
+    Value("feedback", ("norm_output",), "prenorm", "SGLang default: the pre-norm state is fed back",
+          take=normed_if_true,
+          says="config.json: norm_output (llama_eagle3.py:207, 267-269)"),
+    const("final_norm", True, "SGLang applies the final norm before lm_head"),
+    Count((Source("int", "num_aux_hidden_states", "config.json: num_aux_hidden_states (llama_eagle3.py:156-161)"),
+           Source("len", "eagle_config.eagle_aux_hidden_state_layer_ids",
+                  "config.json: eagle_config.eagle_aux_hidden_state_layer_ids (count)")),
+          3, "SGLang default: 3 (llama_eagle3.py:156-161 counts num_aux_hidden_states or eagle_config's ids, never "
+          "the top-level ones)"),
+    Ids(("eagle_config.eagle_aux_hidden_state_layer_ids",), "SGLang default layers (no ids in eagle_config; a "
+        "top-level list is not read: spec_aux_hidden_state.py:185-196)"),
+    const("aux_convention", "sglang", _SETS_CAPTURE),
+    *sglang.fc_input_and_embedding(" (llama_eagle3.py:151-154, 163-164)"),  # own_embed: models/llama.py:910-924
+    Refuse(lambda w: not w.facts["tied"] and "draft_vocab_size" not in w.raw,
+           "config.json has no draft_vocab_size: llama_eagle3.py:306 reads config.draft_vocab_size directly and "
+           "transformers 5.19 raises AttributeError (only an explicit null takes the target's lm_head)",
+           at="draft_vocab_size"),
+    stated("draft_vocab_size", reading_of("vocab_size"), "SGLang: vocab_size (lm_head from the target)"),
+    # the context a target (or --context-length) must not exceed: engine.serving's verdict (context_refusal)
+    Call(sglang.read_context),
+    Tensors((
+        Rule(name_has("d2t"), load=True, role=lambda w, name, n: "d2t"),
+        Rule(name_has("t2d"), "SGLang ignores t2d"),
+        Rule(unknown, "dropped silently: SGLang has no such parameter (llama_eagle3.py:358-378)"),
+        Rule(all_of(prefixed, role_is("lm_head.weight")),
+             "dropped silently: SGLang looks for lm_head.weight or model.lm_head.weight as a parameter"),
+        Rule(layer_beyond, fmt("dropped silently: SGLang builds {r.num_layers} layer(s)")),
+        Rule(any_of(all_of(role_ends("o_proj.bias"), also(lambda w: bool(w.r.o_bias))),
+                    all_of(role_is("fc.bias"), also(lambda w: w.r.fc_bias))), load=True),
+        Rule(role_ends(".bias", "q_norm.weight", "k_norm.weight"),
+             "dropped silently: SGLang 0.5.23 builds no such parameter"),
+        Rule(all_of(role_is("embed_tokens.weight"), _NOT_EMBED), TARGET_EMBED),
+        Rule(all_of(role_is("input_norm.weight"), also(lambda w: not w.r.input_norm)),
+             "dropped silently: no input_norm without norm_before_fc"),
+        Rule(fc_norm_unbuilt, "dropped silently: no such fc_norm"),
+        Rule(all_of(role_is("lm_head.weight"), also(fact_is("tied"))),
+             "dropped: with tie_word_embeddings lm_head is the embedding"),
+    ), "ones or uninitialised memory (SGLang drops and leaves parameters without a word; layers/layernorm.py:481 "
+       "starts norms at ones)", narrows=True, rename=_legacy_name, loaded=_loaded),
+    Call(_after_llama),
+)
 
 
 def _rule(ids: list[int], target: Target | None, gpt_oss_raw: bool = True) -> tuple[str, str] | None:
@@ -407,7 +469,8 @@ RELEASES = (
 )
 
 PROFILE = Profile(
-    NAME, VERSION, read, capture, ids_for,
+    NAME, VERSION, STEPS, capture, ids_for,
+    module=__name__, takes=(("norm_before_fc", True), ("yarn_mscale", True)),
     releases=RELEASES,
     narrows_at="srt/layers/linear.py:739, 840-868 (narrow, no size check)",
     families=("llama", "mla"),
@@ -417,7 +480,7 @@ PROFILE = Profile(
              "srt/layers/rotary_embedding/factory.py"),
     reads_ids="eagle_config.eagle_aux_hidden_state_layer_ids",
     ids_path=("eagle_config", "eagle_aux_hidden_state_layer_ids"),
-    serving=context_refusal(VERSION),
+    serving=sglang.context_refusal(CITES),
     cannot_compute=cannot_compute,
     launch=launching.sglang,
     converts_to=FLAT,

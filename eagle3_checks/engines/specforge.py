@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
+from ..drafter.families.mla import TRANSFORMERS
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
 from . import reading
 from .profile import Capture, Release, Target, input_of, output_of
@@ -28,7 +29,7 @@ NAME = "specforge"
 # The releases whose reading of a flat checkpoint is known, oldest first, each difference one keyword of read().
 # SpecForge writes no version into the configs it saves: which one trained a drafter is not in the checkpoint.
 RELEASES = (
-    Release("0.1.0", "2025-08-01", differs=(("rope_base_default", True),),
+    Release("0.1.0", "2025-08-01", differs=(("rope_base_10000", True), ("no_eagle31", True)),
             why="before PR #270 (d3472dde, 2025-10-30) and #287 / #702: _init_rope builds every rotary embedding "
             "without a base, so 10000 whatever rope_theta says (specforge/modeling/draft/llama3_eagle.py in the "
             "0.1.0 sdist: rope_scaling null :248-252, default base :99; linear :256-261, :151; dynamic :262-267, "
@@ -88,11 +89,13 @@ def capture(ids: list[int], target: Target | None) -> Capture:
 
 
 def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False,
-         rope_base_default: bool = False, pr_879: bool = False) -> Reading:
+         rope_base_10000: bool = False, no_eagle31: bool = False, pr_879: bool = False) -> Reading:
     """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
-    norm_output means "feed the normed state back" (and the final norm is always on). ``rope_base_default``: SpecForge
-    0.1.0 (:data:`RELEASES`): base 10000 in every rope branch, llama3 scaling ignored, no norm_output.
-    ``pr_879``: SpecForge's main branch after PR #879 (:data:`UNRELEASED`), norm_output in the speculators meaning."""
+    norm_output means "feed the normed state back" (and the final norm is always on). What SpecForge's main branch
+    computed before a change (engines.trainers.CHANGES; 0.1.0, :data:`RELEASES`, before all of them):
+    ``rope_base_10000``, base 10000 whatever rope_theta says, llama3 scaling ignored; ``no_eagle31``, no fc_norm or
+    norm_output (the final norm always applies, the pre-norm state is fed back). ``pr_879``: SpecForge's main branch
+    after PR #879 (:data:`UNRELEASED`), norm_output in the speculators meaning."""
     raw = ckpt.config_raw or {}
     r = Reading(NAME, VERSION, ckpt.layout)
     if ckpt.layout != FLAT:
@@ -102,7 +105,7 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
     if ckpt.family == MLA:
         return read_mla_trainer(ckpt, r, raw)
     reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
-    if rope_base_default:
+    if rope_base_10000:
         r.version = "0.1.0"
         kind = (r.rope_scaling or {}).get("rope_type")
         stated = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else {}
@@ -125,8 +128,8 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
           f"config.json: {key}" if found else "EAGLE/SpecForge: the residual is the un-normed fc output")
     found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
     r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "EAGLE/SpecForge: none")
-    r.set("fc_norm", raw.get("fc_norm") is True and not rope_base_default,
-          "SpecForge 0.1.0 has no fc_norm" if rope_base_default and "fc_norm" in raw else
+    r.set("fc_norm", raw.get("fc_norm") is True and not no_eagle31,
+          "SpecForge before b7ce50cd (0.1.0) has no fc_norm" if no_eagle31 and "fc_norm" in raw else
           "config.json: fc_norm" if "fc_norm" in raw else "default: False")
     if speculators_meaning or pr_879:
         r.set("final_norm", True, "speculators applies the final norm before lm_head" if speculators_meaning else
@@ -135,10 +138,11 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
               "config.json: norm_output (speculators' meaning, per eagle3_checks_provenance)" if speculators_meaning
               else "config.json: norm_output (after PR #879: true feeds the normed state back)" if "norm_output" in raw
               else "SpecForge after PR #879: norm_output defaults to false, the pre-norm state is fed back")
-    elif rope_base_default:
-        r.set("final_norm", True, "SpecForge 0.1.0 has no norm_output: the final norm always applies "
-              "(llama3_eagle.py:651-652)")
-        r.set("feedback", "prenorm", "SpecForge 0.1.0 feeds the pre-norm layer output back (core/eagle3.py:204-229)")
+    elif no_eagle31:
+        r.set("final_norm", True, "SpecForge before b7ce50cd (0.1.0) has no norm_output: the final norm always "
+              "applies (0.1.0 llama3_eagle.py:651-652)")
+        r.set("feedback", "prenorm", "SpecForge before b7ce50cd (0.1.0) feeds the pre-norm layer output back (0.1.0 "
+              "core/eagle3.py:204-229)")
     else:
         final = raw.get("norm_output", True)
         r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"
@@ -189,7 +193,7 @@ def read_mla_trainer(ckpt: Checkpoint, r: Reading, raw: dict) -> Reading:
     ``norm_before_residual``, ``norm_before_fc``, ``bias`` and the layer count are as stated. Names are read
     leniently."""
     r.engine, r.version = "transformers", "5.19.0"  # DeepSeek-V3's modules: what the config states
-    reading.read_mla(r, raw, "transformers", "the config as stated (transformers 5.19 DeepseekV3Attention)")
+    reading.read_mla(r, raw, TRANSFORMERS, "the config as stated (transformers 5.19 DeepseekV3Attention)")
     r.set("qk_norm", False, "MLA attention")
     for name in ("attention_bias", "mlp_bias"):
         r.set(name, False, "MLA: no projection biases")

@@ -17,12 +17,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import SPECULATORS_DEFAULTS, TLC, class_defaults
-from ..drafter.layout import SPECULATORS
-from . import reading, vllm_0_33
+from ..drafter.layout import PEAGLE, SPECULATORS
+from . import reading
+from .capture import vllm_ids_for, vllm_input
 from .profile import Profile, Release
 from .reading import Reading, lookup
+from .record import (
+    Call,
+    Count,
+    Fact,
+    Ids,
+    Refuse,
+    Rule,
+    Source,
+    Stop,
+    Tensors,
+    Value,
+    Walk,
+    all_of,
+    also,
+    any_of,
+    const,
+    is_switch,
+    layout_is,
+    midlayer_style,
+    name_is,
+    no,
+    prefixed,
+    reading_of,
+    stated,
+    unknown,
+)
 
 VERSION = "0.9.0"
 NAME = "speculators"
@@ -32,87 +58,121 @@ NAME = "speculators"
 # extra="allow", and compute as if it were False).
 FLAGS = ("norm_before_fc", "fc_norm", "norm_output")
 SINCE = {"norm_before_fc": "0.5.0", "fc_norm": "0.7.0", "norm_output": "0.7.0", "aux_from_ids": "0.7.0"}
+# What read() does unless a release states otherwise (RELEASES): ``lenient``, the trainer reading, takes any naming
+# of a role (the computation the drafter was trained to do), otherwise speculators' own non-strict loader; the
+# transformers class a transformer_layer_config without model_type becomes; the flags the release has; whether fc
+# takes one state per stated id (else always 3); the layer types it builds; the drafters it builds
+# (speculators_model_type: P-EAGLE from 0.6.0 on, models/peagle/, whose mask_hidden is a parameter, core.py:44-53).
+SWITCHES = (("lenient", False), ("default_type", "qwen3"), ("flags", FLAGS), ("aux_from_ids", True),
+            ("layer_types", ("llama", "qwen3")), ("kinds", ("eagle3", PEAGLE)))
 
 
-def read(ckpt: Checkpoint, target: Any = None, lenient: bool = False, default_type: str = "qwen3",
-         flags: tuple[str, ...] = FLAGS, aux_from_ids: bool = True,
-         layer_types: tuple[str, ...] = ("llama", "qwen3")) -> Reading:
-    """``lenient``: the trainer reading, which takes any naming of a role (the computation the drafter was
-    trained to do); otherwise speculators' own non-strict loader. The other keywords are what older releases do
-    otherwise (``RELEASES``): the transformers class a ``transformer_layer_config`` without ``model_type`` becomes,
-    the flags the release has, whether fc takes one state per stated id (else always 3), the layer types it builds."""
-    raw = ckpt.config_raw or {}
-    r = Reading(NAME, VERSION, ckpt.layout)
-    if ckpt.layout != SPECULATORS:
-        r.refusals.append("speculators reads speculators configs only (speculators_model_type, "
-                          "transformer_layer_config); this is a flat config")
-        r.layout_ok = False
-        return r
-    if raw.get("speculators_model_type") != "eagle3" and not lenient:
-        r.refusals.append(f"speculators_model_type {raw.get('speculators_model_type')!r}: speculators builds its "
-                          "EAGLE-3 model only for \"eagle3\"")
-    r.set("architecture", "Eagle3DraftModel", "speculators_model_type")
-    fields_ = reading.layer_fields(raw, True)
-    if not isinstance(raw.get(TLC), dict):
-        r.refusals.append("config.json has no transformer_layer_config object")
-        return r
-    model_type = reading.model_type_of(r, fields_, default_type)
-    if model_type not in layer_types:  # model_definitions.py model_classes
-        r.refusals.append(f"speculators has no EAGLE-3 layer for model_type {model_type!r} (KeyError in "
-                          f"model_classes: {' and '.join(layer_types)} only)")
-    if raw.get("norm_before_fc") is True and raw.get("fc_norm") is True and "fc_norm" in flags:
-        r.refusals.append("speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")")
-    head_dim, max_position, cls = class_defaults(model_type)
-    reading.read_layer(r, fields_, f"{TLC}.", (head_dim, cls), max_position)
-    r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
-          ("" if "model_type" in fields_ else f" (default: speculators builds a {cls.split()[-1]})"))
+def _not_eagle3(w: Walk) -> bool:
+    return w.raw.get("speculators_model_type") not in w.switch("kinds") and not w.switch("lenient")
 
-    for name, attr in (("norm_before_residual", "norm_before_residual"), ("norm_before_fc", "input_norm"),
-                       ("fc_norm", "fc_norm")):
-        found, value, key = lookup(raw, (name,))
-        if name != "norm_before_residual" and name not in flags:
-            r.set(attr, False, f"speculators before {SINCE[name]} has no {name}: computed without it"
-                  + (f" (config.json's {key} is kept and not read)" if found else ""))
-            continue
-        r.set(attr, bool(value) if found and value is not None else False,
-              f"config.json: {key}" if found else "speculators default: False")
-    found, value, _ = lookup(raw, ("norm_output",))
-    if "norm_output" not in flags:
-        r.set("feedback", "prenorm", f"speculators before {SINCE['norm_output']} has no norm_output: the pre-norm "
-              "state is fed back"
-              + (" (config.json's norm_output is kept and not read)" if found else ""))
+
+def _peagle(w: Walk) -> bool:
+    return w.raw.get("speculators_model_type") == PEAGLE and PEAGLE in w.switch("kinds")
+
+
+def _no_layer_config(w: Walk) -> bool:
+    return not isinstance(w.raw.get(TLC), dict)
+
+
+def _model_type(w: Walk) -> str:
+    return reading.model_type_of(w.r, w.fields, w.switch("default_type"))
+
+
+def _unbuilt_type(w: Walk) -> str:
+    return (f"speculators has no EAGLE-3 layer for model_type {w.facts['model_type']!r} (KeyError in "
+            f"model_classes: {' and '.join(w.switch('layer_types'))} only)")
+
+
+def _both_fc_norms(w: Walk) -> bool:
+    return w.raw.get("norm_before_fc") is True and w.raw.get("fc_norm") is True and "fc_norm" in w.switch("flags")
+
+
+def _layer_defaults(w: Walk) -> None:
+    """models/eagle3/config.py: the transformers class of the layer's model_type (by default the release's)."""
+    head_dim, max_position, cls = class_defaults(w.facts["model_type"])
+    w.facts["class_defaults"] = (head_dim, max_position, cls)
+
+
+def _read_layer(w: Walk) -> None:
+    head_dim, max_position, cls = w.facts["class_defaults"]
+    reading.read_layer(w.r, w.fields, f"{TLC}.", (head_dim, cls), max_position)
+    model_type = w.facts["model_type"]
+    w.r.set("qk_norm", model_type == "qwen3", f"model_type {model_type!r}" +
+            ("" if "model_type" in w.fields else f" (default: speculators builds a {cls.split()[-1]})"))
+
+
+def _flag(name: str, attr: str) -> Call:
+    """An EAGLE-3 flag: as stated (null or absent: False), or False in a release without it (the key kept, unread)."""
+    def read_flag(w: Walk) -> None:
+        found, value, key = lookup(w.raw, (name,))
+        if name != "norm_before_residual" and name not in w.switch("flags"):
+            w.r.set(attr, False, f"speculators before {SINCE[name]} has no {name}: computed without it"
+                    + (f" (config.json's {key} is kept and not read)" if found else ""))
+            return
+        w.r.set(attr, bool(value) if found and value is not None else False,
+                f"config.json: {key}" if found else "speculators default: False")
+    return Call(read_flag)
+
+
+def _feedback(w: Walk) -> None:
+    found, value, _ = lookup(w.raw, ("norm_output",))
+    if "norm_output" not in w.switch("flags"):
+        w.r.set("feedback", "prenorm", f"speculators before {SINCE['norm_output']} has no norm_output: the pre-norm "
+                "state is fed back" + (" (config.json's norm_output is kept and not read)" if found else ""))
     else:
-        r.set("feedback", "normed" if (found and value) else "prenorm",
-              "config.json: norm_output" if found else "speculators default: norm_output False")
-    r.set("final_norm", True, "speculators applies the final norm before lm_head")
-    r.set("lm_head_from_embed", False, "speculators keeps a separate lm_head")
-    default = SPECULATORS_DEFAULTS["draft_vocab_size"]
-    reading.read_stated(r, raw, "draft_vocab_size", default, f"speculators default: {default}")
-    r.set("target_hidden_size", r.hidden_size, "speculators 0.9: fc takes num_aux x hidden_size")
-    reading.read_aux_ids(r, raw, (("eagle_aux_hidden_state_layer_ids",),),
-                         "speculators default layers (no ids in the config)")
-    r.set("aux_convention", "vllm", "speculators captures its training states through vLLM")
-    ids = raw.get("eagle_aux_hidden_state_layer_ids")
-    if not aux_from_ids:
-        r.set("num_aux", 3, f"speculators before {SINCE['aux_from_ids']}: fc takes 3 states whatever the ids")
-    else:
-        r.set("num_aux", len(ids) if isinstance(ids, list) and ids else 3,
-              "config.json: eagle_aux_hidden_state_layer_ids (count)" if isinstance(ids, list) and ids
-              else "speculators default: 3")
+        w.r.set("feedback", "normed" if (found and value) else "prenorm",
+                "config.json: norm_output" if found else "speculators default: norm_output False")
 
-    def accept(name: str, n) -> tuple[str | None, str]:
-        if n.role is None:
-            return None, "ignored: speculators loads non-strictly"
-        if not lenient and (n.prefixed or n.style == "midlayer"):
-            return None, "ignored: speculators loads non-strictly and has no parameter of that name"
-        if n.role in ("d2t", "t2d"):
-            return n.role, ""
-        return n.role, ""
 
-    r.sources["later_norm"] = "speculators model_definitions.py: layers >= 1 are normed by input_layernorm"
-    reading.map_roles(r, ckpt, accept)
-    reading.finish(r, ckpt, "random initialisation (speculators loads non-strictly)")
-    return r
+def _later_norm(w: Walk) -> None:
+    w.r.sources["later_norm"] = "speculators model_definitions.py: layers >= 1 are normed by input_layernorm"
+
+
+_DRAFT_VOCAB = SPECULATORS_DEFAULTS["draft_vocab_size"]
+
+# One walk: models/eagle3/config.py (Eagle3SpeculatorConfig), core.py (the model), its non-strict load.
+STEPS = (
+    Stop(no(layout_is(SPECULATORS)), "speculators reads speculators configs only (speculators_model_type, "
+         "transformer_layer_config); this is a flat config"),
+    Refuse(_not_eagle3, lambda w: f"speculators_model_type {w.raw.get('speculators_model_type')!r}: speculators "
+           f"builds its EAGLE-3 models only for {' and '.join(repr(k) for k in w.switch('kinds'))}"),
+    const("architecture", "Eagle3DraftModel", "speculators_model_type", when=no(_peagle)),
+    const("architecture", "PEagleDraftModel", "speculators_model_type \"peagle\" (models/peagle/core.py:20-53)",
+          when=_peagle),
+    const("kind", PEAGLE, "speculators_model_type \"peagle\"", when=_peagle),
+    Stop(_no_layer_config, "config.json has no transformer_layer_config object", layout=False),
+    Fact("model_type", _model_type),
+    Refuse(lambda w: w.facts["model_type"] not in w.switch("layer_types"), _unbuilt_type),
+    Refuse(_both_fc_norms, "speculators rejects norm_before_fc together with fc_norm (\"mutually exclusive\")"),
+    Call(_layer_defaults),
+    Call(_read_layer),
+    _flag("norm_before_residual", "norm_before_residual"),
+    _flag("norm_before_fc", "input_norm"),
+    _flag("fc_norm", "fc_norm"),
+    Call(_feedback),
+    const("final_norm", True, "speculators applies the final norm before lm_head"),
+    const("lm_head_from_embed", False, "speculators keeps a separate lm_head"),
+    stated("draft_vocab_size", lambda w: _DRAFT_VOCAB, f"speculators default: {_DRAFT_VOCAB}"),
+    Value("target_hidden_size", (), reading_of("hidden_size"), "speculators 0.9: fc takes num_aux x hidden_size"),
+    Ids(("eagle_aux_hidden_state_layer_ids",), "speculators default layers (no ids in the config)"),
+    const("aux_convention", "vllm", "speculators captures its training states through vLLM"),
+    const("num_aux", 3, f"speculators before {SINCE['aux_from_ids']}: fc takes 3 states whatever the ids",
+          when=no(is_switch("aux_from_ids"))),
+    Count((Source("len", "eagle_aux_hidden_state_layer_ids", "config.json: eagle_aux_hidden_state_layer_ids (count)"),),
+          3, "speculators default: 3", when=is_switch("aux_from_ids")),
+    Call(_later_norm),
+    Tensors((
+        Rule(all_of(name_is("mask_hidden"), also(_peagle)), load=True, role=lambda w, name, n: "mask_hidden"),
+        Rule(unknown, "ignored: speculators loads non-strictly"),
+        Rule(all_of(also(lambda w: not w.switch("lenient")), any_of(prefixed, midlayer_style)),
+             "ignored: speculators loads non-strictly and has no parameter of that name"),
+    ), "random initialisation (speculators loads non-strictly)"),
+)
 
 
 def _serving(r: Reading, want: int | None, target: Any = None) -> None:
@@ -120,12 +180,13 @@ def _serving(r: Reading, want: int | None, target: Any = None) -> None:
 
 
 # The releases this reading holds for, oldest first, each read from its wheel on PyPI (0.9.0 also runs in the default
-# tests); each difference from 0.9.0 is one keyword of read(). 0.2.0 has no EAGLE-3 forward pass
+# tests); each difference from 0.9.0 is one of SWITCHES. 0.2.0 has no EAGLE-3 forward pass
 # (models/eagle3.py:466 raises NotImplementedError): a checkpoint stating it was converted by it, not trained.
 _LLAMA_DEFAULT = "transformer_layer_config without model_type is a LlamaConfig"
 _FIXED_AUX = "fc takes 3 x hidden_size states whatever eagle_aux_hidden_state_layer_ids says"
-_POST = "a post-release of {0}: only {1} changed, not models/ or config.py (diffed against {0}'s wheel)"
-_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False))
+_POST = ("a post-release of {0}: only {1} changed, not models/ or config.py (its wheel diffed against {0}'s, "
+         "2026-12-06): it reads a checkpoint as {0} does")
+_BEFORE_0_5 = (("default_type", "llama"), ("flags", ()), ("aux_from_ids", False), ("kinds", ("eagle3",)))
 _BEFORE_0_7 = (("default_type", "llama"), ("flags", ("norm_before_fc",)), ("aux_from_ids", False))
 RELEASES = (
     Release("0.2.0", "2025-11-03", differs=(*_BEFORE_0_5, ("layer_types", ("llama",))),
@@ -140,27 +201,32 @@ RELEASES = (
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 78); core.py:213: {_FIXED_AUX}; no "
             "norm_before_fc, fc_norm or norm_output (model_definitions.py:136-143: llama and qwen3 layers)"),
     Release("0.4.0.1", "2026-03-26", differs=_BEFORE_0_5, why=_POST.format("0.4.0", "convert/eagle")),
-    Release("0.5.0", "2026-04-24", differs=_BEFORE_0_7,
+    Release("0.5.0", "2026-04-24", differs=(*_BEFORE_0_7, ("kinds", ("eagle3",))),
             why=f"models/eagle3/config.py: {_LLAMA_DEFAULT} (:34, 82); core.py:189: {_FIXED_AUX}; norm_before_fc "
-            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output"),
+            "(config.py:58-65, core.py:222-228), no fc_norm or norm_output; no P-EAGLE (models/peagle/ from 0.6.0)"),
     Release("0.6.0", "2026-06-16", differs=_BEFORE_0_7,
             why=f"as 0.5.0 (models/eagle3/config.py identical to 0.5.0's: {_LLAMA_DEFAULT}, :34, 82); core.py:55: "
             f"{_FIXED_AUX}"),
     Release("0.6.0.1", "2026-08-12", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
-    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7, why=_POST.format("0.6.0", "data_generation")),
+    Release("0.6.0.2", "2026-10-08", differs=_BEFORE_0_7,
+            why=_POST.format("0.6.0", "data_generation/vllm_client.py")),
     Release("0.7.0", "2026-07-30",
             why="as 0.9.0 for a checkpoint (models/eagle3/config.py identical to 0.9.0's; core.py:67-74: fc takes "
             "len(ids) or 3 states); it does not validate the ids (utils.py:30-43)"),
     Release("0.7.0.1", "2026-08-13", why=_POST.format("0.7.0", "data_generation and _vendor/hs_connectors")),
-    Release("0.7.0.2", "2026-10-07", why=_POST.format("0.7.0", "data_generation and _vendor/hs_connectors")),
+    Release("0.7.0.2", "2026-10-07", why=_POST.format("0.7.0", "data_generation/vllm_client.py and "
+                                                   "_vendor/hs_connectors/transfer.py")),
     Release("0.8.0", "2026-09-03", why="as 0.9.0 (models/eagle3/config.py, core.py, model_definitions.py identical)"),
-    Release("0.8.1", "2026-10-10", why="as 0.9.0 (models/eagle3/config.py, core.py, model_definitions.py identical)"),
+    Release("0.8.1", "2026-10-10", why=_POST.format("0.8.0", "train/cli.py, train/config/schema.py and "
+                                                 "version.py") + "; models/eagle3/config.py, core.py, "
+            "model_definitions.py identical to 0.9.0's"),
     Release(VERSION, "2026-10-16", peer=True),
 )
 
 # speculators captures its training states through vLLM, so it counts ids vLLM's way.
 PROFILE = Profile(
-    NAME, VERSION, read, vllm_0_33.capture, vllm_0_33.ids_for,
+    NAME, VERSION, STEPS, vllm_input, vllm_ids_for,
+    module=__name__, takes=SWITCHES,
     releases=RELEASES,
     sources=("speculators/models/eagle3/config.py", "speculators/models/eagle3/core.py",
              "speculators/models/eagle3/model_definitions.py"),

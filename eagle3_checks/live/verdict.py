@@ -14,10 +14,10 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from .. import engines
 from ..engines.profile import Limit
-from ..engines.reading import Reading
-from ..engines.sglang_0_5_23 import AFTER_LOAD
-from .compare import left_unwritten
+from ..engines.reading import AFTER_LOAD, Reading
+from ..engines.recorded import concatenated, left_unwritten
 
 # recording config field -> (the reading's attribute, how the recorded value becomes the attribute's)
 _CONFIG: dict[str, tuple[str, Callable[[Any], Any]]] = {
@@ -76,28 +76,20 @@ def _loading(out: Reading, rec: dict, who: str) -> None:
     out.narrowed_to = {name: shape for name, shape in out.narrowed_to.items() if name in out.narrowed}
     ignored = set(rec.get("ignored", []))
     out.ignored = {name: out.ignored.get(name) or f"ignored by {who}: no parameter received it" for name in
-                   sorted(ignored) if name in out.ignored or name not in _concatenated(rec)}
+                   sorted(ignored) if name in out.ignored or name not in concatenated(rec)}
     for role in [role for role, name in out.tensors.items() if name in out.ignored]:  # loaded into nothing
         del out.tensors[role]
 
 
-def _concatenated(rec: dict) -> set[str]:
-    """The MLA tensors SGLang's loader caches and loads as one concatenation (never loaded under their own names;
-    live/compare.py says why)."""
-    fused = any(".fused_qkv_a_proj_with_mqa." in x["param"] for x in rec.get("loaded", {}).get(
-        "(not a checkpoint tensor)", []))
-    return {n for n in rec.get("ignored", []) if fused and n.endswith(
-        ("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"))}
-
-
 def _config(out: Reading, cfg: dict, who: str) -> None:
     """The config values the engine built the drafter with, where the recording read them back."""
+    recorded = engines.profile(f"{out.engine}@{out.version}").recorded_config
     for field, (attr, convert) in _CONFIG.items():
         value = cfg.get(field)
         if value is None or (field == "head_dim" and out.family == "mla"):
             continue
-        if field == "norm_before_residual" and out.engine != "vllm":  # recorded by vLLM's recorder only
-            continue
+        if field == "norm_before_residual" and field not in recorded:
+            continue  # read back from the built model by vLLM's recorder only
         new = convert(value)
         if getattr(out, attr) != new:
             setattr(out, attr, new)

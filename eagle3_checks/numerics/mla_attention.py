@@ -8,8 +8,9 @@ Interface (everything here works on one sequence of T tokens, no batch dimension
 * :class:`MlaShape` - the MLA sizes and the rope/yarn numbers, plus the few knobs in which the readers differ
   (``rope_interleave``, ``latent_norm_eps``, ``softmax_mscale``, ``rope_attention_factor``,
   ``yarn_extrapolation_factor``, ``yarn_truncate``). :meth:`MlaShape.from_config` builds it from a plain config dict
-  as one reader reads it: ``"transformers"`` (5.19, ``DeepseekV3Attention``: what the config states, the reference),
-  ``"vllm"`` (0.33.0) or ``"sglang"`` (0.5.23).
+  as one reader (:class:`MlaReader`) reads it: :data:`TRANSFORMERS` (5.19, ``DeepseekV3Attention``: what the config
+  states, the reference), or an engine release's (``eagle3_checks.engines.vllm_0_33.MLA_READER``, 0.33.0;
+  ``eagle3_checks.engines.sglang_0_5_23.MLA_READER``, 0.5.23).
 * :func:`yarn_get_mscale`, :func:`yarn_softmax_scale`, :func:`rope_cos_sin_factor`, :func:`rope_inv_freq`,
   :func:`rope_tables`, :func:`apply_rope` - DeepSeek's yarn rope and softmax scale.
 * :func:`expected_attention_shapes` - each ``self_attn.*`` weight's shape (the one source of truth for shape checks);
@@ -105,7 +106,8 @@ from typing import Any
 from ..drafter.families.mla import (
     ATTENTION_KEYS,
     CONFIG_DEFAULTS,
-    READINGS,
+    TRANSFORMERS,
+    MlaReader,
     MlaShape,
     expected_attention_shapes,
     rope_cos_sin_factor,
@@ -254,6 +256,7 @@ def mla_attention(hidden, weights: Mapping[str, Any], shape: MlaShape, positions
     return mla_output(causal_attention(q, k, v, yarn_softmax_scale(shape)), weights)
 
 
-__all__ = ["ATTENTION_KEYS", "CONFIG_DEFAULTS", "READINGS", "MlaShape", "apply_rope", "causal_attention",
+__all__ = ["ATTENTION_KEYS", "CONFIG_DEFAULTS", "TRANSFORMERS", "MlaReader",
+           "MlaShape", "apply_rope", "causal_attention",
            "check_attention_weights", "expected_attention_shapes", "mla_attention", "mla_output", "mla_qkv",
            "rope_cos_sin_factor", "rope_inv_freq", "rope_tables", "yarn_get_mscale", "yarn_softmax_scale"]

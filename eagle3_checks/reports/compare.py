@@ -9,8 +9,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .. import engines
 from ..checks.files import problem_finding
-from ..checks.reference import diff
+from ..checks.reference import diff, engine_computation, with_aux_layers
 from ..drafter.spec import Spec
 from ..registry import Finding, Severity
 from .causes import Causes, group_findings
@@ -44,8 +45,12 @@ def _unreadable(ck: Any) -> str | None:
     return None
 
 
-def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: Any, strict: bool = False) -> DiffReport:
-    """Diff ``candidate`` against ``reference`` (each a spec, with the checkpoint it was taken from or None).
+def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: Any, strict: bool = False,
+            releases: tuple[str, ...] = ()) -> DiffReport:
+    """Diff ``candidate`` against ``reference`` (each a spec, with the checkpoint it was taken from or None). Aux ids
+    are compared by the target layers each side's ids select under its own counting (a checkpoint's as its trainer
+    wrote them, a spec's by the convention it states); a semantic value says what each of ``releases`` computes with
+    either side's value, when the candidate is a checkpoint.
 
     A side that cannot be read whole is reported by its file problems only: against it every field and tensor
     would "differ" (each config field as unknown, a d2t of another length as an error for want of its
@@ -60,8 +65,11 @@ def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: A
     if unread:
         not_compared = f"{' and '.join(unread)} cannot be read whole: fix the files findings, then diff again"
     else:  # the codes the gate gives them
+        sides = [with_aux_layers(spec, ck, None, engines.target_of(ck) if ck is not None else None)
+                 for spec, ck in ((candidate, candidate_ck), (reference, reference_ck))]
+        computes = engine_computation(candidate_ck, releases) if candidate_ck is not None and releases else None
         findings += [dataclasses.replace(f, code=f"reference.diff/{f.code}", check="reference.diff")
-                     for f in diff(candidate, reference)]
+                     for f in diff(sides[0], sides[1], computes)]
     failed = any(f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING) for f in findings)
     return DiffReport(findings, group_findings(findings, candidate_ck), not_compared, failed)
 

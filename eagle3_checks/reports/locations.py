@@ -165,6 +165,8 @@ def annotation_text(f: Finding, causes: Causes) -> str:
     if f.expected is not None or f.found is not None:
         parts.append(f"expected {f.expected if f.expected is not None else '-'}, found "
                      f"{f.found if f.found is not None else '-'}")
+    if f.basis:
+        parts.append(f"basis: {f.basis}" + (f" (rests on {f.rests_on}; settle with {f.settle})" if f.settle else ""))
     if f.fix:
         parts.append(f"fix: {f.fix}")
     cause = causes.cause_of(f)

@@ -20,8 +20,9 @@ def _md_finding(f: Finding, causes: Causes) -> list[str]:
     if cause is not None and cause.finding is not f:
         return out + [f"  - follows from: `{_md(cause.key)}` (root cause, above)"]
     patch = "; ".join(f"`{describe_op(op)}`" for op in f.patch) if f.patch else None
-    for label, value in (("expected", f.expected), ("found", f.found), ("why", f.why), ("fix", f.fix),
-                         ("patch", patch)):
+    for label, value in (("basis", f.basis), ("expected", f.expected), ("found", f.found),
+                         ("rests on", f.rests_on), ("settle", f.settle), ("why", f.why), ("fix", f.fix),
+                         ("patch", patch), ("repair", f.repair)):
         if value:
             out.append(f"  - {label}: {_md(value)}")
     return out
@@ -44,7 +45,8 @@ def render_markdown(results: list[GateResult]) -> str:
             out += ["", "#### Root causes", ""]
             for c in causes.groups:
                 f = c.finding
-                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.code_label}`): {_md(f.message)}")
+                out.append(f"- **{f.severity.value}** `{_md(c.key)}` (`{f.code_label}`, {f.basis}): "
+                           f"{_md(f.message)}")
                 if f.fix:
                     out.append(f"  - fix: {_md(f.fix)}")
                 out.append(f"  - also affects: {_md(c.also_affects())}")

@@ -80,7 +80,7 @@ def to_sarif(results: list[GateResult]) -> dict[str, Any]:
             loc["region"] = {"startLine": 1, **region} if "startLine" not in region else region
             item["locations"] = [{"physicalLocation": loc}]
             props: dict[str, Any] = {"check": f.check, "code": rid, "checkpoint": result.ckpt.display}
-            for k in ("key", "expected", "found", "why", "fix"):
+            for k in ("key", "expected", "found", "basis", "rests_on", "settle", "why", "fix", "repair"):
                 if getattr(f, k) is not None:
                     props[k] = getattr(f, k)
             cause = causes.cause_of(f)

@@ -43,9 +43,9 @@ def compatibility(result: GateResult) -> dict[str, dict[str, str]]:
 
 
 def trainer_line(result: GateResult) -> str:
-    """'speculators 0.9.0 (speculators_version in config.json); judged against speculators 0.9.0's reading'."""
+    """'speculators 0.9.0 (speculators_version in config.json; read); judged against speculators 0.9.0's reading'."""
     t = result.trainer
-    shown = " ".join(x for x in (t["name"], t["version"]) if x) or "not stated"
+    shown = " ".join(x for x in (t["name"], t["version"]) if x) or "unknown"
     if t["name"] and not t["version"]:
         shown += ", release not stated"
-    return f"{shown} ({t['how']}); judged against {t['reading']}'s reading"
+    return f"{shown} ({t['how']}; {t['basis']}); judged against {t['reading']}'s reading"

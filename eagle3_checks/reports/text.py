@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from .. import __version__
+from ..basis import KNOWN
 from ..gate import FAILED, PASSED, SKIPPED, WAIVED, WARNED, CheckResult, GateResult
 from ..registry import Finding, Severity, describe_op
 from .causes import Causes, group
@@ -45,14 +46,20 @@ def finding_lines(f: Finding, indent: str = "", previous: Finding | None = None,
     out = [f"{indent}{marker} {f.message}"]
     if f.code:
         out.append(f"{indent}  {'code:':<10}{f.code}")
+    if f.basis:
+        out.append(f"{indent}  {'basis:':<10}{f.basis}")
     if f.waived is not None:
         out.append(f"{indent}  {'waived:':<10}{f.waived} (--waive)")
     if brief:
         return out
     width = 100
-    patch = "; ".join(describe_op(op) for op in f.patch) + " (eagle3-checks fix applies it)" if f.patch else None
+    applies = "eagle3-checks fix applies it" if f.basis in KNOWN else "not applied by eagle3-checks fix until the " \
+        "premise is stated"
+    patch = "; ".join(describe_op(op) for op in f.patch) + f" ({applies})" if f.patch else None
+    repair = f"{f.repair} ({applies})" if f.repair else None
     for label, value in (("file", f.file), ("key", f.key), ("expected", f.expected), ("found", f.found),
-                         ("why", f.why), ("fix", f.fix), ("patch", patch)):
+                         ("rests on", f.rests_on), ("settle", f.settle), ("why", f.why), ("fix", f.fix),
+                         ("patch", patch), ("repair", repair)):
         if value is None or (label == "key" and value in f.message) or (label == "file" and value in f.message):
             continue
         if label in ("why", "fix") and previous is not None and getattr(previous, label) == value:
@@ -71,8 +78,9 @@ def cause_lines(causes: Causes, indent: str = "  ", style: Style = PLAIN) -> lis
     out: list[str] = []
     previous = None
     for c in causes.groups:
-        out.append(f"{indent}{style('ROOT CAUSE', 'bold')} {style(c.key, 'bold')} ({len(c.findings)} findings "
-                   f"in {len({f.check for f in c.findings})} checks)")
+        n, checks = len(c.findings), len({f.check for f in c.findings})
+        out.append(f"{indent}{style('ROOT CAUSE', 'bold')} {style(c.key, 'bold')} ({n} finding{'s' if n != 1 else ''} "
+                   f"in {checks} check{'s' if checks != 1 else ''})")
         out.extend(finding_lines(c.finding, indent + "      ", previous, style=style))
         previous = c.finding
         wrapped = textwrap.wrap(f"also affects: {c.also_affects()}", width=100 - len(indent) - 8,
@@ -125,6 +133,7 @@ def render_text(results: list[GateResult], *, color: bool = False, quiet: bool =
             status = style(LABEL[r.status], *_STATUS_STYLE[r.status])
             out.append(f"  {status}  {r.label:<{width}}  {r.check.title}{tail}")
             previous = None
+            alike = _repeated(r.findings, causes) if quiet else {}
             for f in r.findings:
                 if f.severity is Severity.INFO and (r.status == PASSED or quiet):
                     if not quiet:
@@ -136,7 +145,12 @@ def render_text(results: list[GateResult], *, color: bool = False, quiet: bool =
                     where = "the root cause, above" if cause.finding is f else f"follows from {cause.key}, above"
                     out.append(f"          {'cause:':<10}{where}")
                     continue
+                same = alike.get((f.severity, f.code))
+                if same is not None and same[0] is not f:
+                    continue  # said once, with the count, at the first of them
                 out.extend(finding_lines(f, "        ", previous, style))
+                if same is not None:
+                    out.extend(_more_like_it(same))
                 previous = f
             if not quiet:
                 out.extend(stats_lines(r.data.get("tensors", {})))
@@ -146,6 +160,26 @@ def render_text(results: list[GateResult], *, color: bool = False, quiet: bool =
         out.append("  " + style(verdict, *(("red", "bold") if result.exit_code else ("green", "bold"))))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _repeated(findings: list[Finding], causes: Causes) -> dict[tuple, list[Finding]]:
+    """--quiet: the findings of one check that repeat one kind (severity and code) for several tensors or keys, by
+    kind, where there are two or more (findings grouped under a root cause are shown with it instead)."""
+    kinds: dict[tuple, list[Finding]] = {}
+    for f in findings:
+        if f.severity is not Severity.INFO and f.code and causes.cause_of(f) is None:
+            kinds.setdefault((f.severity, f.code), []).append(f)
+    return {k: v for k, v in kinds.items() if len(v) > 1}
+
+
+def _more_like_it(same: list[Finding]) -> list[str]:
+    """The line that stands for the other findings of one kind under --quiet: how many, and where."""
+    rest = same[1:]
+    where = [f.key or f.file or f.message for f in rest]
+    listing = ", ".join(where[:4]) + (f", ... ({len(where) - 4} more)" if len(where) > 4 else "")
+    kind = f"{same[0].severity.value}{'s' if len(rest) > 1 else ''}"
+    return [f"          {'and:':<10}{len(rest)} more {same[0].code} {kind} like it ({len(same)} in all): {listing}; "
+            "without --quiet, each in full"]
 
 
 def stats_lines(tensors: dict) -> list[str]:

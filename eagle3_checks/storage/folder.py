@@ -29,6 +29,10 @@ from ..errors import UsageError
 from .safetensors import FileHeader, Problem, TensorEntry, json_type, read_header
 
 CONFIG = "config.json"
+# The config the trainer saved, when another config.json was written for serving: eagle3-checks convert keeps the
+# speculators original under this name beside the flat one, and users copy it there by hand (the seeds' Kimi-K2.5
+# drafter). Read like config.json (JSON only, never executed); it is evidence of who trained the weights.
+BESIDE_CONFIGS = ("config_speculators.json",)
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 BIN = "pytorch_model.bin"
@@ -54,6 +58,12 @@ class CheckpointFiles:
     # why the weights' bytes are not readable here (a Hub checkpoint opened from its headers): the scan and forward
     # levels skip with this note
     weights_elsewhere: str | None = None
+    # the names in the folder (a Hub checkpoint: the files looked up), and the trainer's own config saved beside
+    # config.json (BESIDE_CONFIGS: name -> its JSON object; unreadable ones are left out, with the reason in
+    # ``beside_problems``). Neither is a problem of the checkpoint: they are evidence of its trainer.
+    names: list[str] = field(default_factory=list)
+    beside: dict[str, dict] = field(default_factory=dict)
+    beside_problems: dict[str, str] = field(default_factory=dict)
 
     @property
     def weight_files(self) -> list[str]:
@@ -76,16 +86,16 @@ class CheckpointFiles:
         """The bytes of one tensor, or None to read them from ``e.path`` on this disk."""
         return None
 
-    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None]:
-        """Whether a weight file is there, and if not why."""
+    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None, str]:
+        """Whether a weight file is there, and if not why and the kind of problem."""
         return _is_file(root / shard)
 
     def read_shard(self, reader: Any, root: Path, shard: str) -> FileHeader:
         return reader(root / shard, shard)
 
 
-def _problem(ckpt: CheckpointFiles, file: str, message: str, **kw: Any) -> None:
-    ckpt.problems.append(Problem(file=file, message=message, **kw))
+def _problem(ckpt: CheckpointFiles, file: str, message: str, kind: str, **kw: Any) -> None:
+    ckpt.problems.append(Problem(file=file, message=message, kind=kind, **kw))
 
 
 _UNUSABLE: Any = object()
@@ -97,20 +107,22 @@ def _read_json(ckpt: CheckpointFiles, path: Path, display: str) -> Any:
     try:
         text = path.read_bytes().decode("utf-8")
     except IsADirectoryError:
-        _problem(ckpt, display, "is a directory, not a file")
+        _problem(ckpt, display, "is a directory, not a file", "directory")
         return _UNUSABLE
     except UnicodeDecodeError as exc:
-        _problem(ckpt, display, "is not valid UTF-8", offset=exc.start, fix="re-save the file as UTF-8 JSON")
+        _problem(ckpt, display, "is not valid UTF-8", "invalid-json", offset=exc.start,
+                 fix="re-save the file as UTF-8 JSON")
         return _UNUSABLE
     except OSError as exc:
-        _problem(ckpt, display, f"cannot be read: {exc.strerror or exc}")
+        _problem(ckpt, display, f"cannot be read: {exc.strerror or exc}", "unreadable")
         return _UNUSABLE
 
     def no_dupes(pairs: list[tuple[str, Any]]) -> dict:
         out: dict = {}
         for k, v in pairs:
             if k in out:
-                _problem(ckpt, display, f"states {k!r} more than once; readers keep only the last", key=k,
+                _problem(ckpt, display, f"states {k!r} more than once; readers keep only the last", "duplicate-key",
+                         key=k,
                          fix=f"keep one {k!r}")
             out[k] = v
         return out
@@ -118,29 +130,32 @@ def _read_json(ckpt: CheckpointFiles, path: Path, display: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=no_dupes)
     except RecursionError:
-        _problem(ckpt, display, "nests JSON too deeply to be read", fix="repair or regenerate the file")
+        _problem(ckpt, display, "nests JSON too deeply to be read", "invalid-json", fix="repair or regenerate the file")
         return _UNUSABLE
     except ValueError as exc:
         pos = getattr(exc, "pos", None)
-        _problem(ckpt, display, f"is not valid JSON: {getattr(exc, 'msg', exc)}",
+        _problem(ckpt, display, f"is not valid JSON: {getattr(exc, 'msg', exc)}", "invalid-json",
                  offset=len(text[:pos].encode()) if isinstance(pos, int) else None,  # a byte offset, not a char's
                  fix="repair or regenerate the file")
         return _UNUSABLE
 
 
-def _is_file(path: Path) -> tuple[bool, str | None]:
-    """Follow symlinks (a Hugging Face cache points into blobs/) to a regular file."""
+def _is_file(path: Path) -> tuple[bool, str | None, str]:
+    """Follow symlinks (a Hugging Face cache points into blobs/) to a regular file: (whether it is one, why not, the
+    kind of problem)."""
     try:
         resolved = path.resolve(strict=True)
     except FileNotFoundError:
-        return False, "does not exist" if not path.is_symlink() else "is a broken symlink"
+        if path.is_symlink():
+            return False, "is a broken symlink", "broken-symlink"
+        return False, "does not exist", "missing-file"
     except (RuntimeError, OSError, ValueError) as exc:  # symlink loop, name too long, NUL byte
-        return False, f"cannot be resolved ({exc.__class__.__name__}: {exc})"
+        return False, f"cannot be resolved ({exc.__class__.__name__}: {exc})", "unreadable"
     if resolved.is_dir():
-        return False, "is a directory, not a file"
+        return False, "is a directory, not a file", "directory"
     if not resolved.is_file():
-        return False, "is not a regular file"
-    return True, None
+        return False, "is not a regular file", "corrupt"
+    return True, None, ""
 
 
 def read_folder(path: str | os.PathLike) -> CheckpointFiles:
@@ -153,6 +168,7 @@ def build(ckpt: CheckpointFiles, root: Path, children: list[str], st_files: list
     """Fill ``ckpt`` from the files ``children`` names in ``root`` (a directory, or a Hub snapshot whose weight
     files ``ckpt`` reads by range)."""
     _read_config(ckpt, root, children)
+    _read_beside(ckpt, root, children)
     _read_weights(ckpt, root, children, st_files)
     return ckpt
 
@@ -231,22 +247,38 @@ def locate(path: str | os.PathLike) -> tuple[Path, list[str], list[str]]:
 
 def _read_config(ckpt: CheckpointFiles, root: Path, children: list[str]) -> None:
     if CONFIG not in children:
-        _problem(ckpt, CONFIG, "is missing: engines cannot build the drafter without it",
+        _problem(ckpt, CONFIG, "is missing: engines cannot build the drafter without it", "config-missing",
                  expected="config.json beside the weights", found="no config.json",
                  fix="copy the drafter's config.json into the checkpoint directory")
         return
-    ok, why = _is_file(root / CONFIG)
+    ok, why, kind = _is_file(root / CONFIG)
     if not ok:
-        _problem(ckpt, CONFIG, why or "is not a file")
+        _problem(ckpt, CONFIG, why or "is not a file", kind)
         return
     raw = _read_json(ckpt, root / CONFIG, CONFIG)
     if raw is _UNUSABLE:
         return
     if not isinstance(raw, dict):
-        _problem(ckpt, CONFIG, f"is a JSON {json_type(raw)}, not an object",
+        _problem(ckpt, CONFIG, f"is a JSON {json_type(raw)}, not an object", "invalid-json",
                  expected="a JSON object", found=json_type(raw))
         return
     ckpt.config_raw = raw
+
+
+def _read_beside(ckpt: CheckpointFiles, root: Path, children: list[str]) -> None:
+    """The folder's names, and each trainer config saved beside config.json that parses as a JSON object."""
+    ckpt.names = list(children)
+    for name in BESIDE_CONFIGS:
+        if name not in children:
+            continue
+        ok, why, _ = _is_file(root / name)
+        scratch = CheckpointFiles(path=root, display=ckpt.display)  # its problems are not the checkpoint's
+        raw = _read_json(scratch, root / name, name) if ok else _UNUSABLE
+        if isinstance(raw, dict):
+            ckpt.beside[name] = raw
+        else:
+            ckpt.beside_problems[name] = (why or (scratch.problems[0].message if scratch.problems else
+                                                  f"is a JSON {json_type(raw)}, not an object"))
 
 
 def _read_weights(ckpt: CheckpointFiles, root: Path, children: list[str], st_files: list[str]) -> None:
@@ -275,16 +307,16 @@ def _read_weights(ckpt: CheckpointFiles, root: Path, children: list[str], st_fil
             ckpt.complete = False
             return
     else:
-        _problem(ckpt, SINGLE, f"is missing and there is no index, other safetensors file or {BIN}",
+        _problem(ckpt, SINGLE, f"is missing and there is no index, other safetensors file or {BIN}", "missing-file",
                  expected=f"{SINGLE}, {INDEX} or {BIN}", found="no weights", fix="copy the weights next to config.json")
         ckpt.complete = False
         return
 
     for shard, indexed in shard_names.items():
-        ok, why = ckpt.shard_status(root, shard)
+        ok, why, kind = ckpt.shard_status(root, shard)
         if not ok:
             listed = f" (the index puts {len(indexed)} tensors there)" if indexed else ""
-            _problem(ckpt, shard, f"{why}{listed}",
+            _problem(ckpt, shard, f"{why}{listed}", "missing-shard" if kind == "missing-file" and indexed else kind,
                      expected="a safetensors file" if reader is read_header else "a torch.save file", found=why,
                      fix="copy the missing shard, or regenerate the index to match the files")
             ckpt.complete = False
@@ -296,46 +328,50 @@ def _read_weights(ckpt: CheckpointFiles, root: Path, children: list[str], st_fil
             ckpt.complete = False
         for name, entry in header.entries.items():
             if name in ckpt.tensors:
-                _problem(ckpt, shard, f"tensor {name!r} is also in {ckpt.tensors[name].file}", key=name,
+                _problem(ckpt, shard, f"tensor {name!r} is also in {ckpt.tensors[name].file}", "duplicate-tensor",
+                         key=name,
                          fix="keep each tensor in exactly one shard")
                 continue
             ckpt.tensors[name] = entry
         if indexed is not None and header.parsed:
             for name in sorted(set(indexed) - set(header.entries)):
-                _problem(ckpt, index, f"puts {name!r} in {shard}, whose header has no such tensor", key=name,
+                _problem(ckpt, index, f"puts {name!r} in {shard}, whose header has no such tensor", "index-mismatch",
+                         key=name,
                          fix="regenerate the index from the shards")
                 ckpt.complete = False
             for name in sorted(set(header.entries) - set(indexed)):
-                _problem(ckpt, shard, f"holds {name!r}, which the index does not list", key=name,
+                _problem(ckpt, shard, f"holds {name!r}, which the index does not list", "index-mismatch", key=name,
                          fix="regenerate the index from the shards")
 
 
 def _read_index(ckpt: CheckpointFiles, root: Path, index: str = INDEX) -> dict[str, list[str]] | None:
-    ok, why = _is_file(root / index)
+    ok, why, kind = _is_file(root / index)
     if not ok:
-        _problem(ckpt, index, why or "is not a file")
+        _problem(ckpt, index, why or "is not a file", kind)
         return None
     raw = _read_json(ckpt, root / index, index)
     if raw is _UNUSABLE:
         return None
     if not isinstance(raw, dict):
-        _problem(ckpt, index, f"is a JSON {json_type(raw)}, not an object", expected='{"weight_map": {tensor: file}}',
+        _problem(ckpt, index, f"is a JSON {json_type(raw)}, not an object", "invalid-json",
+                 expected='{"weight_map": {tensor: file}}',
                  found=json_type(raw))
         return None
     weight_map = raw.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
-        _problem(ckpt, index, "has no weight_map object", key="weight_map",
+        _problem(ckpt, index, "has no weight_map object", "index-mismatch", key="weight_map",
                  expected='{"weight_map": {tensor: file}}', found=json_type(weight_map))
         return None
     shards: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
         if not isinstance(shard, str) or not shard or "\0" in shard:
-            _problem(ckpt, index, f"maps {name!r} to {shard!r}, not a file name", key=f"weight_map.{name}")
+            _problem(ckpt, index, f"maps {name!r} to {shard!r}, not a file name", "index-mismatch",
+                     key=f"weight_map.{name}")
             ckpt.complete = False
             continue
         pure = PurePosixPath(shard.replace("\\", "/"))
         if pure.is_absolute() or os.path.isabs(shard) or ".." in pure.parts:
-            _problem(ckpt, index, f"maps {name!r} to {shard!r}, outside the checkpoint directory",
+            _problem(ckpt, index, f"maps {name!r} to {shard!r}, outside the checkpoint directory", "index-mismatch",
                      key=f"weight_map.{name}", expected="a relative path without '..'", found=shard,
                      fix="keep every shard inside the checkpoint directory and name it relatively")
             ckpt.complete = False

@@ -33,7 +33,18 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import INSTALL, UsageError
-from .folder import BIN, BIN_INDEX, CONFIG, INDEX, SINGLE, CheckpointFiles, build, locate, read_folder
+from .folder import (
+    BESIDE_CONFIGS,
+    BIN,
+    BIN_INDEX,
+    CONFIG,
+    INDEX,
+    SINGLE,
+    CheckpointFiles,
+    build,
+    locate,
+    read_folder,
+)
 from .safetensors import FileHeader, TensorEntry, read_header
 
 PREFIX = "hf://"
@@ -41,6 +52,15 @@ LIBRARY = "eagle3-checks"
 INSTALL_HINT = INSTALL["hub"]
 TIMEOUT = 30.0  # seconds per range read
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+# huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name", of letters, digits, "-", "_", ".".
+REPO_ID = re.compile(r"^(?:[\w\-.]{1,96}/)?[\w\-.]{1,96}$")
+
+
+def is_repo_id(name: Any) -> bool:
+    """Whether ``name`` can be a Hub repository id (``org/model``; not ``.``, ``..`` or a path)."""
+    return isinstance(name, str) and bool(REPO_ID.match(name)) and all(part.strip(".") for part in name.split("/"))
 
 
 def is_hub(spec: Any) -> bool:
@@ -501,11 +521,11 @@ class HubFiles(CheckpointFiles):
 
     hub: Any = field(default=None, repr=False)
 
-    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None]:
+    def shard_status(self, root: Path, shard: str) -> tuple[bool, str | None, str]:
         if not _safe_name(shard):
-            return False, "is not a usable file name"
-        return (True, None) if self.hub.header(shard) is not None else \
-            (False, f"does not exist on the Hub at revision {self.hub.revision} (404)")
+            return False, "is not a usable file name", "index-mismatch"
+        return (True, None, "") if self.hub.header(shard) is not None else \
+            (False, f"does not exist on the Hub at revision {self.hub.revision} (404)", "missing-file")
 
     def read_shard(self, reader: Callable, root: Path, shard: str) -> FileHeader:
         header = self.hub.header(shard)
@@ -535,7 +555,12 @@ def read_hub(spec: str, *, revision: str | None = None, download: bool = False, 
         if config is None:
             raise UsageError(f"{ref}: holds neither {CONFIG} nor {SINGLE}, {INDEX} or {BIN} at revision "
                              f"{repo.revision} (404 for each); is this a drafter checkpoint repository?")
-    children = [n for n, present in ((CONFIG, config), (INDEX, index), (SINGLE, single)) if present is not None]
+    # the trainer's own config beside config.json: asked of the Hub once (a 404 is remembered in the cache), read
+    # from the cache only when offline (it is optional: no error when it was never fetched)
+    beside = [(name, repo.cached(name) if repo.offline else repo.file(name)) for name in BESIDE_CONFIGS] \
+        if config is not None else []
+    children = [n for n, present in ((CONFIG, config), (INDEX, index), (SINGLE, single), *beside)
+                if present is not None]
     st_files = [SINGLE] if single is not None else []
     ckpt = HubFiles(path=repo.snapshot, display=str(ref), hub=repo)
     build(ckpt, repo.snapshot, children, st_files)

@@ -79,7 +79,7 @@ class Interrupted(BaseException):
 @contextmanager
 def signals_raise() -> Iterator[None]:
     """SIGINT and SIGTERM raise inside the conversion, so that its cleanup runs."""
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum, frame):
         raise Interrupted(signum)
 
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -59,12 +59,21 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _U64 = 2**64  # safetensors sizes and offsets are 64-bit
 
 
+# What kind of problem a reader found, said where it finds it: the files check maps each kind to its finding code
+# (checks/files.py), so that rewording a message never changes the code users waive by name.
+KINDS = ("config-missing", "directory", "broken-symlink", "missing-shard", "missing-file", "truncated",
+         "duplicate-key", "invalid-json", "wrong-format", "byte-ranges", "duplicate-tensor", "index-mismatch",
+         "bad-header", "unreadable", "corrupt")
+
+
 @dataclass(frozen=True)
 class Problem:
-    """Something wrong with a file, found while reading it (not while judging it)."""
+    """Something wrong with a file, found while reading it (not while judging it): its ``kind`` (one of
+    :data:`KINDS`) and what it is, in words."""
 
     file: str
     message: str
+    kind: str = "corrupt"
     key: str | None = None
     offset: int | None = None
     expected: str | None = None
@@ -166,18 +175,18 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
     result = FileHeader(file=display, path=path)
     head = b""
 
-    def problem(message: str, offset: int | None = 0, **kw: Any) -> FileHeader:
-        result.problems.append(Problem(file=display, message=message, offset=offset, **kw))
+    def problem(message: str, kind: str, offset: int | None = 0, **kw: Any) -> FileHeader:
+        result.problems.append(Problem(file=display, message=message, kind=kind, offset=offset, **kw))
         return result
 
-    def unparsable(message: str, offset: int | None = 0, **kw: Any) -> FileHeader:
+    def unparsable(message: str, kind: str, offset: int | None = 0, **kw: Any) -> FileHeader:
         # A file that does not parse may be something else in disguise: say so rather than "truncated".
         what = _disguise(head)
         if what:
-            return problem(f"is {what}, not safetensors", offset=0,
+            return problem(f"is {what}, not safetensors", "wrong-format", offset=0,
                            fix="re-save the weights with safetensors.torch.save_file; never load an untrusted "
                            "torch.save file outside weights_only=True")
-        return problem(message, offset, **kw)
+        return problem(message, kind, offset, **kw)
 
     try:
         with _opened(path, source) as (size, read):
@@ -185,7 +194,7 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
             head = read(0, 8)
             if len(head) < 8:
                 return unparsable(
-                    f"is {size} bytes, too short for the 8-byte header length: truncated",
+                    f"is {size} bytes, too short for the 8-byte header length: truncated", "truncated",
                     expected="at least 8 bytes",
                     found=f"{size} bytes",
                     fix="copy the file again from its source",
@@ -193,46 +202,46 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
             (n,) = struct.unpack("<Q", head)
             if n > HEADER_LIMIT:
                 return unparsable(
-                    f"declares a {n}-byte header, above safetensors' cap of {HEADER_LIMIT} bytes",
+                    f"declares a {n}-byte header, above safetensors' cap of {HEADER_LIMIT} bytes", "bad-header",
                     expected=f"<= {HEADER_LIMIT}",
                     found=str(n),
                     fix="the file is not a valid safetensors file; re-export it",
                 )
             if 8 + n > size:
                 return unparsable(
-                    f"declares a {n}-byte header but the file is only {size} bytes: truncated",
+                    f"declares a {n}-byte header but the file is only {size} bytes: truncated", "truncated",
                     expected=f"at least {8 + n} bytes",
                     found=f"{size} bytes",
                     fix="copy the file again from its source",
                 )
             raw = read(8, n)
     except IsADirectoryError:
-        return problem("is a directory, not a file", offset=None)
+        return problem("is a directory, not a file", "directory", offset=None)
     except OSError as exc:
-        return problem(f"cannot be read: {exc.strerror or exc}", offset=None)
+        return problem(f"cannot be read: {exc.strerror or exc}", "unreadable", offset=None)
 
     result.data_start = 8 + n
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return unparsable(f"header is not valid UTF-8 at byte {8 + exc.start}", offset=8 + exc.start)
+        return unparsable(f"header is not valid UTF-8 at byte {8 + exc.start}", "invalid-json", offset=8 + exc.start)
     try:
         header = json.loads(text, object_pairs_hook=_no_duplicates)
     except _DuplicateKey as exc:
-        return problem(f"header names tensor {exc.args[0]!r} twice", key=str(exc.args[0]), offset=8)
+        return problem(f"header names tensor {exc.args[0]!r} twice", "bad-header", key=str(exc.args[0]), offset=8)
     except RecursionError:
-        return problem("header nests JSON too deeply to be a safetensors header", offset=8)
+        return problem("header nests JSON too deeply to be a safetensors header", "invalid-json", offset=8)
     except ValueError as exc:
         pos = getattr(exc, "pos", 0)
-        return unparsable(f"header is not valid JSON ({getattr(exc, 'msg', exc)})",
+        return unparsable(f"header is not valid JSON ({getattr(exc, 'msg', exc)})", "invalid-json",
                           offset=8 + len(text[:pos].encode()))  # a byte offset, not a character's
     if not isinstance(header, dict):
-        return problem(f"header is a JSON {json_type(header)}, not an object", offset=8)
+        return problem(f"header is a JSON {json_type(header)}, not an object", "invalid-json", offset=8)
     surrogate = _lone_surrogate(header)
     if surrogate is not None:  # "\ud800": valid JSON to Python, not Unicode; serde_json (safetensors) refuses it
         escapes = [p for p in (raw.find(b"\\ud"), raw.find(b"\\uD")) if p >= 0]
         return problem(f"header holds {surrogate!r}, a lone UTF-16 surrogate escape: not Unicode text, and "
-                       "safetensors refuses the header", offset=8 + min(escapes, default=0),
+                       "safetensors refuses the header", "bad-header", offset=8 + min(escapes, default=0),
                        fix="re-save the file with safetensors")
     result.parsed = True
 
@@ -248,7 +257,7 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
 
     def located(name: str) -> Any:
         """``problem`` at the offset of ``name``'s entry in the header (whatever offset the caller gives)."""
-        return lambda message, offset=0, **kw: problem(message, at(name), **kw)
+        return lambda message, kind, offset=0, **kw: problem(message, kind, at(name), **kw)
 
     data_len = size - result.data_start
     spans: list[tuple[int, int, str]] = []
@@ -257,7 +266,7 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
             if not isinstance(info, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in info.items()
             ):
-                problem("__metadata__ must map strings to strings", key=name, offset=8)
+                problem("__metadata__ must map strings to strings", "bad-header", key=name, offset=8)
             else:
                 result.metadata = info
             continue
@@ -272,10 +281,10 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
     cursor = 0
     for begin, end, name in spans:
         if begin < cursor:
-            problem(f"tensor {name!r} overlaps the tensor before it", key=name,
+            problem(f"tensor {name!r} overlaps the tensor before it", "byte-ranges", key=name,
                     offset=result.data_start + begin)
         elif begin > cursor:
-            problem(f"{begin - cursor} unused bytes (a hole) before tensor {name!r}", key=name,
+            problem(f"{begin - cursor} unused bytes (a hole) before tensor {name!r}", "byte-ranges", key=name,
                     offset=result.data_start + cursor)
         cursor = max(cursor, end)
     if cursor > data_len:
@@ -283,6 +292,7 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
         problem(
             f"tensor {last[2]!r} ends at byte {result.data_start + last[1]} but the file is "
             f"{size} bytes: truncated",
+            "truncated",
             key=last[2],
             offset=size,
             expected=f"{result.data_start + cursor} bytes",
@@ -290,7 +300,7 @@ def read_header(path: Path, display: str, source: Source | None = None) -> FileH
             fix="copy the file again from its source",
         )
     elif cursor < data_len:
-        problem(f"{data_len - cursor} bytes after the last tensor", offset=result.data_start + cursor)
+        problem(f"{data_len - cursor} bytes after the last tensor", "byte-ranges", offset=result.data_start + cursor)
     return result
 
 
@@ -314,15 +324,15 @@ def _lone_surrogate(value: Any) -> str | None:
 
 def _entry(name: str, info: Any, display: str, path: Path, data_start: int, problem: Any) -> TensorEntry | None:
     if not isinstance(info, dict):
-        problem(f"entry for {name!r} is not an object", key=name, offset=8)
+        problem(f"entry for {name!r} is not an object", "bad-header", key=name, offset=8)
         return None
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        problem(f"tensor {name!r} has unknown dtype {dtype!r}", key=name, offset=8,
+        problem(f"tensor {name!r} has unknown dtype {dtype!r}", "bad-header", key=name, offset=8,
                 expected="one of " + ", ".join(DTYPES), found=repr(dtype))
         return None
     if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < _U64 for d in shape):
-        problem(f"tensor {name!r} has an invalid shape {shape!r}", key=name, offset=8,
+        problem(f"tensor {name!r} has an invalid shape {shape!r}", "bad-header", key=name, offset=8,
                 expected="a list of non-negative integers", found=repr(shape))
         return None
     if (
@@ -331,18 +341,18 @@ def _entry(name: str, info: Any, display: str, path: Path, data_start: int, prob
         or not all(_is_int(o) and 0 <= o < _U64 for o in offsets)
         or offsets[0] > offsets[1]
     ):
-        problem(f"tensor {name!r} has invalid data_offsets {offsets!r}", key=name, offset=8,
+        problem(f"tensor {name!r} has invalid data_offsets {offsets!r}", "bad-header", key=name, offset=8,
                 expected="[begin, end] with 0 <= begin <= end", found=repr(offsets))
         return None
     nbytes = math.prod(shape) * DTYPES[dtype][0]
     if nbytes >= _U64:
-        problem(f"tensor {name!r}: shape {shape} x {dtype} overflows 64 bits", key=name, offset=8,
+        problem(f"tensor {name!r}: shape {shape} x {dtype} overflows 64 bits", "bad-header", key=name, offset=8,
                 expected="a size below 2**64 bytes", found=f"{nbytes} bytes")
         return None
     if nbytes != offsets[1] - offsets[0]:
         problem(
             f"tensor {name!r}: shape {shape} x {dtype} is {nbytes} bytes but its offsets span "
-            f"{offsets[1] - offsets[0]}",
+            f"{offsets[1] - offsets[0]}", "bad-header",
             key=name, offset=8, expected=f"{nbytes} bytes", found=f"{offsets[1] - offsets[0]} bytes",
         )
         return None

@@ -75,9 +75,15 @@ _WHY_BIN = ("vLLM and SGLang load .bin weights with torch.load, which fails on a
 
 
 class _Refused(Exception):
-    def __init__(self, message: str, pos: int | None, fix: str | None = None, why: str | None = None) -> None:
+    """What the archive reader refuses, where, and its kind (safetensors.KINDS): a pickle that holds more than a state
+    dict (``why`` _WHY_CODE) is "wrong-format", a site that finds the file cut short says "truncated", anything else
+    that does not parse is "corrupt"."""
+
+    def __init__(self, message: str, pos: int | None, fix: str | None = None, why: str | None = None,
+                 kind: str | None = None) -> None:
         super().__init__(message)
         self.message, self.pos, self.fix, self.why = message, pos, fix, why
+        self.kind = kind or ("wrong-format" if why is _WHY_CODE else "corrupt")
 
 
 # ----- the symbolic values of the pickle walk ---------------------------------------------------------------------
@@ -119,10 +125,6 @@ class _List:
     def __init__(self, pos: int) -> None:
         self.items: list[Any] = []
         self.pos = pos
-
-
-class _Mark:
-    pass
 
 
 def row_major_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
@@ -234,7 +236,7 @@ def _walk(data: bytes, records: bool) -> Any:  # noqa: C901
     while True:
         try:
             op, arg, at = next(ops)
-        except Exception as exc:  # noqa: BLE001  (genops on arbitrary bytes: ValueError, struct.error, ...)
+        except Exception as exc:  # (genops on arbitrary bytes: ValueError, struct.error, ...)
             raise _Refused(f"data.pkl is not a valid pickle after byte {pos}: {str(exc)[:200]}", pos,
                            _FIX_COPY) from None
         pos = at or 0
@@ -431,7 +433,8 @@ def _central_directory(fh: BinaryIO, size: int) -> dict[str, _ZipEntry]:
     while at >= 0 and len(tail) - at < 22:
         at = tail.rfind(_EOCD, 0, at)
     if at < 0:
-        raise _Refused("is a zip archive without its end-of-central-directory record: truncated", size, _FIX_COPY)
+        raise _Refused("is a zip archive without its end-of-central-directory record: truncated", size, _FIX_COPY,
+                       kind="truncated")
     eocd = size - tail_len + at
     _, _, _, _, count, cd_size, cd_offset, _ = struct.unpack("<4s4H2IH", tail[at:at + 22])
     if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
@@ -510,7 +513,7 @@ def _data_span(fh: BinaryIO, size: int, e: _ZipEntry) -> tuple[int, int]:
     start = e.header + 30 + nlen + xlen
     if start + e.size > size:
         raise _Refused(f"zip entry {e.name!r} ends at byte {start + e.size} but the file is {size} bytes: "
-                       "truncated", size, _FIX_COPY)
+                       "truncated", size, _FIX_COPY, kind="truncated")
     return start, e.size
 
 
@@ -531,8 +534,9 @@ def read_bin(path: Path, display: str) -> FileHeader:
     """The tensors of a ``torch.save`` zip checkpoint, as a :class:`FileHeader` like a safetensors file's."""
     result = FileHeader(file=display, path=path)
 
-    def problem(message: str, offset: int | None, fix: str | None = None, why: str | None = None) -> FileHeader:
-        result.problems.append(Problem(file=display, message=message, offset=offset, fix=fix or _FIX_COPY,
+    def problem(message: str, kind: str, offset: int | None, fix: str | None = None,
+                why: str | None = None) -> FileHeader:
+        result.problems.append(Problem(file=display, message=message, kind=kind, offset=offset, fix=fix or _FIX_COPY,
                                        why=why or _WHY_BIN))
         return result
 
@@ -543,21 +547,21 @@ def read_bin(path: Path, display: str) -> FileHeader:
             head = fh.read(512)
             legacy = _legacy(head)
             if legacy:
-                return problem(legacy, 0, "load it once where you trust it and re-save it with "
+                return problem(legacy, "wrong-format", 0, "load it once where you trust it and re-save it with "
                                           "safetensors.torch.save_file (or torch.save, torch >= 1.6)")
             if not head.startswith(_LOCAL):
                 what = ("a safetensors file" if len(head) >= 9 and head[8:9] == b"{" else
                         "empty" if not head else "neither a zip archive nor a pickle")
-                return problem(f"is {what}, not a torch.save zip checkpoint", 0,
+                return problem(f"is {what}, not a torch.save zip checkpoint", "wrong-format", 0,
                                "name safetensors weights model.safetensors; re-save others with safetensors")
             try:
                 _read(fh, size, result)
             except _Refused as exc:
-                return problem(exc.message, exc.pos, exc.fix, exc.why)
+                return problem(exc.message, exc.kind, exc.pos, exc.fix, exc.why)
     except IsADirectoryError:
-        return problem("is a directory, not a file", None)
+        return problem("is a directory, not a file", "directory", None)
     except OSError as exc:
-        return problem(f"cannot be read: {exc.strerror or exc}", None)
+        return problem(f"cannot be read: {exc.strerror or exc}", "unreadable", None)
     return result
 
 
@@ -567,7 +571,7 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
     if len(pickles) != 1:
         found = f"{len(pickles)}: {', '.join(pickles[:3])}" if pickles else "none"
         raise _Refused(f"is a zip archive but not a torch.save checkpoint: it needs one <name>/data.pkl (found "
-                       f"{found})", 0, "re-save the weights with safetensors.torch.save_file")
+                       f"{found})", 0, "re-save the weights with safetensors.torch.save_file", kind="wrong-format")
     prefix = pickles[0][: -len("data.pkl")]
     pkl = entries[pickles[0]]
     if pkl.size > PICKLE_LIMIT:
@@ -587,7 +591,7 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
     except _Refused as exc:
         raise _Refused(f"{pkl.name}: {exc.message}" if not exc.message.startswith("data.pkl") else
                        prefix + exc.message, None if exc.pos is None else pkl_start + exc.pos, exc.fix,
-                       exc.why) from None
+                       exc.why, exc.kind) from None
     result.parsed = True
     spans: dict[str, tuple[int, int]] = {}
     for name, t in tensors.items():
@@ -595,9 +599,9 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
         entry_name = f"{prefix}data/{t.storage.key}"
         e = entries.get(entry_name)
 
-        def bad(message: str, offset: int = at, fix: str = _FIX_COPY, key: str = name) -> None:
-            result.problems.append(Problem(file=result.file, message=message, key=key, offset=offset, fix=fix,
-                                           why=_WHY_BIN))
+        def bad(message: str, offset: int = at, fix: str = _FIX_COPY, key: str = name, kind: str = "corrupt") -> None:
+            result.problems.append(Problem(file=result.file, message=message, kind=kind, key=key, offset=offset,
+                                           fix=fix, why=_WHY_BIN))
 
         if e is None:
             bad(f"tensor {name!r} is in storage {t.storage.key!r}, but the archive has no {entry_name}")
@@ -606,7 +610,7 @@ def _read(fh: BinaryIO, size: int, result: FileHeader) -> None:
             try:
                 spans[entry_name] = _data_span(fh, size, e)
             except _Refused as exc:
-                bad(exc.message, exc.pos if exc.pos is not None else at, exc.fix or _FIX_COPY)
+                bad(exc.message, exc.pos if exc.pos is not None else at, exc.fix or _FIX_COPY, kind=exc.kind)
                 spans[entry_name] = (-1, -1)
         start, length = spans[entry_name]
         if start < 0:

@@ -71,7 +71,7 @@ def build(out: str, v: dict) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from variants import SPECFORGE  # noqa: E402
+    from variants import SPECFORGE
 
     for variant in SPECFORGE:
         build(sys.argv[1], variant)

@@ -13,13 +13,13 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
-from speculators.config import SpeculatorsConfig, VerifierConfig  # noqa: E402
-from speculators.models.eagle3 import Eagle3SpeculatorConfig  # noqa: E402
-from speculators.models.eagle3.core import Eagle3DraftModel  # noqa: E402
-from speculators.proposals.greedy import GreedyTokenProposalConfig  # noqa: E402
-from transformers import LlamaConfig, Qwen3Config  # noqa: E402
+import torch
+from safetensors.torch import save_file
+from speculators.config import SpeculatorsConfig, VerifierConfig
+from speculators.models.eagle3 import Eagle3SpeculatorConfig
+from speculators.models.eagle3.core import Eagle3DraftModel
+from speculators.proposals.greedy import GreedyTokenProposalConfig
+from transformers import LlamaConfig, Qwen3Config
 
 TOKENS = 12
 
@@ -81,7 +81,7 @@ def build(out: str, v: dict) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from variants import SPECULATORS, SPECULATORS_UNLOADED  # noqa: E402
+    from variants import SPECULATORS, SPECULATORS_UNLOADED
 
     for variant in [*SPECULATORS, SPECULATORS_UNLOADED]:
         build(sys.argv[1], variant)

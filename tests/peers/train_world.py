@@ -27,14 +27,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
-from speculators.config import SpeculatorsConfig, VerifierConfig  # noqa: E402
-from speculators.losses.eager import kl_div_loss  # noqa: E402  (the fused loss needs Triton)
-from speculators.models.eagle3 import Eagle3SpeculatorConfig  # noqa: E402
-from speculators.models.eagle3.core import Eagle3DraftModel  # noqa: E402
-from speculators.proposals.greedy import GreedyTokenProposalConfig  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+import torch
+from safetensors.torch import save_file
+from speculators.config import SpeculatorsConfig, VerifierConfig
+from speculators.losses.eager import kl_div_loss  # (the fused loss needs Triton)
+from speculators.models.eagle3 import Eagle3SpeculatorConfig
+from speculators.models.eagle3.core import Eagle3DraftModel
+from speculators.proposals.greedy import GreedyTokenProposalConfig
+from transformers import LlamaConfig, LlamaForCausalLM
 
 GROUPS, MEMBERS, VOCAB = 16, 16, 512
 HIDDEN, LAYERS = 64, 4

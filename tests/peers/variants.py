@@ -30,3 +30,14 @@ SPECFORGE = [
     dict(name="yarn-rope", rope={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
                                  "beta_fast": 32, "beta_slow": 1, "mscale": 1, "mscale_all_dim": 0}),
 ]
+
+# Built as speculators 0.9.0's train CLI builds a drafter (create_transformer_layer_config + from_training_args, on a
+# tiny 8-layer verifier; build_train_cli.py): the CLI's defaults (train/config/schema.py:145-170, 754-795: every
+# layer a 2048-token sliding one, norm_before_residual, norm_before_fc and norm_output true), a plain one (full
+# attention, every flag false), and one whose only flag is norm_output (the normed state fed back).
+TRAIN_CLI = [
+    dict(name="cli-defaults", norm_before_residual=True, norm_before_fc=True, norm_output=True),
+    dict(name="plain", norm_before_residual=False, norm_before_fc=False, norm_output=False, full_attention=[0]),
+    dict(name="normed-feedback", norm_before_residual=False, norm_before_fc=False, norm_output=True,
+         full_attention=[0]),
+]

@@ -25,17 +25,13 @@ attention itself, in torch, is :func:`eagle3_checks.numerics.mla_attention.mla_q
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 from ..layout import MLA, MLA_CONFIG_FIELDS, MLA_LAYER_SUFFIXES
 from .base import Add, Family
-
-READINGS = ("transformers", "vllm", "sglang")
-"""Readers :meth:`MlaShape.from_config` models: transformers 5.19 (the reference: what the config states),
-vLLM 0.33.0, SGLang 0.5.23."""
 
 # transformers 5.19 DeepseekV3Config defaults (TF/models/deepseek_v3/configuration_deepseek_v3.py:87-114), what both
 # engines see for an absent key since they load the config through that class (model_type kimi_k2 is an alias).
@@ -52,14 +48,10 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "rope_interleave": True,
 }
 DEEPSEEK_LATENT_NORM_EPS = 1e-6  # DeepseekV3RMSNorm's default, used by transformers for q_a/kv_a_layernorm
-# Where each reader builds q_a_layernorm and kv_a_layernorm, and with which eps (the conformance recordings
-# mla-eps-1e-5-*-flat read it back from the built modules: rms_norm_eps, in both engines)
-LATENT_NORM_SOURCES = {
-    "vllm": "vLLM 0.33.0 model_executor/models/deepseek_v2.py:1082, 1098: RMSNorm(..., eps=config.rms_norm_eps)",
-    "sglang": "SGLang 0.5.23 srt/models/deepseek_v2.py:2077, 2163: RMSNorm(..., eps=config.rms_norm_eps)",
-    "transformers": "transformers 5.19 models/deepseek_v3/modeling_deepseek_v3.py:381, 393: DeepseekV3RMSNorm(...) "
-                    "with its default eps 1e-6 (:38), whatever rms_norm_eps says",
-}
+# Where transformers builds q_a_layernorm and kv_a_layernorm, and with which eps (the engines' readers, in
+# eagle3_checks.engines, say where theirs are built: MlaReader.latent_source)
+TRANSFORMERS_LATENT_NORMS = ("transformers 5.19 models/deepseek_v3/modeling_deepseek_v3.py:381, 393: "
+                             "DeepseekV3RMSNorm(...) with its default eps 1e-6 (:38), whatever rms_norm_eps says")
 YARN_DEFAULTS: dict[str, float] = {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
 
 ATTENTION_KEYS = ("q_a_proj.weight", "q_a_layernorm.weight", "q_b_proj.weight", "q_proj.weight",
@@ -145,8 +137,10 @@ class MlaShape:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], *, reading: str = "transformers") -> MlaShape:
-        """The shape ``reading`` (one of :data:`READINGS`) builds from a plain config dict (``config.json``).
+    def from_config(cls, config: Mapping[str, Any], *, reader: MlaReader | None = None) -> MlaShape:
+        """The shape ``reader`` builds from a plain config dict (``config.json``): :data:`TRANSFORMERS` by default
+        (transformers 5.19, the reference: what the config states); the engines' readers are their releases'
+        (eagle3_checks.engines: vLLM 0.33.0's and SGLang 0.5.23's).
 
         An absent key takes transformers 5.19's ``DeepseekV3Config`` default (:data:`CONFIG_DEFAULTS`: so an absent
         ``q_lora_rank`` is 1536 and only an explicit null means ``q_proj``). Rope comes from ``rope_parameters``
@@ -157,10 +151,9 @@ class MlaShape:
 
         Only the attention's numbers are read here: which configs an engine refuses outright (SGLang 0.5.23's EAGLE-3
         MLA layer raises on a null ``q_lora_rank``, ``SG23/models/kimi_k25_eagle3.py:113-117``) is the config
-        checks' business, so ``reading="sglang"`` still builds a ``q_proj`` shape.
+        checks' business, so SGLang's reader still builds a ``q_proj`` shape.
         """
-        if reading not in READINGS:
-            raise ValueError(f"unknown MLA reading {reading!r} (known: {', '.join(READINGS)})")
+        reader = reader or TRANSFORMERS
 
         def get(key: str) -> Any:
             return config.get(key, CONFIG_DEFAULTS[key])
@@ -172,9 +165,9 @@ class MlaShape:
         knobs: dict[str, Any] = {}
         scaling: dict[str, float] | None = None
         if rope_type != "default":
-            scaling, knobs = _READERS[reading](params, rope_type, max_pos)
-        interleave = True if reading == "vllm" else bool(get("rope_interleave"))
-        latent_eps = DEEPSEEK_LATENT_NORM_EPS if reading == "transformers" else None
+            scaling, knobs = reader.yarn(params, rope_type, max_pos)
+        interleave = reader.interleave if reader.interleave is not None else bool(get("rope_interleave"))
+        latent_eps = reader.latent_eps
         return cls(num_heads=get("num_attention_heads"), q_lora_rank=q_lora_rank, kv_lora_rank=get("kv_lora_rank"),
                    qk_nope_head_dim=get("qk_nope_head_dim"), qk_rope_head_dim=get("qk_rope_head_dim"),
                    v_head_dim=get("v_head_dim"), rms_norm_eps=eps, rope_theta=theta, rope_scaling=scaling,
@@ -206,7 +199,7 @@ def _is_num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _number(params: Mapping[str, Any], key: str, default: float | None, who: str) -> float:
+def number(params: Mapping[str, Any], key: str, default: float | None, who: str) -> float:
     value = params.get(key, default)
     if isinstance(value, bool):  # vLLM's own default for mscale_all_dim is False: float(False) == 0
         value = float(value)
@@ -232,8 +225,8 @@ def _read_transformers(params: dict[str, Any], rope_type: str, max_pos: int) -> 
     who = "transformers 5.19 DeepseekV3Attention"
     if rope_type != "yarn":
         raise ValueError(f"rope_type {rope_type!r}: only 'yarn' is modelled for {who}")
-    factor = _number(params, "factor", None, who)
-    original = _number(params, "original_max_position_embeddings", None, who)
+    factor = number(params, "factor", None, who)
+    original = number(params, "original_max_position_embeddings", None, who)
     mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
     attention_factor = params.get("attention_factor")
     if attention_factor is None:
@@ -248,38 +241,24 @@ def _read_transformers(params: dict[str, Any], rope_type: str, max_pos: int) -> 
                      "yarn_truncate": bool(params.get("truncate", True))}
 
 
-def _read_vllm(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
-    """vLLM 0.33.0: VL/model_executor/models/deepseek_v2.py:1115-1136, rotary_embedding/__init__.py:284-312."""
-    who = "vLLM 0.33 (deepseek_yarn)"
-    for key in ("factor", "original_max_position_embeddings"):
-        if key not in params:
-            raise ValueError(f"rope {key} missing: {who} reads rope_parameters[{key!r}] and fails (KeyError)")
-    scaling = {"factor": _number(params, "factor", None, who),
-               "original_max_position_embeddings": _number(params, "original_max_position_embeddings", None, who)}
-    for key, default in YARN_DEFAULTS.items():
-        scaling[key] = _number(params, key, default, who)
-    return scaling, {"softmax_mscale": params.get("attention_factor") != 1.0}
 
 
-def _read_sglang(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dict[str, float], dict]:
-    """SGLang 0.5.23: SG23/models/deepseek_v2.py:2064-2178, layers/rotary_embedding/factory.py:371-401."""
-    who = "SGLang 0.5.23 (deepseek_yarn)"
-    scaling = {"factor": _number(params, "factor", 1.0, who),
-               "original_max_position_embeddings": _number(params, "original_max_position_embeddings", max_pos, who)}
-    for key, default in YARN_DEFAULTS.items():
-        scaling[key] = _number(params, key, default, who)
-    knobs: dict[str, Any] = {
-        "softmax_mscale": bool(params.get("apply_yarn_scaling", True)) and bool(params.get("apply_scale", True)),
-        "yarn_extrapolation_factor": _number(params, "extrapolation_factor", 1.0, who)}
-    attn_factor = _number(params, "attn_factor", 1.0, who)
-    if attn_factor != 1.0:
-        f = scaling["factor"]
-        knobs["rope_attention_factor"] = (yarn_get_mscale(f, scaling["mscale"])
-                                          / yarn_get_mscale(f, scaling["mscale_all_dim"]) * attn_factor)
-    return scaling, knobs
+@dataclass(frozen=True)
+class MlaReader:
+    """How one reader builds the MLA attention from a config: its yarn reading (params, rope_type, max_position ->
+    (rope_scaling, MlaShape knobs); raises ValueError for a value it cannot use), whether it pairs rope dimensions
+    interleaved whatever the config says (None: ``rope_interleave`` as stated), the eps of its latent norms (None:
+    ``rms_norm_eps``) and where it builds them."""
+
+    name: str
+    yarn: Callable[[dict[str, Any], str, int], tuple[dict[str, float], dict]]
+    interleave: bool | None = None
+    latent_eps: float | None = None
+    latent_source: str = ""
 
 
-_READERS = {"transformers": _read_transformers, "vllm": _read_vllm, "sglang": _read_sglang}
+TRANSFORMERS = MlaReader("transformers", _read_transformers, latent_eps=DEEPSEEK_LATENT_NORM_EPS,
+                         latent_source=TRANSFORMERS_LATENT_NORMS)
 
 
 def yarn_param(shape: MlaShape, key: str) -> float:
@@ -340,14 +319,6 @@ SYMBOLS = {
     "kv_a_layernorm.weight": "(kv_lora_rank,)",
     "kv_b_proj.weight": "(nh·(qk_nope_head_dim + v_head_dim), kv_lora_rank)",
     "o_proj.weight": "(H, nh·v_head_dim)",
-}
-# The config fields each attention tensor's shape depends on (besides the heads and H): for fixes and messages.
-SIZED_BY = {
-    "q_a_proj.weight": ("q_lora_rank",), "q_a_layernorm.weight": ("q_lora_rank",),
-    "q_b_proj.weight": ("qk_nope_head_dim", "qk_rope_head_dim", "q_lora_rank"),
-    "q_proj.weight": ("qk_nope_head_dim", "qk_rope_head_dim"),
-    "kv_a_proj_with_mqa.weight": ("kv_lora_rank", "qk_rope_head_dim"), "kv_a_layernorm.weight": ("kv_lora_rank",),
-    "kv_b_proj.weight": ("qk_nope_head_dim", "v_head_dim", "kv_lora_rank"), "o_proj.weight": ("v_head_dim",),
 }
 
 

@@ -76,29 +76,29 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 # that release's wheel). 0.5.20 to 0.5.23 publish config bags from the process entry; 0.5.14 keeps one global
 # ServerArgs, set by ModelRunner.__init__ (model_runner.py:526), which llama_eagle3.py:261 reads.
 try:
-    from sglang.srt.runtime_context import get_model as get_model_bag, publish  # noqa: E402
+    from sglang.srt.runtime_context import get_model as get_model_bag, publish
     set_global_server_args_for_scheduler = None
 except ImportError:
-    from sglang.srt.server_args import set_global_server_args_for_scheduler  # noqa: E402
+    from sglang.srt.server_args import set_global_server_args_for_scheduler
     get_model_bag = publish = None
 try:  # 0.5.23: publish takes the launcher's placement (runtime_context.py:230-242)
-    from sglang.srt.runtime_context import SpawnRanks  # noqa: E402
+    from sglang.srt.runtime_context import SpawnRanks
 except ImportError:  # 0.5.20 to 0.5.22: ranks are read from the process groups (0.5.20 runtime_context.py:373-395)
     SpawnRanks = None
 try:  # 0.5.23 (distributed/bootstrap.py:90-160)
-    from sglang.srt.distributed.bootstrap import init_parallel_runtime  # noqa: E402
+    from sglang.srt.distributed.bootstrap import init_parallel_runtime
 except ImportError:
     init_parallel_runtime = None
 try:  # 0.5.20 (distributed/bootstrap.py:70-172, called at model_runner.py:1144-1153)
-    from sglang.srt.distributed.bootstrap import init_torch_distributed  # noqa: E402
+    from sglang.srt.distributed.bootstrap import init_torch_distributed
 except ImportError:  # 0.5.14: the steps of ModelRunner.init_torch_distributed (model_runner.py:1145-1288)
     init_torch_distributed = None
 try:  # 0.5.20 on (model_runner_components/load_model_utils.py:195-235 in 0.5.20)
-    from sglang.srt.model_executor.model_runner_components.load_model_utils import build_load_config  # noqa: E402
+    from sglang.srt.model_executor.model_runner_components.load_model_utils import build_load_config
 except ImportError:  # 0.5.14: ModelRunner.load_model builds the LoadConfig inline (model_runner.py:1368-1384)
     build_load_config = None
 try:  # 0.5.20 on (model_runner_components/spec_aux_hidden_state.py:49-125 in 0.5.20)
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
         resolve_spec_aux_hidden_state_config)
 except ImportError:  # 0.5.14: inline in ModelRunner.__init__ (model_runner.py:435-472)
     resolve_spec_aux_hidden_state_config = None

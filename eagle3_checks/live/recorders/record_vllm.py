@@ -1,6 +1,6 @@
 """Record how vLLM reads each conformance checkpoint, running vLLM's own config and loading code on CPU.
 
-    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm (0.28.0 to 0.33.0)
+    python conformance/record_vllm.py MANIFEST OUT_DIR      # inside a virtualenv with vllm (0.28.0 to 0.34.0)
 
 For each checkpoint of MANIFEST (written by conformance/checkpoints.py), the path a server takes, up to the point
 where a GPU would be needed (paths: vllm/ in the 0.33.0 wheel):
@@ -28,6 +28,9 @@ And one device call, where torch has no accelerator at all (a CPU build of torch
 here): ``torch.accelerator.empty_cache()``, which ``BaseModelLoader.load_model`` calls after loading to release the
 caching allocator (model_loader/base_loader.py:93 in 0.32.0) and which raises "Cannot access accelerator device"
 without one. It frees memory and computes nothing; the stub makes it a no-op there.
+
+And, from 0.34.0, one platform check (:func:`triton_check_stub`): the CPU platform refuses to configure on x86 without
+Triton's CPU backend, which only its model runner's kernels need.
 
 And, for 0.28.0 to 0.30.0 only, the name of one CPU kernel: their ``SiluAndMul`` binds ``torch.ops._C.silu_and_mul``
 when it is built on the CPU platform (model_executor/layers/activation.py:130-135 in 0.30.0; 0.31.0 no longer binds
@@ -77,33 +80,43 @@ from vllm.model_executor.models.interfaces import EagleModelMixin  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
     get_eagle3_aux_layers_from_config, set_eagle3_aux_hidden_state_layers)
 from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 # isort: on
 try:  # the attention layers the compute's stand-in replaces (0.32.0 and 0.33.0: model_executor/layers/attention/)
-    from vllm.model_executor.layers.attention.attention import Attention  # noqa: E402
-    from vllm.model_executor.layers.attention.mla_attention import MLAAttention  # noqa: E402
+    from vllm.model_executor.layers.attention.attention import Attention
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
 except ImportError:  # a release that keeps them elsewhere: its compute is not judged (the loading is recorded)
     Attention = MLAAttention = None
 try:
-    from vllm.config import CompilationConfig, CompilationMode  # noqa: E402
+    from vllm.config import CompilationConfig, CompilationMode
 except ImportError:
     CompilationConfig = CompilationMode = None
 
 # What the releases recorded (0.28.0 to 0.33.0) do differently before get_model, and how the V2 runner decides to
 # capture aux states; each branch cites the release it follows.
 try:  # 0.31.0 on: the draft's own load config (model_executor/model_loader/utils.py)
-    from vllm.model_executor.model_loader.utils import get_draft_load_config  # noqa: E402
+    from vllm.model_executor.model_loader.utils import get_draft_load_config
 except ImportError:  # 0.28.0 to 0.30.0: load_eagle_model uses the server's load config
     get_draft_load_config = None
 try:  # 0.30.0 on: pipeline-parallel-safe draft loading (v1/worker/gpu/spec_decode/utils.py)
-    from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config  # noqa: E402
+    from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config
 except ImportError:  # 0.28.0, 0.29.0
     get_pp_safe_draft_load_config = None
 try:  # 0.33.0: the V2 runner asks the drafter (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py)
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states  # noqa: E402
-except ImportError:  # 0.32.0: every eagle3 drafter gets the aux states (v1/worker/gpu/model_runner.py:299-307)
-    def requires_aux_hidden_states(spec: Any) -> bool:
-        return spec.method in ("eagle3", "dflash", "dspark", "extract_hidden_states")
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states
+except ImportError:
+    if hasattr(SpeculativeConfig, "uses_aux_hidden_states"):
+        # 0.34.0: the runner asks the speculative config (v1/worker/gpu/model_runner.py:317-318), whose eagle3
+        # speculator reads eagle_config.use_aux_hidden_state, default True (v1/worker/gpu/spec_decode/eagle/
+        # config.py:69-72)
+        def requires_aux_hidden_states(spec: Any) -> bool:
+            return bool(spec.uses_aux_hidden_states)
+    else:  # 0.32.0: every eagle3 drafter gets the aux states (v1/worker/gpu/model_runner.py:299-307)
+        def requires_aux_hidden_states(spec: Any) -> bool:
+            return spec.method in ("eagle3", "dflash", "dspark", "extract_hidden_states")
+try:  # the V1 model runner, 0.28.0 to 0.33.0 (v1/worker/gpu_model_runner.py); 0.34.0 has Model Runner V2 only
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+except ImportError:
+    GPUModelRunner = None
 
 ENGINE = "vllm"
 VERSION = package_version("vllm")
@@ -170,9 +183,10 @@ def read_aux(record: dict, spec: SpeculativeConfig, target: ModelConfig) -> None
     aux["requires_aux_hidden_states"] = requires_aux_hidden_states(spec)
     aux["ids_in_config"] = get_eagle3_aux_layers_from_config(spec)
     # The V1 model runner (still used without Triton or with parallel drafting) reads them differently
-    # (v1/worker/gpu_model_runner.py:5202-5224).
-    aux["ids_v1_runner"] = GPUModelRunner._get_eagle3_aux_layers_from_config(
-        type("Runner", (), {"speculative_config": spec})())
+    # (v1/worker/gpu_model_runner.py:5202-5224); 0.34.0 has none.
+    if GPUModelRunner is not None:
+        aux["ids_v1_runner"] = GPUModelRunner._get_eagle3_aux_layers_from_config(
+            type("Runner", (), {"speculative_config": spec})())
     if not aux["requires_aux_hidden_states"]:
         return
     with harness("building the target stand-in"):
@@ -465,6 +479,17 @@ def declare_missing_cpu_ops() -> Any:
     return lib
 
 
+def triton_check_stub(stack: ExitStack) -> None:
+    """From 0.34.0 the CPU platform refuses any VllmConfig on an x86 machine whose Triton has no CPU backend
+    (platforms/cpu.py:237-243, "vLLM on x86 CPUs requires Triton (triton-cpu)"), where 0.33.0 only warned
+    (platforms/cpu.py:242-244): a requirement of the CPU model runner's kernels, which recording never runs. On such a
+    release the check is told Triton is there (vllm.triton_utils.HAS_TRITON, read at the call)."""
+    import vllm.triton_utils as triton_utils
+
+    if not triton_utils.HAS_TRITON and tuple(int(x) for x in VERSION.split(".")[:2]) >= (0, 34):
+        stack.enter_context(mock.patch.object(triton_utils, "HAS_TRITON", True))
+
+
 def main(argv: list[str]) -> int:
     argv, compute = _compute.compute_option(argv)
     if len(argv) != 2:
@@ -472,6 +497,8 @@ def main(argv: list[str]) -> int:
         return 2
     torch.manual_seed(0)
     declared = declare_missing_cpu_ops()  # noqa: F841  (the library must outlive the recording)
+    platform = ExitStack()
+    triton_check_stub(platform)
     init_process_group()
     # load_model calls gc.collect() twice per checkpoint (model_loader/base_loader.py); with vLLM's imports in the
     # heap that is ~1 s each. Freezing what exists now leaves only each checkpoint's own objects to collect.

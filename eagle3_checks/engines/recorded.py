@@ -1,14 +1,31 @@
 """Where an engine's own recording of a checkpoint (``conformance/README.md`` describes its fields) and the gate's
 modelled reading of it disagree, field by field: the committed recordings are held to the profiles with it
-(``tests/test_conformance.py``), and a live recording of the candidate is (``engine.live``)."""
+(``tests/test_conformance.py``), and a live recording of the candidate is (``engine.live``, ``live.verdict``). What a
+recording means is engine knowledge: it lives here, beside the release records (a record's ``recorded_config`` names
+what its recorder reads back that others do not)."""
 
 from __future__ import annotations
 
 from .. import engines
 from ..drafter.families.mla import effective
-from ..engines.profile import Limit, Target
-from ..engines.reading import Reading
-from ..engines.sglang_0_5_23 import AFTER_LOAD
+from .profile import Limit, Profile, Target
+from .reading import AFTER_LOAD, Reading
+
+# SGLang 0.5.23's MLA loader caches q_a_proj and kv_a_proj_with_mqa and loads their concatenation into
+# fused_qkv_a_proj_with_mqa (srt/models/kimi_k25_eagle3.py:467-492): the recorder sees a tensor that is no checkpoint
+# tensor go there, and the two it was made of as never loaded.
+FUSED = ".fused_qkv_a_proj_with_mqa."
+CONCATENATED = ("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight")
+
+
+def concatenated(rec: dict) -> set[str]:
+    """The MLA tensors the loader cached and loaded as one concatenation (never under their own names)."""
+    fused = any(FUSED in x["param"] for x in rec.get("loaded", {}).get("(not a checkpoint tensor)", []))
+    return {n for n in rec.get("ignored", []) if fused and n.endswith(CONCATENATED)}
+
+
+def _profile(r: Reading) -> Profile:
+    return engines.profile(f"{r.engine}@{r.version}")
 
 
 def _before_layer(layers: tuple[int, ...]) -> list[int]:
@@ -57,14 +74,7 @@ def disagreements(rec: dict, r: Reading, target: Target | None, loaded: bool = T
         (r.idle_roles() - filled)
     if unwritten != predicted:
         out.append(f"unwritten: the engine {sorted(unwritten)}, the gate {sorted(predicted)}")
-    # SGLang's MLA loader caches q_a_proj and kv_a_proj_with_mqa and loads their concatenation into
-    # fused_qkv_a_proj_with_mqa (SG23/models/kimi_k25_eagle3.py:467-492): the recorder sees a tensor that is no
-    # checkpoint tensor go there, and the two it was made of as never loaded
-    fused = {x["param"].rsplit(".fused_qkv_a_proj_with_mqa.", 1)[0]
-             for x in rec["loaded"].get("(not a checkpoint tensor)", []) if ".fused_qkv_a_proj_with_mqa." in x["param"]}
-    concatenated = {n for n in rec["ignored"] if n.endswith(("self_attn.q_a_proj.weight",
-                                                              "self_attn.kv_a_proj_with_mqa.weight")) and fused}
-    ignored, predicted = set(rec["ignored"]) - concatenated, set(r.ignored)
+    ignored, predicted = set(rec["ignored"]) - concatenated(rec), set(r.ignored)
     if ignored != predicted:
         out.append(f"ignored: the engine {sorted(ignored)}, the gate {sorted(predicted)}")
     narrowed = sorted(name for name, loads in rec["loaded"].items() if any(x["narrowed"] for x in loads))
@@ -76,7 +86,7 @@ def disagreements(rec: dict, r: Reading, target: Target | None, loaded: bool = T
 def _aux_and_config(rec: dict, r: Reading, target: Target | None) -> list[str]:
     """The target layers captured and the config values read, engine vs gate."""
     out = []
-    profile = engines.profile(f"{r.engine}@{r.version}")
+    profile = _profile(r)
     capture = profile.capture(r.aux_layer_ids, target) if r.aux_layer_ids else profile.default_capture(target)
     if capture.last_id is not None and r.aux_layer_ids:  # ids past the last one capture nothing (engine.aux-layers)
         capture = profile.capture([i for i in r.aux_layer_ids if i <= capture.last_id], target)
@@ -110,7 +120,7 @@ def _aux_and_config(rec: dict, r: Reading, target: Target | None) -> list[str]:
                          ("rope_theta", r.rope_theta), ("max_position_embeddings", r.max_position_embeddings)):
         if cfg.get(field) is not None and cfg[field] != value:
             out.append(f"{field}: the engine {cfg[field]!r}, the gate {value!r}")
-    if r.engine == "vllm" and cfg.get("norm_before_residual") is not None \
+    if "norm_before_residual" in profile.recorded_config and cfg.get("norm_before_residual") is not None \
             and cfg["norm_before_residual"] != r.norm_before_residual:
         out.append(f"norm_before_residual: the engine {cfg['norm_before_residual']!r}, the gate "
                    f"{r.norm_before_residual!r}")
