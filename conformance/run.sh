@@ -6,7 +6,8 @@
 # One release at a time: each gets a fresh virtualenv under $CONFORMANCE_VENVS (default: .conformance-venvs in the
 # repository) with ENGINE==VERSION installed, every dependency pinned by conformance/constraints/ENGINE-VERSION.txt
 # when that file exists (the freeze of the environment the committed recordings were made in; a first recording
-# writes it). The recording replaces tests/conformance/recorded/ENGINE-VERSION/, and the virtualenv (several GB) is
+# writes it). The recording replaces tests/conformance/recorded/ENGINE-VERSION/ and the engine's own compute of each
+# drafter it built tests/conformance/computed/ENGINE-VERSION.json; the virtualenv (several GB) is
 # removed afterwards unless --keep is given. The checkpoint set is generated once, into a temporary directory, with
 # $PYTHON (default: python3; it needs eagle3_checks importable). --live then judges every checkpoint with
 # --engine ENGINE@installed in that environment (conformance/test_live.py, run by $PYTHON with pytest), which holds the
@@ -71,8 +72,12 @@ for release in "${releases[@]}"; do
         echo "$release: installed in $((SECONDS - started)) s, $(du -sh "$venv" | cut -f1) on disk"
     fi
     out="$repo/tests/conformance/recorded/$engine-$version"
+    computed="$repo/tests/conformance/computed/$engine-$version.json"
     rm -rf "$out"
-    "$venv/bin/python" "$repo/eagle3_checks/live/recorders/record_$engine.py" "$work/checkpoints/manifest.json" "$out"
+    mkdir -p "$(dirname "$computed")"
+    # --compute: each drafter the engine built also runs its own forward, K draft steps on CPU (_compute.py)
+    "$venv/bin/python" "$repo/eagle3_checks/live/recorders/record_$engine.py" "$work/checkpoints/manifest.json" "$out" \
+        --compute "$computed"
     if [ "$live" = 1 ]; then
         EAGLE3_LIVE_ENGINE="$engine" EAGLE3_LIVE_PYTHON="$venv/bin/python" \
             "$python" -m pytest -q -p no:cacheprovider -p no:randomly "$here/test_live.py"

@@ -9,6 +9,8 @@ engine once over the whole set. Each checkpoint is held to two things:
 
 - the live recording is the committed conformance recording of that release (``tests/conformance/recorded/``),
   field by field: the live path is the recorder, run on the candidate where it lies;
+- the engine's own compute of each drafter it builds (the recorder's ``--compute``) is the committed compute
+  recording (``tests/conformance/computed/``), byte for byte;
 - the gate, judging live, gives the engine's own verdict and finds no disagreement with the release's profile
   (``engine.live`` gives ``agrees`` or the engine's own ``refused`` / ``unwritten`` / ``narrowed``, never
   ``disagrees`` or ``cannot-judge``), and the engine checks, which take the engine's verdicts, give what the
@@ -78,6 +80,32 @@ def test_the_live_recording_is_the_committed_recording(judged, name):
     if said:
         assert {k: said.get(k) for k in ("type", "stage", "at", "cpu_only")} == \
             {k: want.get(k) for k in ("type", "stage", "at", "cpu_only")}, name
+
+
+@pytest.fixture(scope="module")
+def computed(judged, tmp_path_factory):
+    """The installed engine's recorder run with --compute over the whole set (as conformance/run.sh records it):
+    each drafter it built, run through its own forward on CPU."""
+    import subprocess
+
+    out, _, _, version = judged
+    path = tmp_path_factory.mktemp("computed") / f"{ENGINE}-{version}.json"
+    proc = subprocess.run([PYTHON, str(live.RECORDERS / f"record_{ENGINE}.py"), str(out / "manifest.json"),
+                           str(path.parent / "recorded"), "--compute", str(path)], capture_output=True, text=True,
+                          env=live._env(), timeout=live.TIMEOUT_S)
+    assert path.is_file(), proc.stderr[-3000:]
+    return json.loads(path.read_text()), version
+
+
+def test_the_engines_own_compute_is_the_committed_compute_recording(computed):
+    """Every drafter's compute record, byte for byte as committed (tests/conformance/computed/): the engine's own
+    forward is deterministic on CPU, and tests/test_engine_compute.py holds the modelled readings to that file."""
+    got, version = computed
+    path = ROOT / "tests" / "conformance" / "computed" / f"{ENGINE}-{version}.json"
+    if not path.is_file():
+        pytest.fail(f"no committed compute recording of {ENGINE} {version}: record it with conformance/run.sh")
+    want = json.loads(path.read_text())
+    assert {k: v for k, v in got.items() if k != "date"} == {k: v for k, v in want.items() if k != "date"}
 
 
 @pytest.mark.parametrize("name", [n.removesuffix(".json") for n in names()])

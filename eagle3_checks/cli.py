@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .checks.acceptance import OWN, own_logits
 from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
 from .drafter.expected import fmt_shape
@@ -26,6 +27,7 @@ from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, ch
 from .errors import UsageError
 from .gate import (
     WAIVERS,
+    _installed,
     acceptance_thresholds,
     all_checks,
     gate,
@@ -222,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", metavar="DIR|hf://ORG/NAME",
                    help="the verifier's checkpoint: later steps embed the drafted tokens with its embed_tokens when "
                    "the drafter ships none, as engines do (only that tensor's rows are read)")
+    p.add_argument("--engine-python", metavar="PATH",
+                   help="with --engine NAME@installed (vllm, sglang): the interpreter whose engine computes the logits "
+                   "with its own drafter code, on CPU (default: this one)")
+    p.add_argument("--target-config", metavar="FILE",
+                   help="the target's config.json the installed engine is served beside (default: --target's)")
     _hub_options(p)
 
     p = sub.add_parser("accept", help="measure each reading's acceptance on recorded target states")
@@ -231,7 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "TensorRT-LLM's <prefix>_<n>.pt (detected)")
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION]",
                    help=f"the engine releases whose readings run besides the trainer's: {choices()} (default "
-                   f"{DEFAULT_ENGINE})")
+                   f"{DEFAULT_ENGINE}); NAME@installed (vllm, sglang) also runs that installed engine's own drafter "
+                   "code on every sample, on CPU (needs --target DIR, whose config.json it is served beside)")
+    p.add_argument("--engine-python", metavar="PATH",
+                   help="the interpreter whose engine NAME@installed means (the serving image's python; default: "
+                   "this one)")
+    p.add_argument("--target-config", metavar="FILE",
+                   help="with NAME@installed: the target's config.json the engine is served beside (default: "
+                   "--target's)")
     p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
                    help=f"draft steps K, 1 to {MAX_STEPS} (default {ACCEPT_STEPS})")
     p.add_argument("--target", metavar="DIR|hf://ORG/NAME[@REVISION]",
@@ -787,9 +801,17 @@ def cmd_forward(args: argparse.Namespace) -> int:
     # the options first: importing torch (below) takes seconds, and a refused option should not wait for it
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
-    specs = resolve(args.engine).specs
+    engine, judged_live = _installed(args.engine, args.engine_python)
+    specs = resolve(engine).specs
     if len(specs) != 1:
         raise UsageError(f"--engine {args.engine!r}: forward runs one engine release, not {len(specs)}")
+    live = None
+    if judged_live:
+        target_config = Path(args.target_config or Path(args.target or "") / "config.json")
+        if not target_config.is_file():
+            raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target-config "
+                             "FILE or --target DIR (a local folder with its config.json)")
+        live = (judged_live[0][1], target_config)
     check_inputs_path(Path(args.inputs))
     hint = torch_missing()
     if hint:
@@ -799,7 +821,7 @@ def cmd_forward(args: argparse.Namespace) -> int:
     ckpt.display = args.ckpt
     embedding = load_target_checkpoint(args.target)[1] if args.target else None
     written, broken, note = run_forward_files(ckpt, specs[0], Path(args.inputs), Path(args.out), args.steps,
-                                              embedding, DEFAULT_STEPS)
+                                              embedding, DEFAULT_STEPS, live)
     if note:
         print(f"eagle3-checks: note: {note}", file=sys.stderr)
     _write(f"wrote {args.out}: {', '.join(written)}\n")
@@ -819,7 +841,12 @@ def cmd_accept(args: argparse.Namespace) -> int:
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
     acceptance_thresholds(args.max_drop, args.min_acceptance, args.steps)
-    resolved = resolve(args.engine)
+    engine, judged_live = _installed(args.engine, args.engine_python)
+    resolved = resolve(engine)
+    target_config = Path(args.target_config or Path(args.target or "") / "config.json")
+    if judged_live and not target_config.is_file():
+        raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target-config FILE "
+                         "or --target DIR (a local folder with its config.json)")
     hint = torch_missing()
     if hint:
         raise UsageError(hint)
@@ -838,15 +865,30 @@ def cmd_accept(args: argparse.Namespace) -> int:
         head = load_head(args.target, expect.hidden, expect.vocab, device) if args.target else None
         embedding = load_target_checkpoint(args.target)[1] if args.target else None
         masks = LossMasks(Path(args.loss_mask), args.loss_mask_start) if args.loss_mask else None
+        own: dict[str, list] = {}
+        listed: list | None = None
+        if judged_live:  # each installed engine's own code on every sample, beside its modelled reading
+            listed = list(samples(Path(args.data), expect, masks))
+            for spec, python in judged_live:
+                reading = dict(named).get(spec)
+                got, said = (None, f"{spec} does not read the checkpoint") if reading is None else own_logits(
+                    ckpt, spec, python, target_config, listed, args.steps, reading, embedding)
+                print(f"eagle3-checks: note: {spec}: " + (said if got is not None else
+                                                          f"its own code did not compute the drafter: {said}"),
+                      file=sys.stderr)
+                if got is not None:
+                    own[spec + OWN] = got
+                    at = [name for name, _ in named].index(spec) + 1
+                    named.insert(at, (spec + OWN, reading))
 
         def data():
-            got = samples(Path(args.data), expect, masks)
+            got = iter(listed) if listed is not None else samples(Path(args.data), expect, masks)
             if args.format == "text" and sys.stderr.isatty():  # a progress bar where a person watches
                 got = _progress(got, Path(args.data))
             return got
 
         result, found = measure(ckpt, named, data, args.steps, device=device, target=head, ask=args.resolve,
-                                embedding=embedding)
+                                embedding=embedding, own=own)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
     result.max_drop, result.min_acceptance = args.max_drop, args.min_acceptance

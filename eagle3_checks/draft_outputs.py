@@ -17,7 +17,9 @@ from typing import Any
 from . import engines
 from .drafter.checkpoint import Checkpoint
 from .errors import UsageError
-from .numerics.draft_steps import ForwardError, Inputs, Weights, nonfinite, run
+from .live import CannotJudge
+from .live.compute import run_live
+from .numerics.draft_steps import ForwardError, Inputs, Weights, compare, nonfinite, run
 from .storage.folder import not_there, real_path, within
 from .storage.safetensors import from_numpy, load_array, read_header, write_safetensors
 
@@ -92,10 +94,13 @@ def read_inputs(path: Path, reading: Any, target_embedding: Any = None, why_no_e
 
 
 def run_forward_files(ckpt: Checkpoint, engine: str, inputs_path: Path, out_path: Path, steps: int | None,
-                      target_embedding: Any = None, default_steps: int = 2) -> tuple[list[str], list[str], str | None]:
+                      target_embedding: Any = None, default_steps: int = 2,
+                      live: tuple[str, Path] | None = None) -> tuple[list[str], list[str], str | None]:
     """Write the logits; returns (the tensor names written, one line per step whose logits hold NaN or +inf, a note
-    when ``steps`` (None: ``default_steps``) was cut to what the checkpoint allows). ``target_embedding``: the
-    target's embed_tokens, for a checkpoint without its own."""
+    when ``steps`` (None: ``default_steps``) was cut to what the checkpoint allows, or what computed them).
+    ``target_embedding``: the target's embed_tokens, for a checkpoint without its own. ``live``: (the interpreter of
+    the installed engine, the target config it serves beside): the logits written are the engine's own compute
+    (eagle3_checks.live.compute), and the note says how the modelled reading compares."""
     if ckpt.past_end:
         raise UsageError(f"{ckpt.display}: {ckpt.past_end[0]} runs past the end of its file (truncated); "
                          "eagle3-checks check names every problem")
@@ -128,11 +133,48 @@ def run_forward_files(ckpt: Checkpoint, engine: str, inputs_path: Path, out_path
         logits = run(reading, Weights(ckpt), inputs, steps)
     except ForwardError as exc:
         raise UsageError(f"{engine}: {exc}") from exc
+    metadata = {"engine": reading.engine, "engine_version": reading.version}
+    if live is not None:
+        logits, said = _own_compute(ckpt, reading, inputs, steps, logits, live)
+        note = f"{note}; {said}" if note else said
+        metadata["computed_by"] = "its own code"
     out = {"logits" if k == 0 else f"logits_step_{k}": from_numpy(x.numpy()) for k, x in enumerate(logits)}
     try:
-        write_safetensors(out_path, out, {"engine": reading.engine, "engine_version": reading.version})
+        write_safetensors(out_path, out, metadata)
     except OSError as exc:
         raise UsageError(f"--out {out_path}: cannot write: {exc.strerror or exc}") from exc
     broken = [f"{'logits' if k == 0 else f'logits_step_{k}'} (step {k}): {where}" for k, x in enumerate(logits)
               if (where := nonfinite(x))]
     return list(out), broken, note
+
+
+def _own_compute(ckpt: Checkpoint, reading: Any, inputs: Any, steps: int, modelled: list,
+                 live: tuple[str, Path]) -> tuple[list, str]:
+    """The installed engine's own logits on ``inputs`` (greedy later steps, as it drafts), and a note comparing the
+    modelled reading's (``modelled``) with them. Raises UsageError where the engine cannot compute them."""
+    if inputs.inputs_embeds is not None:
+        raise UsageError("--engine NAME@installed: the engine embeds token ids with its own code; give input_ids and "
+                         "--target (its embed_tokens) instead of inputs_embeds")
+    run: dict[str, Any] = {"aux_hidden_states": inputs.aux_hidden_states, "input_ids": inputs.input_ids,
+                           "position_ids": inputs.position_ids}
+    if "embed_tokens.weight" not in reading.tensors:
+        import torch
+
+        run["embed_table"] = torch.from_numpy(inputs.target_embedding.rows(list(range(reading.vocab_size))))
+    python, target_config = live
+    try:
+        computed = run_live(reading.engine, python, Path(ckpt.path), target_config, [run], steps)
+    except CannotJudge as exc:
+        raise UsageError(f"--engine {reading.engine}@installed: {exc}") from None
+    rec = computed.record
+    if "steps" not in rec or not computed.outputs:
+        raised = rec.get("raised") or {}
+        why = rec.get("cannot_judge") or rec.get("not_computed") or (
+            f"its own code raised {raised.get('type')}: {raised.get('message', '')[:300]}" if raised else
+            "it computes NaN with parameters it leaves unwritten")
+        raise UsageError(f"{computed.said_by} did not compute the drafter: {why}")
+    own = computed.logits(0)
+    bad = [d for d in (compare(a, b, k, ("the modelled reading", computed.said_by))
+                       for k, (a, b) in enumerate(zip(modelled, own, strict=True))) if not d.ok]
+    return own, (f"computed by {computed.said_by} ({computed.seconds:.0f} s); the modelled reading "
+                 + ("gives the same logits" if not bad else f"differs: {bad[0].describe()}"))

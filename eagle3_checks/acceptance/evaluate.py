@@ -472,18 +472,40 @@ def past_vocab(spec: str) -> str:
     return said or "it maps draft id i to i + d2t[i], past the target vocabulary"
 
 
+def evaluated(data: Iterable[Sample], steps: int, skipped: list[int] | None = None,
+              lengths: list[int] | None = None) -> Iterable[Sample]:
+    """The samples :func:`evaluate` scores, in order: each cut before its first non-finite state (the positions cut
+    added to ``skipped[0]``, every cut sample's length appended to ``lengths``), those too short for ``steps`` left
+    out. An engine's own compute is run on exactly these (``own`` below)."""
+    for sample in data:
+        keep = finite_prefix(sample)
+        t = sample.tokens.shape[0]
+        if keep < t:
+            if skipped is not None:
+                skipped[0] += t - keep
+            sample = Sample(sample.source, sample.tokens[:keep], sample.aux[:keep], sample.last[:keep],
+                            sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
+        if lengths is not None:
+            lengths.append(int(sample.tokens.shape[0]))
+        if sample.tokens.shape[0] >= steps + 2:
+            yield sample
+
+
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
              device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None,
-             embedding: Any = None) -> Result:
+             own: dict[str, list[list]] | None = None, embedding: Any = None) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
     torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
-    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. ``embedding``: the target's
-    embed_tokens (a :class:`~eagle3_checks.storage.target_weights.TargetEmbedding`), for a reading that embeds with
-    the target's (a drafter without its own, as SGLang serves it). The readings named
-    :data:`TRAINER` or ``resolve:...`` compute what was trained: with an absolute-id d2t (:func:`absolute_ids`) they
-    map draft ids as the trainer did, and each engine reading cannot serve. Raises AcceptanceError."""
+    name) fed the aux blocks in another order (:func:`permuted`), for the resolver. ``own``: readings (by name)
+    whose logits an engine's own code computed (live.compute), per sample of :func:`evaluated` in order, per step;
+    their reading is the modelled one, for its differences from the trainer's. ``embedding``: the target's
+    embed_tokens (storage.target_weights.TargetEmbedding), what a reading without embed_tokens embeds with, as the
+    engine does (SGLang serves every EAGLE-3 drafter with the target's). The readings named :data:`TRAINER` or
+    ``resolve:...`` compute what was trained: with an absolute-id d2t (:func:`absolute_ids`) they map draft ids as
+    the trainer did, and each engine reading cannot serve. Raises AcceptanceError."""
     orders = orders or {}
+    own = own or {}
     figures = [Figures(name, steps) for name, _ in named]
     trained = named[0][1]
     absolute = absolute_ids(ckpt, trained)
@@ -506,21 +528,21 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
     result = Result("tokens" if target is None else "target", figures)
     if absolute is not None:
         result.absolute_d2t = absolute[1]
-    for sample in data:
-        result.samples += 1
-        keep = finite_prefix(sample)
-        t = sample.tokens.shape[0]
-        if keep < t:
-            result.skipped += t - keep
-            sample = Sample(sample.source, sample.tokens[:keep], sample.aux[:keep], sample.last[:keep],
-                            sample.last_normed, None if sample.loss_mask is None else sample.loss_mask[:keep])
-        result.lengths.append(int(sample.tokens.shape[0]))
-        if sample.tokens.shape[0] < steps + 2:
-            continue
+    skipped = [0]
+
+    def counted(items: Iterable[Sample]) -> Iterable[Sample]:
+        for sample in items:
+            result.samples += 1
+            yield sample
+
+    for index, sample in enumerate(evaluated(counted(data), steps, skipped, result.lengths)):
         inputs, labels, valid, target_logits = sample_inputs(sample, steps, target)
         inputs.target_embedding = embedding
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
+                continue
+            if name in own:
+                score(fig, [step.cpu() for step in own[name][index]], labels, valid, steps, target_logits)
                 continue
             fed = inputs if name not in orders else dataclasses.replace(
                 inputs, aux_hidden_states=permuted(inputs.aux_hidden_states, orders[name]))
@@ -534,6 +556,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
                 fig.problem = f"cannot run: {exc}"
                 continue
             score(fig, logits, labels, valid, steps, target_logits)
+    result.skipped = skipped[0]
     if result.samples == 0:
         raise AcceptanceError("no samples in the data")
     if figures[0].positions == 0:

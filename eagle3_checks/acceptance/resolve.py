@@ -392,13 +392,15 @@ def resolver_entries(trained: Any) -> list[tuple[str, Any, tuple[int, ...] | Non
 
 
 def measure(ckpt: Any, named: list[tuple[str, Any]], data: Callable[[], Any], steps: int, device: str | None = None,
-            target: Any = None, ask: bool = True, embedding: Any = None) -> tuple[Result, list[Answer]]:
+            target: Any = None, ask: bool = True, embedding: Any = None,
+            own: dict[str, list[list]] | None = None) -> tuple[Result, list[Answer]]:
     """Every reading's figures over ``data()`` (a fresh iterator of samples per pass) and, with ``ask``, every
     question's answer (:func:`resolve`: the first pass runs the candidates beside the readings, later passes only
-    what the joint decision needs). The result's readings are ``named``'s alone."""
+    what the joint decision needs). ``own``: the readings an engine's own code computed (evaluate), scored in the
+    first pass. The result's readings are ``named``'s alone."""
     extra = resolver_entries(named[0][1]) if ask else []
     result = evaluate(ckpt, named + [(n, r) for n, r, _ in extra], data(), steps, device=device, target=target,
-                      orders={n: o for n, _, o in extra if o}, embedding=embedding)
+                      orders={n: o for n, _, o in extra if o}, embedding=embedding, own=own)
 
     def rerun(runs: list[tuple[str, Any, tuple[int, ...] | None]]) -> Result:
         return evaluate(ckpt, [(n, r) for n, r, _ in runs], data(), steps, device=device, target=target,

@@ -7,8 +7,9 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .. import engines, live
 from ..drafter.config_values import DraftConfig, TargetConfig
@@ -128,12 +129,18 @@ def served_target(ctx: Context) -> TargetConfig | None:
     return dataclasses.replace(ctx.target, max_position_embeddings=ctx.options.max_model_len)
 
 
+# checks/_own.py's live_run, registered at its import: at the forward level it records the load with the compute
+LOADED_BY_COMPUTE: list[Callable[[Context, str], Any]] = []
+
+
 def live_recording(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
     """The installed release's own recording of the candidate, made once per gate run (or why there is none)."""
     key = ("live", spec)
+    for run in LOADED_BY_COMPUTE:  # at the forward level, one engine run records the load and the compute
+        run(ctx, spec)
     if key not in ctx.cache:
         python = dict(ctx.options.live)[spec] if ctx.options else ""
-        target = ctx.options.target_config if ctx.options else None
+        target = live_target_config(ctx)
         if ctx.ckpt.source.weights_elsewhere or not target or not os.path.isfile(target):
             why = ctx.ckpt.source.weights_elsewhere or "--target-config is not a local file"
             ctx.cache[key] = live.CannotJudge(f"the engine loads a local checkpoint and target config: {why}")
@@ -145,6 +152,18 @@ def live_recording(ctx: Context, spec: str) -> live.Live | live.CannotJudge:
             except live.CannotJudge as exc:
                 ctx.cache[key] = exc
     return ctx.cache[key]
+
+
+def live_target_config(ctx: Context) -> str | None:
+    """The target config an installed engine is served beside: --target-config, else the config.json of a local
+    --target folder."""
+    options = ctx.options
+    if options is None:
+        return None
+    if options.target_config:
+        return options.target_config
+    folder = Path(options.target) if options.target and not str(options.target).startswith("hf://") else None
+    return str(folder / "config.json") if folder is not None and (folder / "config.json").is_file() else None
 
 
 @contextlib.contextmanager

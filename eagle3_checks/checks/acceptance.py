@@ -14,13 +14,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import live
 from ..basis import ASSUMED, INFERRED, MEASURED, READ
 from ..engines.reading import effect, fix_for, patch_for
 from ..errors import UsageError
+from ..live.compute import run_live
 from ..numerics import torch_missing
 from ..options import ACCEPT_STEPS, MIN_COVERAGE, NOTHING
 from ..registry import CONFIG, Context, Data, NotApplicable, check, config_cause, error, info, note, warning
-from ._common import release
+from ._common import live_target_config, release
 
 _KEY = ("acceptance",)
 _SLUG = {"rope_theta": "rope-theta", "norm_before_residual": "norm-before-residual", "feedback": "norm-output",
@@ -63,16 +65,79 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
             head = load_head(options.target, expect.hidden, expect.vocab, revision=options.revision)
         except (DataError, UsageError) as exc:
             raise NotApplicable(str(exc)) from None
+    own: dict[str, list] = {}
+    said: dict[str, str] = {}
     try:
         masks = LossMasks(Path(options.loss_mask), options.loss_mask_start) if options.loss_mask else None
+        data: Any = samples(Path(options.data), expect, masks)
+        target_config = Path(live_target_config(ctx) or "")
+        if options.live and target_config.is_file():  # each installed engine's own code, beside its modelled reading
+            data = list(data)
+            for spec, python in options.live:
+                reading = dict(named).get(spec)
+                if reading is not None:
+                    got, said[spec] = own_logits(ckpt, spec, python, target_config, data, ACCEPT_STEPS, reading,
+                                                 ctx.target_embedding, options.max_model_len)
+                    if got is not None:
+                        own[spec + OWN] = got
+                        named.insert([n for n, _ in named].index(spec) + 1, (spec + OWN, reading))
         folder = Path(options.data)
-        result, answers = measure(ckpt, named, lambda: samples(folder, expect, masks), ACCEPT_STEPS, target=head,
-                                  embedding=ctx.target_embedding)
+        fresh = (lambda: iter(data)) if isinstance(data, list) else (lambda: samples(folder, expect, masks))
+        result, answers = measure(ckpt, named, fresh, ACCEPT_STEPS, target=head, embedding=ctx.target_embedding,
+                                  own=own)
     except (AcceptanceError, DataError) as exc:
         raise NotApplicable(f"--data {options.data}: {exc}") from None
     result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
     served = {name: fig for (name, _), fig in zip(named, result.readings, strict=False)}
-    return {"result": result, "served": served, "answers": answers, "trained": trained}
+    result.readings = [f for f in result.readings if not f.reading.endswith(OWN)] if own else result.readings
+    return {"result": result, "served": served, "answers": answers, "trained": trained, "said": said}
+
+
+OWN = ", own code"  # the figures of an engine's own compute are named SPEC + OWN
+
+
+def own_logits(ckpt: Any, spec: str, python: str, target_config: Path, data: list, steps: int, reading: Any,
+               embedding: Any = None, context_length: int | None = None) -> tuple[list | None, str]:
+    """The installed engine's own compute (live.compute.run_live) of the drafter on every sample the acceptance level
+    scores (acceptance.evaluate.evaluated, teacher-forced as it is), in one engine run: the logits per sample and
+    step, and who computed them; or None and why not. ``embedding``: the target's embed_tokens
+    (storage.target_weights.TargetEmbedding), what it embeds with where it serves the target's (``reading`` has no
+    embed_tokens)."""
+    import torch
+
+    from ..acceptance.evaluate import evaluated, sample_inputs
+
+    runs = []
+    table = None
+    for sample in evaluated(data, steps):
+        inputs, _, _, _ = sample_inputs(sample, steps)
+        run: dict[str, Any] = {"aux_hidden_states": inputs.aux_hidden_states, "input_ids": inputs.input_ids,
+                               "position_ids": inputs.position_ids}
+        if steps > 1:
+            run["later_tokens"] = torch.stack(list(inputs.later_tokens or []))
+        if "embed_tokens.weight" not in reading.tensors:
+            if embedding is None:
+                return None, (f"{spec} embeds with the target's embed_tokens, which acceptance was not given "
+                              "(--target)")
+            if table is None:
+                table = torch.from_numpy(embedding.rows(list(range(reading.vocab_size))))
+            run["embed_table"] = table
+        runs.append(run)
+    if not runs:
+        return None, "no sample to compute"
+    try:
+        computed = run_live(spec.split("@", 1)[0], python, Path(ckpt.source.path), target_config, runs, steps,
+                            context_length)
+    except live.CannotJudge as exc:
+        return None, str(exc)
+    rec = computed.record
+    if "steps" not in rec or len(computed.outputs) != len(runs):
+        raised = rec.get("raised") or {}
+        return None, (rec.get("cannot_judge") or rec.get("not_computed") or
+                      (f"its own code raised {raised.get('type')}: {raised.get('message', '')[:200]}" if raised else
+                       "it computes NaN with parameters it leaves unwritten"))
+    return [computed.logits(i) for i in range(len(runs))], (f"computed by {computed.said_by} (live, "
+                                                            f"{computed.seconds:.0f} s)")
 
 
 def _figures(fig: Any) -> str:
@@ -162,9 +227,13 @@ def figures(ctx: Context) -> Iterable[Any]:
 def engine_drop(ctx: Context) -> Iterable[Any]:
     spec = release(ctx)
     got = _evaluation(ctx)
-    fig = got["served"].get(spec)
+    modelled = got["served"].get(spec)
+    fig = got["served"].get(spec + OWN) or modelled  # the installed engine's own compute, where it ran
     if fig is None:
         raise NotApplicable(f"{spec} does not read the {ctx.ckpt.layout} layout (name it to require it)")
+    if spec in got["said"]:  # judged live: who computed the figure, and the modelled reading's beside it
+        spec = (f"{spec} ({got['said'][spec]}; the modelled reading: {_figures(modelled)})" if fig is not modelled
+                else f"{spec} (the modelled reading: its own code did not compute the drafter: {got['said'][spec]})")
     result = got["result"]
     base = result.readings[0]
     verdict, d = result.verdict(fig)

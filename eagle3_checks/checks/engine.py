@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 
 from .. import engines, live
-from ..basis import ASSUMED, KNOWN, READ
+from ..basis import ASSUMED, KNOWN, READ, RECORDED
 from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
@@ -32,6 +32,7 @@ from ..engines.reading import (
 )
 from ..engines.recorded import disagreements, left_unwritten
 from ..live import verdict
+from ..live.compute import compare_live
 from ..numerics import RTOL
 from ..registry import (
     Context,
@@ -58,6 +59,7 @@ from ._common import (
     unread_layout,
 )
 from ._common import served as served_by
+from ._own import STEPS, TOKENS, _weights, live_run
 
 # huggingface_hub's repo id rule (validate_repo_id): "name" or "namespace/name".
 
@@ -650,6 +652,12 @@ def release_covered(ctx: Context) -> Iterable[Finding]:
         "disagrees": "the modelled release predicts otherwise than the installed engine did",
         "cannot-judge": "the installed release cannot judge this checkpoint live (the reason is given)",
         "agrees": note("the installed engine loaded the candidate as the profile predicts"),
+        "computes-otherwise": "the installed engine's own code computes other logits than the modelled reading "
+        "(forward level)",
+        "computes-as-modelled": note("the installed engine's own code computes what the modelled reading computes "
+                                     "(forward level)"),
+        "compute-unjudged": note("the installed engine's own compute cannot judge this drafter (the reason is "
+                                 "given): the forward level uses the modelled reading"),
     },
 )
 def engine_live(ctx: Context) -> Iterable[Finding]:
@@ -702,3 +710,35 @@ def engine_live(ctx: Context) -> Iterable[Finding]:
                     "the profile can be corrected")
     elif not rec.get("refused") and not unwritten and not narrowed:
         yield info(f"{name} loads the candidate as the profile predicts {where}", code="agrees")
+    yield from _own_compute(ctx, spec, served)
+
+
+def _own_compute(ctx: Context, spec: str, served: Reading) -> Iterable[Finding]:
+    """At the forward level: the installed engine's own drafter forward against the modelled reading's, on the same
+    inputs (eagle3_checks.live.compute; the recorders' _compute.py says what is the engine's and what is not)."""
+    run = live_run(ctx, spec)
+    if run is None or isinstance(run.computed, live.CannotJudge):
+        return  # not at the forward level, or the engine cannot be run at all (cannot-judge above says why)
+    computed = run.computed
+    rec = computed.record
+    if "cannot_judge" in rec:
+        yield info(f"{computed.said_by} cannot be judged on this drafter: {rec['cannot_judge']}",
+                   code="compute-unjudged")
+        return
+    if "not_computed" in rec or "computes_nan" in rec:
+        return  # refused or unwritten parameters: reported above
+    found = compare_live(computed, served, _weights(ctx, ctx.ckpt), run.runs, STEPS,
+                         embedding=run.inputs.target_embedding)
+    if found:
+        yield error(f"the modelled {served.engine} {served.version} reading computes other logits than "
+                    f"{computed.said_by} (live, {computed.seconds:.0f} s): {found[0]}", code="computes-otherwise",
+                    file=CONFIG, key="--engine", expected="the modelled reading computes what the engine computes",
+                    found=" | ".join(found[:3]),
+                    why="the forward and acceptance levels judge the engine's own logits where it computed them; "
+                    "the modelled reading, used without --engine NAME@installed, would judge another drafter",
+                    fix=f"report the disagreement with `conformance/run.sh {spec}` (its compute recording) attached, "
+                    "so the reading can be corrected", basis=RECORDED)
+    else:
+        yield info(f"{computed.said_by} computes what the modelled reading computes: {STEPS} draft steps over "
+                   f"{TOKENS} tokens, every logit to float32 rounding (live, {computed.seconds:.0f} s)",
+                   code="computes-as-modelled", basis=RECORDED)

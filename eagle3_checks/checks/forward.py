@@ -11,43 +11,18 @@ Both sides run the same float32 forward pass (:mod:`eagle3_checks.numerics.draft
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from .. import engines
-from ..basis import INFERRED, READ
+from ..basis import INFERRED, READ, RECORDED
 from ..engines.reading import describe_difference, differences, remedy, window_anchor
 from ..numerics import ATOL, RTOL, torch_missing
-from ..registry import (
-    Context,
-    Finding,
-    NotApplicable,
-    check,
-    error,
-    info,
-    note,
-    refusal_cause,
-    warning,
-)
+from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
 from ._common import release, trained_of, unread_layout
 from ._common import served as served_by
-
-if TYPE_CHECKING:
-    from ..numerics.draft_steps import Weights
+from ._own import SEED, STEPS, TOKENS, _computed, _own_logits, _weights, live_run
 
 # The forward pass (numerics.draft_steps) is imported by the functions that run it: a header-level gate imports none
 # of it (tests/test_layout.py allows these imports).
-
-STEPS = 2
-TOKENS = 16
-SEED = 0
-
-def _weights(ctx: Context, ckpt) -> Weights:
-    from ..numerics.draft_steps import Weights
-
-    key = ("weights", id(ckpt))
-    if key not in ctx.cache:
-        ctx.cache[key] = Weights(ckpt)
-    return ctx.cache[key]
 
 
 def _logits(ctx: Context, ckpt, reading, inputs) -> list:
@@ -56,7 +31,8 @@ def _logits(ctx: Context, ckpt, reading, inputs) -> list:
 
     used = sorted((role, name) for role, name in reading.tensors.items() if role != "t2d")  # t2d takes no part
     key = ("logits", id(ckpt), repr(sorted(reading.semantics().items())), repr(used),
-           inputs.inputs_embeds is not None, inputs.stand_in_seed, inputs.target_embedding is not None)
+           inputs.inputs_embeds is not None, inputs.stand_in_seed, id(inputs.target_embedding),
+           inputs.aux_hidden_states.shape)
     if key not in ctx.cache:
         ctx.cache[key] = run(reading, _weights(ctx, ckpt), inputs, STEPS)
     return ctx.cache[key]
@@ -214,11 +190,17 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
                            with_embeds=no_embed and not target_embed)
     if target_embed:
         inputs.target_embedding = ctx.target_embedding
+    own = live_run(ctx, release(ctx))
+    beside = ""
+    if own is not None and _computed(own):
+        inputs = own.inputs  # both readings on what the engine was fed (its embedding table included)
     try:
         got = _logits(ctx, cand, served, inputs)
         want = _logits(ctx, source, trained, inputs)
     except ForwardError as exc:
         raise NotApplicable(f"the forward pass cannot run: {exc}") from exc
+    if own is not None:
+        got, beside = _own_logits(own, got, eng)
     steps = [compare(a, b, k, (eng, trained.engine)) for k, (a, b) in enumerate(zip(got, want, strict=True))]
     yield from _other_releases(ctx, source, possible, served, got, inputs, width, eng)
     bad = [s for s in steps if not s.ok]
@@ -238,9 +220,10 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
         yield info(f"{eng}'s reading matches {against} ({trained.engine}): {STEPS} draft steps over {TOKENS} "
                    "random tokens agree to float32 rounding"
                    + ("; tokens are embedded with the target's embed_tokens (--target), as engines do" if target_embed
-                      else "" if not no_embed else "; later steps embed drafted tokens with a stand-in table (no "
-                      "embed_tokens in the checkpoint; --target embeds with the target's, as engines do)"),
-                   code="agrees")
+                      else "" if not no_embed or own is not None else "; later steps embed drafted tokens with a "
+                      "stand-in table (no embed_tokens in the checkpoint; --target embeds with the target's, as "
+                      "engines do)") + beside,
+                   code="agrees", basis=RECORDED if own is not None and _computed(own) else None)
         return
     causes = [describe_difference(name, served, trained) for name in differences(served, trained)]
     anchor = window_anchor(served, trained)
@@ -251,7 +234,7 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     first = bad[0]
     fixes = [remedy(name, trained, served) for name in differences(served, trained)]
     yield error(
-        f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}",
+        f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}{beside}",
         code="differs", expected=f"logits equal to float32 rounding (rtol {RTOL}, atol {ATOL} x the largest logit)",
         found=" | ".join(s.describe() for s in steps),
         why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "
@@ -261,8 +244,10 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
              "no config edit: serve it where the window is measured as trained (the acceptance level measures what "
              "it costs on recorded sequences longer than the window)" if anchor else
              "re-export the tensors listed from the trained checkpoint"),
-        # against a reading the evidence does not settle (another is possible and computes otherwise): a warning
-        **({} if not any(differences(o, trained) for _, o in possible.others) else
-           {"basis": possible.identity.basis if possible.identity.basis != READ else INFERRED,
-            "rests_on": f"who trained it: {possible.identity.how}", "settle": possible.identity.settle}),
+        # against a reading the evidence does not settle (another is possible and computes otherwise): a warning;
+        # else what the engine's own code computed is recorded
+        **({"basis": RECORDED} if own is not None and _computed(own) else {})
+        if not any(differences(o, trained) for _, o in possible.others) else
+        {"basis": possible.identity.basis if possible.identity.basis != READ else INFERRED,
+         "rests_on": f"who trained it: {possible.identity.how}", "settle": possible.identity.settle},
     )

@@ -177,8 +177,9 @@ class Reading:
     @property
     def computable(self) -> bool:
         """The engine serves something: it loads the checkpoint (narrowed tensors cut as its loader cuts them) and
-        fills every parameter it computes with."""
-        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith("shared")]
+        fills every parameter it computes with (shared from the target, or put there by the worker after load: SGLang's
+        tied lm_head is the target's embedding, which its own compute showed it serves with)."""
+        return not self.refusals and not [r for r, how in self.unfilled.items() if not how.startswith(SERVED)]
 
 
 assert set(SEMANTIC_FIELDS) <= {f.name for f in fields(Reading)}
@@ -553,6 +554,8 @@ def map_roles(r: Reading, ckpt: Checkpoint, accept) -> None:
 # What serving does to a parameter once the loader is done (SGLang's worker puts the target's embedding there): an
 # unfilled reason that starts so is no parameter the loader left (live.compare, live.verdict).
 AFTER_LOAD = "after load, the worker puts "
+# How a reading's ``unfilled`` says a parameter is served all the same: shared from the target, or put there after load.
+SERVED = ("shared", AFTER_LOAD)
 REFUSED = "refused: "  # a map_roles skip reason that is a load error of the engine (what follows says which)
 
 

@@ -490,7 +490,7 @@ RELEASES = (
     Release("0.5.22", "2026-10-16", recorded="2026-12-03",
             why="as 0.5.23: its models/llama_eagle3.py and kimi_k25_eagle3.py differ from 0.5.23's only by the "
             "draft_parallel_spec attribute 0.5.23 adds (diffed wheel against wheel)"),
-    Release(VERSION, "2026-10-30", recorded="2026-12-01"),
+    Release(VERSION, "2026-10-30", recorded="2026-12-06"),
 )
 
 PROFILE = Profile(

@@ -239,6 +239,11 @@ def _target_head(w: Walk, cite: str) -> None:
 def _after_load(w: Walk) -> None:
     if not w.facts["uses_aux"]:
         w.r.unfilled.pop("fc.weight", None)
+        if not w.switch("aux_when_unused"):
+            # no aux states and no fc: the drafter takes the target's last hidden state as it is
+            # (llama_eagle3.py:209, 397-402; its own compute, recorded, shows it: tests/test_engine_compute.py)
+            w.r.set("num_aux", 1, "eagle_config.use_aux_hidden_state is false: vLLM builds no fc and feeds the "
+                    "target's last hidden state as it is (llama_eagle3.py:209, 397-402)")
     _target_head(w, "v1/worker/gpu/spec_decode/eagle/utils.py:107-119, logits_processor.py:196-198")
 
 

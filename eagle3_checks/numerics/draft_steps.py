@@ -291,6 +291,16 @@ def _target_rows(embedding: Any, ids, reading):
         raise ForwardError(str(exc)) from exc
 
 
+def _head_rows(inputs: Inputs, reading, dv: int):
+    """The first ``dv`` rows of the target's embedding, as a tied lm_head the worker replaced serves them."""
+    import torch
+
+    if inputs.target_embedding is None:
+        raise ForwardError("lm_head is tied to the embedding, which the engine replaces by the target's: give the "
+                           "target checkpoint (--target)")
+    return _target_rows(inputs.target_embedding, torch.arange(dv), reading)
+
+
 def torch_cat(parts):
     import torch
 
@@ -298,11 +308,13 @@ def torch_cat(parts):
 
 
 def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bool = False,
-        targets: Any = None) -> list:
+        targets: Any = None, states: list | None = None) -> list:
     """Target-vocabulary logits (T, V) for each draft step, as ``reading`` computes them. ``as_served``: a reading
     whose loader narrows tensors runs with them cut as it cuts them (what the engine silently serves). ``targets``:
     the target id of each draft id where the caller knows them otherwise than arange + d2t (the trainer's reading
-    of a d2t written as absolute ids: acceptance/evaluate.py, ``absolute_ids``)."""
+    of a d2t written as absolute ids: acceptance/evaluate.py, ``absolute_ids``). ``states``: a list that gets the
+    state each step hands to the next (T, H), the last step's included (what an engine's own compute is held to,
+    eagle3_checks.live.compute)."""
     import torch
 
     if not (reading.computable if as_served else reading.servable):
@@ -320,12 +332,22 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
         if g.shape[-1] != width:
             raise ForwardError(f"aux_hidden_states has width {g.shape[-1]}; {reading.engine} expects "
                                f"{reading.num_aux} x {reading.target_hidden_size} = {width}")
-        if reading.input_norm:
-            g = rms_norm(g, W("input_norm.weight"), eps)
-        if reading.fc_norm:
-            g = torch.cat([rms_norm(c, W(f"fc_norm.{i}.weight"), eps)
-                           for i, c in enumerate(g.chunk(reading.num_aux, dim=-1))], dim=-1)
-        h = weights.linear(g, reading.tensors["fc.weight"], reading.tensors.get("fc.bias") if reading.fc_bias else None)
+        if "fc.weight" not in reading.tensors and "fc.weight" not in reading.unfilled:
+            # no fc built (vLLM with eagle_config.use_aux_hidden_state false): combine_hidden_states hands the
+            # state on as it is, before any input norm (vLLM 0.33.0 llama_eagle3.py:397-402), and the model asserts
+            # that it is as wide as the embedding (:270-273)
+            if width != reading.hidden_size:
+                raise ForwardError(f"{reading.engine} builds no fc for this drafter and is fed {reading.num_aux} x "
+                                   f"{reading.target_hidden_size} states where the model asserts {reading.hidden_size}")
+            h = g
+        else:
+            if reading.input_norm:
+                g = rms_norm(g, W("input_norm.weight"), eps)
+            if reading.fc_norm:
+                g = torch.cat([rms_norm(c, W(f"fc_norm.{i}.weight"), eps)
+                               for i, c in enumerate(g.chunk(reading.num_aux, dim=-1))], dim=-1)
+            h = weights.linear(g, reading.tensors["fc.weight"],
+                               reading.tensors.get("fc.bias") if reading.fc_bias else None)
         has_embed = "embed_tokens.weight" in reading.tensors
         if inputs.inputs_embeds is not None:
             e = inputs.inputs_embeds.to(dev, torch.float32)
@@ -355,10 +377,16 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
             for layer in range(reading.num_layers):
                 x = _layer(x, e, layer, positions, step, reading, weights, caches[layer], rope)
             normed = rms_norm(x, W("norm.weight"), eps)
-            draft = weights.linear(normed if reading.final_norm else x, reading.tensors[head_role], rows=dv)
+            if head_role in reading.tensors:
+                draft = weights.linear(normed if reading.final_norm else x, reading.tensors[head_role], rows=dv)
+            else:  # a tied lm_head the worker replaced by the target's embedding (its first DV rows: SGLang 0.5.23
+                # llama_eagle3.py:303-304 ties it, llama.py:910-918 replaces it, logits_processor keeps DV columns)
+                draft = (normed if reading.final_norm else x) @ _head_rows(inputs, reading, dv).to(dev).T
             logits = torch.full((draft.shape[0], v), float("-inf"), device=dev)
             logits[:, targets] = draft
             out.append(logits.cpu())
+            if states is not None:
+                states.append((normed if reading.feedback == "normed" else x).cpu())
             if step + 1 < steps:
                 tokens = logits.argmax(-1) if inputs.later_tokens is None else inputs.later_tokens[step].to(dev)
                 if inputs.stand_in_seed is not None:  # both sides of a comparison embed alike

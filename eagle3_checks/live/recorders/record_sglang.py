@@ -55,8 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from _probe import (LoadProbe, Refused, checkpoint_tensor_names, engine_stage, free_port, harness,  # noqa: E402
-                    read_built_model, run_all)
+from _probe import (LoadProbe, Refused, _engine_frame, checkpoint_tensor_names, engine_stage,  # noqa: E402
+                    free_port, harness, read_built_model, run_all)
+import _compute  # noqa: E402
 
 import sglang.srt.layers.rotary_embedding.base as rotary_base  # noqa: E402
 from sglang.srt.configs.device_config import DeviceConfig  # noqa: E402
@@ -75,29 +76,29 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 # that release's wheel). 0.5.20 to 0.5.23 publish config bags from the process entry; 0.5.14 keeps one global
 # ServerArgs, set by ModelRunner.__init__ (model_runner.py:526), which llama_eagle3.py:261 reads.
 try:
-    from sglang.srt.runtime_context import get_model as get_model_bag, publish  # noqa: E402
+    from sglang.srt.runtime_context import get_model as get_model_bag, publish
     set_global_server_args_for_scheduler = None
 except ImportError:
-    from sglang.srt.server_args import set_global_server_args_for_scheduler  # noqa: E402
+    from sglang.srt.server_args import set_global_server_args_for_scheduler
     get_model_bag = publish = None
 try:  # 0.5.23: publish takes the launcher's placement (runtime_context.py:230-242)
-    from sglang.srt.runtime_context import SpawnRanks  # noqa: E402
+    from sglang.srt.runtime_context import SpawnRanks
 except ImportError:  # 0.5.20 to 0.5.22: ranks are read from the process groups (0.5.20 runtime_context.py:373-395)
     SpawnRanks = None
 try:  # 0.5.23 (distributed/bootstrap.py:90-160)
-    from sglang.srt.distributed.bootstrap import init_parallel_runtime  # noqa: E402
+    from sglang.srt.distributed.bootstrap import init_parallel_runtime
 except ImportError:
     init_parallel_runtime = None
 try:  # 0.5.20 (distributed/bootstrap.py:70-172, called at model_runner.py:1144-1153)
-    from sglang.srt.distributed.bootstrap import init_torch_distributed  # noqa: E402
+    from sglang.srt.distributed.bootstrap import init_torch_distributed
 except ImportError:  # 0.5.14: the steps of ModelRunner.init_torch_distributed (model_runner.py:1145-1288)
     init_torch_distributed = None
 try:  # 0.5.20 on (model_runner_components/load_model_utils.py:195-235 in 0.5.20)
-    from sglang.srt.model_executor.model_runner_components.load_model_utils import build_load_config  # noqa: E402
+    from sglang.srt.model_executor.model_runner_components.load_model_utils import build_load_config
 except ImportError:  # 0.5.14: ModelRunner.load_model builds the LoadConfig inline (model_runner.py:1368-1384)
     build_load_config = None
 try:  # 0.5.20 on (model_runner_components/spec_aux_hidden_state.py:49-125 in 0.5.20)
-    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (  # noqa: E402
+    from sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state import (
         resolve_spec_aux_hidden_state_config)
 except ImportError:  # 0.5.14: inline in ModelRunner.__init__ (model_runner.py:435-472)
     resolve_spec_aux_hidden_state_config = None
@@ -205,12 +206,13 @@ def fused_shards(module: nn.Module) -> list[tuple[Any, int]] | None:
     return None
 
 
-def server_args(target_dir: Path, draft_dir: Path, context_length: int | None = None) -> ServerArgs:
+def server_args(target_dir: Path, draft_dir: Path, context_length: int | None = None,
+                dtype: str = "bfloat16") -> ServerArgs:
     """``context_length``: ``--context-length`` (None: the target's, derived from its config)."""
     return ServerArgs(model_path=str(target_dir), speculative_algorithm="EAGLE3",
                       speculative_draft_model_path=str(draft_dir), speculative_num_steps=NUM_SPECULATIVE_TOKENS,
                       speculative_eagle_topk=1, speculative_num_draft_tokens=NUM_SPECULATIVE_TOKENS + 1,
-                      device="cpu", skip_tokenizer_init=True, dtype="bfloat16", context_length=context_length)
+                      device="cpu", skip_tokenizer_init=True, dtype=dtype, context_length=context_length)
 
 
 def _standin(cls: type, config: Any, layers: Any) -> nn.Module:
@@ -385,6 +387,154 @@ def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
             read_config(record, draft.hf_config, model)
 
 
+# ----- the drafter's own compute (see _compute.py) -------------------------------------------------------------
+
+def build_for_compute(entry: dict, root: Path) -> nn.Module:
+    """The drafter built and loaded again as record_checkpoint does, in float32 (the rotary cos/sin cache is cast to
+    the model dtype on CPU, layers/rotary_embedding/base.py:119-120), uninstrumented."""
+    draft_dir = root / entry["dir"]
+    args = server_args((root / entry["target_config"]).parent, draft_dir, entry.get("context_length"), "float32")
+    publish_scheduler(args)
+    target = ModelConfig.from_server_args(args)
+    draft = draft_model_config(args, draft_dir, target)
+    return get_model(model_config=draft, load_config=load_config_for(args), device_config=DeviceConfig("cpu", 0))
+
+
+def standin_forward(standin: _compute.StandIn):
+    """``RadixAttention.forward`` (layers/radix_attention.py:114) replaced by the stand-in, with the layer's own
+    sizes (tp_q_head_num, tp_k_head_num, head_dim, v_head_dim) and softmax scale (``scaling``,
+    radix_attention.py:80-89). What the stand-in does not compute is refused."""
+    from sglang.srt.layers.radix_attention import AttentionType
+
+    def forward(self: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, forward_batch: Any,
+                save_kv_cache: bool = True, *args: Any, **kwargs: Any) -> torch.Tensor:
+        asks = {"a sliding window": (self.sliding_window_size or -1) != -1, "a logit cap": bool(self.logit_cap),
+                "cross attention": self.is_cross_attention, "iRoPE": self.use_irope,
+                f"attention type {self.attn_type}": self.attn_type != AttentionType.DECODER,
+                "a temperature scaling": getattr(self, "xai_temperature_len", -1) > 0,
+                f"positions encoded as {self.pos_encoding_mode}": self.pos_encoding_mode != "NONE",
+                "extra inputs " + ", ".join(kwargs): bool(kwargs)}
+        if any(asks.values()):
+            raise _compute.CannotJudge("the attention stand-in does not compute "
+                                       + ", ".join(k for k, v in asks.items() if v))
+        return standin.attend(self, q, k, v, self.tp_q_head_num, self.tp_k_head_num, self.qk_head_dim,
+                              self.v_head_dim, self.scaling).to(q.dtype)
+    return forward
+
+
+def draft_batch(mode: Any, ids: torch.Tensor, positions: torch.Tensor, spec_info: Any) -> Any:
+    """A ForwardBatch with the fields the drafter's forward reads (its 7 required ones, the positions, the spec
+    info carrying the hidden states, capture LAST, no logprobs): ``mode`` EXTEND (the draft extend after prefill,
+    speculative/eagle_worker_v2.py:961-1090) or DECODE (a draft step, :800-892)."""
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch
+
+    t = ids.shape[0]
+    batch = ForwardBatch(forward_mode=mode, batch_size=t, input_ids=ids, req_pool_indices=torch.arange(t),
+                         seq_lens=torch.ones(t, dtype=torch.int64), out_cache_loc=torch.arange(t), seq_lens_sum=t)
+    batch.positions, batch.spec_info = positions, spec_info
+    batch.capture_hidden_mode, batch.return_logprob = CaptureHiddenMode.LAST, False
+    return batch
+
+
+def run_compute(model: nn.Module, inputs: dict, steps: int, vocab: int) -> tuple[list, list, list]:
+    """K draft steps as SGLang's EAGLE worker drives the drafter (speculative/eagle_worker_v2.py): step 0 a draft
+    extend whose spec info holds the target's aux states (EagleDraftExtendInput, :961-1090), each later step a draft
+    decode fed the captured state (``spec_info.hidden_states``, :831, from ``logits_output.hidden_states``, :892 and
+    :1086), the drafted token mapped to a target id through ``hot_token_id`` (:890-891, the draft id's argmax,
+    :872-876) and the position + 1 (:876). The model is the engine's own (models/llama_eagle3.py:209-269, fc applied
+    where the state is not the hidden size wide, :237-247; the captured state normed under norm_output, :266-268);
+    logits and the captured state of every row come from its LogitsProcessor in DECODE mode (no last-token pruning,
+    layers/logits_processor.py:539, 853), and are scattered to the target vocabulary at hot_token_id (-inf elsewhere)
+    for the record."""
+    from sglang.kernels.fused_op import get_fused_op_backend, set_fused_op_backend
+    from sglang.kernels.spec import KernelBackend
+    from sglang.srt.layers.logits_processor import LogitsMetadata
+    from sglang.srt.layers.radix_attention import RadixAttention
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+    from sglang.srt.speculative.eagle_info import EagleDraftExtendInput, EagleDraftInput
+
+    standin = _compute.StandIn()
+    ids, positions = inputs["input_ids"], inputs["position_ids"]
+    later = inputs.get("later_tokens")
+    hot = model.hot_token_id
+    logits, fed, tokens = [], [], []
+    forced = get_fused_op_backend()
+    set_fused_op_backend(KernelBackend.TORCH)  # every fused op on forward_native (kernels/fused_op.py:640-660)
+    try:
+        with mock.patch.object(RadixAttention, "forward", standin_forward(standin)), torch.no_grad():
+            hidden = inputs["aux_hidden_states"].float()
+            for step in range(steps):
+                standin.step = step
+                if step == 0:
+                    batch = draft_batch(ForwardMode.EXTEND, ids, positions, EagleDraftExtendInput(hidden_states=hidden))
+                else:
+                    spec = EagleDraftInput(hidden_states=hidden)
+                    batch = draft_batch(ForwardMode.DECODE, ids, positions + step, spec)
+                normed, aux = model.model(ids, batch.positions, batch)
+                out = model.logits_processor(ids, normed, model.lm_head, LogitsMetadata(
+                    forward_mode=ForwardMode.DECODE, capture_hidden_mode=CaptureHiddenMode.LAST), aux)
+                draft = out.next_token_logits
+                targets = torch.arange(draft.shape[-1]) if hot is None else hot.to(torch.int64)
+                full_logits = draft.new_full((draft.shape[0], vocab), float("-inf"))
+                full_logits[:, targets] = draft
+                drafted = targets[draft.argmax(-1)]
+                nxt = later[step] if later is not None and step < len(later) else drafted
+                logits.append(full_logits)
+                fed.append(out.hidden_states)
+                tokens.append(nxt)
+                ids, hidden = nxt, out.hidden_states
+    finally:
+        set_fused_op_backend(forced)
+    return logits, fed, tokens
+
+
+def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
+    """The drafter's own compute on the entry's inputs (its ``compute_inputs`` files, else the seeded ones), or why
+    there is none. The worker replaces the drafter's embedding by the target's (``set_embed``, eagle_worker_v2.py:
+    353-363; llama.py:910-918 keeps the drafter's own where target_hidden_size differs): the inputs' embedding table
+    stands in for the target's."""
+    out: dict[str, Any] = {"checkpoint": entry["name"], "source_hash": entry["source_hash"]}
+    if record.get("refused") or "harness_error" in record:
+        out["not_computed"] = "the engine did not build and load the drafter"
+        return out
+    model = None
+    gc.collect()  # the recorded (served, bfloat16) build goes first: only one build is held at a time
+    try:
+        model = build_for_compute(entry, root)
+        if not hasattr(model.model, "layers") or not hasattr(model, "logits_processor"):
+            raise _compute.CannotJudge(f"{type(model).__name__}: an MLA drafter, whose attention this recorder does "
+                                       "not drive yet")
+        if getattr(model, "load_lm_head_from_target", False):
+            raise _compute.CannotJudge("the drafter serves with the target's lm_head, which the recorder does not have")
+        poisoned = _compute.poison_unwritten(model, record)
+        if poisoned:
+            out["unwritten"] = _compute.few(poisoned)
+        cfg = model.config
+        width = model.model.fc.in_features if getattr(model.model, "fc", None) is not None else cfg.hidden_size
+        own_embed = model.model.embed_tokens.weight
+        for inputs, full_path in _compute.inputs_of(entry, root, width, cfg.vocab_size, cfg.hidden_size):
+            table = nn.Parameter(inputs["embed_table"].float(), requires_grad=False) if "embed_table" in inputs \
+                else own_embed
+            model.set_embed(table)
+            if model.model.embed_tokens.weight is not table:  # set_embed kept the drafter's own (llama.py:910-916)
+                inputs = {k: v for k, v in inputs.items() if k != "embed_table"}
+            _compute.note_inputs(out, inputs)
+            logits, fed, tokens = run_compute(model, inputs, int(entry.get("compute_steps", _compute.STEPS)),
+                                              cfg.vocab_size)
+            _compute.keep(out, inputs, logits, fed, tokens, full_path)
+    except _compute.CannotJudge as exc:
+        out["cannot_judge"] = str(exc)
+    except ImportError as exc:  # the release keeps what the recorder drives elsewhere: no verdict
+        out["cannot_judge"] = f"the recorder does not know {ENGINE} {VERSION}'s internals: {exc}"
+    except Exception as exc:  # the engine's own code raised while computing: what a server would do on a request
+        out["raised"] = {"type": type(exc).__name__, "message": (str(exc) or repr(exc))[:2000],
+                         "at": _engine_frame(exc, ROOTS)}
+    finally:
+        del model
+        gc.collect()
+    return out
+
+
 def init_process_group(target_dir: Path) -> None:
     """One-process gloo group (SGLang's CPU backend), initialised once per process as a scheduler does
     (distributed/bootstrap.py:90-160). It reads a published context: the target alone, with parallel size 1."""
@@ -415,6 +565,7 @@ def init_process_group(target_dir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    argv, compute = _compute.compute_option(argv)
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
@@ -424,7 +575,10 @@ def main(argv: list[str]) -> int:
     init_process_group((manifest.parent / first["target_config"]).parent)
     gc.freeze()  # keep the engine's per-load gc.collect() calls cheap (see record_vllm.py)
     with mock.patch.object(rotary_base, "_is_cpu", True):
-        return run_all(manifest, Path(argv[1]), ENGINE, VERSION, record_checkpoint, STARTED)
+        record_one = _compute.computing(record_checkpoint, compute_checkpoint, compute)
+        code = run_all(manifest, Path(argv[1]), ENGINE, VERSION, record_one, STARTED)
+    _compute.write(compute, ENGINE, VERSION, STARTED)
+    return code
 
 
 if __name__ == "__main__":

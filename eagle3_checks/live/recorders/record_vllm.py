@@ -62,8 +62,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from _probe import (LoadProbe, checkpoint_tensor_names, engine_stage, free_port, harness,  # noqa: E402
-                    read_built_model, run_all)
+from _probe import (LoadProbe, _engine_frame, checkpoint_tensor_names, engine_stage, free_port,  # noqa: E402
+                    harness, read_built_model, run_all)
+import _compute  # noqa: E402
 
 import vllm.model_executor.layers.utils as layer_utils  # noqa: E402
 from vllm.compilation.backends import set_model_tag  # noqa: E402
@@ -80,19 +81,28 @@ from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import (  # noqa: E402
     get_eagle3_aux_layers_from_config, set_eagle3_aux_hidden_state_layers)
 from vllm.v1.worker.gpu.spec_decode.eagle.utils import _should_share  # noqa: E402
 # isort: on
+try:  # the attention layers the compute's stand-in replaces (0.32.0 and 0.33.0: model_executor/layers/attention/)
+    from vllm.model_executor.layers.attention.attention import Attention
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
+except ImportError:  # a release that keeps them elsewhere: its compute is not judged (the loading is recorded)
+    Attention = MLAAttention = None
+try:
+    from vllm.config import CompilationConfig, CompilationMode
+except ImportError:
+    CompilationConfig = CompilationMode = None
 
 # What the releases recorded (0.28.0 to 0.33.0) do differently before get_model, and how the V2 runner decides to
 # capture aux states; each branch cites the release it follows.
 try:  # 0.31.0 on: the draft's own load config (model_executor/model_loader/utils.py)
-    from vllm.model_executor.model_loader.utils import get_draft_load_config  # noqa: E402
+    from vllm.model_executor.model_loader.utils import get_draft_load_config
 except ImportError:  # 0.28.0 to 0.30.0: load_eagle_model uses the server's load config
     get_draft_load_config = None
 try:  # 0.30.0 on: pipeline-parallel-safe draft loading (v1/worker/gpu/spec_decode/utils.py)
-    from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config  # noqa: E402
+    from vllm.v1.worker.gpu.spec_decode.utils import get_pp_safe_draft_load_config
 except ImportError:  # 0.28.0, 0.29.0
     get_pp_safe_draft_load_config = None
 try:  # 0.33.0: the V2 runner asks the drafter (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py)
-    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states  # noqa: E402
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import requires_aux_hidden_states
 except ImportError:
     if hasattr(SpeculativeConfig, "uses_aux_hidden_states"):
         # 0.34.0: the runner asks the speculative config (v1/worker/gpu/model_runner.py:317-318), whose eagle3
@@ -297,6 +307,157 @@ def record_checkpoint(entry: dict, root: Path, record: dict) -> None:
     record["serves_with"] = serve_with(model)
 
 
+# ----- the drafter's own compute (see _compute.py) -------------------------------------------------------------
+
+def build_for_compute(entry: dict, root: Path) -> nn.Module:
+    """The drafter built and loaded again, as record_checkpoint does, in float32 and with every CustomOp on its
+    ``forward_native`` (``CompilationConfig(mode=NONE, custom_ops=["none"])``: model_executor/custom_op.py:179-192,
+    269-305; with "all" the CPU platform's RoPE calls ``torch.ops._C.rotary_embedding``, which the CUDA wheel does
+    not build). The recorded load above is the served one (bfloat16, sentinels); this build is left uninstrumented."""
+    draft_dir = root / entry["dir"]
+    target = ModelConfig(model=str((root / entry["target_config"]).parent), skip_tokenizer_init=True,
+                         dtype="float32", enforce_eager=True, max_model_len=entry.get("context_length"))
+    parallel = ParallelConfig()
+    spec = SpeculativeConfig(method="eagle3", model=str(draft_dir), num_speculative_tokens=NUM_SPECULATIVE_TOKENS,
+                             target_model_config=target, target_parallel_config=parallel)
+    vllm_config = VllmConfig(model_config=target, speculative_config=spec, parallel_config=parallel,
+                             load_config=LoadConfig(), device_config=DeviceConfig(device="cpu"),
+                             compilation_config=CompilationConfig(mode=CompilationMode.NONE, custom_ops=["none"]))
+    with set_current_vllm_config(vllm_config), set_model_tag("eagle_head"):
+        return get_model(vllm_config=draft_config(spec, vllm_config), model_config=spec.draft_model_config)
+
+
+def fed_width(model: nn.Module, record: dict, entry: dict, root: Path) -> int:
+    """How wide the state the proposer hands the drafter's combine_hidden_states is: fc's input where the drafter
+    builds one (llama_eagle3.py:209-221); without one (eagle_config.use_aux_hidden_state false), the aux states the
+    model runner captures all the same where it captures them (0.32.0: every eagle3 drafter, v1/worker/gpu/
+    model_runner.py:299-307; the recording's aux), else the target's last hidden state (0.33.0: eagle3_utils.py)."""
+    if getattr(model.model, "use_aux_hidden_state", True):
+        return model.model.fc.input_size
+    target = ModelConfig(model=str((root / entry["target_config"]).parent), skip_tokenizer_init=True,
+                         dtype="float32", enforce_eager=True, max_model_len=entry.get("context_length"))
+    aux = record.get("aux") or {}
+    count = len(aux["ids"]) if aux.get("requires_aux_hidden_states") and aux.get("ids") else 1
+    return count * target.get_hidden_size()
+
+
+def standin_forward(standin: _compute.StandIn):
+    """``Attention.forward`` (model_executor/layers/attention/attention.py:490-560) replaced by the stand-in, with
+    the layer's own sizes (num_heads, num_kv_heads, head_size, head_size_v: attention.py:334-339) and softmax scale
+    (its impl's, v1/attention/backends/cpu_attn.py:313). What the stand-in does not compute is refused."""
+    def forward(self: Attention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                output_shape: Any = None, output_dtype: Any = None) -> torch.Tensor:
+        impl = self.impl
+        asks = {"a sliding window": self.sliding_window is not None, "attention sinks": self.has_sink,
+                "a logit soft-cap": bool(getattr(impl, "logits_soft_cap", 0)),
+                "ALiBi": getattr(impl, "alibi_slopes", None) is not None,
+                f"attention type {self.attn_type}": self.attn_type != "decoder"}
+        if any(asks.values()):
+            raise _compute.CannotJudge("the attention stand-in does not compute "
+                                       + ", ".join(k for k, v in asks.items() if v))
+        out = standin.attend(self, query, key, value, self.num_heads, self.num_kv_heads, self.head_size,
+                             self.head_size_v, impl.scale)
+        return out.to(output_dtype or query.dtype)
+    return forward
+
+
+def standin_mla_forward(standin: _compute.StandIn):
+    """``MLAAttention.forward`` (model_executor/layers/attention/mla_attention.py:829-898), which needs vLLM's MLA
+    backend, its KV cache and a forward context, replaced by the stand-in on what the engine hands it: the roped q
+    (num_heads, qk_nope + qk_rope), the normed latent ``kv_c_normed`` and the roped ``k_pe`` (layers/mla.py:244-250).
+    As the engine's MHA path does (forward_mha, mla_attention.py:3248-3256), the layer's own ``kv_b_proj`` up-projects
+    the latent to per-head [k_nope | v] and k is [k_nope | k_pe] (k_pe shared by every head, :2931); attention runs
+    with the layer's own ``scale`` (head_dim^-0.5 x mscale^2, deepseek_v2.py:1129-1136). The absorbed decode path the
+    engine takes for one-token steps (:1105-1165) computes the same product reassociated."""
+    def forward(self: Any, q: torch.Tensor, kv_c_normed: torch.Tensor, k_pe: torch.Tensor,
+                output_shape: Any = None, q_dcp_replicated: Any = None) -> torch.Tensor:
+        asks = {"a sliding window": self.sliding_window is not None, "sparse attention (an indexer)":
+                self.indexer is not None, "decode context parallelism": q_dcp_replicated is not None}
+        if any(asks.values()):
+            raise _compute.CannotJudge("the attention stand-in does not compute "
+                                       + ", ".join(k for k, v in asks.items() if v))
+        t, nh = q.shape[0], self.num_heads
+        kv = self.kv_b_proj(kv_c_normed)[0].view(t, nh, self.qk_nope_head_dim + self.v_head_dim)
+        k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)
+        k = torch.cat([k_nope, k_pe.view(t, 1, self.qk_rope_head_dim).expand(t, nh, self.qk_rope_head_dim)], dim=-1)
+        head = self.qk_nope_head_dim + self.qk_rope_head_dim
+        out = standin.attend(self, q.reshape(t, nh * head), k.reshape(t, nh * head), v.reshape(t, -1), nh, nh, head,
+                             self.v_head_dim, self.scale)
+        return out.to(q.dtype)
+    return forward
+
+
+def run_compute(model: nn.Module, inputs: dict, steps: int) -> tuple[list, list, list]:
+    """K draft steps of the drafter, as vLLM's proposer drives it (v1/spec_decode/llm_base_proposer.py, the V1
+    proposer a CPU host runs; the V2 runner's speculator.py:210-216, 433-437, 485-488, 935-946 does the same):
+    step 0 gets ``combine_hidden_states`` of the target's aux states (:549; llama_eagle3.py:397-418), the token ids
+    and positions; the model returns (normed, fed) (:599-604; llama_eagle3.py:283-288: the fed state is the pre-norm
+    one, or the normed one under norm_output); ``compute_logits`` maps the normed state to target-vocabulary logits
+    (:484; llama_eagle3.py:373-395); each later step gets the fed state of the same row (:642, 720), the drafted
+    token (:690) and the position + 1 (:697-703)."""
+    standin = _compute.StandIn()
+    ids, positions = inputs["input_ids"], inputs["position_ids"]
+    later = inputs.get("later_tokens")
+    logits, fed, tokens = [], [], []
+    with mock.patch.object(Attention, "forward", standin_forward(standin)), \
+            mock.patch.object(MLAAttention, "forward", standin_mla_forward(standin)), torch.no_grad():
+        hidden = model.combine_hidden_states(inputs["aux_hidden_states"].float())
+        for step in range(steps):
+            standin.step = step
+            normed, state = model(input_ids=ids, positions=positions + step, hidden_states=hidden)
+            out = model.compute_logits(normed)
+            nxt = out.argmax(-1) if later is None else later[step] if step < len(later) else out.argmax(-1)
+            logits.append(out)
+            fed.append(state)
+            tokens.append(nxt)
+            ids, hidden = nxt, state
+    return logits, fed, tokens
+
+
+def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
+    """The drafter's own compute on the entry's inputs (its ``compute_inputs`` file, else the seeded ones), or why
+    there is none."""
+    out: dict[str, Any] = {"checkpoint": entry["name"], "source_hash": entry["source_hash"]}
+    if record.get("refused") or "harness_error" in record:
+        out["not_computed"] = "the engine did not build and load the drafter"
+        return out
+    model = None
+    gc.collect()  # the recorded (served, bfloat16) build goes first: only one build is held at a time
+    try:
+        if Attention is None or CompilationConfig is None:
+            raise _compute.CannotJudge(f"the recorder does not know vLLM {VERSION}'s attention layers or "
+                                       "compilation config")
+        model = build_for_compute(entry, root)
+        poisoned = _compute.poison_unwritten(model, record)
+        if poisoned:
+            out["unwritten"] = _compute.few(poisoned)
+        shared = serve_with(model)
+        if shared["lm_head"] != "draft":
+            raise _compute.CannotJudge("the drafter serves with the target's lm_head, which the recorder does not have")
+        width = fed_width(model, record, entry, root)
+        embed_shared = shared["embed_tokens"] != "draft"  # load_eagle_model shares the target's (eagle/utils.py:45-77)
+        for inputs, full_path in _compute.inputs_of(entry, root, width, model.config.vocab_size,
+                                                    model.config.hidden_size if embed_shared else None):
+            if embed_shared:
+                if "embed_table" not in inputs:
+                    raise _compute.CannotJudge("the drafter serves with the target's embedding, and none was given")
+                model.model.embed_tokens.weight.data = inputs["embed_table"].float()
+            _compute.note_inputs(out, inputs)
+            logits, fed, tokens = run_compute(model, inputs, int(entry.get("compute_steps", _compute.STEPS)))
+            _compute.keep(out, inputs, logits, fed, tokens, full_path)
+    except _compute.CannotJudge as exc:
+        out["cannot_judge"] = str(exc)
+    except ImportError as exc:  # the release keeps what the recorder drives elsewhere: no verdict
+        out["cannot_judge"] = f"the recorder does not know {ENGINE} {VERSION}'s internals: {exc}"
+    except Exception as exc:  # the engine's own code raised while computing: what a server would do on a request
+        out["raised"] = {"type": type(exc).__name__, "message": (str(exc) or repr(exc))[:2000],
+                         "at": _engine_frame(exc, ROOTS)}
+    finally:
+        del model
+        gc.collect()
+    return out
+
+
 def init_process_group() -> None:
     """One-process gloo group, as a single-GPU server has (tensor and pipeline parallel size 1)."""
     with set_current_vllm_config(VllmConfig(device_config=DeviceConfig(device="cpu"))):
@@ -330,6 +491,7 @@ def triton_check_stub(stack: ExitStack) -> None:
 
 
 def main(argv: list[str]) -> int:
+    argv, compute = _compute.compute_option(argv)
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
@@ -345,7 +507,10 @@ def main(argv: list[str]) -> int:
         stack.enter_context(mock.patch.object(layer_utils, "dispatch_cpu_unquantized_gemm", keep_weights_gemm))
         if not torch.accelerator.is_available():  # see the module docstring
             stack.enter_context(mock.patch.object(torch.accelerator, "empty_cache", lambda: None))
-        return run_all(Path(argv[0]), Path(argv[1]), ENGINE, VERSION, record_checkpoint, STARTED)
+        record_one = _compute.computing(record_checkpoint, compute_checkpoint, compute)
+        code = run_all(Path(argv[0]), Path(argv[1]), ENGINE, VERSION, record_one, STARTED)
+    _compute.write(compute, ENGINE, VERSION, STARTED)
+    return code
 
 
 if __name__ == "__main__":
