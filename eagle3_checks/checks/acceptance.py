@@ -69,20 +69,23 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
     said: dict[str, str] = {}
     try:
         masks = LossMasks(Path(options.loss_mask), options.loss_mask_start) if options.loss_mask else None
-        data: Any = samples(Path(options.data), expect, masks)
+        folder = Path(options.data)
+        listed: list | None = None  # the samples, held in memory only when an installed engine computes them too
         target_config = Path(live_target_config(ctx) or "")
         if options.live and target_config.is_file():  # each installed engine's own code, beside its modelled reading
-            data = list(data)
+            listed = list(samples(folder, expect, masks))
             for spec, python in options.live:
                 reading = dict(named).get(spec)
                 if reading is not None:
-                    got, said[spec] = own_logits(ckpt, spec, python, target_config, data, ACCEPT_STEPS, reading,
+                    got, said[spec] = own_logits(ckpt, spec, python, target_config, listed, ACCEPT_STEPS, reading,
                                                  ctx.target_embedding, options.max_model_len)
                     if got is not None:
                         own[spec + OWN] = got
                         named.insert([n for n, _ in named].index(spec) + 1, (spec + OWN, reading))
-        folder = Path(options.data)
-        fresh = (lambda: iter(data)) if isinstance(data, list) else (lambda: samples(folder, expect, masks))
+
+        def fresh() -> Any:  # a new pass over the samples for each pass the resolver makes
+            return iter(listed) if listed is not None else samples(folder, expect, masks)
+
         result, answers = measure(ckpt, named, fresh, ACCEPT_STEPS, target=head, embedding=ctx.target_embedding,
                                   own=own)
     except (AcceptanceError, DataError) as exc:
