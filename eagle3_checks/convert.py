@@ -47,7 +47,14 @@ from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
 from .numerics import torch_missing
 from .registry import Finding, Severity
-from .storage.output import check_paths, move_into_place, remove_stale, signals_raise, temporary_sibling
+from .storage.output import (
+    check_paths,
+    copy_range,
+    move_into_place,
+    remove_stale,
+    signals_raise,
+    temporary_sibling,
+)
 from .storage.safetensors import RawTensor, encode_header, from_numpy
 
 # The layout convert writes for each engine it converts for (Profile.converts_to: speculators its own; vLLM, SGLang
@@ -430,31 +437,6 @@ def _plan_names(src: Checkpoint, trained: Any, layout: str, notes: list[str]) ->
 
 # ----- writing ---------------------------------------------------------------------------------------------------
 
-def _copy_range(src_path: Path, offset: int, length: int, out) -> None:
-    """Copy bytes in the kernel (copy_file_range) when possible, else through a bounded buffer."""
-    with open(src_path, "rb") as fh:
-        done = 0
-        use_kernel = hasattr(os, "copy_file_range")
-        while done < length:
-            chunk = min(length - done, 1 << 30)
-            if use_kernel:
-                try:
-                    n = os.copy_file_range(fh.fileno(), out.fileno(), chunk, offset + done)
-                except OSError:
-                    use_kernel = False
-                    continue
-                if n == 0:
-                    raise EOFError(f"{src_path}: ended before byte {offset + length}")
-            else:
-                fh.seek(offset + done)
-                data = fh.read(min(chunk, 1 << 24))
-                if not data:
-                    raise EOFError(f"{src_path}: ended before byte {offset + length}")
-                out.write(data)
-                n = len(data)
-            done += n
-
-
 def write(p: Plan, out_dir: Path, original: str | None = "") -> None:
     """Write config.json, the original config (as ``original``; "": ``config_LAYOUT.json``, the trainer's own config
     beside the converted one; None: not written), and model.safetensors (header rewritten, data copied as bytes)."""
@@ -468,9 +450,12 @@ def write(p: Plan, out_dir: Path, original: str | None = "") -> None:
     with open(out_dir / "model.safetensors", "wb") as fh:
         fh.write(encode_header(layout, {"format": "pt", "converted_by": "eagle3-checks"}))
         fh.flush()
-        for name in p.names:
+        for name in p.names:  # tensor data copied as bytes, in the kernel where it can
             e = p.src.tensors[name]
-            _copy_range(e.path, e.offset, e.nbytes, fh)
+            with open(e.path, "rb") as src:
+                at = fh.tell()
+                copy_range(src, fh, e.offset, at, e.nbytes)
+                fh.seek(at + e.nbytes)
         for t in p.replaced.values():
             assert t.data is not None  # replaced tensors come from from_numpy, with their bytes
             fh.write(t.data)

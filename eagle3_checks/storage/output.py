@@ -173,29 +173,34 @@ def copy_file(src: Path, dst: Path, chunk: int = 1 << 30) -> None:
                 if exc.errno == errno.ENXIO:
                     break
                 start, end = pos, size
-            _copy_extent(fi, fo, start, end - start, chunk)
+            copy_range(fi, fo, start, start, end - start, chunk)
             pos = end
         fo.truncate(size)
 
 
-def _copy_extent(fi, fo, offset: int, length: int, chunk: int) -> None:
+def copy_range(fi, fo, src_offset: int, dst_offset: int, length: int, chunk: int = 1 << 30) -> None:
+    """Copy ``length`` bytes of the open file ``fi`` from ``src_offset`` to the open file ``fo`` at ``dst_offset``,
+    in the kernel (copy_file_range) where it can, else through a bounded buffer. Neither file's position is used:
+    ``fo`` is flushed first, and a caller that writes on at its position seeks past the range itself."""
+    fo.flush()
     done = 0
     kernel = hasattr(os, "copy_file_range")
     while done < length:
         n = 0
         if kernel:
             try:
-                n = os.copy_file_range(fi.fileno(), fo.fileno(), min(chunk, length - done), offset + done,
-                                       offset + done)
+                n = os.copy_file_range(fi.fileno(), fo.fileno(), min(chunk, length - done), src_offset + done,
+                                       dst_offset + done)
             except OSError:  # another filesystem for each file, or none that supports it: through a buffer
                 kernel = False
                 continue
         else:
-            fi.seek(offset + done)
+            fi.seek(src_offset + done)
             data = fi.read(min(1 << 24, length - done))
-            fo.seek(offset + done)
+            fo.seek(dst_offset + done)
             fo.write(data)
+            fo.flush()
             n = len(data)
         if n == 0:
-            raise EOFError(f"{fi.name}: ended before byte {offset + length}")
+            raise EOFError(f"{fi.name}: ended before byte {src_offset + length}")
         done += n
