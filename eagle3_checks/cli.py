@@ -239,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", action="append", metavar="NAME[@VERSION]",
                    help=f"the engine releases whose readings run besides the trainer's: {choices()} (default "
                    f"{DEFAULT_ENGINE}); NAME@installed (vllm, sglang) also runs that installed engine's own drafter "
-                   "code on every sample, on CPU (needs --target DIR, whose config.json it is served beside)")
+                   "code on every sample, on CPU (needs the target's config it is served beside: --target-config "
+                   "FILE, or --target DIR)")
     p.add_argument("--engine-python", metavar="PATH",
                    help="the interpreter whose engine NAME@installed means (the serving image's python; default: "
                    "this one)")
