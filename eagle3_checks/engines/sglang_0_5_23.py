@@ -487,6 +487,11 @@ RELEASES = (
             why="as 0.5.23: models/llama_eagle3.py and kimi_k25_eagle3.py differ only in imports, layer_stack and the "
             "parallel spec, gpt_oss.py counts and captures as 0.5.23 (:1349-1364, :739-757); its runner sets up its "
             "process group with distributed/bootstrap.py:70-172 init_torch_distributed, without launcher placement"),
+    Release("0.5.21", "2026-10-01", recorded="2026-12-06",
+            why="as 0.5.23: its models/llama_eagle3.py differs from 0.5.20's only in taking the pipeline group from "
+            "runtime_context.get_parallel (:41, :273), from 0.5.22's by the layer_stack and stage_boundaries 0.5.22 "
+            "adds; kimi_k25_eagle3.py is 0.5.22's; gpt_oss.py counts and captures as 0.5.20 (:1324-1339, :724-744) "
+            "(diffed wheel against wheel)"),
     Release("0.5.22", "2026-10-16", recorded="2026-12-03",
             why="as 0.5.23: its models/llama_eagle3.py and kimi_k25_eagle3.py differ from 0.5.23's only by the "
             "draft_parallel_spec attribute 0.5.23 adds (diffed wheel against wheel)"),
