@@ -483,7 +483,7 @@ RELEASES = (
             "GPT-OSS targets always add 1 (models/gpt_oss.py:1273-1285) and capture layer inputs only (:692-697). "
             "Its aux ids come from eagle_config only, inline in model_executor/model_runner.py:458-472, and it "
             "already has the DeepSeek first-id rule (models/deepseek_v2.py:2799-2814)"),
-    Release("0.5.20", "2026-09-18", recorded="2026-12-03",
+    Release("0.5.20", "2026-09-18", recorded="2026-12-06",
             why="as 0.5.23: models/llama_eagle3.py and kimi_k25_eagle3.py differ only in imports, layer_stack and the "
             "parallel spec, gpt_oss.py counts and captures as 0.5.23 (:1349-1364, :739-757); its runner sets up its "
             "process group with distributed/bootstrap.py:70-172 init_torch_distributed, without launcher placement"),
