@@ -475,7 +475,7 @@ def cannot_compute(trained: Reading) -> list[str]:
 
 # The releases this reading holds for, each recorded (conformance/run.sh) and held to it by the default test run.
 RELEASES = (
-    Release("0.5.14", "2026-06-26", recorded="2026-12-03",
+    Release("0.5.14", "2026-06-26", recorded="2026-12-06",
             differs=(("norm_before_fc", False), ("yarn_mscale", False), ("gpt_oss_raw", False)),
             why="the release SpecForge 0.2.0 pins; models/llama_eagle3.py:141-183 builds no input_norm (norm_before_fc "
             "is not read; input_norm.weight is dropped silently, :342-350); YaRN reads factor, extrapolation_factor, "
@@ -483,10 +483,15 @@ RELEASES = (
             "GPT-OSS targets always add 1 (models/gpt_oss.py:1273-1285) and capture layer inputs only (:692-697). "
             "Its aux ids come from eagle_config only, inline in model_executor/model_runner.py:458-472, and it "
             "already has the DeepSeek first-id rule (models/deepseek_v2.py:2799-2814)"),
-    Release("0.5.20", "2026-09-18", recorded="2026-12-03",
+    Release("0.5.20", "2026-09-18", recorded="2026-12-06",
             why="as 0.5.23: models/llama_eagle3.py and kimi_k25_eagle3.py differ only in imports, layer_stack and the "
             "parallel spec, gpt_oss.py counts and captures as 0.5.23 (:1349-1364, :739-757); its runner sets up its "
             "process group with distributed/bootstrap.py:70-172 init_torch_distributed, without launcher placement"),
+    Release("0.5.21", "2026-10-01", recorded="2026-12-06",
+            why="as 0.5.23: its models/llama_eagle3.py differs from 0.5.20's only in taking the pipeline group from "
+            "runtime_context.get_parallel (:41, :273), from 0.5.22's by the layer_stack and stage_boundaries 0.5.22 "
+            "adds; kimi_k25_eagle3.py is 0.5.22's; gpt_oss.py counts and captures as 0.5.20 (:1324-1339, :724-744) "
+            "(diffed wheel against wheel)"),
     Release("0.5.22", "2026-10-16", recorded="2026-12-03",
             why="as 0.5.23: its models/llama_eagle3.py and kimi_k25_eagle3.py differ from 0.5.23's only by the "
             "draft_parallel_spec attribute 0.5.23 adds (diffed wheel against wheel)"),

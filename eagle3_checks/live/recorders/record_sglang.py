@@ -22,7 +22,7 @@ where a GPU would be needed (paths: sglang/srt/ in the 0.5.23 wheel):
 The harness observes, it does not steer: ``DefaultModelLoader.load_weights_only`` is wrapped to sentinel-fill the
 freshly built model and tap its parameters' weight loaders (see _probe.py) before calling the original. One stub
 replaces engine code (and ``serve_with`` makes ``torch.cuda.synchronize`` a no-op after the MLA drafter's embedding
-swap on a machine without CUDA, see there):
+swap on a machine without CUDA, see there, as the compute does after 0.5.14's Llama embedding swap):
 
 * ``sglang.srt.layers.rotary_embedding.base._is_cpu`` is set to True. It is computed at import from
   ``SGLANG_USE_CPU_ENGINE`` (utils/common.py:221-224); when false, every rotary embedding built off CUDA imports
@@ -320,6 +320,13 @@ def read_hot_token_id(record: dict, model: nn.Module, names: list[str]) -> None:
     record["ignored"] = [n for n in record["ignored"] if n != source]
 
 
+def no_cuda_sync() -> Any:
+    """``torch.cuda.synchronize`` a no-op where there is no CUDA driver (see serve_with: the stub after an embedding
+    swap)."""
+    return mock.patch.object(torch.cuda, "synchronize", lambda *a, **k: None) if not torch.cuda.is_available() \
+        else ExitStack()
+
+
 def serve_with(model: nn.Module, target: ModelConfig) -> dict[str, str]:
     """Run the worker's embedding / lm_head sharing (eagle_worker_v2.py:336-365) with stand-in target tensors,
     and say which tensors the drafter then serves with. The MLA drafter's set_embed / set_embed_and_head end with
@@ -329,9 +336,7 @@ def serve_with(model: nn.Module, target: ModelConfig) -> dict[str, str]:
     text = target.hf_text_config
     embed = torch.empty(text.vocab_size, text.hidden_size)
     head = torch.empty(text.vocab_size, text.hidden_size)
-    no_cuda = mock.patch.object(torch.cuda, "synchronize", lambda *a, **k: None) if not torch.cuda.is_available() \
-        else ExitStack()
-    with no_cuda:
+    with no_cuda_sync():
         if getattr(model, "load_lm_head_from_target", False):
             model.set_embed_and_head(embed, head)
         else:
@@ -446,8 +451,6 @@ def run_compute(model: nn.Module, inputs: dict, steps: int, vocab: int) -> tuple
     logits and the captured state of every row come from its LogitsProcessor in DECODE mode (no last-token pruning,
     layers/logits_processor.py:539, 853), and are scattered to the target vocabulary at hot_token_id (-inf elsewhere)
     for the record."""
-    from sglang.kernels.fused_op import get_fused_op_backend, set_fused_op_backend
-    from sglang.kernels.spec import KernelBackend
     from sglang.srt.layers.logits_processor import LogitsMetadata
     from sglang.srt.layers.radix_attention import RadixAttention
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
@@ -458,8 +461,7 @@ def run_compute(model: nn.Module, inputs: dict, steps: int, vocab: int) -> tuple
     later = inputs.get("later_tokens")
     hot = model.hot_token_id
     logits, fed, tokens = [], [], []
-    forced = get_fused_op_backend()
-    set_fused_op_backend(KernelBackend.TORCH)  # every fused op on forward_native (kernels/fused_op.py:640-660)
+    forced = torch_ops(model)
     try:
         with mock.patch.object(RadixAttention, "forward", standin_forward(standin)), torch.no_grad():
             hidden = inputs["aux_hidden_states"].float()
@@ -484,8 +486,31 @@ def run_compute(model: nn.Module, inputs: dict, steps: int, vocab: int) -> tuple
                 tokens.append(nxt)
                 ids, hidden = nxt, out.hidden_states
     finally:
-        set_fused_op_backend(forced)
+        if forced is not None:
+            forced()
     return logits, fed, tokens
+
+
+def torch_ops(model: nn.Module) -> Any:
+    """Every fused op of the drafter on its ``forward_native``, and how to undo that (None: nothing to undo). From
+    0.5.20 on, one process-wide backend (kernels/fused_op.py:640-660 in 0.5.23, :222-245 in 0.5.20). 0.5.14 has no
+    such switch: each op picks its forward when built (layers/utils/multi_platform.py:36-38, 109-133), forward_native
+    off CUDA, off the CPU engine (SGLANG_USE_CPU_ENGINE, utils/common.py:204-206) and off AMX; an op that picked
+    another forward is not judged."""
+    try:
+        from sglang.kernels.fused_op import get_fused_op_backend, set_fused_op_backend
+        from sglang.kernels.spec import KernelBackend
+    except ImportError:
+        from sglang.srt.layers.utils.multi_platform import MultiPlatformOp
+
+        other = sorted({type(m).__name__ for m in model.modules() if isinstance(m, MultiPlatformOp)
+                        and getattr(m._forward_method, "__func__", None) is not type(m).forward_native})
+        if other:
+            raise _compute.CannotJudge(f"{', '.join(other)} built on another forward than forward_native") from None
+        return None
+    forced = get_fused_op_backend()
+    set_fused_op_backend(KernelBackend.TORCH)
+    return lambda: set_fused_op_backend(forced)
 
 
 def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
@@ -515,7 +540,8 @@ def compute_checkpoint(entry: dict, root: Path, record: dict) -> dict:
         for inputs, full_path in _compute.inputs_of(entry, root, width, cfg.vocab_size, cfg.hidden_size):
             table = nn.Parameter(inputs["embed_table"].float(), requires_grad=False) if "embed_table" in inputs \
                 else own_embed
-            model.set_embed(table)
+            with no_cuda_sync():  # 0.5.14's Llama set_embed ends with torch.cuda.synchronize() (llama.py:793-807)
+                model.set_embed(table)
             if model.model.embed_tokens.weight is not table:  # set_embed kept the drafter's own (llama.py:910-916)
                 inputs = {k: v for k, v in inputs.items() if k != "embed_table"}
             _compute.note_inputs(out, inputs)
