@@ -124,6 +124,25 @@ def test_the_subprocess_sees_no_gpu_and_the_engines_cpu_platform(tmp_path, targe
                                             "PYTHONHASHSEED": "0"}
 
 
+
+def test_the_release_is_asked_once_per_interpreter_and_each_environment_keeps_its_own(tmp_path):
+    """Two environments whose python links to one base interpreter (as every venv's does) hold different releases:
+    each is asked once, and neither answers for the other."""
+    import os
+
+    base = tmp_path / "base-python"
+    calls = tmp_path / "calls"
+    base.write_text(f"#!{sys.executable}\nimport sys\nopen({str(calls)!r}, 'a').write(sys.argv[0] + '\\n')\n"
+                    "print('0.34.0' if 'new' in sys.argv[0] else '0.33.0')\n")
+    base.chmod(0o755)
+    for env in ("old", "new"):
+        (tmp_path / env).mkdir()
+        os.symlink(base, tmp_path / env / "python")
+    for _ in range(3):
+        assert live.version("vllm", str(tmp_path / "old" / "python")) == "0.33.0"
+        assert live.version("vllm", str(tmp_path / "new" / "python")) == "0.34.0"
+    assert len(calls.read_text().splitlines()) == 2
+
 def _head_dim_read_as_8(rec: dict) -> None:
     rec["config"]["head_dim"] = 8
 

@@ -51,8 +51,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-# The releases asked in this process: (engine, interpreter, its size and modification time) -> release. A gate run
-# over many checkpoints asks once per interpreter, not once per checkpoint and engine check.
+# The releases asked in this process: (engine, interpreter path as given, its size and modification time) ->
+# release. A gate run over many checkpoints asks once per interpreter, not once per checkpoint and engine check. The
+# path is not resolved: each virtual environment's python links to the same base interpreter.
 _VERSIONS: dict[tuple, str] = {}
 
 
@@ -62,7 +63,7 @@ def version(engine: str, python: str) -> str:
         raise CannotJudge(f"{engine} has no live recorder (live judging runs {', '.join(LIVE_ENGINES)})")
     try:
         st = os.stat(python)
-        key: tuple | None = (engine, os.path.realpath(python), st.st_size, st.st_mtime_ns)
+        key: tuple | None = (engine, os.path.abspath(python), st.st_size, st.st_mtime_ns)
     except OSError:
         key = None
     if key is not None and key in _VERSIONS:
