@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .checks.acceptance import OWN, own_logits
+from .checks.acceptance import OWN, with_own_compute
 from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
 from .drafter.expected import fmt_shape
@@ -870,17 +870,11 @@ def cmd_accept(args: argparse.Namespace) -> int:
         listed: list | None = None
         if judged_live:  # each installed engine's own code on every sample, beside its modelled reading
             listed = list(samples(Path(args.data), expect, masks))
-            for spec, python in judged_live:
-                reading = dict(named).get(spec)
-                got, said = (None, f"{spec} does not read the checkpoint") if reading is None else own_logits(
-                    ckpt, spec, python, target_config, listed, args.steps, reading, embedding)
-                print(f"eagle3-checks: note: {spec}: " + (said if got is not None else
-                                                          f"its own code did not compute the drafter: {said}"),
+            own, said = with_own_compute(ckpt, named, judged_live, target_config, listed, args.steps, embedding)
+            for spec, how in said.items():
+                print(f"eagle3-checks: note: {spec}: " + (how if spec + OWN in own else
+                                                          f"its own code did not compute the drafter: {how}"),
                       file=sys.stderr)
-                if got is not None:
-                    own[spec + OWN] = got
-                    at = [name for name, _ in named].index(spec) + 1
-                    named.insert(at, (spec + OWN, reading))
 
         def data():
             got = iter(listed) if listed is not None else samples(Path(args.data), expect, masks)

@@ -74,14 +74,8 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
         target_config = Path(live_target_config(ctx) or "")
         if options.live and target_config.is_file():  # each installed engine's own code, beside its modelled reading
             listed = list(samples(folder, expect, masks))
-            for spec, python in options.live:
-                reading = dict(named).get(spec)
-                if reading is not None:
-                    got, said[spec] = own_logits(ckpt, spec, python, target_config, listed, ACCEPT_STEPS, reading,
-                                                 ctx.target_embedding, options.max_model_len)
-                    if got is not None:
-                        own[spec + OWN] = got
-                        named.insert([n for n, _ in named].index(spec) + 1, (spec + OWN, reading))
+            own, said = with_own_compute(ckpt, named, options.live, target_config, listed, ACCEPT_STEPS,
+                                         ctx.target_embedding, options.max_model_len)
 
         def fresh() -> Any:  # a new pass over the samples for each pass the resolver makes
             return iter(listed) if listed is not None else samples(folder, expect, masks)
@@ -97,6 +91,24 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
 
 
 OWN = ", own code"  # the figures of an engine's own compute are named SPEC + OWN
+
+
+def with_own_compute(ckpt: Any, named: list[tuple[str, Any]], live: Any, target_config: Path, data: list,
+                     steps: int, embedding: Any = None, context_length: int | None = None
+                     ) -> tuple[dict[str, list], dict[str, str]]:
+    """Each installed engine's own compute (``live``: (spec, its python) pairs) on ``data``: the logits of those that
+    computed, by the name SPEC + OWN, which is inserted into ``named`` after SPEC (its reading the modelled one); and
+    for each spec who computed, or why its own code did not."""
+    own: dict[str, list] = {}
+    said: dict[str, str] = {}
+    for spec, python in live:
+        reading = dict(named).get(spec)
+        got, said[spec] = (None, f"{spec} does not read the checkpoint") if reading is None else own_logits(
+            ckpt, spec, python, target_config, data, steps, reading, embedding, context_length)
+        if got is not None:
+            own[spec + OWN] = got
+            named.insert([n for n, _ in named].index(spec) + 1, (spec + OWN, reading))
+    return own, said
 
 
 def own_logits(ckpt: Any, spec: str, python: str, target_config: Path, data: list, steps: int, reading: Any,
