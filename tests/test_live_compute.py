@@ -226,3 +226,20 @@ def test_accept_embeds_with_the_targets_embedding_where_the_engine_does(trained_
                  "--engine", "sglang", "--engine", "vllm", "--format", "json"]) == 0
     got = {r["reading"].split("@")[0]: r for r in json.loads(capsys.readouterr().out)["readings"]}
     assert got["sglang"]["acceptance_length"] == got["vllm"]["acceptance_length"] > 2.5
+
+
+def test_the_acceptance_level_judges_the_engines_own_figures(self_labelled, target_path):
+    """`check --level acceptance --engine vllm@installed`: acceptance.engine-drop judges the installed engine's own
+    compute, names who computed it beside the modelled reading's figure, and fails when that compute loses more than
+    --max-drop (the stand-in that flips norm_before_residual); a faithful engine's own figures pass."""
+    drafter, data = self_labelled
+
+    def drop(mode: str):
+        result = run(drafter, data=str(data), engine="vllm@installed", engine_python=str(stand_in(mode)),
+                     target_config=str(target_path), level="acceptance", max_drop=0.01, aux_convention="vllm")
+        return result.result("acceptance.engine-drop", "vllm@0.33.0")
+
+    faithful, residual = drop("modelled"), drop("residual")
+    assert faithful.status == "passed", [(f.code, f.message) for f in faithful.findings]
+    assert residual.status == "failed" and "acceptance.engine-drop/drop" in {f.code for f in residual.findings}
+    assert "own code" in " ".join(f.message for f in residual.findings)
