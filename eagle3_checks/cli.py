@@ -272,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="TARGET", help="the target checkpoint's folder, as transformers saves it")
     p.add_argument("--prompts", required=True, metavar="FILE",
                    help='JSON lines, each {"text": ...} (the target\'s tokenizer and chat template applied) or '
-                   '{"input_ids": [...]}')
+                   '{"input_ids": [...]}; with "response_ids": [...] that continuation (what a server produced) is '
+                   'recorded as it is instead of generated')
     p.add_argument("--out", required=True, metavar="DIR", help="a new folder: hidden_states/hs_<i>.safetensors and "
                    "the prepared-data folder speculators trains from (loss mask on the generated tokens)")
     which = p.add_mutually_exclusive_group(required=True)
@@ -883,7 +884,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
             return got
 
         result, found = measure(ckpt, named, data, args.steps, device=device, target=head, ask=args.resolve,
-                                embedding=embedding, own=own)
+                                embedding=embedding, own=own, launch=launched)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
     result.max_drop, result.min_acceptance = args.max_drop, args.min_acceptance

@@ -159,12 +159,18 @@ def test_three_formats_give_the_same_figures(world, capsys):
     r = doc["readings"][0]
     required = {"reading", "steps", "positions", "acceptance_length", "step_accuracy", "conditional_accuracy", "alpha"}
     assert required <= set(r)  # the required interface, and beside it the intervals and the servers' metrics
-    assert set(r) - required == {"sequences", "intervals", "coverage", "coverage_interval", "served_metrics"}
+    assert set(r) - required == {"sequences", "intervals", "coverage", "coverage_interval", "served_metrics",
+                                 "verify_steps", "per_position", "per_start_acceptance_length"}
     assert r["sequences"] == len(LENGTHS)
     lo, hi = r["intervals"]["acceptance_length"]
     assert lo <= r["acceptance_length"] <= hi and hi - lo > 0
     assert len(r["intervals"]["step_accuracy"]) == K and r["intervals"]["alpha"] is None
-    assert r["served_metrics"]["mean_acceptance_length"] == r["acceptance_length"]
+    served = r["served_metrics"]
+    assert served["acceptance_length"] == r["acceptance_length"] == 1 + served["accepted"] / served["verify_steps"]
+    vllm = doc["readings"][1]["served_metrics"]
+    assert vllm["as_named"]["metrics"]["vllm:spec_decode_num_drafts"] == vllm["verify_steps"] > 0
+    assert "as_named" not in served  # the trainer's reading is served by no engine in particular
+    assert r["acceptance_length"] <= r["per_start_acceptance_length"]
     assert r["steps"] == K and len(r["step_accuracy"]) == K and len(r["conditional_accuracy"]) == K
     assert r["alpha"] is None
     assert r["positions"] == sum(n - K - 1 for n in LENGTHS)
@@ -225,7 +231,24 @@ def test_figures_equal_a_direct_computation(world):
         runs.append(n)
     assert d2t  # the drafter carries its mapping
     assert got.positions == len(runs)
-    assert got.acceptance_length == pytest.approx(1 + sum(runs) / len(runs))
+    assert got.per_start_acceptance_length == pytest.approx(1 + sum(runs) / len(runs))
+    # the served walk by hand: no loss mask, so one request from token 1; K drafts per verify step (the trainer's
+    # reading walks as a chain-drafting server), each accepting its leading run, bounded by the tokens remaining
+    lead = []
+    for j in range(t - 1):
+        n = 0
+        while n < K and j + n + 2 < t:
+            row = logits[n][j]
+            finite = torch.isfinite(row).nonzero().flatten()
+            if int(finite[row[finite].argmax()]) != int(ids[j + n + 2]):
+                break
+            n += 1
+        lead.append(n)
+    s, steps, accepted = 0, 0, 0
+    while t - s - 2 > 0:
+        a = min(lead[s], K, t - s - 3)
+        steps, accepted, s = steps + 1, accepted + a, s + a + 1
+    assert (got.verify_steps, got.acceptance_length) == (steps, pytest.approx(1 + accepted / steps))
     assert got.step_accuracy == pytest.approx([sum(r[k] for r in correct) / len(correct) for k in range(K)])
     for k in range(K):
         den = sum(1 for n in runs if n >= k)

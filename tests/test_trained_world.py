@@ -21,7 +21,7 @@ safetensors_torch = pytest.importorskip("safetensors.torch")
 
 from eagle3_checks.acceptance import evaluate, expect_of, load_head, readings, samples  # noqa: E402
 from eagle3_checks.acceptance.evaluate import Figures  # noqa: E402
-from eagle3_checks.acceptance.resolve import CONFIRMED, CONTRADICTED, UNDECIDED, measure  # noqa: E402
+from eagle3_checks.acceptance.resolve import AL, ALPHA, CONFIRMED, CONTRADICTED, UNDECIDED, measure  # noqa: E402
 from eagle3_checks.cli import main  # noqa: E402
 from eagle3_checks.drafter.checkpoint import open_checkpoint  # noqa: E402
 from eagle3_checks.options import DECIDE_GAIN  # noqa: E402
@@ -64,7 +64,9 @@ def test_the_trained_reading_accepts_far_above_chance(trained_world):
     trained = figures(trained_world, trained_world / "drafters" / "trained").readings[0]
     untrained = figures(trained_world, trained_world / "drafters" / "untrained").readings[0]
     assert trained.positions == 16 * (48 - K)  # every row whose K labels lie in the sample
-    assert trained.step_accuracy[0] > 0.8 and trained.acceptance_length > 3.0, trained.record()
+    assert trained.step_accuracy[0] > 0.8 and trained.per_start_acceptance_length > 3.0, trained.record()
+    # as a server counts it: per verify step, which crosses the easy stretches fast (clustered acceptance)
+    assert 2.5 < trained.acceptance_length < trained.per_start_acceptance_length, trained.record()
     assert trained.alpha is not None and trained.alpha > 0.6
     assert untrained.acceptance_length < 1.05 and untrained.step_accuracy[0] < 0.05, untrained.record()
 
@@ -240,7 +242,7 @@ def test_each_one_change_mutant_is_decided_right_and_no_question_against_the_tra
             assert a.verdict == CONTRADICTED and _key(a.best) == truth, (q, a.describe())
             t = a.decided_by
             assert t is not None and t.gain.lo > 0 and t.gain.value >= DECIDE_GAIN, a.describe()
-            assert t.figure in ("acceptance length", "alpha") if target else t.figure == "acceptance length"
+            assert t.figure in (AL, ALPHA) if target else t.figure == AL
         else:
             assert a.verdict != CONTRADICTED, (q, a.describe())
 
@@ -441,24 +443,29 @@ def test_a_lost_head_dim_served_as_vllm_cuts_it_accepts_almost_nothing(trained_w
 
 # ----- figures with their uncertainty -----------------------------------------------------------------------------
 
+DRAWS = 2000
+
+
 def test_the_intervals_cover_the_figures_of_a_larger_held_out_run(trained_world):
-    """peers/train_world.py records 128 held-out sequences beside the 16 test ones. Each of 100 seeded draws of 16 of
-    them gives every figure an interval (95%, over the sequences); at least 90 of the 100 cover the figure of the
-    whole held-out run, for each figure."""
+    """peers/train_world.py records 128 held-out sequences beside the 16 test ones. Each of 2,000 seeded draws of 16 of
+    them gives every figure an interval (95%, over the sequences); at least 90% of them cover the figure of the
+    whole held-out run, for each figure (nominal 95%: at 16 sequences the token-label intervals cover 91-93% of the
+    2,000 draws, the target-label ones 95%)."""
     import random
 
     ckpt = open_checkpoint(trained_world / "drafters" / "trained")
     named = readings(ckpt, [])
     expect = expect_of(named[0][1])
-    checked = {True: [("acceptance_length", 0), ("alpha", 0), ("step_accuracy", 0), ("step_accuracy", 2),
+    checked = {True: [("acceptance_length", 0), ("per_position", 0), ("per_position", 2),
+                      ("per_start_acceptance_length", 0), ("alpha", 0), ("step_accuracy", 0), ("step_accuracy", 2),
                       ("conditional_accuracy", 1)],
-               False: [("acceptance_length", 0), ("step_accuracy", 0)]}
+               False: [("acceptance_length", 0), ("per_start_acceptance_length", 0), ("step_accuracy", 0)]}
     for target, figures_ in checked.items():
         head = load_head(trained_world / "target", expect.hidden, expect.vocab) if target else None
         whole = evaluate(ckpt, named, samples(trained_world / "heldout", expect), K, target=head).readings[0]
         assert len(whole.sequences) == 128
         covered = dict.fromkeys(figures_, 0)
-        for seed in range(100):
+        for seed in range(DRAWS):
             drawn = Figures("trainer", K)
             drawn.sequences = random.Random(seed).sample(whole.sequences, 16)
             for figure, k in figures_:
@@ -466,7 +473,7 @@ def test_the_intervals_cover_the_figures_of_a_larger_held_out_run(trained_world)
                 truth = getattr(whole, figure)
                 truth = truth[k] if isinstance(truth, list) else truth
                 covered[(figure, k)] += interval.lo <= truth <= interval.hi
-        assert all(n >= 90 for n in covered.values()), (target, covered)
+        assert all(n >= 0.9 * DRAWS for n in covered.values()), (target, covered)
 
 
 # ----- record: states for a drafter without training dumps -----------------------------------------------------------

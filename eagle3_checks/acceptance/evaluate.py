@@ -16,8 +16,14 @@ Figures per reading, over the starting positions whose K labels all exist and wh
 * ``step_accuracy[k]``: the share of positions where step k's argmax (over the target vocabulary, through d2t)
   equals its label;
 * ``conditional_accuracy[k]``: the same, among positions whose steps 0..k-1 were all accepted (0.0 when none were);
-* ``acceptance_length``: 1 + the mean leading run of accepted steps, vLLM's mean acceptance length (the bonus token
-  included; ``speculators/models/metrics.py:7-31``, ``compute_accepted_length_counts``, computes it so);
+* ``acceptance_length`` (the headline): what a server reports, ``1 + accepted / verify steps`` over the served walk
+  (:mod:`.walk`: each request walked as a chain-drafting server walks it, the next draft ``a + 1`` rows after the
+  last, the reading's engine's drafting and counter names from :mod:`eagle3_checks.engines.counting`), with
+  ``per_position`` (accepted at position i / verify steps); held to a real llama.cpp server's counters
+  (tests/test_served.py);
+* ``per_start_acceptance_length``: 1 + the mean leading run over every start position, the trainers' metric
+  (``speculators/models/metrics.py:7-31``, ``compute_accepted_length_counts``, computes it so), for comparison with
+  training logs: above what a server reports wherever acceptance clusters along a text;
 * ``alpha``: null with token labels (it needs the target's distribution); with the target's final norm and
   lm_head (``--target``), the mean over the counted (position, step) pairs of sum(min(p_target, p_draft)), the
   acceptance rate of speculative sampling.
@@ -37,16 +43,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import engines
+from ..engines.counting import CHAIN, FULL, Counting, Drafting
 from ..engines.reading import describe_difference, differences
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
 from ..options import FAIL_SHARE, MIN_COVERAGE, NOTHING
 from .samples import Expect, Sample
-from .stats import Interval, ratio
+from .stats import Interval, linearised, ratio
+from .walk import Walked, requests, stops, walk
 
 TRAINER = "trainer"
 RESOLVE = "resolve:"  # the prefix of the resolver's candidate readings (acceptance/resolve.py)
@@ -69,6 +77,20 @@ class SeqCounts:
     overlap: float = 0.0
     overlap_n: int = 0
     covered: int = 0  # step-0 labels of counted positions that the draft vocabulary can express
+    # what the served walk needs (walk.walk): each row's leading run of right draft steps, the sample's requests,
+    # and each step's top draft probability per row (only where a drafting has a confidence cut-off)
+    lead: list[int] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    confidence: list[list[float]] | None = None
+    margin: list[list[float]] | None = None  # each step's top-2 logit gap per row (evaluate(..., margins=True))
+    _walks: dict[Drafting, Walked] = field(default_factory=dict, repr=False, compare=False)
+
+    def walked(self, drafting: Drafting) -> Walked:
+        """This sequence walked with ``drafting`` (walk.walk), once per drafting."""
+        if drafting not in self._walks:
+            cut = stops(self.confidence, drafting.p_min) if drafting.p_min and self.confidence else None
+            self._walks[drafting] = walk(self.lead, self.spans, drafting, cut)
+        return self._walks[drafting]
 
 
 @dataclass
@@ -76,7 +98,7 @@ class Figures:
     reading: str
     steps: int
     positions: int = 0
-    accepted: float = 0.0  # the sum of leading accepted runs
+    accepted: float = 0.0  # the sum of leading accepted runs over every start position (the trainers' metric)
     correct: list[int] = field(default_factory=list)
     counted: list[int] = field(default_factory=list)
     cond_correct: list[int] = field(default_factory=list)
@@ -90,14 +112,51 @@ class Figures:
     window_fits: int | None = None  # differs from the trainer's in its attention window: contexts up to this compute
     # alike (the smaller window)
     sequences: list[SeqCounts] = field(default_factory=list)  # per sample, in data order (every sample, also empty)
+    drafting: Drafting | None = None  # how the server this reading stands for drafts (None: K chained drafts)
+    counting: Counting | None = None  # how that server names its counters (None: the trainer's reading)
 
     def __post_init__(self) -> None:
         for name in ("correct", "counted", "cond_correct", "cond_counted"):
             if not getattr(self, name):
                 setattr(self, name, [0] * self.steps)
+        if self.drafting is None:
+            self.drafting = chain(self.steps)
+
+    # ----- the served walk (walk.py): the headline, counted per verify step as a server counts ---------------------
+
+    def walked(self, drafting: Drafting | None = None) -> list[Walked]:
+        """Each sequence walked as a server drafting with ``drafting`` (this reading's own by default)."""
+        d = (drafting or self.drafting or chain(self.steps)).capped(self.steps)
+        if d.p_min and any(s.confidence is None for s in self.sequences if s.lead):
+            raise AcceptanceError(f"{self.reading}: a confidence cut-off needs the draft probabilities, which were "
+                                  "not kept (evaluate(..., confidence=True))")
+        return [s.walked(d) for s in self.sequences]
+
+    def _total(self, name: str, drafting: Drafting | None = None) -> int:
+        return sum(getattr(w, name) for w in self.walked(drafting))
+
+    @property
+    def verify_steps(self) -> int:
+        return self._total("steps")
 
     @property
     def acceptance_length(self) -> float:
+        """1 + accepted / verify steps over the served walk: what the server reports (1.0 with no verify step)."""
+        n = self.verify_steps
+        return 1.0 + (self._total("accepted") / n if n else 0.0)
+
+    @property
+    def per_position(self) -> list[float]:
+        """Accepted at draft position i / verify steps (each server's per-position rate)."""
+        walks = self.walked()
+        n = sum(w.steps for w in walks)
+        k = len(walks[0].per_position) if walks else 0
+        return [sum(w.per_position[i] for w in walks) / n if n else 0.0 for i in range(k)]
+
+    @property
+    def per_start_acceptance_length(self) -> float:
+        """1 + the mean leading run over every start position: speculators' and SpecForge's training metric, for
+        comparison with training logs (not what a server reports)."""
         return 1.0 + (self.accepted / self.positions if self.positions else 0.0)
 
     @property
@@ -123,10 +182,18 @@ class Figures:
         return [getattr(s, name) if k is None else getattr(s, name)[k] for s in self.sequences]
 
     def interval(self, figure: str, k: int = 0) -> Interval:
-        """The 95% interval of ``figure`` ("acceptance_length", "alpha", "coverage", "step_accuracy",
-        "conditional_accuracy" at step ``k``) over the sequences."""
+        """The 95% interval of ``figure`` ("acceptance_length" and "per_position" at position ``k``, over the served
+        walk; "per_start_acceptance_length", "alpha", "coverage", "step_accuracy", "conditional_accuracy" at step
+        ``k``) over the sequences."""
         share = (0.0, 1.0)
-        if figure == "acceptance_length":
+        if figure in ("acceptance_length", "per_position"):
+            walks = self.walked()
+            steps = [w.steps for w in walks]
+            if figure == "per_position":
+                return ratio([w.per_position[k] for w in walks], steps, bounds=share)
+            deepest = len(walks[0].per_position) if walks else self.steps
+            return ratio([w.accepted for w in walks], steps, 1.0, (1.0, deepest + 1.0))
+        if figure == "per_start_acceptance_length":
             return ratio(self._seq("accepted"), self._seq("positions"), 1.0, (1.0, self.steps + 1.0))
         if figure == "alpha":
             return ratio(self._seq("overlap"), self._seq("overlap_n"), bounds=share)
@@ -139,58 +206,90 @@ class Figures:
         raise ValueError(figure)
 
     def gain(self, other: Figures, figure: str) -> Interval:
-        """This reading's ``figure`` ("acceptance_length" or "alpha") minus ``other``'s, paired over the same
-        sequences and positions (both readings scored the same data)."""
-        num, den = ("accepted", "positions") if figure == "acceptance_length" else ("overlap", "overlap_n")
+        """This reading's ``figure`` ("per_start_acceptance_length" or "alpha") minus ``other``'s, paired over the
+        same sequences and positions (both readings scored the same data): the resolver's test statistic."""
+        num, den = ("accepted", "positions") if figure == "per_start_acceptance_length" else ("overlap", "overlap_n")
         diff = [a - b for a, b in zip(self._seq(num), other._seq(num), strict=True)]
         return ratio(diff, self._seq(den))
 
     def drop(self, base: Figures) -> Interval:
-        """The share of ``base``'s acceptance length this reading loses, 1 - AL / AL_base, paired over the sequences:
-        (A_base - A) / (N + A_base) per sequence summed (A: accepted tokens, N: draft rounds)."""
-        diff = [b - a for a, b in zip(self._seq("accepted"), base._seq("accepted"), strict=True)]
-        den = [n + b for n, b in zip(base._seq("positions"), base._seq("accepted"), strict=True)]
-        return ratio(diff, den)
+        """The share of ``base``'s served acceptance length this reading loses, 1 - AL / AL_base, both walked with
+        this reading's drafting over the same sequences, with its delta-method interval over them (stats.paired)."""
+        mine, theirs = self.walked(), base.walked(self.drafting)
+        tokens = [w.steps + w.accepted for w in mine]  # tokens the verify steps yield
+        base_tokens = [w.steps + w.accepted for w in theirs]
+        return served_drop(tokens, [w.steps for w in mine], base_tokens, [w.steps for w in theirs])
 
     def intervals(self) -> dict[str, Any]:
         """Every figure's 95% interval (None where fewer than two sequences count), as ``--format json`` gives them."""
         return {"acceptance_length": self.interval("acceptance_length").record(),
+                "per_position": [self.interval("per_position", k).record() for k in range(len(self.per_position))],
+                "per_start_acceptance_length": self.interval("per_start_acceptance_length").record(),
                 "step_accuracy": [self.interval("step_accuracy", k).record() for k in range(self.steps)],
                 "conditional_accuracy": [self.interval("conditional_accuracy", k).record()
                                          for k in range(self.steps)],
                 "alpha": self.interval("alpha").record() if self.alpha is not None else None}
 
     def served(self) -> dict[str, Any]:
-        """The figures as the servers count theirs, to set beside a server's metrics line. vLLM 0.33.0
-        (``v1/spec_decode/metrics.py:41-47, 114-117, 188-196``): each draft round adds 1 to ``num_drafts`` and 1 to
-        ``num_accepted_tokens_per_pos[i]`` for each of its first accepted tokens; it logs "Mean acceptance length"
-        ``1 + num_accepted_tokens / num_drafts`` and "Per-position acceptance rate"
-        ``num_accepted_tokens_per_pos / num_drafts`` (Prometheus ``vllm:spec_decode_num_drafts``,
-        ``vllm:spec_decode_num_accepted_tokens_per_pos``). SGLang 0.5.23
-        (``managers/scheduler_components/metrics_reporter.py:973-983``, ``batch_result_processor.py:986-992``,
-        ``observability/metrics_collector.py:511-521``): "accept len" (``sglang:spec_accept_length``), the tokens a
-        verify step yields (accepted drafts and the bonus token), and "accept rate" (``sglang:spec_accept_rate``),
-        accepted drafts over the K proposed per round. Here a draft round is a counted position."""
-        n = self.positions
-        return {"num_drafts": n, "num_accepted_tokens": self.accepted,
-                "num_accepted_tokens_per_pos": list(self.cond_correct),
-                "per_position_acceptance_rate": [c / n if n else 0.0 for c in self.cond_correct],
-                "mean_acceptance_length": self.acceptance_length,
-                "sglang_accept_length": self.acceptance_length,
-                "sglang_accept_rate": (self.acceptance_length - 1.0) / self.steps}
+        """What the server's counters will say over the data (:mod:`.walk`), and the same figures under the names
+        the reading's engine gives them (engines.counting: its release, file and line)."""
+        walks = self.walked()
+        d = (self.drafting or chain(self.steps)).capped(self.steps)
+        steps, accepted = sum(w.steps for w in walks), sum(w.accepted for w in walks)
+        figures: dict[str, Any] = {
+                   "verify_steps": steps, "drafted": sum(w.drafted for w in walks), "accepted": accepted,
+                   "accepted_per_position": [sum(w.per_position[i] for w in walks) for i in range(d.k)],
+                   "acceptance_length": self.acceptance_length, "per_position_rate": self.per_position}
+        out: dict[str, Any] = {**figures, "drafting": {"k": d.k, "n_min": d.n_min, "p_min": d.p_min,
+                                                       "tail": d.tail, "said": list(d.said),
+                                                       "unmodelled": d.unmodelled}}
+        if self.counting is not None and self.counting.metrics:
+            named = {name: figures[ours] for ours, name in self.counting.metrics if ours in figures}
+            rate = self.counting.name("accept_rate")
+            if rate:  # SGLang: accepted over K per verify step
+                named[rate] = accepted / (steps * d.k) if steps else 0.0
+            out["as_named"] = {"engine": self.counting.engine, "cite": self.counting.cite, "metrics": named}
+        return out
 
     def record(self) -> dict[str, Any]:
-        return {"reading": self.reading, "steps": self.steps, "positions": self.positions,
-                "acceptance_length": self.acceptance_length, "step_accuracy": self.step_accuracy,
-                "conditional_accuracy": self.conditional_accuracy, "alpha": self.alpha}
+        if self.problem:
+            return {"reading": self.reading, "steps": self.steps, "unservable": True, "why": self.problem,
+                    "acceptance_length": None, "verify_steps": 0, "positions": 0}
+        return {"reading": self.reading, "steps": self.steps, "acceptance_length": self.acceptance_length,
+                "verify_steps": self.verify_steps, "per_position": self.per_position,
+                "per_start_acceptance_length": self.per_start_acceptance_length, "positions": self.positions,
+                "step_accuracy": self.step_accuracy, "conditional_accuracy": self.conditional_accuracy,
+                "alpha": self.alpha}
 
     def extended(self) -> dict[str, Any]:
         """:meth:`record` and, beside its keys, the intervals, the sequences they are drawn over, the coverage and
         the figures as servers report them."""
+        if self.problem:
+            return self.record()
         cov = self.interval("coverage")
         return {**self.record(), "sequences": sum(1 for s in self.sequences if s.positions),
                 "intervals": self.intervals(), "coverage": self.coverage, "coverage_interval": cov.record(),
                 "served_metrics": self.served()}
+
+
+def chain(k: int) -> Drafting:
+    """The drafting the trainer's reading (and the resolver's candidates) is walked with: K chained drafts per verify
+    step, as vLLM and SGLang draft."""
+    return Drafting(k, tail=FULL, said=(f"the drafter as trained: K {k} chained drafts per verify step",))
+
+
+def served_drop(tokens: Sequence[float], steps: Sequence[float], base_tokens: Sequence[float],
+                base_steps: Sequence[float]) -> Interval:
+    """1 - AL / AL_base with AL = sum(tokens) / sum(steps) (the tokens verify steps yield over the verify steps),
+    paired over the sequences: the delta method on the four totals (stats.linearised)."""
+    u, s, ub, sb = sum(tokens), sum(steps), sum(base_tokens), sum(base_steps)
+    if not (u and s and ub and sb):
+        return linearised(0.0, [])
+    value = 1.0 - (u / s) / (ub / sb)
+    keep = [i for i in range(len(tokens)) if steps[i] or base_steps[i]]
+    influence = [(1.0 - value) * (-tokens[i] / u + steps[i] / s + base_tokens[i] / ub - base_steps[i] / sb)
+                 for i in keep]
+    return linearised(value, influence)
 
 
 @dataclass
@@ -203,6 +302,7 @@ class Result:
     min_acceptance: float | None = None  # a reading below this acceptance length is warned about
     absolute_d2t: str | None = None  # d2t holds absolute target ids: what was found (the trainer reading maps so)
     lengths: list[int] = field(default_factory=list)  # each sample's token count (after non-finite cuts)
+    prompt_boundary: bool = True  # every sample's requests were cut by its loss mask (else walked from token 1)
 
     def warnings(self) -> list[str]:
         """The readings whose acceptance length is below ``min_acceptance``, and a draft vocabulary that covers
@@ -231,11 +331,13 @@ class Result:
     def accepts_nothing(self) -> str | None:
         """The trainer's reading accepts (almost) nothing: its acceptance length is at or below 1 + NOTHING."""
         base = self.readings[0]
-        if base.acceptance_length > 1.0 + NOTHING:
+        # the served walk's figure; the per-start one where the walk made no verify step (responses too short)
+        figure = "acceptance_length" if base.verify_steps else "per_start_acceptance_length"
+        if getattr(base, figure) > 1.0 + NOTHING:
             return None
         return (f"the drafter read as trained accepts nothing: acceptance length "
-                f"{base.interval('acceptance_length').shown()} is at or below 1 + {NOTHING:g} (no draft token in "
-                f"{round(1 / NOTHING)} draft rounds)")
+                f"{base.interval(figure).shown()}{'' if base.verify_steps else ' per start'} is at or below 1 + "
+                f"{NOTHING:g} (no draft token in {round(1 / NOTHING)} draft rounds)")
 
     def verdict(self, f: Figures) -> tuple[str, Interval | None]:
         """An engine reading's verdict against the trainer's: "fails" (its drop's interval lies beyond
@@ -311,7 +413,9 @@ class Result:
         out = []
         for f in self.readings:
             rec = f.extended()
-            if f is not self.readings[0] and not f.problem:
+            if f is not self.readings[0] and f.problem:  # stated as such: no figure, no drop, kept out of averages
+                rec.update(drop=None, drop_interval=None, verdict="unservable")
+            elif f is not self.readings[0]:
                 d = f.drop(self.readings[0])
                 rec.update(drop=d.value, drop_interval=d.record(), verdict=self.verdict(f)[0])
             out.append(rec)
@@ -380,19 +484,28 @@ def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Input
     return inputs, labels, valid, target_logits
 
 
-def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: Any = None) -> None:
-    """Add one sample's rows to a reading's figures (and its counts as one sequence)."""
+def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: Any = None,
+          spans: list[tuple[int, int]] | None = None, confidence: bool = False, margins: bool = False) -> None:
+    """Add one sample's rows to a reading's figures (and its counts as one sequence). ``spans``: the sample's
+    requests (walk.requests), which the served walk walks; ``confidence``: keep each step's top draft probability
+    per row (a confidence cut-off needs them); ``margins``: keep each step's top-2 logit gap per row (where a
+    server's float order may break a near-tie the other way)."""
     import torch
 
     rows = labels.shape[1]
-    seq = SeqCounts(correct=[0] * steps, counted=[0] * steps, cond_correct=[0] * steps, cond_counted=[0] * steps)
+    seq = SeqCounts(correct=[0] * steps, counted=[0] * steps, cond_correct=[0] * steps, cond_counted=[0] * steps,
+                    spans=list(spans or []))
     # every one of the K labels exists: the last step's label lies within the sample
     full = (torch.arange(rows) + steps + (1 if target_logits is None else 0)) < (rows + 1)
     start = full & valid[0]
     chain = start.clone()
     accepted = torch.zeros(rows)
+    leading = torch.ones(rows, dtype=torch.bool)  # every row's run so far, whatever it starts from
+    lead = torch.zeros(rows, dtype=torch.int64)
     for k in range(steps):
         correct = (logits[k].argmax(-1) == labels[k]) & valid[k]
+        leading &= correct
+        lead += leading
         counted = start & valid[k]
         seq.correct[k] = int((correct & counted).sum())
         seq.counted[k] = int(counted.sum())
@@ -407,6 +520,12 @@ def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: 
             seq.overlap_n += int(counted.sum())
     seq.positions = int(start.sum())
     seq.accepted = float(accepted[start].sum())
+    seq.lead = lead.tolist()
+    if confidence:
+        seq.confidence = [torch.softmax(logits[k].float(), -1).amax(-1).tolist() for k in range(steps)]
+    if margins:
+        top = [logits[k].float().topk(2, -1).values for k in range(steps)]
+        seq.margin = [(t[:, 0] - t[:, 1]).tolist() for t in top]
     if rows:  # the draft vocabulary: the target ids the reading's logits can reach (finite through d2t)
         expressible = torch.isfinite(logits[0][0])
         seq.covered = int(expressible[labels[0][start]].sum())
@@ -493,7 +612,8 @@ def evaluated(data: Iterable[Sample], steps: int, skipped: list[int] | None = No
 
 def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
              device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None,
-             own: dict[str, list[list]] | None = None, embedding: Any = None) -> Result:
+             own: dict[str, list[list]] | None = None, embedding: Any = None,
+             launch: Callable[[str], dict | None] | None = None, margins: bool = False) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
     torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
@@ -503,10 +623,14 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
     embed_tokens (storage.target_weights.TargetEmbedding), what a reading without embed_tokens embeds with, as the
     engine does (SGLang serves every EAGLE-3 drafter with the target's). The readings named :data:`TRAINER` or
     ``resolve:...`` compute what was trained: with an absolute-id d2t (:func:`absolute_ids`) they map draft ids as
-    the trainer did, and each engine reading cannot serve. Raises AcceptanceError."""
+    the trainer did, and each engine reading cannot serve. ``launch(spec)``: the launch settings a release is
+    started with (``--launch``), which set how its server drafts (engines.counting). ``margins``: keep each row's
+    top-2 logit gap per step (SeqCounts.margin). Raises AcceptanceError."""
     orders = orders or {}
     own = own or {}
-    figures = [Figures(name, steps) for name, _ in named]
+    figures = [Figures(name, steps, drafting=d, counting=c)
+               for name, _ in named for d, c in [serving(name, steps, launch)]]
+    confidence = any(f.drafting is not None and f.drafting.p_min > 0 for f in figures)
     trained = named[0][1]
     absolute = absolute_ids(ckpt, trained)
     # an engine release is run as it serves the drafter: a tensor its loader narrows is cut as the loader cuts it
@@ -538,11 +662,15 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
     for index, sample in enumerate(evaluated(counted(data), steps, skipped, result.lengths)):
         inputs, labels, valid, target_logits = sample_inputs(sample, steps, target)
         inputs.target_embedding = embedding
+        mask = None if sample.loss_mask is None else sample.loss_mask.tolist()
+        spans = requests(mask, int(sample.tokens.shape[0]))
+        result.prompt_boundary = result.prompt_boundary and mask is not None
         for fig, (name, reading) in zip(figures, named, strict=True):
             if fig.problem:
                 continue
             if name in own:
-                score(fig, [step.cpu() for step in own[name][index]], labels, valid, steps, target_logits)
+                score(fig, [step.cpu() for step in own[name][index]], labels, valid, steps, target_logits, spans,
+                      confidence, margins)
                 continue
             fed = inputs if name not in orders else dataclasses.replace(
                 inputs, aux_hidden_states=permuted(inputs.aux_hidden_states, orders[name]))
@@ -555,7 +683,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
                     raise AcceptanceError(f"the trainer's reading cannot run: {exc}") from exc
                 fig.problem = f"cannot run: {exc}"
                 continue
-            score(fig, logits, labels, valid, steps, target_logits)
+            score(fig, logits, labels, valid, steps, target_logits, spans, confidence, margins)
     result.skipped = skipped[0]
     if result.samples == 0:
         raise AcceptanceError("no samples in the data")
@@ -563,6 +691,26 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
         raise AcceptanceError(f"no position to evaluate: every sample is shorter than {steps + 2} tokens (K + 2) "
                               "or masked out")
     return result
+
+
+def serving(name: str, steps: int, launch: Callable[[str], dict | None] | None = None
+            ) -> tuple[Drafting, Counting | None]:
+    """How the server reading ``name`` stands for drafts and counts: its release's counting (engines.counting), set
+    by its launch settings; K chained drafts for the trainer's reading, the resolver's candidates and an engine whose
+    counting is not read."""
+    spec = name.split(",", 1)[0]  # an installed engine's own compute is named SPEC + ", own code"
+    if as_trained(name):
+        return chain(steps), None
+    try:
+        counting = engines.profile(spec).counting or CHAIN
+    except Exception:  # not an engine release
+        return chain(steps), None
+    if counting is CHAIN:
+        return counting.drafting(None, steps), None
+    try:
+        return counting.drafting(launch(spec) if launch else None, steps), counting
+    except ValueError as exc:
+        raise AcceptanceError(f"--launch for {spec}: {exc}") from None
 
 
 def as_trained(name: str) -> bool:
@@ -579,11 +727,17 @@ def render_text(result: Result) -> str:
     lines = [f"labels: {result.labels}" + (" (the recorded next tokens: greedy figures only, no alpha)"
                                            if result.labels == "tokens" else ""),
              f"samples: {result.samples}; positions skipped for non-finite states: {result.skipped}; intervals: 95% "
-             "over sequences"]
+             "over sequences",
+             "acceptance length: as a server counts it, 1 + accepted / verify steps along each request ("
+             + ("its prompt cut by the loss mask" if result.prompt_boundary else
+                "no loss mask: each sequence walked from its first token") + "); per start: the trainers' metric, "
+             "every start position counted (what training logs report, above what a server reports where "
+             "acceptance clusters)"]
     base = result.readings[0]
+    pad = " " * 23
     for f in result.readings:
         if f.problem:
-            lines.append(f"  {f.reading:<20} {f.problem}")
+            lines.append(f"  {f.reading:<20} unservable: {f.problem} (no figures; left out of every drop)")
             continue
         al = f.interval("acceptance_length")
         if f.reading == TRAINER:
@@ -591,16 +745,22 @@ def render_text(result: Result) -> str:
         else:
             d = f.drop(base)
             drop = f"  ({_pct(-d.value)} vs trainer" + (f", [{_pct(-d.hi)}, {_pct(-d.lo)}])" if d.known else ")")
-        lines.append(f"  {f.reading:<20} acceptance length {al.shown()} over {f.positions} positions{drop}")
-        lines.append(f"  {'':<20} step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; conditional "
-                     f"{' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "
-                     + ("n/a" if f.alpha is None or math.isnan(f.alpha) else f.interval("alpha").shown()))
+        lines.append(f"  {f.reading:<20} acceptance length {al.shown()} over {f.verify_steps} verify steps, per "
+                     f"position {' '.join(f'{r:.3f}' for r in f.per_position)}{drop}")
+        drafting = (f.drafting or chain(f.steps)).capped(f.steps)
+        lines.append(f"{pad}walked: {drafting.describe()} ({'; '.join(drafting.said)})")
+        if drafting.unmodelled:
+            lines.append(f"{pad}not modelled: {drafting.unmodelled}")
         m = f.served()
-        lines.append(f"  {'':<20} as servers report it: vLLM mean acceptance length {m['mean_acceptance_length']:.2f}, "
-                     "per-position acceptance rate "
-                     + ", ".join(f"{r:.3f}" for r in m["per_position_acceptance_rate"])
-                     + f"; SGLang accept len {m['sglang_accept_length']:.2f}, accept rate "
-                     f"{m['sglang_accept_rate']:.2f}")
+        named = m.get("as_named")
+        if named and named["metrics"]:
+            shown = ", ".join(f"{k} {' '.join(_num(x) for x in v) if isinstance(v, list) else _num(v)}"
+                              for k, v in named["metrics"].items())
+            lines.append(f"{pad}as {named['engine']} counts it: {shown}")
+        lines.append(f"{pad}per start: acceptance length {f.interval('per_start_acceptance_length').shown()} over "
+                     f"{f.positions} positions; step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; "
+                     f"conditional {' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "
+                     + ("n/a" if f.alpha is None or math.isnan(f.alpha) else f.interval("alpha").shown()))
     if base.coverage is not None:
         lines.append(f"draft vocabulary coverage of the labels: {base.interval('coverage').shown()}")
     lines.extend(f"WARN: {why}" for why in result.warnings())
@@ -608,3 +768,7 @@ def render_text(result: Result) -> str:
     lines.append("FAIL: " + "; ".join(fails) if fails else "PASS: no engine reading loses more than "
                  f"{100 * result.max_drop:g}% of the trainer reading's acceptance length")
     return "\n".join(lines) + "\n"
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)

@@ -49,8 +49,10 @@ MAX_AUX_ORDERS = 4  # aux counts up to this have every order scored (4! = 24 rea
 MAX_ROUNDS = 8  # passes over the data the joint decision may take (each settles one contradiction)
 
 CONFIRMED, CONTRADICTED, UNDECIDED = "confirmed", "contradicted", "undecided"
-AL, ALPHA = "acceptance length", "alpha"
-_ATTR = {AL: "acceptance_length", ALPHA: "alpha"}
+AL, ALPHA = "per-start acceptance length", "alpha"
+# the resolver decides on the per-start figure (every start position counts: the most the data can tell), not on the
+# served walk's, which is a figure to report, not a test statistic
+_ATTR = {AL: "per_start_acceptance_length", ALPHA: "alpha"}
 QUESTIONS = ("rope_theta", "norm_before_residual", "feedback", "aux_order")
 
 
@@ -215,7 +217,7 @@ def entries(cands: list[Candidate]) -> list[tuple[str, Any, tuple[int, ...] | No
 # ----- one question from one pass -------------------------------------------------------------------------------------
 
 def _score(f: Figures) -> dict[str, float | None]:
-    return {AL: f.acceptance_length, ALPHA: f.alpha}
+    return {AL: f.per_start_acceptance_length, ALPHA: f.alpha}
 
 
 def judge(question: str, stated: Any, by_value: dict[Any, Figures], labels: str) -> Answer:
@@ -239,7 +241,7 @@ def judge(question: str, stated: Any, by_value: dict[Any, Figures], labels: str)
     if significant:
         answer.why = "the figures favour different candidates: " + "; ".join(t.shown(question) for t in significant)
         return answer
-    at_chance = all(f.acceptance_length <= 1.0 + NOTHING for f in by_value.values())
+    at_chance = all(f.per_start_acceptance_length <= 1.0 + NOTHING for f in by_value.values())
     if at_chance:
         answer.why = (f"every candidate accepts nothing on this data (acceptance length at most 1 + {NOTHING:g}): "
                       "the figures are at chance, as an untrained or broken drafter's are")
@@ -393,14 +395,15 @@ def resolver_entries(trained: Any) -> list[tuple[str, Any, tuple[int, ...] | Non
 
 def measure(ckpt: Any, named: list[tuple[str, Any]], data: Callable[[], Any], steps: int, device: str | None = None,
             target: Any = None, ask: bool = True, embedding: Any = None,
-            own: dict[str, list[list]] | None = None) -> tuple[Result, list[Answer]]:
+            own: dict[str, list[list]] | None = None,
+            launch: Callable[[str], dict | None] | None = None) -> tuple[Result, list[Answer]]:
     """Every reading's figures over ``data()`` (a fresh iterator of samples per pass) and, with ``ask``, every
     question's answer (:func:`resolve`: the first pass runs the candidates beside the readings, later passes only
     what the joint decision needs). ``own``: the readings an engine's own code computed (evaluate), scored in the
     first pass. The result's readings are ``named``'s alone."""
     extra = resolver_entries(named[0][1]) if ask else []
     result = evaluate(ckpt, named + [(n, r) for n, r, _ in extra], data(), steps, device=device, target=target,
-                      orders={n: o for n, _, o in extra if o}, embedding=embedding, own=own)
+                      orders={n: o for n, _, o in extra if o}, embedding=embedding, own=own, launch=launch)
 
     def rerun(runs: list[tuple[str, Any, tuple[int, ...] | None]]) -> Result:
         return evaluate(ckpt, [(n, r) for n, r, _ in runs], data(), steps, device=device, target=target,

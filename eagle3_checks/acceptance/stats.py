@@ -12,6 +12,7 @@ Pure Python: no scipy.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ def t_quantile(p: float, df: float) -> float:
     return (lo + hi) / 2.0
 
 
+@functools.lru_cache(maxsize=256)
 def critical(n: int, level: float = LEVEL) -> float:
     """The two-sided critical value for n sequences (t at n - 1 degrees of freedom); inf below 2."""
     return t_quantile(0.5 + level / 2.0, n - 1) if n >= 2 else math.inf
@@ -139,3 +141,20 @@ def ratio(num: Sequence[float], den: Sequence[float], offset: float = 0.0, bound
     if bounds is not None:
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
     return Interval(offset + r, sd, n, lo, hi)
+
+
+def linearised(value: float, influence: Sequence[float], bounds: tuple[float, float] | None = None,
+               level: float = LEVEL) -> Interval:
+    """A smooth function of several ratio-of-sums totals over the same sequences (a drop between two readings'
+    acceptance lengths), with its delta-method interval: ``influence`` holds each counting sequence's linearised
+    contribution (they sum to zero), var = n / (n - 1) * sum(g_i^2); :func:`ratio` is the case of one ratio,
+    g_i = (y_i - R x_i) / sum(x)."""
+    n = len(influence)
+    if n < 2:
+        return Interval(value, math.inf, n, -math.inf, math.inf)
+    sd = math.sqrt(n / (n - 1) * sum(g * g for g in influence))
+    half = critical(n, level) * sd
+    lo, hi = value - half, value + half
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return Interval(value, sd, n, lo, hi)

@@ -81,7 +81,7 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
             return iter(listed) if listed is not None else samples(folder, expect, masks)
 
         result, answers = measure(ckpt, named, fresh, ACCEPT_STEPS, target=head, embedding=ctx.target_embedding,
-                                  own=own)
+                                  own=own, launch=options.launch_for)
     except (AcceptanceError, DataError) as exc:
         raise NotApplicable(f"--data {options.data}: {exc}") from None
     result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
@@ -157,8 +157,10 @@ def own_logits(ckpt: Any, spec: str, python: str, target_config: Path, data: lis
 
 def _figures(fig: Any) -> str:
     alpha = "" if fig.alpha is None else f", alpha {fig.interval('alpha').shown()}"
-    return (f"acceptance length {fig.interval('acceptance_length').shown()} over {fig.positions} positions "
-            f"(step accuracy {' '.join(f'{a:.3f}' for a in fig.step_accuracy)}{alpha}; 95% intervals over "
+    return (f"acceptance length {fig.interval('acceptance_length').shown()} over {fig.verify_steps} verify steps, "
+            f"as a server counts it (per position {' '.join(f'{r:.3f}' for r in fig.per_position)}; per start, the "
+            f"trainers' metric: {fig.interval('per_start_acceptance_length').shown()} over {fig.positions} "
+            f"positions; step accuracy {' '.join(f'{a:.3f}' for a in fig.step_accuracy)}{alpha}; 95% intervals over "
             f"{sum(1 for s in fig.sequences if s.positions)} sequences)")
 
 
@@ -194,7 +196,7 @@ def figures(ctx: Context) -> Iterable[Any]:
         yield error(
             nothing, file=ctx.options.data, expected=f"acceptance length above 1 + {NOTHING:g}", found=_figures(base),
             code="accepts-nothing", basis=MEASURED,
-            why=f"each draft round of {ACCEPT_STEPS} tokens yields only the target's own token: speculative decoding "
+            why=f"each verify step of {ACCEPT_STEPS} drafts yields only the target's own token: speculative decoding "
             "costs the drafter's time and gains nothing",
             fix="check that the weights are the trained run's, that d2t maps the draft vocabulary the drafter was "
             "trained with and that the data comes from the target the drafter was trained for; then retrain or "
@@ -206,7 +208,7 @@ def figures(ctx: Context) -> Iterable[Any]:
             f"below the minimum {minimum:g}",
             file=ctx.options.data, expected=f"acceptance length >= {minimum:g} (--min-acceptance)",
             found=_figures(base), code="below-minimum", basis=MEASURED,
-            why=f"each draft round of {ACCEPT_STEPS} tokens would yield {base.acceptance_length:.2f} tokens: "
+            why=f"each verify step of {ACCEPT_STEPS} drafts would yield {base.acceptance_length:.2f} tokens: "
             "speculative decoding gains little or costs time",
             fix="check that the weights are the trained run's and that the data comes from the target the drafter "
             "was trained for; then retrain or re-export")
@@ -275,7 +277,7 @@ def engine_drop(ctx: Context) -> Iterable[Any]:
             cause=config_cause(fig.fields[0]) if len(fig.fields) == 1 else None,
             file=ctx.options.data, expected=f"at most {100 * ctx.options.max_drop:g}% below "
             f"{base.acceptance_length:.3f} (--max-drop)", found=_figures(fig), code="drop", basis=MEASURED,
-            why=f"served by {spec}, each draft round of {ACCEPT_STEPS} tokens yields {fig.acceptance_length:.2f} "
+            why=f"served by {spec}, each verify step of {ACCEPT_STEPS} drafts yields {fig.acceptance_length:.2f} "
             f"tokens instead of {base.acceptance_length:.2f}",
             fix="make config.json state what the trainer computed: forward.equivalence and engine.semantics give "
             "the field and its patch (eagle3-checks fix applies them)")

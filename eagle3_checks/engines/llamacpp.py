@@ -26,8 +26,8 @@ converter is Python: conformance/record_llamacpp.py ran it on CPU on the whole c
 from __future__ import annotations
 
 from ..drafter.layout import FLAT, SPECULATORS, str_list
+from . import counting, reading
 from . import launch as launching
-from . import reading
 from .profile import Capture, Profile, Release, Target, input_of
 from .reading import Reading, is_int
 from .record import (
@@ -191,4 +191,5 @@ PROFILE = Profile(
     cannot_compute=cannot_compute,
     launch=launching.llamacpp,
     converts_to=FLAT,
+    counting=counting.LLAMACPP,
 )

@@ -173,6 +173,9 @@ class Profile:
     # config values the release's recorder reads back from the built model beyond those every recorder reads
     # (engines/recorded.py compares them): vLLM's norm_before_residual, from the first layer's residual norm
     recorded_config: tuple[str, ...] = ()
+    # how the release's server drafts along a request and names its speculative-decoding counters
+    # (engines/counting.py); None: not read (walked as K chained drafts, said so)
+    counting: Any = None
 
     def read(self, ckpt: Checkpoint, target: Any = None, *, launch: dict | None = None, **switches: Any) -> Reading:
         """This release's reading of ``ckpt`` (``target``: the verifier's TargetConfig, when known; ``launch``: its

@@ -37,8 +37,8 @@ from typing import Any
 
 from ..drafter.families.mla import YARN_DEFAULTS, MlaReader, number, yarn_get_mscale
 from ..drafter.layout import FLAT, SPECULATORS, Name
+from . import counting, reading
 from . import launch as launching
-from . import reading
 from . import sglang_common as sglang
 from .profile import Capture, Profile, Release, Target, input_of, output_of
 from .reading import Reading, is_int
@@ -518,4 +518,5 @@ PROFILE = Profile(
     d2t_past_vocab="SGLang 0.5.23 maps draft id i to d2t[i] + i (srt/models/llama_eagle3.py:350-352, hot_token_id) "
     "and drafts those ids (speculative/eagle_worker_v2.py:757-758, 810-822): ids past the target vocabulary, "
     "which the next draft step embeds out of range",
+    counting=counting.SGLANG,
 )

@@ -36,8 +36,8 @@ from typing import Any
 
 from ..drafter.families.mla import YARN_DEFAULTS, MlaReader, number
 from ..drafter.layout import FLAT, PEAGLE, SPECULATORS, Name, speculators_kind, str_list
+from . import counting, reading
 from . import launch as launching
-from . import reading
 from .capture import vllm_ids_for, vllm_input
 from .profile import Limit, Profile, Release
 from .reading import Reading, is_int, lookup
@@ -677,4 +677,5 @@ PROFILE = Profile(
     "vocabulary, a device-side error at the first draft",
     drafter_launch=launching.vllm_drafter,
     converts_to=FLAT,
+    counting=counting.VLLM,
 )
