@@ -2,8 +2,9 @@
 has no training dumps, written in speculators 0.9.0's offline format so that ``accept --data DIR --loss-mask DIR``
 reads them as they are (and speculators trains from them).
 
-A transformers target (``AutoModelForCausalLM``) continues each prompt greedily (``--max-new-tokens``), then one forward
-pass over prompt and continuation records, with hooks on its decoder layers:
+A transformers target (``AutoModelForCausalLM``) continues each prompt greedily (``--max-new-tokens``), or takes the
+continuation a prompt line gives (``"response_ids"``: what a server produced), then one forward pass over prompt and
+continuation records, with hooks on its decoder layers:
 
 * each aux id L as vLLM counts it: **the input of decoder layer L** (id L = the residual stream entering layer L;
   id N, the layer count, = the output of the last layer). speculators records its states through vLLM's capture
@@ -91,7 +92,8 @@ def drafter_layers(ckpt_path: str, target_config: dict) -> tuple[list[int], str]
 
 
 def read_prompts(path: Path) -> list[dict[str, Any]]:
-    """The prompts file: JSON lines, each {"text": ...} or {"input_ids": [...]}. Raises UsageError naming the line."""
+    """The prompts file: JSON lines, each {"text": ...} or {"input_ids": [...]}, optionally with "response_ids": [...]
+    (a continuation to record as it is). Raises UsageError naming the line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -108,10 +110,11 @@ def read_prompts(path: Path) -> list[dict[str, Any]]:
             raise UsageError(f'--prompts {path}:{n}: give one of "text" or "input_ids"')
         if "text" in item and not isinstance(item["text"], str):
             raise UsageError(f'--prompts {path}:{n}: "text" is not a string')
-        ids = item.get("input_ids")
-        if ids is not None and (not isinstance(ids, list) or not ids
-                                or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)):
-            raise UsageError(f'--prompts {path}:{n}: "input_ids" must be a non-empty list of token ids')
+        for key in ("input_ids", "response_ids"):
+            ids = item.get(key)
+            if ids is not None and (not isinstance(ids, list) or not ids or
+                                    not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)):
+                raise UsageError(f'--prompts {path}:{n}: "{key}" must be a non-empty list of token ids')
         out.append(item)
     if not out:
         raise UsageError(f"--prompts {path}: no prompt in it")
@@ -276,6 +279,12 @@ def record(target: str, prompts: Path, out: Path, layers: list[int] | None = Non
     vocab = int(text.get("vocab_size") or model.get_output_embeddings().weight.shape[0])
     where = [f"--prompts {prompts}:{i + 1}" for i in range(len(items))]
     prepared = [prompt_ids(item, tokenizer, vocab, where[i]) for i, item in enumerate(items)]
+    # a given continuation (what a server produced, "response_ids") is recorded as it is, not generated
+    given = [list(item.get("response_ids") or []) for item in items]
+    for i, response in enumerate(given):
+        bad = [t for t in response if t >= vocab]
+        if bad:
+            raise UsageError(f"{where[i]}: response token id {bad[0]} is outside the target vocabulary [0, {vocab})")
     eos = getattr(model.generation_config, "eos_token_id", None)
     pad = getattr(model.generation_config, "pad_token_id", None)
     pad = pad if pad is not None else (eos[0] if isinstance(eos, list) else eos) if eos is not None else 0
@@ -295,7 +304,9 @@ def record(target: str, prompts: Path, out: Path, layers: list[int] | None = Non
                 for i, ids in _progress(prepared, progress):
                     x = torch.tensor([ids], device=first_device)
                     with torch.no_grad():
-                        if max_new_tokens:
+                        if given[i]:
+                            seq = torch.tensor(ids + given[i], device=first_device)
+                        elif max_new_tokens:
                             seq = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens,
                                                  do_sample=False, pad_token_id=pad)[0]
                         else:
