@@ -229,21 +229,26 @@ def write_target(path, embed: RawTensor, hidden: int = 64):
     return path
 
 
-def build_conformance_set(out: Path) -> dict[str, dict]:
-    """conformance/checkpoints.py's checkpoint set written into ``out`` (empty or absent): name -> manifest entry.
-    That script is not a package module: it is loaded from its file, under a name its dataclasses can look up."""
+def load_conformance(stem: str):
+    """The script conformance/STEM.py as a module. The conformance scripts are not package modules: each is loaded
+    from its file, under a name its dataclasses can look up."""
     import importlib.util
     import sys
 
-    name = "conformance_checkpoints"
+    name = f"conformance_{stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "conformance" /
-                                                      "checkpoints.py")
+                                                      f"{stem}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def build_conformance_set(out: Path) -> dict[str, dict]:
+    """conformance/checkpoints.py's checkpoint set written into ``out`` (empty or absent): name -> manifest entry."""
     Path(out).mkdir(parents=True, exist_ok=True)
-    return {entry["name"]: entry for entry in sys.modules[name].build(out)}
+    return {entry["name"]: entry for entry in load_conformance("checkpoints").build(out)}
 
 
 # ----- golden files: wording lives there, tests assert codes ----------------------------------------------------------

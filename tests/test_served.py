@@ -1,0 +1,115 @@
+"""Acceptance as a real server counts it: ``accept --engine llamacpp`` held to what llama-server itself counted.
+
+``tests/conformance/served/llamacpp-0.3.36.json`` is a recording (conformance/record_served.py: llama.cpp built from
+the llama-cpp-python 0.3.36 sdist, serving on CPU) of the trained world's drafter, one-change mutants of it and
+eagle3-checks convert's output, each served greedily with K = 3 on the prompts of the world's recorded sequences: per
+request the ids served, ``timings.draft_n``/``draft_n_accepted`` and every verify step, and the ``/metrics`` scrape.
+The world is rebuilt by each session (tests/peers/train_world.py, deterministic on one machine); the recording holds
+the sha256 of the files it was made from.
+
+What is held, per drafter: the served walk's acceptance length on the world's recorded states within 1% of the
+server's and each position's rate within 0.01, the server's figures inside the 95% intervals; and on the text the
+server produced, the walk's verify steps equal to the server's, step for step, except at the near-ties the recording
+names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("pyarrow")
+
+from eagle3_checks.cli import main
+from helpers import load_conformance
+
+RECORDING = Path(__file__).parent / "conformance" / "served" / "llamacpp-0.3.36.json"
+RECORDED = json.loads(RECORDING.read_text())
+world_mod = load_conformance("served_world")
+
+
+def _server(name: str) -> tuple[float, list[float], int]:
+    """The server's acceptance length, per-position rates and verify steps, from its /metrics counters."""
+    c = RECORDED["drafters"][name]["counters"]
+    steps = c["llamacpp:spec_decode_num_drafts_total"]
+    return (1.0 + c["llamacpp:spec_decode_num_accepted_tokens_total"] / steps,
+            [n / steps for n in c["llamacpp:spec_decode_num_accepted_tokens_per_pos_total"]], int(steps))
+
+
+@pytest.fixture(scope="session")
+def served_world(trained_world, tmp_path_factory):
+    """The recording's drafters built from this session's world, and the world's recorded states of the served
+    requests with their loss mask (the prompt boundary)."""
+    got = world_mod.fingerprint(trained_world)
+    if got != RECORDED["world"]:
+        pytest.fail(f"this session's trained world is not the one {RECORDING.name} was recorded from ({got} against "
+                    f"{RECORDED['world']}): torch, transformers or speculators changed; record again "
+                    "(conformance/README.md, 'A real server')")
+    root = tmp_path_factory.mktemp("served")
+    reqs = world_mod.requests(trained_world)
+    assert [{k: r[k] for k in ("set", "index", "prompt")} for r in reqs] == RECORDED["requests"]
+    return {"world": trained_world, "requests": reqs, "drafters": world_mod.build(trained_world, root / "drafters"),
+            "data": world_mod.states(trained_world, reqs, root / "recorded"), "root": root}
+
+
+def test_the_recorded_counters_are_the_recorded_steps():
+    """The server's /metrics counters are the sums of the verify steps its log gave per request (the recorder
+    parsed every step), and the per-request timings agree with them."""
+    for name, d in RECORDED["drafters"].items():
+        c = d["counters"]
+        steps = [s for r in d["responses"] for s in r["steps"]]
+        assert c["llamacpp:spec_decode_num_drafts_total"] == len(steps), name
+        assert c["llamacpp:spec_decode_num_draft_tokens_total"] == sum(dr for dr, _ in steps), name
+        assert c["llamacpp:spec_decode_num_accepted_tokens_total"] == sum(a for _, a in steps), name
+        assert c["llamacpp:spec_decode_num_accepted_tokens_per_pos_total"] == \
+            [sum(1 for _, a in steps if a > i) for i in range(RECORDED["k"])], name
+        assert all(r["draft_n_accepted"] == sum(a for _, a in r["steps"]) for r in d["responses"]), name
+
+
+@pytest.mark.parametrize("name", list(world_mod.DRAFTERS))
+def test_accept_predicts_what_the_server_counted(served_world, name, capsys):
+    drafter = served_world["drafters"][name]
+    data = served_world["data"]
+    code = main(["accept", str(drafter), "--data", str(data), "--loss-mask", str(data), "--target",
+                 str(served_world["world"] / "target"), "--engine", "llamacpp", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)
+    got = next(r for r in doc["readings"] if r["reading"] == world_mod.LLAMACPP)
+    length, per_position, steps = _server(name)
+    assert got["acceptance_length"] == pytest.approx(length, rel=0.01), (name, got["acceptance_length"], length)
+    assert got["per_position"] == pytest.approx(per_position, abs=0.01), (name, got["per_position"], per_position)
+    lo, hi = got["intervals"]["acceptance_length"]
+    assert lo <= length <= hi, (name, lo, length, hi)
+    for (lo, hi), rate in zip(got["intervals"]["per_position"], per_position, strict=True):
+        assert lo <= rate <= hi, (name, lo, rate, hi)
+    assert got["verify_steps"] == pytest.approx(steps, rel=0.01)
+    metrics = got["served_metrics"]["as_named"]["metrics"]
+    assert metrics["llamacpp:spec_decode_num_drafts_total"] == got["verify_steps"]
+    # the trainers' per-start figure stands beside it, and is not what the server reported
+    assert got["per_start_acceptance_length"] > length * 1.05 or name == "norm-before-residual-flipped"
+
+
+def test_on_the_text_the_server_produced_the_walk_is_the_servers(served_world):
+    """States on the ids the server served (the same for every drafter: greedy, the drafter changes no token), the
+    llama.cpp reading walked with llama.cpp's drafting: every request's verify steps equal the server's, except
+    where the recording names a near-tie of the drafter (a top-2 logit gap below NEAR_TIE, which llama.cpp's float
+    order may break the other way)."""
+    world = served_world["world"]
+    texts: dict[str, Path] = {}
+    for name, drafter in served_world["drafters"].items():
+        recorded = RECORDED["drafters"][name]
+        served = [dict(r, served=resp["tokens"]) for r, resp in zip(served_world["requests"], recorded["responses"],
+                                                                      strict=True)]
+        key = json.dumps([r["served"] for r in served])
+        if key not in texts:
+            texts[key] = world_mod.states(world, served, served_world["root"] / f"served-{len(texts)}", key="served")
+        figures = world_mod.reading_walks(world, drafter, texts[key])
+        parted = world_mod.disagreements(figures, [r["steps"] for r in recorded["responses"]])
+        assert [(p["request"], p["verify_step"]) for p in parted] == \
+            [(p["request"], p["verify_step"]) for p in recorded["parted"]], name
+        assert all(p["gap"] is not None and p["gap"] < world_mod.NEAR_TIE for p in parted), (name, parted)
+    assert len(texts) == 1
+
