@@ -69,15 +69,25 @@ def test_the_recorded_counters_are_the_recorded_steps():
         assert all(r["draft_n_accepted"] == sum(a for _, a in r["steps"]) for r in d["responses"]), name
 
 
+PREDICTED: dict[str, dict] = {}
+
+
+def _predicted(served_world, name: str, capsys) -> dict:
+    """accept --engine llamacpp's JSON reading of drafter ``name`` on the world's recorded states (once a session)."""
+    if name not in PREDICTED:
+        capsys.readouterr()
+        data = served_world["data"]
+        code = main(["accept", str(served_world["drafters"][name]), "--data", str(data), "--loss-mask", str(data),
+                     "--target", str(served_world["world"] / "target"), "--engine", "llamacpp", "--format", "json"])
+        assert code in (0, 1)
+        doc = json.loads(capsys.readouterr().out)
+        PREDICTED[name] = next(r for r in doc["readings"] if r["reading"] == world_mod.LLAMACPP)
+    return PREDICTED[name]
+
+
 @pytest.mark.parametrize("name", list(world_mod.DRAFTERS))
 def test_accept_predicts_what_the_server_counted(served_world, name, capsys):
-    drafter = served_world["drafters"][name]
-    data = served_world["data"]
-    code = main(["accept", str(drafter), "--data", str(data), "--loss-mask", str(data), "--target",
-                 str(served_world["world"] / "target"), "--engine", "llamacpp", "--format", "json"])
-    doc = json.loads(capsys.readouterr().out)
-    assert code in (0, 1)
-    got = next(r for r in doc["readings"] if r["reading"] == world_mod.LLAMACPP)
+    got = _predicted(served_world, name, capsys)
     length, per_position, steps = _server(name)
     assert got["acceptance_length"] == pytest.approx(length, rel=0.01), (name, got["acceptance_length"], length)
     assert got["per_position"] == pytest.approx(per_position, abs=0.01), (name, got["per_position"], per_position)
@@ -113,3 +123,37 @@ def test_on_the_text_the_server_produced_the_walk_is_the_servers(served_world):
         assert all(p["gap"] is not None and p["gap"] < world_mod.NEAR_TIE for p in parted), (name, parted)
     assert len(texts) == 1
 
+
+
+def test_the_readme_accept_example_is_this_run(served_world, tmp_path, capsys):
+    """The README's before and after: every line it shows is a line of the run it names (on this world's drafter
+    with norm_before_residual left out, and on fix's output), and the figures its prose cites are the recording's and
+    the prediction's."""
+    import re
+    import shutil
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    drafter = tmp_path / "drafter"
+    shutil.copytree(served_world["drafters"]["trained"], drafter)
+    cfg = json.loads((drafter / "config.json").read_text())
+    del cfg["norm_before_residual"]
+    (drafter / "config.json").write_text(json.dumps(cfg, indent=2))
+    # fix's one edit (norm_before_residual = false: test_trained_world holds fix to it) gives the trained drafter back
+    paths = {"drafter": drafter, "fixed": served_world["drafters"]["trained"], "states": served_world["data"],
+             "target": served_world["world"] / "target"}
+    blocks = re.findall(r"```\n\$ eagle3-checks (accept [^\n]*)\n(.*?)\n```", readme, re.S)
+    assert len(blocks) == 2 and re.search(r"After `eagle3-checks fix drafter fixed [^`]*` \(one edit:\s+"
+                                          r"`norm_before_residual = false`\)", readme)
+    for command, shown in blocks:
+        capsys.readouterr()
+        main([str(paths.get(a, a)) for a in command.split()])
+        out = capsys.readouterr().out.splitlines()
+        missing = [line for line in shown.splitlines() if line not in out]
+        assert not missing, (command, missing)
+    length, _, _ = _server("trained")
+    predicted = re.search(r"counted ([\d.]+) where `accept --engine llamacpp` says ([\d.]+); the per-start figure "
+                          r"beside it\s+\(([\d.]+)\)", readme)
+    assert predicted and predicted.group(1) == f"{length:.3f}", predicted
+    got = _predicted(served_world, "trained", capsys)
+    assert (predicted.group(2), predicted.group(3)) == (f"{got['acceptance_length']:.3f}",
+                                                        f"{got['per_start_acceptance_length']:.3f}")

@@ -156,7 +156,20 @@ def test_an_absolute_id_d2t_is_a_finding_and_the_trainer_reading_still_runs(trai
     assert code == 1 and set(errors) == {"vocab.t2d/absolute-ids"}
     assert errors["vocab.t2d/absolute-ids"]["basis"] == "read"
     assert doc["readings"][0]["acceptance_length"] == base.readings[0].acceptance_length
-    assert {"vocab.t2d/absolute-ids", "acceptance.engine-drop/unservable"} <= codes(gate(trained_world, mutant))
+    # the reading that cannot serve it is stated as such, with why, in every format: no figure, no drop, no average
+    unservable = doc["readings"][1]
+    assert unservable["unservable"] and unservable["verdict"] == "unservable" and "absolute-id d2t" in unservable["why"]
+    assert unservable["acceptance_length"] is None and unservable["drop"] is None, unservable
+    main(["accept", str(mutant), "--data", str(trained_world / "test"), "--engine", "vllm@0.33.0"])
+    text = capsys.readouterr().out
+    assert f"unservable: {got.readings[1].problem}" in text
+    gated = gate(trained_world, mutant)
+    assert {"vocab.t2d/absolute-ids", "acceptance.engine-drop/unservable"} <= codes(gated)
+    from eagle3_checks.reports.sarif import to_sarif
+
+    results = to_sarif([gated])["runs"][0]["results"]
+    said = [r for r in results if r["ruleId"].startswith("acceptance.engine-drop") and r["level"] == "error"]
+    assert said and all("absolute-id d2t" in r["message"]["text"] for r in said), said
     # the offsets restored: nothing left to report
     fixed = copy(trained_world, "trained", tmp_path / "offsets")
     assert main(["accept", str(fixed), "--data", str(trained_world / "test")]) == 0

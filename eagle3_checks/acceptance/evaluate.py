@@ -248,7 +248,8 @@ class Figures:
             rate = self.counting.name("accept_rate")
             if rate:  # SGLang: accepted over K per verify step
                 named[rate] = accepted / (steps * d.k) if steps else 0.0
-            out["as_named"] = {"engine": self.counting.engine, "cite": self.counting.cite, "metrics": named}
+            out["as_named"] = {"engine": self.counting.engine, "cite": self.counting.cite, "held": self.counting.held,
+                               "notes": list(self.counting.notes), "metrics": named}
         return out
 
     def record(self) -> dict[str, Any]:
@@ -275,7 +276,7 @@ class Figures:
 def chain(k: int) -> Drafting:
     """The drafting the trainer's reading (and the resolver's candidates) is walked with: K chained drafts per verify
     step, as vLLM and SGLang draft."""
-    return Drafting(k, tail=FULL, said=(f"the drafter as trained: K {k} chained drafts per verify step",))
+    return Drafting(k, tail=FULL, said=("the drafter as trained, by a chain-drafting server",))
 
 
 def served_drop(tokens: Sequence[float], steps: Sequence[float], base_tokens: Sequence[float],
@@ -748,7 +749,7 @@ def render_text(result: Result) -> str:
         lines.append(f"  {f.reading:<20} acceptance length {al.shown()} over {f.verify_steps} verify steps, per "
                      f"position {' '.join(f'{r:.3f}' for r in f.per_position)}{drop}")
         drafting = (f.drafting or chain(f.steps)).capped(f.steps)
-        lines.append(f"{pad}walked: {drafting.describe()} ({'; '.join(drafting.said)})")
+        lines.append(f"{pad}walked: {'; '.join((drafting.describe(),) + drafting.said)}")
         if drafting.unmodelled:
             lines.append(f"{pad}not modelled: {drafting.unmodelled}")
         m = f.served()
@@ -756,7 +757,7 @@ def render_text(result: Result) -> str:
         if named and named["metrics"]:
             shown = ", ".join(f"{k} {' '.join(_num(x) for x in v) if isinstance(v, list) else _num(v)}"
                               for k, v in named["metrics"].items())
-            lines.append(f"{pad}as {named['engine']} counts it: {shown}")
+            lines.append(f"{pad}as {named['engine']} counts it ({named['held']}): {shown}")
         lines.append(f"{pad}per start: acceptance length {f.interval('per_start_acceptance_length').shown()} over "
                      f"{f.positions} positions; step accuracy {' '.join(f'{a:.3f}' for a in f.step_accuracy)}; "
                      f"conditional {' '.join(f'{a:.3f}' for a in f.conditional_accuracy)}; alpha "

@@ -71,8 +71,7 @@ class Drafting:
             out.append(f"draft-length floor {self.n_min}")
         if self.p_min:
             out.append(f"confidence cut-off {self.p_min:g}")
-        out.append("drafts cut to the tokens remaining" if self.tail == REMAINING else
-                   "K drafts at every verify step")
+        out.append("each draft cut to the tokens remaining" if self.tail == REMAINING else "K drafts per verify step")
         return ", ".join(out)
 
 
@@ -87,6 +86,7 @@ class Counting:
     cite: str
     drafting: Callable[[dict | None, int], Drafting]
     notes: tuple[str, ...] = field(default=())
+    held: str = "read from the release's source, not held to a server"  # what the walk of this engine rests on
 
     def name(self, figure: str) -> str | None:
         return dict(self.metrics).get(figure)
@@ -175,7 +175,8 @@ LLAMACPP = Counting(
      ("request_drafted", "timings.draft_n"), ("request_accepted", "timings.draft_n_accepted")),
     "tools/server/server-task.cpp:1553-1612, server-context.cpp:453-471, 620-648, 3879-3970 (llama.cpp 0c1e57098)",
     llamacpp_drafting,
-    ("mean acceptance length: 1 + accepted / verify steps, logged per request (server-context.cpp:634)",))
+    ("mean acceptance length: 1 + accepted / verify steps, logged per request (server-context.cpp:634)",),
+    "held to llama-server's own counters (tests/conformance/served/llamacpp-0.3.36.json)")
 
 VLLM = Counting(
     "vllm",
@@ -184,7 +185,9 @@ VLLM = Counting(
      ("accepted_per_position", "vllm:spec_decode_num_accepted_tokens_per_pos"),
      ("acceptance_length", "Mean acceptance length"), ("per_position_rate", "Per-position acceptance rate")),
     "v1/spec_decode/metrics.py:41-50, 114-122, 229-255; v1/core/sched/scheduler.py:520-561, 2392-2414 (vLLM 0.34.0)",
-    vllm_drafting)
+    vllm_drafting,
+    ("a request's last verify step as read: K drafts while a token remains; whether one is made depends on async "
+     "scheduling (v1/core/sched/scheduler.py:520-561), not held to a vLLM server",))
 
 SGLANG = Counting(
     "sglang",
