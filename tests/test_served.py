@@ -157,3 +157,20 @@ def test_the_readme_accept_example_is_this_run(served_world, tmp_path, capsys):
     got = _predicted(served_world, "trained", capsys)
     assert (predicted.group(2), predicted.group(3)) == (f"{got['acceptance_length']:.3f}",
                                                         f"{got['per_start_acceptance_length']:.3f}")
+
+
+def test_the_docs_table_is_the_recording_and_the_prediction(served_world, capsys):
+    """docs/acceptance.md's table of the two figures: per drafter (in served_world.DRAFTERS' order) the prediction,
+    what llama-server counted and the per-start figure, as this run and the recording give them."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "acceptance.md").read_text()
+    head = doc.index("| drafter | `accept --engine llamacpp` | llama-server counted | per start")
+    rows = [line for line in doc[head:].splitlines()[2:] if line.startswith("|")][:len(world_mod.DRAFTERS)]
+    assert len(rows) == len(world_mod.DRAFTERS)
+    for name, row in zip(world_mod.DRAFTERS, rows, strict=True):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        first = [re.match(r"[\d.]+", c).group(0) for c in cells[1:]]
+        got = _predicted(served_world, name, capsys)
+        assert first == [f"{got['acceptance_length']:.3f}", f"{_server(name)[0]:.3f}",
+                         f"{got['per_start_acceptance_length']:.3f}"], (name, row)
