@@ -523,7 +523,7 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
         problems += [f"config.json: {p.message}" for p in ck.config.problems]
         problems += [f"config.json: {name} is missing" for name in missing_required(ck.config)
-                     if ck.config.get(name) is None]
+                     if ck.config.entry(name) is None]
     if problems:
         for p in problems:
             print(f"error: {p}", file=sys.stderr)

@@ -15,27 +15,27 @@ from helpers import run
 def test_a_stated_value_carries_its_key_path(drafter):
     d = drafter("speculators")
     cfg = open_checkpoint(d.write()).config
-    v = cfg.get("head_dim")
+    v = cfg.entry("head_dim")
     assert (v.origin, v.key, v.explicit) == (Origin.FILE, "transformer_layer_config.head_dim", True)
     assert v.source == "config.json: transformer_layer_config.head_dim"
-    ids = cfg.get("aux_layer_ids")
+    ids = cfg.entry("aux_layer_ids")
     assert ids.key == "eagle_aux_hidden_state_layer_ids"
-    count = cfg.get("num_aux")  # counted from the ids: the key is where the ids are
+    count = cfg.entry("num_aux")  # counted from the ids: the key is where the ids are
     assert (count.origin, count.key, count.note) == (Origin.DERIVED, ids.key, "count")
 
 
 def test_defaults_say_whose_default_they_are():
     cfg = read_config({"hidden_size": 64, "num_attention_heads": 4, "vocab_size": 512}, "flat")
-    assert cfg.get("head_dim").origin is Origin.DERIVED and cfg.get("head_dim").key is None
-    assert cfg.get("max_position_embeddings").origin is Origin.CLASS_DEFAULT
-    assert cfg.get("norm_before_residual").origin is Origin.TRAINER_DEFAULT
-    assert cfg.get("draft_vocab_size").origin is Origin.DERIVED
-    assert not cfg.get("head_dim").explicit and cfg.get("head_dim").source.startswith("default: ")
+    assert cfg.entry("head_dim").origin is Origin.DERIVED and cfg.entry("head_dim").key is None
+    assert cfg.entry("max_position_embeddings").origin is Origin.CLASS_DEFAULT
+    assert cfg.entry("norm_before_residual").origin is Origin.TRAINER_DEFAULT
+    assert cfg.entry("draft_vocab_size").origin is Origin.DERIVED
+    assert not cfg.entry("head_dim").explicit and cfg.entry("head_dim").source.startswith("default: ")
 
 
 def test_an_invalid_value_keeps_its_key_and_says_so():
     cfg = read_config({"hidden_size": "64", "num_attention_heads": 4}, "flat")
-    v = cfg.get("hidden_size")
+    v = cfg.entry("hidden_size")
     assert (v.value, v.key, v.note, v.origin) == (None, "hidden_size", "invalid", Origin.FILE)
     assert v.source == "config.json: hidden_size (invalid)"
 

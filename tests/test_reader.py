@@ -115,18 +115,18 @@ def test_provenance_of_config_values(drafter):
     d = drafter("speculators")
     del d.config["transformer_layer_config"]["num_key_value_heads"]
     cfg = open_checkpoint(d.write()).config
-    assert cfg.get("head_dim").source == "config.json: transformer_layer_config.head_dim"
-    assert cfg.get("rope_theta").source == "config.json: transformer_layer_config.rope_parameters.rope_theta"
-    assert cfg.get("num_key_value_heads").source.startswith("default: num_attention_heads")
+    assert cfg.entry("head_dim").source == "config.json: transformer_layer_config.head_dim"
+    assert cfg.entry("rope_theta").source == "config.json: transformer_layer_config.rope_parameters.rope_theta"
+    assert cfg.entry("num_key_value_heads").source.startswith("default: num_attention_heads")
     assert cfg["num_key_value_heads"] == 4 and not cfg.explicit("num_key_value_heads")
-    assert cfg.get("target_hidden_size").source == "default: hidden_size" and "target_hidden_size" in cfg.nulls
+    assert cfg.entry("target_hidden_size").source == "default: hidden_size" and "target_hidden_size" in cfg.nulls
 
 
 def test_flat_config_torch_dtype_and_nested_ids(drafter):
     cfg = open_checkpoint(drafter("flat").write()).config
-    assert cfg.dtype == "BF16" and cfg.get("dtype").source == "config.json: torch_dtype"
+    assert cfg.dtype == "BF16" and cfg.entry("dtype").source == "config.json: torch_dtype"
     assert cfg["aux_layer_ids"] == [1, 3, 5]
-    assert cfg.get("aux_layer_ids").source == "config.json: eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert cfg.entry("aux_layer_ids").source == "config.json: eagle_config.eagle_aux_hidden_state_layer_ids"
 
 
 def test_header_path_never_imports_torch(drafter, tmp_path):

@@ -34,7 +34,7 @@ def test_speculators_config_reads_as_written(speculators_drafters):
     ck = open_checkpoint(speculators_drafters / "example-dims")
     cfg = ck.config
     assert cfg["head_dim"] == 24 and cfg.explicit("head_dim")
-    assert cfg.get("rope_theta").source.endswith("transformer_layer_config.rope_parameters.rope_theta")
+    assert cfg.entry("rope_theta").source.endswith("transformer_layer_config.rope_parameters.rope_theta")
     assert cfg["norm_before_residual"] is True and cfg.explicit("norm_before_residual")
     assert "target_hidden_size" in cfg.nulls and cfg.target_hidden == 64
     assert sorted(ck.roles) == sorted(load_spec(shipped_specs()["tiny-example"]).tensors)

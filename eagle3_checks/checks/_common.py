@@ -66,7 +66,7 @@ def reference_of(ctx: Context) -> Spec:
 
 def config_key(cfg: DraftConfig, name: str) -> str:
     """The key path a field has (or would have) in config.json, for findings."""
-    v = cfg.get(name)
+    v = cfg.entry(name)
     if v is not None and v.key is not None:
         return v.key
     if cfg.layout == "speculators" and name in {"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",

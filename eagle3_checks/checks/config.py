@@ -78,7 +78,7 @@ def fields(ctx: Context) -> Iterable[Finding]:
                     why="engines read the field with this type; anything else fails at load or is misread",
                     fix=f"write {p.key} as {p.expected}", code="invalid-field")
     for name in missing_required(cfg):
-        if cfg.get(name) is not None:
+        if cfg.entry(name) is not None:
             continue  # present but invalid: reported above
         yield error(f"{CONFIG}: {config_key(cfg, name)} is missing", file=CONFIG, key=config_key(cfg, name),
                     expected="a positive integer", found="absent",
@@ -302,7 +302,7 @@ def layers(ctx: Context) -> Iterable[Finding]:
     cfg = config_of(ctx)
     require_complete(ctx)
     present = ctx.ckpt.layers
-    v = cfg.get("num_hidden_layers")
+    v = cfg.entry("num_hidden_layers")
     if v is None or v.value is None:
         raise NotApplicable("num_hidden_layers is invalid (see config.fields)")
     key = config_key(cfg, "num_hidden_layers")
@@ -401,7 +401,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     key = config_key(cfg, "aux_layer_ids")
     yield from _aux_captures(ctx, cfg)
     ids = cfg["aux_layer_ids"]
-    if cfg.get("aux_layer_ids") is not None and ids is None:
+    if cfg.entry("aux_layer_ids") is not None and ids is None:
         return  # wrong type: config.fields reports it
     if not ids:
         yield warning(f"{CONFIG}: no aux-layer ids are stated", code="missing", file=CONFIG, key=key,
@@ -519,7 +519,7 @@ def head_dim(ctx: Context) -> Iterable[Finding]:
     if q[0] % nh:
         raise NotApplicable(f"q_proj has {q[0]} rows, not a multiple of {nh} heads (see shapes)")
     implied = q[0] // nh
-    v = cfg.get("head_dim")
+    v = cfg.entry("head_dim")
     assert v is not None  # read_config gives head_dim a value, stated or derived
     if v.explicit:
         return  # agreement with the tensors is the shapes check's
@@ -547,7 +547,7 @@ def _mla_head_dims(cfg) -> Iterable[Finding]:
     nope, rope, v = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
     if None in (nope, rope, v):
         return  # missing or invalid: config.fields says which
-    stated = cfg.get("head_dim")
+    stated = cfg.entry("head_dim")
     note = (f"; head_dim {stated.value} is stated and read by neither engine's MLA attention"
             if stated is not None and stated.explicit else "")
     yield info(f"{CONFIG}: MLA heads: q and k {nope} + {rope} = {nope + rope} wide (qk_nope_head_dim + "

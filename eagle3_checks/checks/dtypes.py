@@ -60,7 +60,7 @@ def dtypes(ctx: Context) -> Iterable[Finding]:
     cfg = ckpt.config
     if cfg is not None and main is not None:
         stated = cfg.dtype
-        v = cfg.get("dtype")
+        v = cfg.entry("dtype")
         if v is None:
             yield warning(
                 "config.json states no dtype (torch_dtype or dtype)",

@@ -92,7 +92,7 @@ def hidden_matches(ctx: Context) -> Iterable[Finding]:
         raise NotApplicable(f"{t.path} states no hidden_size")
     fc = ctx.ckpt.shape("fc.weight")
     a = cfg.num_aux
-    ht = cfg.get("target_hidden_size")
+    ht = cfg.entry("target_hidden_size")
     if ht is not None and ht.value is not None and ht.value != t.hidden_size:
         yield error(f"target_hidden_size {ht.value} ({ht.source}), the target's hidden_size is {t.hidden_size}",
                     file=CONFIG, key="target_hidden_size", expected=str(t.hidden_size), found=str(ht.value),

@@ -14,7 +14,7 @@ never as a default: a check then says nothing it cannot back.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeGuard
@@ -172,6 +172,7 @@ def _T(name: str) -> tuple:
     return ((name,),)
 
 
+DERIVED = ("num_aux",)  # fields computed from others (the aux count: from the ids, else the count field, else 3)
 FIELDS: dict[str, tuple[str, tuple, tuple]] = {
     "architectures": ("str_list", _T("architectures"), _T("architectures")),
     "model_type": ("str", _L("model_type"), _T("model_type")),
@@ -241,10 +242,14 @@ def _lookup(raw: dict, path: tuple) -> tuple[bool, Any]:
     return True, node
 
 
-@dataclass
-class DraftConfig:
-    """The effective config of a drafter: ``cfg["head_dim"]`` is the value, ``cfg.get("head_dim")``
-    the :class:`Value` with its source."""
+@dataclass(eq=False)
+class DraftConfig(Mapping[str, Any]):
+    """The effective config of a drafter, a read-only mapping of field name to effective value: ``cfg["head_dim"]``
+    and ``cfg.get("head_dim")`` give the value, ``cfg.entry("head_dim")`` the :class:`Value` with where it came from.
+    Its keys are the fields that have a value (stated, derived, or the default the drafter's format gives); ``in``,
+    iteration, ``len``, ``items()`` and ``dict(cfg)`` go by them. A field the format knows and the file leaves unset
+    (or states with the wrong type) reads as None, and is not ``in`` it; a name no drafter config has raises
+    KeyError."""
 
     layout: str
     raw: dict
@@ -256,10 +261,32 @@ class DraftConfig:
 
     def __getitem__(self, name: str) -> Any:
         v = self.fields.get(name)
-        return None if v is None else v.value
+        if v is not None:
+            return v.value
+        if name in FIELDS or name in DERIVED:  # known, unset
+            return None
+        raise KeyError(name)
 
-    def get(self, name: str) -> Value | None:
+    def __contains__(self, name: object) -> bool:
+        v = self.fields.get(name) if isinstance(name, str) else None
+        return v is not None and v.value is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, v in self.fields.items() if v.value is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for v in self.fields.values() if v.value is not None)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        v = self.fields.get(name)
+        return default if v is None else v.value
+
+    def entry(self, name: str) -> Value | None:
+        """The field's :class:`Value` (its value, where it came from, whether the file states it), None when unset."""
         return self.fields.get(name)
+
+    def __repr__(self) -> str:
+        return f"DraftConfig({self.layout}, {dict(self)!r})"
 
     def explicit(self, name: str) -> bool:
         v = self.fields.get(name)
@@ -331,7 +358,7 @@ def _apply_defaults(cfg: DraftConfig) -> None:
         _default(cfg, "num_key_value_heads", nh, "num_attention_heads (no GQA)", Origin.DERIVED)
     if "head_dim" in table:
         _default(cfg, "head_dim", table["head_dim"], f"transformers {cls} (model_type {mt!r})")
-    elif h is not None and nh is not None and cfg.get("head_dim") is None:
+    elif h is not None and nh is not None and cfg.entry("head_dim") is None:
         _default(cfg, "head_dim", h // nh, f"hidden_size / num_attention_heads (transformers {cls})", Origin.DERIVED)
     for name in ("num_hidden_layers", "max_position_embeddings"):
         _default(cfg, name, table[name], f"transformers {cls}")
@@ -368,7 +395,7 @@ def _apply_defaults(cfg: DraftConfig) -> None:
 
 
 def missing_required(cfg: DraftConfig) -> list[str]:
-    return [name for name in REQUIRED if cfg.get(name) is None]
+    return [name for name in REQUIRED if cfg.entry(name) is None]
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ class MlaDims:
     @classmethod
     def of_config(cls, cfg: DraftConfig) -> MlaDims:
         return cls(cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"],
-                   cfg["v_head_dim"], q_proj="q_lora_rank" in cfg.nulls and cfg.get("q_lora_rank") is None)
+                   cfg["v_head_dim"], q_proj="q_lora_rank" in cfg.nulls and cfg.entry("q_lora_rank") is None)
 
     @classmethod
     def of_shape(cls, shape) -> MlaDims | None:
