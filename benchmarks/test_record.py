@@ -130,3 +130,38 @@ def _measure(benchmark, target, tmp_path) -> tuple[dict, dict, dict]:
                notes=f"{rate:.1f} tokens/s against {base_rate:.1f}; baseline peak RSS "
                f"{base['maxrss_bytes'] / 1e9:.2f} GB")
     return rec, base, row
+
+
+STREAMED = """
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+done = subprocess.run([sys.executable, "-m", "eagle3_checks", "record", *sys.argv[1:]], capture_output=True, text=True)
+print(json.dumps({"code": done.returncode, "err": done.stderr[-500:], "seconds": time.perf_counter() - t0,
+                  "maxrss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+"""
+
+
+def test_record_streams_a_2m_line_prompts_file(benchmark, tmp_path):
+    """record checks every prompt before any runs, one line in memory at a time: a 2,000,000-line prompts file (72
+    MB) whose last line is bad is read through and refused at that line with the peak of a 10-line one (the file
+    read whole took 1.67 GB). Budget: the 10-line run's peak RSS + 64 MiB."""
+    _, folder, _, _ = _target("tiny", tmp_path / "target")
+    got = {}
+    for lines in (10, 2_000_000):
+        prompts = tmp_path / f"p{lines}.jsonl"
+        with open(prompts, "w") as fh:
+            for i in range(lines - 1):
+                fh.write(json.dumps({"input_ids": [5 + i % 400, 6, 7, 8, 9, 10, 11, 12]}) + "\n")
+            fh.write('{"input_ids": [600]}\n')
+        got[lines] = _child(STREAMED, str(folder), "--prompts", str(prompts), "--out", str(tmp_path / f"o{lines}"),
+                            "--layers", "1,2")
+        assert got[lines]["code"] == 2 and f":{lines}: token id 600" in got[lines]["err"], got[lines]
+    small, big = got[10], got[2_000_000]
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    benchmark.extra_info.update({"lines": 2_000_000, "seconds": round(big["seconds"], 1),
+                                 "peak_rss_bytes": big["maxrss_bytes"], "small_peak_rss_bytes": small["maxrss_bytes"]})
+    report(benchmark, what="record, a 2,000,000-line prompts file checked through (refused at its last line)",
+           measured_s=big["seconds"], budget="peak RSS the 10-line run's + 64 MiB",
+           baseline="the same on a 10-line file", baseline_s=small["seconds"], rss_bytes=big["maxrss_bytes"],
+           notes=f"peak RSS {big['maxrss_bytes'] / 1e6:.0f} MB against {small['maxrss_bytes'] / 1e6:.0f} MB")
+    assert big["maxrss_bytes"] <= small["maxrss_bytes"] + (64 << 20)

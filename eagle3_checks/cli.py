@@ -282,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--drafter", metavar="CKPT", help="record the layers this drafter was trained on")
     p.add_argument("--max-new-tokens", type=int, default=128, metavar="N",
                    help="the greedy continuation's length per prompt (default 128; 0: the prompt only)")
+    p.add_argument("--restart", action="store_true",
+                   help="discard what an interrupted run kept in OUT.partial and start over (by default the same "
+                   "command resumes it)")
     p.add_argument("--device", default="cpu", metavar="D",
                    help="cpu (default), cuda, cuda:N, or auto (device_map across the GPUs accelerate sees)")
 
@@ -914,8 +917,10 @@ def cmd_record(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("transformers") is None:
         raise UsageError("record runs the target with transformers: pip install transformers")
     done = record(args.target, Path(args.prompts), Path(args.out), layers, args.drafter, args.max_new_tokens,
-                  args.device, progress=sys.stderr.isatty())
-    _write(f"wrote {done.out}: {rate(done)}\n  eagle3-checks accept CKPT --data {done.out} --loss-mask {done.out}\n")
+                  args.device, progress=sys.stderr.isatty(), restart=args.restart, hard_stop=True)
+    resumed = f" ({done.resumed} of them by an interrupted run, resumed)" if done.resumed else ""
+    _write(f"wrote {done.out}: {rate(done)}{resumed}\n  eagle3-checks accept CKPT --data {done.out} --loss-mask "
+           f"{done.out}\n")
     return 0
 
 
@@ -974,7 +979,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signum = getattr(exc, "signum", None)
         if signum is None:  # SystemExit and the like
             raise
-        print(f"eagle3-checks: interrupted by signal {signum}; nothing was written", file=sys.stderr)
+        said = getattr(exc, "said", None) or "nothing was written"
+        print(f"eagle3-checks: interrupted by signal {signum}; {said}", file=sys.stderr)
         return 128 + signum
 
 

@@ -6,6 +6,11 @@ vLLM counts them, the tokenizer's chat template, the drafter's own layers, and b
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +145,123 @@ def test_a_folder_that_is_not_a_target_or_an_existing_out_is_refused(target, tmp
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(tmp_path / "exists"), "--layers",
                  "1"]) == 2
     assert "exists; give a new folder" in capsys.readouterr().err
+
+
+# ----- a long job: refused up front, streamed, stopped at once, resumed --------------------------------------------
+
+def test_a_prompt_longer_than_the_targets_context_is_refused_before_anything_runs(target, tmp_path, capsys):
+    prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}, {"input_ids": [7] * 250}, {"input_ids": [8, 9]}])
+    out = tmp_path / "out"
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2",
+                 "--max-new-tokens", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "prompts.jsonl:2: 250 prompt tokens + 10 new exceed the target's context of 256 tokens" in err, err
+    assert not out.exists() and not list(tmp_path.glob("out*")) and not list(tmp_path.glob(".out*"))
+
+
+def test_progress_is_said_off_a_terminal(target, tmp_path, capsys):
+    from eagle3_checks.acceptance.record import record
+
+    prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}, {"input_ids": [7, 8]}, {"input_ids": [9, 10]}])
+    done = record(str(target), prompts, tmp_path / "out", [1, 2], max_new_tokens=2, every=0.0)
+    err = capsys.readouterr().err.splitlines()
+    assert done.samples == 3 and err[0] == "record: 3 prompts to record", err
+    assert "record: 2 of 3 prompts, about" in "\n".join(err) and not any("\r" in line for line in err)
+
+
+def test_the_prompts_file_is_streamed(tmp_path):
+    """Every prompt is checked before any runs, one line in memory at a time: a 50,000-line file costs its reader no
+    more than one line (read whole, its lines and their items held about 20 MB). benchmarks/test_record.py measures
+    record's peak on a 2,000,000-line file."""
+    import tracemalloc
+
+    from eagle3_checks.acceptance.record import prompt_lines
+
+    prompts = tmp_path / "p.jsonl"
+    with open(prompts, "w") as fh:
+        for i in range(50_000):
+            fh.write(json.dumps({"input_ids": [5 + i % 400, 6, 7, 8, 9, 10, 11, 12]}) + "\n")
+    tracemalloc.start()
+    try:
+        n = sum(1 for _ in prompt_lines(prompts))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert n == 50_000 and peak < 1_000_000, peak
+
+
+_STALL = """
+import ctypes, os, sys
+import transformers
+forward = transformers.LlamaModel.forward
+calls = [0]
+def stalled(self, *a, **k):  # the second prompt's first step: 60 s in C, where no Python signal handler runs
+    calls[0] += 1
+    if os.environ.get("STALL") and calls[0] == int(os.environ["STALL"]):
+        ctypes.CDLL(None).sleep(60)
+    return forward(self, *a, **k)
+transformers.LlamaModel.forward = stalled
+from eagle3_checks.cli import main
+sys.exit(main(["record", *sys.argv[1:]]))
+"""
+
+
+def _stalled_run(tmp_path: Path, args: list[str], signum: int) -> str:
+    """record in a subprocess, its second prompt stalled 60 s in C; ``signum`` sent once the first is kept. Asserts
+    the run ended within 5 s with 128 + the signal, the first prompt kept, nothing else; returns its stderr."""
+    # each prompt makes 5 forward calls (4 generated tokens, then the recording pass): call 6 is prompt 2's first
+    proc = subprocess.Popen([sys.executable, "-c", _STALL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "STALL": "6"})
+    rows = tmp_path / "out.partial" / "rows.jsonl"
+    deadline = time.monotonic() + 120
+    while not (rows.is_file() and rows.read_text().count("\n") >= 1):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(0.5)  # inside the stalled call
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum and time.monotonic() - sent < 5, (proc.returncode, err)
+    assert f"interrupted by signal {int(signum)}; 1 of 4 prompts recorded are kept in" in err, err
+    assert not (tmp_path / "out").exists() and not list((tmp_path / "out.partial").rglob("*.tmp"))
+    assert sorted(p.name for p in (tmp_path / "out.partial" / "hidden_states").iterdir()) == ["hs_0.safetensors"]
+    return err
+
+
+def _stall_args(target: Path, tmp_path: Path) -> list[str]:
+    prompts = _prompts(tmp_path, [{"input_ids": [5 + i, 6, 7]} for i in range(4)])
+    return [str(target), "--prompts", str(prompts), "--out", str(tmp_path / "out"), "--layers", "1,2",
+            "--max-new-tokens", "4"]
+
+
+def test_sigterm_stops_record_at_once_and_the_same_command_resumes(target, tmp_path, capsys):
+    """SIGTERM while the target sits inside one long call (60 s in C, the second prompt), where no Python signal
+    handler runs: record ends within 5 s with 143, the prompt under way discarded, the first kept in OUT.partial; the
+    same command resumes it, and the result is byte for byte what an uninterrupted run writes."""
+    args = _stall_args(target, tmp_path)
+    _stalled_run(tmp_path, args, signal.SIGTERM)
+    assert main(["record", *args]) == 0
+    assert "1 of them by an interrupted run, resumed" in capsys.readouterr().out
+    assert not (tmp_path / "out.partial").exists()
+    whole = tmp_path / "whole"
+    assert main(["record", *args[:4], str(whole), *args[5:]]) == 0
+    for a in sorted(whole.rglob("*")):
+        b = tmp_path / "out" / a.relative_to(whole)
+        assert a.is_dir() or a.read_bytes() == b.read_bytes(), a
+
+
+def test_sigint_stops_record_at_once(target, tmp_path):
+    _stalled_run(tmp_path, _stall_args(target, tmp_path), signal.SIGINT)
+
+
+def test_a_kept_run_of_other_arguments_is_not_resumed(target, tmp_path, capsys):
+    prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}, {"input_ids": [7, 8]}])
+    out = tmp_path / "out"
+    partial = tmp_path / "out.partial"
+    (partial / "hidden_states").mkdir(parents=True)
+    (partial / "run.json").write_text(json.dumps({"target": "elsewhere"}))
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2"]) == 2
+    assert "holds an interrupted run of other arguments" in capsys.readouterr().err and partial.is_dir()
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2",
+                 "--restart", "--max-new-tokens", "2"]) == 0
+    assert (out / "hidden_states" / "hs_1.safetensors").is_file() and not partial.exists()
