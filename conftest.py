@@ -16,9 +16,10 @@ except ImportError:  # the plugin in an editable install, run without the test e
 #   fuzz     tests/helpers.py FUZZ (test_fuzz.py, test_torch_bin.py): cheap examples, the most of them
 #   convert  fuzz_converter on our own converter (test_convert.py): each example converts and forward-verifies
 #   fix      test_fix.py's drawn drafters: each example runs fix until it converges
+#   every    test_fix.py's aux-id verdicts under every reading: each example gates 5 times and fixes once
 EXAMPLES = {
-    "ci": {"default": 60, "fuzz": 100, "convert": 8, "fix": 25},
-    "thorough": {"default": 2000, "fuzz": 10_000, "convert": 100, "fix": 500},
+    "ci": {"default": 60, "fuzz": 100, "convert": 8, "fix": 25, "every": 40},
+    "thorough": {"default": 2000, "fuzz": 10_000, "convert": 100, "fix": 500, "every": 400},
 }
 
 if settings is not None:

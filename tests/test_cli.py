@@ -58,9 +58,9 @@ def test_check_json_and_markdown(drafter, capsys):
     code, out, _ = cli(capsys, "check", bad.root, "--format", "markdown")
     assert code == 1 and "| FAIL | `config.head-dim` |" in out and "<details>" in out
     # a passing check's note is in the findings list too (the table counts it)
-    code, out, _ = cli(capsys, "check", drafter("flat").write(), "--format", "markdown")
-    assert code == 0 and "| PASS | `engine.aux-layers[vllm@0.34.0]` |" in out
-    assert "- **info** `engine.aux-layers/convention-unknown[vllm@0.34.0]`" in out
+    code, out, _ = cli(capsys, "check", drafter("speculators").write(), "--format", "markdown")
+    assert code == 0 and "| PASS | `config.trainer-release` |" in out
+    assert "- **info** `config.trainer-release/detected`" in out
 
 
 @pytest.mark.parametrize("argv, fragment", [

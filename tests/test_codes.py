@@ -24,7 +24,11 @@ BY_ID = {c.id: c for c in all_checks()}
 # slugs two sites of one check share on purpose: one kind of finding, said in two situations
 # one kind of finding made at two sites: the trainer detected with its release stated, or without one that matters
 SHARED = {("engine.aux-layers", "convention-unknown"), ("config.trainer-release", "detected"),
-          ("keys", "unexpected-tensor")}  # P-EAGLE's mask_hidden in another drafter, or any other tensor
+          ("keys", "unexpected-tensor"),  # P-EAGLE's mask_hidden in another drafter, or any other tensor
+          # engine.aux-layers' verdicts on the layers fed, made once from the trained layers and once under every
+          # reading of the ids the evidence leaves possible (_every_reading): the same finding, two routes to it
+          *(("engine.aux-layers", slug) for slug in ("default-matches", "ids-not-read", "default-undecided",
+                                                     "wrong-layers", "undecided"))}
 
 
 def cli(capsys, *argv):

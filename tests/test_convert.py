@@ -375,7 +375,9 @@ def test_convert_prints_the_warnings_it_counts(drafter, tmp_path, capsys):
     del d.config["torch_dtype"]  # a warning in the source, and so in the converted config
     assert main(["convert", str(d.write()), str(tmp_path / "out"), "--to", "speculators", "--verify", "header"]) == 0
     out = capsys.readouterr().out
-    assert "1 warning(s)" in out and "  warning: dtypes: config.json states no dtype" in out, out
+    # the dtype, and the aux ids whose counting no trainer states (served as trained under one reading of two)
+    assert "2 warning(s)" in out and "  warning: dtypes: config.json states no dtype" in out, out
+    assert out.count("\n  warning: ") == 2 and "  warning: engine.aux-layers[speculators@0.9.0]" in out, out
 
 
 def test_round_trip_keeps_the_verifier_and_the_first_trainer(drafter, tmp_path):

@@ -249,7 +249,8 @@ def test_aux_convention_gap_gives_the_shifted_ids(drafter):
 def test_fields_more_than_one_trainer_writes_name_no_trainer(drafter):
     """max_window_layers and use_sliding_window are SpecForge template fields, and speculators 0.9.0's train CLI writes
     use_sliding_window too (train/cli.py:227-231): no evidence of either trainer, so how the ids were counted stays
-    unknown and no capture is called wrong."""
+    unknown and no capture is called wrong: a warning (served as trained under vLLM's count of the ids only), with
+    each reading named, whether or not another selected release captures other layers."""
     d = drafter("flat")
     d.config.update({"max_window_layers": 48, "use_sliding_window": False})
     result = run(d.write(), engine="vllm,sglang@0.5.6", level="header")
@@ -257,7 +258,10 @@ def test_fields_more_than_one_trainer_writes_name_no_trainer(drafter):
     r = result.result("engine.aux-layers", "vllm")  # SGLang captures other layers from this file: at most one is right
     assert r.status == WARNED and [f.code for f in r.findings] == ["engine.aux-layers/undecided"]
     alone = run(drafter("flat").write(), engine="vllm", level="header").result("engine.aux-layers", "vllm")
-    assert alone.status == PASSED and [f.code for f in alone.findings] == ["engine.aux-layers/convention-unknown"]
+    assert alone.status == WARNED and [f.code for f in alone.findings] == ["engine.aux-layers/undecided"]
+    assert alone.findings[0].basis == "assumed" and alone.findings[0].settle
+    told = run(drafter("flat").write(), engine="vllm", level="header", aux_convention="vllm")
+    assert told.result("engine.aux-layers", "vllm").status == PASSED
 
 
 def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
@@ -408,3 +412,70 @@ def test_hub_ids_are_not_local_paths(drafter):
     d = drafter("speculators")
     d.config["speculators_config"]["verifier"]["name_or_path"] = "gpt2"
     assert status(gate(d.write()), "engine.serving", "vllm") == PASSED
+
+
+# ----- what holds under every reading of the ids is known (engines.TrainedAux.readings) -----------------------------
+
+def _target(tmp_path, arch: str, layers: int):
+    path = tmp_path / f"{arch}-{layers}.json"
+    path.write_text(json.dumps({"architectures": [arch], "num_hidden_layers": layers, "hidden_size": 64,
+                                "vocab_size": 512}))
+    return str(path)
+
+
+def _ids_at(d, ids, top: bool, nested: bool):
+    d.config.pop("eagle_aux_hidden_state_layer_ids", None)
+    d.config["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+    if top:
+        d.config["eagle_aux_hidden_state_layer_ids"] = ids
+    if nested:
+        d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+    return d
+
+
+def test_default_layers_that_no_reading_trained_on_are_an_error_whoever_trained_it(drafter, tmp_path):
+    """Ids [1, 3, 5] only in eagle_config, no trainer named, a 6-layer target: vLLM 0.34.0 reads the top level only
+    and captures its defaults (ids 2, 3, 3: the outputs of layers 1, 2, 2), which are the trained layers under
+    neither counting (vLLM's: 0, 2, 4; SGLang's +1: 1, 3, 5). Known: an error on what was read and recorded, and no
+    ids written until the counting is known (each asks for others)."""
+    d = _ids_at(drafter("flat"), [1, 3, 5], top=False, nested=True)
+    result = run(d.write(), engine="vllm", level="header", target_config=_target(tmp_path, "LlamaForCausalLM", 6))
+    assert result.trainer["name"] is None
+    f = next(f for f in result.findings() if f.check.startswith("engine.aux-layers"))
+    assert (f.code, f.severity.value, f.basis) == ("engine.aux-layers/ids-not-read", "error", "recorded")
+    assert f.patch is None and "[1, 3, 5]" in f.fix and "[2, 4, 6]" in f.fix
+    told = run(d.root, engine="vllm", level="header", target_config=_target(tmp_path, "LlamaForCausalLM", 6),
+               aux_convention="vllm")
+    f = next(f for f in told.findings() if f.check.startswith("engine.aux-layers"))
+    assert f.code == "engine.aux-layers/ids-not-read" and f.patch[0] == {
+        "op": "add", "path": "/eagle_aux_hidden_state_layer_ids", "value": [1, 3, 5]}
+
+
+def test_a_conversion_that_dropped_the_ids_is_judged_by_its_source(drafter, tmp_path):
+    """A speculators-layout drafter without ids (as `speculators convert` writes one), checked with --source the flat
+    checkpoint it came from (ids [1, 3, 5] at the top level, no trainer named): the source is the evidence, the
+    converter's speculators_version is not; vLLM's defaults are the trained layers under no reading: an error."""
+    src = _ids_at(drafter("flat"), [1, 3, 5], top=True, nested=False).write()
+    conv = drafter("speculators")
+    conv.config.pop("eagle_aux_hidden_state_layer_ids", None)
+    path = conv.write()
+    result = run(path, engine="vllm", level="header", source=str(src),
+                 target_config=_target(tmp_path, "LlamaForCausalLM", 6))
+    assert result.trainer["name"] is None
+    f = next(f for f in result.findings() if f.check.startswith("engine.aux-layers"))
+    assert (f.code, f.severity.value) == ("engine.aux-layers/ids-not-read", "error") and "--source" in f.message
+
+
+def test_a_stated_trainer_release_settles_what_its_pins_settle(drafter, tmp_path):
+    """SpecForge 0.2.0 captures through SGLang 0.5.14, which uses a DeepSeek target's ids raw when the first is not 1:
+    stated, its ids [2, 4, 5] in eagle_config are trained on the outputs of 1, 3, 4, which vLLM's defaults on an
+    8-layer target capture (a note); SpecForge of no stated release leaves the older +1 possible: a warning."""
+    d = _ids_at(drafter("flat"), [2, 4, 5], top=False, nested=True)
+    target = _target(tmp_path, "DeepseekV3ForCausalLM", 8)
+    pinned = run(d.write(), engine="vllm", level="header", target_config=target, trainer="specforge@0.2.0")
+    r = pinned.result("engine.aux-layers", "vllm")
+    assert r.status == "passed" and [f.code for f in r.findings] == ["engine.aux-layers/default-matches"]
+    open_ended = run(d.root, engine="vllm", level="header", target_config=target, trainer="specforge")
+    f = open_ended.result("engine.aux-layers", "vllm").findings[0]
+    assert (f.code, f.severity.value, f.basis) == ("engine.aux-layers/default-undecided", "warning", "assumed")
+    assert "[2, 4, 5]" in f.message and "[1, 3, 4]" in f.message and f.settle

@@ -288,8 +288,10 @@ def test_an_inferred_specforge_convention_on_a_deepseek_target_is_undecided(draf
     target = _deep_target(tmp_path, "DeepseekV3ForCausalLM")
     result = run(d.write(), engine=BOTH, target_config=str(target), level="header", trainer="specforge")
     r = result.result("engine.aux-layers", "vllm")
-    assert [f.code for f in r.findings] == ["engine.aux-layers/convention-unknown"]
+    assert [f.code for f in r.findings] == ["engine.aux-layers/undecided"] and r.findings[0].basis == "assumed"
     assert "SpecForge 0.2.0" in r.findings[0].message and not any(f.patch for f in r.findings)
+    pinned = run(d.root, engine=BOTH, target_config=str(target), level="header", trainer="specforge@0.2.0")
+    assert pinned.result("engine.aux-layers", "vllm").status == "passed", pinned.result("engine.aux-layers", "vllm")
     llama = _deep_target(tmp_path, "LlamaForCausalLM")
     r = run(d.root, engine=BOTH, target_config=str(llama), level="header", trainer="specforge").result(
         "engine.aux-layers", "vllm")
@@ -319,3 +321,74 @@ def test_the_files_fix_copies_keep_their_bytes_and_their_holes(tmp_path, layout)
     assert (tmp_path / "dst.bin").read_bytes() == src.read_bytes()
     if layout == "hole-at-end":  # where the filesystem keeps holes, so does the copy
         assert os.stat(tmp_path / "dst.bin").st_blocks <= max(os.stat(src).st_blocks * 2, 64)
+
+
+# ----- what holds under every reading is known ---------------------------------------------------------------------
+# The trained layers of a drafter whose trainer is not stated are not known; its ids are. Under each counting the
+# evidence leaves possible they name other layers; what a release captures from the file is one set. The verdict is
+# the same under every reading -> known (an error where none is served, nothing to say where all are); different ->
+# a warning naming them. fix writes only what every reading asks for.
+
+STATEMENTS = {"unknown": {}, "vllm": {"aux_convention": "vllm"}, "sglang": {"aux_convention": "sglang"},
+              "speculators": {"trainer": "speculators@0.9.0"}, "specforge": {"trainer": "specforge"},
+              "specforge@0.2.0": {"trainer": "specforge@0.2.0"}}
+
+
+@settings(settings.get_profile("every"))
+@given(ids=st.lists(st.integers(1, 7), min_size=3, max_size=3, unique=True).map(sorted),
+       place=st.sampled_from(PLACEMENTS + ("none",)), statement=st.sampled_from(list(STATEMENTS)),
+       arch=st.sampled_from(["LlamaForCausalLM", "DeepseekV3ForCausalLM"]),
+       engine=st.sampled_from(["vllm", "sglang", "llamacpp"]))
+def test_a_verdict_on_the_aux_layers_is_an_error_only_under_every_reading(tmp_path_factory, ids, place, statement,
+                                                                          arch, engine):
+    from eagle3_checks.drafter.example import write_drafter
+    from eagle3_checks.engines.profile import Target
+
+    root = tmp_path_factory.mktemp("every")
+    src = write_drafter(root / "d", layout="flat")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+    cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+    if place in ("nested", "both"):
+        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+    if place in ("top", "both"):
+        cfg["eagle_aux_hidden_state_layer_ids"] = ids
+    (src / "config.json").write_text(json.dumps(cfg))
+    target = root / "target.json"
+    target.write_text(json.dumps({**target_config(EXAMPLE), "architectures": [arch], "num_hidden_layers": 8}))
+    options = dict(engine=engine, target_config=str(target), level="header", **STATEMENTS[statement])
+    result = run(src, **options)
+    r = next(x for x in result.results if x.check.id == "engine.aux-layers")
+    ckpt = open_checkpoint(src)
+    tgt = Target(arch, 8)
+    trained = engines.trained_aux(ckpt, options.get("aux_convention"), tgt,
+                                  engines.identify(ckpt, None, options.get("trainer")))
+    possible = trained.possible()
+    verdicts = {f.code.split("/")[1] for f in r.findings}
+    layer_verdicts = verdicts - {"count-mismatch", "beyond-last-layer"}
+    errors = {f.code for f in r.findings if f.severity.value == "error"}
+    if possible and len(set(possible.values())) > 1:  # the readings differ on which layers were trained
+        # an error names every reading and rests on what was read or recorded; a warning says what settles it
+        for f in r.findings:
+            if f.code.endswith(("/ids-not-read", "/wrong-layers")):
+                assert f.severity.value == "error" and f.basis in KNOWN and all(
+                    str(list(layers)) in f.message for layers in possible.values()), f
+                assert f.patch is None  # the readings ask for different ids: nothing is right under all of them
+            if f.code.endswith(("/undecided", "/default-undecided")):
+                assert f.severity.value == "warning" and f.settle, f
+    else:  # one reading: the verdict rests on it
+        assert not layer_verdicts & {"undecided", "default-undecided"} or not possible, (verdicts, possible)
+    # fix never breaks a reading: under each counting, a drafter served as trained before it is served so after it
+    dst = root / "fixed"
+    assert main(["fix", str(src), str(dst), "--engine", engine, "--target-config", str(target), "--level", "header",
+                 *[x for k, v in STATEMENTS[statement].items() for x in (f"--{k.replace('_', '-')}", v)]]) in (0, 1)
+    dst = dst if dst.exists() else src  # nothing known to write: the drafter as it was
+    # the countings the evidence leaves possible (a stated trainer or counting settles it; unknown leaves both)
+    countings = [c for c in ("vllm", "sglang") if trained.ids and
+                 engines.trainer_capture(trained.ids, c, tgt).layers in possible.values()]
+    for counting in countings:
+        before = {f.code for f in run(src, **{**options, "aux_convention": counting}).findings()
+                  if f.severity.value == "error" and f.check.startswith("engine.aux-layers")}
+        after = {f.code for f in run(dst, **{**options, "aux_convention": counting}).findings()
+                 if f.severity.value == "error" and f.check.startswith("engine.aux-layers")}
+        assert after == set() or before, (counting, before, after, errors)

@@ -203,7 +203,7 @@ def test_a_users_drafter_of_the_demos_width_is_not_diffed_against_the_demo(draft
     assert spec is None
     assert "closest tiny-example: tiny-example describes one checkpoint, which this is not: rms_norm_eps 1e-05 vs " \
            "1e-06, rope_theta 10000.0 vs 1000000.0" in note, note
-    result = run(path, reference="auto", level="header", strict=True)
+    result = run(path, reference="auto", level="header", strict=True, aux_convention="vllm")
     assert result.result("reference.diff").status == "skipped" and result.exit_code == 0, failing(result)
     # diffed against the demo on purpose (--reference tiny-example): the F32 weights are a note (engines cast them),
     # eps and rope warnings that keep the drafter's own values, nothing an error

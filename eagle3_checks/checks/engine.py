@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 
 from .. import engines, live
-from ..basis import ASSUMED, KNOWN, READ, RECORDED
+from ..basis import ASSUMED, KNOWN, READ, RECORDED, weakest
 from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
@@ -394,13 +394,83 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
     target = engines.target_of(ctx.ckpt, ctx.target)
     trained = engines.trained_aux(ctx.ckpt, ctx.options.aux_convention if ctx.options else None, target,
                                   identity_of(ctx))
+    # the trained layers unknown, the ids known: judged under every reading the evidence leaves possible
+    every = _every_reading(ctx, trained, target) if trained.layers is None and trained.readings else None
     for f in _aux_layers(ctx, trained):
+        if every is not None and f.code in _LAYER_VERDICTS:
+            continue
         if trained.basis in KNOWN or f.code in ("count-mismatch", "beyond-last-layer", "no-ids"):
             yield f
         else:  # the trained layers rest on an inferred convention: at most a warning, saying what settles it
             yield dataclasses.replace(f, basis=trained.basis, rests_on=f"how the trainer counted: {trained.how}",
                                       settle="--aux-convention vllm or sglang, --trainer or --source",
                                       severity=Severity.WARNING if f.severity is Severity.ERROR else f.severity)
+    yield from every or ()
+
+
+# what engine.aux-layers concludes about the layers fed (the rest, a count or an id out of reach, holds whoever trained)
+_LAYER_VERDICTS = ("default-matches", "ids-not-read", "default-undecided", "no-ids", "target-dependent",
+                   "convention-unknown", "undecided", "wrong-layers")
+
+
+def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | None) -> list[Finding] | None:
+    """Which layers the release feeds the drafter, judged under each reading of its ids the evidence leaves possible
+    (how its trainer counted them; trained.readings): other layers under every one is known (an error, resting on
+    the ids read and the release's capture rule); the trained layers under every one, known too; under some only, a
+    warning naming the readings and what settles it. The fix writes ids only where every reading asks for the same
+    ones. None when what the release captures depends on the target (the usual findings say so)."""
+    served, _ = _readings(ctx)
+    eng = label(served)
+    profile = engines.profile(release(ctx))
+    ids = served.aux_layer_ids
+    cap = _as_captured_live(ctx, served, profile.default_capture(target, served) if ids is None
+                            else profile.capture(ids, target))
+    if cap.layers is None:
+        return None
+    possible = trained.possible()
+    captured = cap.layers
+    # an id past the last layer the release can capture feeds nothing (beyond-last-layer): no reading is served
+    unreached = ids is not None and cap.last_id is not None and any(i > cap.last_id for i in ids)
+    matches = [] if unreached else [who for who, layers in possible.items() if layers == captured]
+    how = "; ".join(f"{who}: layers {list(layers)}" for who, layers in possible.items())
+    where = served.keys.get("aux_layer_ids") if ids is not None else None
+    key = where or profile.ids_pointer[1:].replace("/", ".") if profile.ids_path else where or \
+        "eagle_aux_hidden_state_layer_ids"
+    said = (f"{eng} finds no aux-layer ids where it reads them ({profile.reads_ids}) and falls back to {cap.rule}"
+            if ids is None else f"{eng} captures from ids {ids} ({cap.rule})")
+    said += f", the outputs of layers {list(captured)}; the config has {trained.ids} ({trained.field})"
+    if len(matches) == len(possible):
+        return [info(f"{said}: the layers the drafter was trained on under every reading the evidence leaves "
+                     f"possible ({how})", code="default-matches" if ids is None else "convention-unknown",
+                     file=CONFIG, key=key)]
+    rights = {who: (_where_ids_go(profile, layers, target, trained)[0] if layers else None)
+              for who, layers in possible.items()}
+    same = {repr(r) for r in rights.values()}
+    right = next(iter(rights.values())) if len(same) == 1 else None
+    patch = [add(profile.ids_pointer, right)] if right and profile.ids_path else None
+    fixes = "; ".join(f"{who}: {r}" for who, r in rights.items())
+    fix = (f"write {right} in {profile.reads_ids} (right under every reading)" if right else
+           f"write the ids {eng} needs, which depend on how the trainer counted ({fixes}): --aux-convention, "
+           "--trainer or --source settles which, and fix writes them then")
+    basis = weakest(READ, engines.known_by(release(ctx)))
+    if not matches:
+        return [error(f"{said}: under every reading of those ids the evidence leaves possible the drafter was "
+                      f"trained on other layers ({how})", code="ids-not-read" if ids is None else "wrong-layers",
+                      file=CONFIG, key=key,
+                      expected=f"the trained layers ({how})", found=f"layers {list(captured)}", basis=basis,
+                      rests_on=f"the ids read ({trained.field}) and {eng}'s capture rule; how the trainer counted "
+                      f"changes which layers were trained, not that these are not them ({trained.how})",
+                      why=f"{eng} feeds the drafter states of layers it was not trained on, whoever trained it "
+                      "(vLLM PR #50170: 1.21% acceptance instead of 58.9%; PR #43671: ~10% first-token acceptance "
+                      "instead of ~45% one layer off)", fix=fix, patch=patch)]
+    return [warning(f"{said}: the layers the drafter was trained on only if {' or '.join(matches)}; other layers "
+                    f"under the other readings ({how})", code="default-undecided" if ids is None else "undecided",
+                    file=CONFIG, key=key,
+                    expected=f"the trained layers ({how})", found=f"layers {list(captured)}", basis=ASSUMED,
+                    rests_on=f"how the trainer counted: {trained.how}",
+                    settle="--aux-convention vllm or sglang, --trainer or --source (and --target-config)",
+                    why=f"served as trained under {len(matches)} of {len(possible)} readings; the others feed states "
+                    "one layer off (vLLM PR #43671: ~10% first-token acceptance instead of ~45%)", fix=fix)]
 
 
 def _aux_layers(ctx: Context, trained: engines.TrainedAux) -> Iterable[Finding]:

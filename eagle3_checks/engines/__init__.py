@@ -317,6 +317,15 @@ class TrainedAux:
     order: tuple[str, ...] = ()  # the ids fields in the order they were looked up (dotted)
     held: bool = False  # read from the provenance record a fix wrote
     basis: str = READ  # what the convention rests on (READ: stated; INFERRED: from the trainer's identity)
+    # where ``layers`` is None but the ids are known: each counting the evidence leaves possible and the layers the
+    # drafter was trained on under it (a conclusion the same under all of them is known: engine.aux-layers)
+    readings: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def possible(self) -> dict[str, tuple[int, ...]]:
+        """The trained layers under each reading the evidence leaves possible (one entry when they are known)."""
+        if self.layers is not None:
+            return {self.convention or "stated": self.layers}
+        return dict(self.readings)
 
     def record(self) -> dict:
         return {"ids": list(self.ids or ()), "field": self.field, "convention": self.convention,
@@ -357,6 +366,18 @@ def _specforge_era(ids: list[int], target: Target | None) -> str | None:
     return (f"on {target.architecture}, SpecForge with an SGLang before PR #25454 trained on the outputs of layers "
             f"{list(plus)}, and {raw.rule} on the outputs of layers {list(raw.layers)}: pass --aux-convention sglang "
             f"(the older) or vllm (SpecForge {specforge.VERSION}'s raw ids)")
+
+
+def _countings(ids: list[int], target: Target | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The trained layers under each counting a trainer of the modelled ones used (who trained it unknown)."""
+    out = []
+    for convention, said in (("vllm", "counted as vLLM does (id L = the input of layer L)"),
+                             ("sglang", "counted as SGLang did before PR #25454 (id X = the output of layer X)")):
+        layers = trainer_capture(ids, convention, target).layers
+        if layers is None:
+            return ()
+        out.append((said, layers))
+    return tuple(out)
 
 
 def _held(raw: dict) -> dict | None:
@@ -408,10 +429,26 @@ def trained_aux(ckpt: Checkpoint, option: str | None = None, target: Target | No
             key = f"{identity.config_from}: {key}"
             how = f"{how}; the ids of {identity.config_from}"
     if not convention:
-        return TrainedAux(list(value), key, convention, how, None, dotted, basis=basis)
+        return TrainedAux(list(value), key, convention, how, None, dotted, basis=basis,
+                          readings=_countings(list(value), target))
+    if convention == "sglang" and known_by == "trainer" and identity.name == specforge.NAME and \
+            identity.version == specforge.VERSION and identity.known:
+        # a stated release settles what its pins settle: SpecForge 0.2.0 captures through SGLang 0.5.14's target
+        # model (specforge.capture)
+        pinned = specforge.capture(list(value), target)
+        if pinned.layers is not None:
+            return TrainedAux(list(value), key, convention, f"{how}; {pinned.rule}", pinned.layers, dotted,
+                              basis=basis)
     undecided = _specforge_era(list(value), target) if convention == "sglang" and known_by == "trainer" else None
     if undecided:
-        return TrainedAux(list(value), key, convention, f"{how}; {undecided}", None, dotted, basis=basis)
+        pinned = specforge.capture(list(value), target)
+        plus = output_of(sorted(set(value)))
+        era: tuple[tuple[str, tuple[int, ...]], ...] = (
+            ("SpecForge with an SGLang before PR #25454 (id X = the output of layer X)", plus),)
+        if pinned.layers is not None:
+            era += ((f"SpecForge {specforge.VERSION} ({pinned.rule})", pinned.layers),)
+        return TrainedAux(list(value), key, convention, f"{how}; {undecided}", None, dotted, basis=basis,
+                          readings=era)
     return TrainedAux(list(value), key, convention, how, trainer_capture(list(value), convention, target).layers,
                       dotted, basis=basis)
 

@@ -317,7 +317,9 @@ def _identify(ckpt: Checkpoint, source: Checkpoint | None, stated: str | None) -
             return Identity(found.name, found.version, READ, found.how, dict(source.config_raw), "--source")
         return _with_beside(ckpt, found)
     of_source = _identify(source, None, None) if source is not None else None
-    if source is not None and of_source is not None and of_source.name is not None:
+    if source is not None and of_source is not None:
+        # the checkpoint it was converted from is the evidence: what the conversion wrote (a speculators layout and
+        # its speculators_version, from `speculators convert` too) is the converter's, not the trainer's
         config = dict(source.config_raw) if source.config_raw is not None else None
         return Identity(of_source.name, of_source.version, of_source.basis,
                         f"--source {source.display}: {of_source.how}", config if config is not None else None,
