@@ -648,9 +648,12 @@ def cmd_fix(args: argparse.Namespace) -> int:
     if done.applied:
         lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"
                  + (f", {len(done.repairs)} tensor repair(s)" if done.repairs else "")]
+    elif not [f for f in done.result.findings() if f.severity.value in ("error", "warning")]:
+        lines = [f"nothing to fix: {args.src} passes the gate with no error or warning (nothing written to "
+                 f"{args.dst})"]
     else:
         lines = [f"nothing written to {args.dst}: no fix rests on what the checkpoint, an engine's own code or the "
-                 "data says" + ("" if done.result.findings() else " (and nothing needs one)")]
+                 "data says"]
     lines += [f"  {e.check}: {e.describe()}" for e in done.edits]
     lines += [f"  {e.check}: repaired {e.op['path']} ({e.op['value']})" for e in done.repairs]
     lines += [f"  not applied: {why}" for why in done.refused]

@@ -170,6 +170,8 @@ def test_a_release_no_recording_covers_is_judged_as_the_nearest_with_a_warning(d
     found = [f for f in result.result("engine.release", spec).findings]
     assert [f.code for f in found] == ["engine.release/nearest"] and says in found[0].message
     assert f"conformance/run.sh {spec}" in found[0].message
+    # the verdict rests on a recording of another release: inferred, with what would settle it
+    assert found[0].basis == "inferred" and found[0].settle and found[0].rests_on
     covered = run(drafter("flat").write(), engine="vllm@0.32.0", level="header", reference="none")
     assert covered.result("engine.release", "vllm@0.32.0").findings == []
 

@@ -326,8 +326,9 @@ class Result:
             return None
         return (f"the draft vocabulary expresses {100 * cov:.1f}% of the data's labels "
                 f"({base.interval('coverage').shown()}), below {100 * MIN_COVERAGE:g}%: step accuracy cannot exceed "
-                "it (a d2t built from another distribution, as SpecForge PR #534 reports for a d2t regenerated on "
-                "fine-tuning)")
+                "it. Measured, not explained: a draft vocabulary smaller than the data's spread of tokens (long or "
+                "varied continuations) or a d2t built from another distribution (SpecForge PR #534: a d2t "
+                "regenerated on fine-tuning) could each do it; the tokens the labels hold outside it would say which")
 
     def accepts_nothing(self) -> str | None:
         """The trainer's reading accepts (almost) nothing: its acceptance length is at or below 1 + NOTHING."""

@@ -92,8 +92,11 @@ def drafter_layers(ckpt_path: str, target_config: dict) -> tuple[list[int], str]
     target = Target(archs[0] if archs else None, text.get("num_hidden_layers"))
     trained = engines.trained_aux(ckpt, target=target)
     if trained.layers is None:
-        raise UsageError(f"--drafter {ckpt_path}: which target layers it was trained on is unknown ({trained.how}); "
-                         "give them with --layers")
+        readings = "; ".join(f"{who}: --layers {','.join(str(x + 1) for x in layers)}"
+                             for who, layers in trained.possible().items())
+        raise UsageError(f"--drafter {ckpt_path}: which target layers it was trained on is unknown (its config does "
+                         f"not say how its trainer counted the ids {trained.ids}); give them with --layers, as vLLM "
+                         "counts them" + (f" ({readings})" if readings else ""))
     return sorted(layer + 1 for layer in trained.layers), trained.how
 
 

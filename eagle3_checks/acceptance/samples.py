@@ -79,11 +79,15 @@ def detect(folder: Path) -> tuple[str, list[Path]]:
         raise DataError(f"--data {folder}: " + ("not a directory" if folder.exists() else "no such directory"))
     found: dict[str, list[tuple[int, str, Path]]] = {}
     for path in folder.rglob("*"):
-        if not path.is_file():
-            continue
         for fmt, pattern in PATTERNS.items():
             m = pattern.match(path.name)
             if m:
+                if path.is_dir():
+                    break
+                if not path.is_file():  # a FIFO, a socket, a device, a broken link: never skipped in silence
+                    raise DataError(f"--data {folder}: {path.relative_to(folder)} is named as a sample but is not a "
+                                    "regular file (" + ("a broken link" if path.is_symlink() and not path.exists()
+                                                        else "a FIFO, socket or device") + ")")
                 found.setdefault(fmt, []).append((int(m.group(1)), str(path), path))
                 break
     if not found:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 
 from .. import engines, live
-from ..basis import ASSUMED, KNOWN, READ, RECORDED, weakest
+from ..basis import ASSUMED, INFERRED, KNOWN, READ, RECORDED, weakest
 from ..drafter.families.mla import TRANSFORMERS_LATENT_NORMS, eps_mean_square_bound, eps_scale_change
 from ..drafter.layout import SPECULATORS
 from ..engines.launch import preconditions
@@ -692,7 +692,9 @@ def release_covered(ctx: Context) -> Iterable[Finding]:
     said = engines.release_warning(spec)
     if said:
         name = spec.split("@", 1)[0]
-        yield warning(said, code="nearest", file=CONFIG, key="--engine",
+        yield warning(said, code="nearest", file=CONFIG, key="--engine", basis=INFERRED,
+                      rests_on=f"{spec} read as the nearest recorded release",
+                      settle=f"a recording of {spec} (conformance/run.sh {spec})",
                       expected=f"a modelled {name} release ({', '.join(p.range for p in engines.versions(name))})",
                       found=spec.replace("@", " "),
                       why="each recorded release is held to what its loader did; one in between or beyond may load "

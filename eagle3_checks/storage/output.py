@@ -114,15 +114,18 @@ def check_paths(src: Path, dst: Path, force: bool) -> None:
         cwd = None
     if cwd is not None and (d == cwd or d in cwd.parents):
         raise UsageError(f"DST {dst} is the current directory or holds it; name a folder beside it")
-    if not dst.parent.is_dir():
-        raise UsageError(f"DST's parent {dst.parent} " + ("is not a directory" if dst.parent.exists() else
-                                                          "does not exist; create it first"))
+    if dst.parent.exists() and not dst.parent.is_dir():
+        raise UsageError(f"DST's parent {dst.parent} is not a directory")
     if dst.exists() and not force:
         raise UsageError(f"DST {dst} exists; pass --force to replace it (atomically, after verification)")
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"DST {dst} exists and is not a directory")
     if dst.exists():
         _check_replaceable(src, s, dst, d)
+    try:  # as `cp -r` and `mkdir -p` users expect: the folders above DST are made
+        dst.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"DST's parent {dst.parent} cannot be made: {exc.strerror or exc}") from None
 
 
 def _check_replaceable(src: Path, s: Path, dst: Path, d: Path) -> None:

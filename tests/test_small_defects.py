@@ -1,0 +1,64 @@
+"""Smaller traps a new user hits in the first week, each reproduced through the CLI (issue 42, item 4): each test
+failed on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from eagle3_checks.cli import main
+
+
+def test_convert_makes_the_folders_above_dst(drafter, tmp_path, capsys):
+    src = drafter("speculators").write()
+    dst = tmp_path / "not" / "yet" / "there"
+    assert main(["convert", str(src), str(dst), "--to", "vllm", "--verify", "header"]) == 0, capsys.readouterr().err
+    assert (dst / "config.json").is_file()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["convert", str(src), str(blocker / "dst"), "--to", "vllm"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_a_sample_that_is_not_a_regular_file_is_never_skipped(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from eagle3_checks.drafter.example import write_drafter
+
+    drafter = write_drafter(tmp_path / "d")
+    data = tmp_path / "data"
+    data.mkdir()
+    os.mkfifo(data / "hs_0.safetensors")
+    code = main(["accept", str(drafter), "--data", str(data)])
+    err = capsys.readouterr().err
+    assert code == 2 and "hs_0.safetensors is named as a sample but is not a regular file" in err, err
+
+
+def test_fix_on_a_passing_checkpoint_says_there_is_nothing_to_fix(drafter, tmp_path, capsys):
+    src = drafter("speculators").write()
+    assert main(["fix", str(src), str(tmp_path / "out"), "--level", "header"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"nothing to fix: {src} passes the gate") and not (tmp_path / "out").exists(), out
+
+
+def test_record_names_only_its_own_options(tmp_path, capsys):
+    """A drafter whose trainer's counting is unknown: record says --layers (the option it takes), with the ids each
+    counting would give, not --aux-convention, --trainer or --source (which it does not take)."""
+    pytest.importorskip("transformers")
+    import transformers
+
+    from eagle3_checks.drafter.example import write_drafter
+
+    target = tmp_path / "target"
+    cfg = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=4, vocab_size=512, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=128, max_position_embeddings=256)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(target)
+    drafter = write_drafter(tmp_path / "d", layout="flat")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"input_ids": [5, 6]}) + "\n")
+    assert main(["record", str(target), "--prompts", str(prompts), "--out", str(tmp_path / "o"), "--drafter",
+                 str(drafter)]) == 2
+    err = capsys.readouterr().err
+    assert "give them with --layers, as vLLM counts them" in err and "--layers 1,3,5" in err, err
+    assert "--aux-convention" not in err and "--trainer" not in err and "--source" not in err, err
