@@ -404,7 +404,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for path, result in state.results.items():
         line = f"could not be gated ({result})" if isinstance(result, Exception) else summary_line(result)
         ran, total = len(state.ran.get(path, ())), len(getattr(result, "results", ()))
-        if 0 < ran < total:  # the gate judged every check; say so when this run reported only some
+        if ran == 0 and total:  # -k or -m deselected every check: nothing of it was reported, nothing failed
+            line = f"none of its {total} checks was selected in this run (-k or -m): not reported"
+        elif ran < total:  # the gate judged every check; say so when this run reported only some
             line += f" (the whole gate, {total} checks; {ran} reported in this run)"
         terminalreporter.write_line(f"{_shown(path)}: {line}")
     for line in state.written:

@@ -22,7 +22,8 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
                "embed_tokens for the later draft steps of a drafter without one"),
     "revision": ("string", None, "the revision of Hugging Face cache folders and hf:// names without @REVISION"),
     "download": ("bool", False, "download hf:// checkpoints' weights into the Hugging Face cache (scan, forward)"),
-    "level": ("string", None, "run checks up to this level: header, scan or forward (default: all three)"),
+    "level": ("string", None, "run checks up to this level: header, scan, forward or acceptance (default: every "
+              "level, acceptance with --eagle3-data)"),
     "strict": ("bool", False, "warnings fail too"),
     "waive": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
               "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "

@@ -78,6 +78,14 @@ def test_summary_says_the_verdict_is_the_whole_gates_when_k_selects_some(pyteste
                                  "this run)"])
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none")
     assert "reported in this run" not in result.stdout.str()
+    # -k selecting only the project's own test (which asks for the checkpoint, so the gate runs): pytest passes, and
+    # the summary does not say FAILED
+    pytester.makepyfile(test_mine="def test_plain(eagle3_checkpoint):\n    assert eagle3_checkpoint.config\n")
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-reference=none", "-k", "plain")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0 and "FAILED" not in result.stdout.str()
+    result.stdout.fnmatch_lines([f"{path}: none of its {N_CHECKS} checks was selected in this run (-k or -m): not "
+                                 "reported"])
 
 
 def test_the_same_checkpoint_twice_is_collected_once(pytester, drafter):
