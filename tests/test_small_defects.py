@@ -62,3 +62,33 @@ def test_record_names_only_its_own_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "give them with --layers, as vLLM counts them" in err and "--layers 1,3,5" in err, err
     assert "--aux-convention" not in err and "--trainer" not in err and "--source" not in err, err
+
+
+@pytest.mark.parametrize("broken", ["unknown-dtype", "broken-link"])
+def test_unreadable_tensors_stop_the_gate_at_the_header_level(drafter, tmp_path, broken):
+    """A tensor of a dtype no reader knows, or a weights file that is a broken link: the files check fails and no
+    level past it runs, so nothing imports torch (654 MB) to read what cannot be read."""
+    import subprocess
+    import sys
+
+    path = drafter("flat").write()
+    weights = path / "model.safetensors"
+    if broken == "unknown-dtype":
+        raw = weights.read_bytes()
+        n = int.from_bytes(raw[:8], "little")
+        header = json.loads(raw[8:8 + n])
+        name = next(k for k in header if k != "__metadata__")
+        header[name]["dtype"] = "X99"
+        text = json.dumps(header).encode().ljust(n)
+        weights.write_bytes(raw[:8] + text + raw[8 + n:])
+    else:
+        weights.unlink()
+        weights.symlink_to(tmp_path / "gone.safetensors")
+    code = ("import sys; from eagle3_checks.cli import main; c = main(['check', sys.argv[1], '--format', 'json']); "
+            "print('torch' in sys.modules, c, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    torch_loaded, exit_code = done.stderr.strip().splitlines()[-1].split()
+    assert (torch_loaded, exit_code) == ("False", "1"), done.stderr[-2000:]
+    report = json.loads(done.stdout)["checkpoints"][0]
+    deeper = [c for c in report["checks"] if c["id"] in ("scan.values",) or c["id"].startswith("forward.")]
+    assert deeper and all(c["status"] == "skipped" and "cannot be read" in c["reason"] for c in deeper), deeper
