@@ -29,6 +29,7 @@ from typing import Any
 from .basis import KNOWN
 from .convert import Plan, write
 from .drafter.checkpoint import Checkpoint, open_checkpoint
+from .drafter.config_values import PROVENANCE
 from .errors import UsageError
 from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
@@ -191,6 +192,7 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
         outcome.needs = [n for n in outcome.needs if n in _patches(outcome.result)[1]] if outcome.result else []
         if not outcome.applied:  # nothing known to fix: no DST (the findings say why)
             return outcome
+        _state_premise(source, config, options)
         remove_stale(dst_path)
         tmp = temporary_sibling(dst_path)
         try:
@@ -208,6 +210,19 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
     assert outcome.result is not None
     outcome.result.ckpt.display = str(dst_path)
     return outcome
+
+
+def _state_premise(source: Checkpoint, config: dict, options: GateOptions) -> None:
+    """Who trained the drafter, when this fix rests on the user's word for it (--trainer): written into the
+    provenance block of what it writes, so that a later gate without the flag sees the premise the fix assumed
+    (engines.trainers reads it back, naming where it came from)."""
+    if not options.trainer:
+        return
+    name, _, version = options.trainer.partition("@")
+    held = config.get(PROVENANCE)
+    provenance: dict = held if isinstance(held, dict) else {}
+    config[PROVENANCE] = {**provenance, "trainer": name, **({"trainer_version": version} if version else {}),
+                          "trainer_from": f"--trainer {options.trainer} (stated to eagle3-checks fix)"}
 
 
 def _write_fixed(source: Checkpoint, config: dict, repairs: list[Edit], out: Path) -> None:

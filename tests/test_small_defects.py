@@ -92,3 +92,21 @@ def test_unreadable_tensors_stop_the_gate_at_the_header_level(drafter, tmp_path,
     report = json.loads(done.stdout)["checkpoints"][0]
     deeper = [c for c in report["checks"] if c["id"] in ("scan.values",) or c["id"].startswith("forward.")]
     assert deeper and all(c["status"] == "skipped" and "cannot be read" in c["reason"] for c in deeper), deeper
+
+
+def test_fix_writes_the_trainer_it_was_told_into_what_it_writes(drafter, tmp_path, capsys):
+    """fix --trainer NAME rests on the user's word: the premise goes into the provenance block of what it writes, so
+    a later gate without the flag judges the fixed drafter as the fix did, and says where the premise came from."""
+    d = drafter("flat")
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]  # SpecForge's count of layers 1, 3, 5
+    d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
+    src = d.write()
+    assert main(["fix", str(src), str(tmp_path / "fixed"), "--engine", "vllm", "--trainer", "specforge@0.2.0",
+                 "--level", "header"]) in (0, 1)
+    cfg = json.loads((tmp_path / "fixed" / "config.json").read_text())
+    provenance = cfg["eagle3_checks_provenance"]
+    assert (provenance["trainer"], provenance["trainer_version"]) == ("specforge", "0.2.0")
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "fixed"), "--engine", "vllm", "--level", "header", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert report["trainer"]["name"] == "specforge" and "stated to eagle3-checks fix" in report["trainer"]["how"]

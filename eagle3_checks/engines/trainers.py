@@ -330,7 +330,9 @@ def _identify(ckpt: Checkpoint, source: Checkpoint | None, stated: str | None) -
     if trained_by in (_S, _F):
         version = provenance.get("trainer_version") or (raw.get("speculators_version") if trained_by == _S else None)
         version = version if isinstance(version, str) and version else None
-        how = f"{PROVENANCE}.trainer (written by eagle3-checks convert)"
+        stated = provenance.get("trainer_from")
+        how = f"{PROVENANCE}.trainer (" + (stated if isinstance(stated, str) and stated else
+                                          "written by eagle3-checks convert") + ")"
         return _with_beside(ckpt, Identity(trained_by, version, READ, how))
     if isinstance(provenance.get("converted_from"), str) and ckpt.beside.get(BESIDE) is None:
         # converted by eagle3-checks from a checkpoint that did not name its trainer: the layout and the
