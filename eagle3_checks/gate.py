@@ -535,9 +535,10 @@ def why_skipped(c: Check, ctx: Context) -> str | None:
         return ctx.reference_note or "no reference given"
     if "target" in c.needs and ctx.target is None:
         return "needs --target-config (the verifier's config.json)"
-    if c.level != "header" and ctx.ckpt is not None and (ctx.ckpt.problems or not ctx.ckpt.complete or
-                                                         ctx.ckpt.past_end):
-        # the header level failed on the files: nothing past it runs (nor imports torch to read what cannot be read)
+    if c.level != "header" and ctx.ckpt is not None and (
+            not ctx.ckpt.complete or any(p.kind != "truncated" for p in ctx.ckpt.problems)):
+        # the header level failed on the files (a header no reader takes, a file missing): nothing past it runs, nor
+        # imports torch to read what cannot be read (a truncated file is scanned for what it holds: scan.values)
         return f"the checkpoint's files cannot be read (see files): the {c.level} level needs their tensors"
     if c.level != "header":  # a Hub checkpoint opened from its headers: no weight bytes here (nor torch needed)
         elsewhere = [getattr(x, "weights_elsewhere", None)  # the source counts where it is run: the forward level
