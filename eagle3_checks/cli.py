@@ -23,7 +23,7 @@ from .drafter.checkpoint import open_any, open_checkpoint
 from .drafter.config_values import missing_required
 from .drafter.expected import fmt_shape
 from .drafter.spec import load_spec, shipped_specs, snapshot
-from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, resolve
+from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, profile, resolve
 from .errors import UsageError
 from .gate import (
     WAIVERS,
@@ -47,6 +47,7 @@ from .registry import LEVELS, Severity
 from .reports import RENDERERS
 from .reports.github import github_command
 from .reports.json_report import render_json_error
+from .reports.markdown import profile_chart
 from .reports.sarif import render_sarif_error
 from .reports.text import finding_lines, render_text
 from .storage.folder import unique_paths, within
@@ -266,6 +267,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the readings run: auto (default) a GPU when torch sees one, else the CPU; the figures "
                    "agree to float rounding")
     p.add_argument("--format", choices=("text", "json"), default="text")
+
+    p = sub.add_parser("served", help="set a running server's speculative-decoding counters beside each reading's "
+                       "prediction on recorded states, and say which reading the server's behaviour fits")
+    p.add_argument("ckpt", metavar="CKPT", help="the drafter the server is meant to serve")
+    p.add_argument("--metrics", action="append", required=True, metavar="FILE|URL",
+                   help="the server's /metrics (a saved Prometheus text exposition, or its URL): once, or twice (the "
+                   "counters between the two scrapes)")
+    p.add_argument("--engine", required=True, metavar="NAME[@VERSION]",
+                   help=f"the engine release the server runs: {choices()} (its counters' names are read from it)")
+    p.add_argument("--data", required=True, metavar="DIR", help="recorded target states (as accept reads them)")
+    p.add_argument("--target", metavar="DIR|hf://ORG/NAME[@REVISION]",
+                   help="the target checkpoint: labels become its argmax (as accept)")
+    p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
+                   help=f"draft steps K the readings compute, 1 to {MAX_STEPS} (default {ACCEPT_STEPS}; at least the "
+                   "server's)")
+    _loss_mask_options(p)
+    p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
+                   help="the launch settings the server was started with (K, a draft-length floor, a confidence "
+                   "cut-off), as eagle3-checks recipe --format json writes them")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
 
     p = sub.add_parser("record", help="record a transformers target's states on your prompts, as speculators "
                        "writes them (for accept --data DIR --loss-mask DIR)")
@@ -910,6 +931,79 @@ def cmd_accept(args: argparse.Namespace) -> int:
     return 1 if any(f["severity"] == "error" for f in findings) else 0
 
 
+def cmd_served(args: argparse.Namespace) -> int:
+    from .acceptance import AcceptanceError, DataError, LossMasks, expect_of, load_head, readings, samples
+    from .acceptance.served import counters, difference, fetch, judge, predict
+
+    if len(args.metrics) > 2:
+        raise UsageError("--metrics: give one scrape, or two (the counters between them)")
+    spec = resolve(args.engine).specs[0]
+    release = profile(spec)
+    counting = release.counting
+    if counting is None or not counting.scrape:
+        raise UsageError(f"--engine {args.engine}: the counters {release.name} exposes are not modelled (served reads "
+                         f"{', '.join(dict.fromkeys(p.name for p in PROFILES if p.counting and p.counting.scrape))})")
+    others = [p.counting for p in PROFILES if p.counting is not None]
+    got = [counters(fetch(m), m, counting, others) for m in args.metrics]
+    server = difference(got[0], got[1], args.metrics[1]) if len(got) == 2 else got[0]
+    steps = max(args.steps, len(server.accepted_per_position or []))
+    if not 1 <= steps <= MAX_STEPS:
+        raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {steps}")
+    hint = torch_missing()
+    if hint:
+        raise UsageError(hint)
+    ckpt = open_any(args.ckpt)
+    if ckpt.problems:
+        raise UsageError(f"{args.ckpt}: the checkpoint has integrity problems ({ckpt.problems[0].file}: "
+                         f"{ckpt.problems[0].message}); gate it first")
+    launched = parse_options(launch=args.launch).launch_for
+    try:
+        expect = expect_of(readings(ckpt, [])[0][1])
+        head = load_head(args.target, expect.hidden, expect.vocab) if args.target else None
+        embedding = load_target_checkpoint(args.target)[1] if args.target else None
+        masks = LossMasks(Path(args.loss_mask), args.loss_mask_start) if args.loss_mask else None
+        predicted = predict(ckpt, spec, samples(Path(args.data), expect, masks), steps, head, embedding, launched)
+    except (AcceptanceError, DataError) as exc:
+        raise UsageError(str(exc)) from None
+    verdict = judge(server, predicted.fits(server))
+    if args.format == "json":
+        _write(json.dumps({"engine": spec, "drafting": {"k": predicted.drafting.k,
+                                                        "said": list(predicted.drafting.said)},
+                           "scrapes": args.metrics, **verdict.record()}, indent=2) + "\n")
+    else:
+        _write(render_served(verdict, spec, args.metrics, predicted.drafting, markdown=args.format == "markdown"))
+    return verdict.exit_code
+
+
+def render_served(verdict, spec: str, scrapes: list[str], drafting, markdown: bool = False) -> str:
+    """The server beside each reading: a table (and in markdown, the per-position chart), then the verdict."""
+    s = verdict.server
+    per = " ".join(f"{r:.3f}" for r in s.per_position) if s.per_position is not None else "n/a"
+    head = (f"{spec} server ({' - '.join(scrapes[::-1]) if len(scrapes) == 2 else scrapes[0]}): acceptance length "
+            f"{s.acceptance_length:.3f}" + (f" over {s.verify_steps:g} verify steps" if s.verify_steps else "")
+            + f", per position {per}")
+    walked = f"predictions walked with {drafting.describe()}; 95% intervals over the recorded sequences"
+    if markdown:
+        rows = ["| reading | acceptance length | per position | fits the server |", "|---|---|---|---|",
+                f"| **the server** | {s.acceptance_length:.3f} | {per} | |"]
+        rows += [f"| {f.what} | {f.acceptance_length:.3f}"
+                 + (f" [{f.interval[0]:.3f}, {f.interval[1]:.3f}]" if f.interval else "")
+                 + f" | {' '.join(f'{r:.3f}' for r in f.per_position)} | {'yes' if f.fits else 'no'} |"
+                 for f in verdict.fits]
+        return "\n".join([f"### eagle3-checks served: {verdict.verdict}", "", head, "", walked, "", *rows, "",
+                          "The chart: the server's rates as bars, then each reading's line in the table's order.",
+                          "", profile_chart([f.per_position for f in verdict.fits], s.per_position), "",
+                          f"**{verdict.said}**"]) + "\n"
+    lines = [head, walked]
+    for f in verdict.fits:
+        iv = f" [{f.interval[0]:.3f}, {f.interval[1]:.3f}]" if f.interval else ""
+        lines.append(f"  {'fits' if f.fits else '    '}  {f.acceptance_length:.3f}{iv}  per position "
+                     f"{' '.join(f'{r:.3f}' for r in f.per_position)}  {f.what}")
+    cost = f" (it loses {100 * verdict.cost:.1f}% of the trained acceptance length)" if verdict.cost else ""
+    lines.append(("FAIL: " if verdict.exit_code else "") + verdict.said + cost)
+    return "\n".join(lines) + "\n"
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from .acceptance.record import parse_layers, rate, record
 
@@ -949,7 +1043,7 @@ def _progress(data, folder: Path):
     print(f"\raccept: {n} samples read{' ' * 12}", file=sys.stderr, flush=True)
 
 
-COMMANDS = {"accept": cmd_accept, "record": cmd_record, "recipe": cmd_recipe,
+COMMANDS = {"accept": cmd_accept, "served": cmd_served, "record": cmd_record, "recipe": cmd_recipe,
             "check": cmd_check, "fix": cmd_fix, "forward": cmd_forward, "explain": cmd_explain, "convert": cmd_convert,
             "inspect": cmd_inspect, "spec": cmd_spec, "diff": cmd_diff, "list": cmd_list, "demo": cmd_demo}
 

@@ -180,3 +180,107 @@ def test_the_docs_table_is_the_recording_and_the_prediction(served_world, capsys
         got = _predicted(served_world, name, capsys)
         assert first == [f"{got['acceptance_length']:.3f}", f"{_server(name)[0]:.3f}",
                          f"{got['per_start_acceptance_length']:.3f}"], (name, row)
+
+
+# ----- served: the recorded scrapes explained --------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def served_predictions(served_world):
+    """Every reading's prediction on the world's recorded states (served.predict: the trainer's, llama.cpp's, and
+    the resolver's one-change candidates), made once for every scrape."""
+    from eagle3_checks.acceptance import LossMasks, expect_of, load_head, readings, samples
+    from eagle3_checks.acceptance.served import predict
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(served_world["drafters"]["trained"])
+    expect = expect_of(readings(ckpt, [])[0][1])
+    data = served_world["data"]
+    head = load_head(served_world["world"] / "target", expect.hidden, expect.vocab)
+    return predict(ckpt, world_mod.LLAMACPP, samples(data, expect, LossMasks(data)), 3, head)
+
+
+def _scrape(name: str):
+    from eagle3_checks.acceptance.served import counters
+    from eagle3_checks.engines.counting import LLAMACPP
+
+    return counters(RECORDED["drafters"][name]["metrics_scrape"], name, LLAMACPP, [LLAMACPP])
+
+
+# what each recorded drafter's scrape says of the trained drafter: (verdict, what fits besides the trained reading)
+SCRAPES = {"trained": "as-trained", "converted": "as-trained", "rope-base-10000": "as-trained",
+           "norm-before-residual-flipped": "otherwise", "aux-order-rotated": "otherwise"}
+
+
+@pytest.mark.parametrize("name", list(world_mod.DRAFTERS))
+def test_served_names_what_each_recorded_scrape_shows(served_predictions, name):
+    """Set beside the trained drafter's readings, llama-server's own counters say: served as trained for the trained
+    drafter and convert's output; not as trained for norm_before_residual flipped (only that reading fits) and for
+    fc's blocks rotated (only aux orders fit); and for rope base 10000 the counters cannot tell it from the trained
+    reading on 48-token sequences (both fit, and it says so)."""
+    from eagle3_checks.acceptance.served import judge
+
+    verdict = judge(_scrape(name), served_predictions.fits(_scrape(name)))
+    fitting = [f.what for f in verdict.fits if f.fits]
+    assert verdict.verdict == SCRAPES[name], (name, verdict.said)
+    if name == "norm-before-residual-flipped":
+        assert fitting == ["norm_before_residual True"] and verdict.exit_code == 1 and verdict.cost > 0.4
+    elif name == "aux-order-rotated":
+        assert fitting and all(w.startswith("fc blocks fed aux") for w in fitting), fitting
+    elif name == "rope-base-10000":
+        assert "rope_theta 10000" in fitting and "cannot tell these apart" in verdict.said
+    else:
+        assert verdict.exit_code == 0 and "the drafter read as trained" in fitting
+
+
+def test_two_scrapes_around_a_run_give_a_fresh_servers_answer(served_predictions):
+    """A server that first served the trained drafter's traffic and then the flipped one's: the counters between
+    two scrapes are the flipped run's, and so is the answer."""
+    from eagle3_checks.acceptance.served import Counters, difference, judge
+
+    first, flipped = _scrape("trained"), _scrape("norm-before-residual-flipped")
+    added = Counters("llamacpp", *(a + b for a, b in ((first.verify_steps, flipped.verify_steps),
+                                                      (first.drafted, flipped.drafted),
+                                                      (first.accepted, flipped.accepted))),
+                     [a + b for a, b in zip(first.accepted_per_position, flipped.accepted_per_position, strict=True)])
+    between = difference(first, added, "second")
+    once, twice = (judge(s, served_predictions.fits(s)) for s in (flipped, between))
+    assert (once.verdict, [f.fits for f in once.fits]) == (twice.verdict, [f.fits for f in twice.fits])
+
+
+def test_served_through_the_command_with_its_chart(served_world, tmp_path, capsys):
+    scrape = tmp_path / "metrics.prom"
+    scrape.write_text(RECORDED["drafters"]["norm-before-residual-flipped"]["metrics_scrape"])
+    data = served_world["data"]
+    code = main(["served", str(served_world["drafters"]["trained"]), "--metrics", str(scrape), "--engine",
+                 "llamacpp", "--data", str(data), "--loss-mask", str(data), "--target",
+                 str(served_world["world"] / "target"), "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert code == 1 and "### eagle3-checks served: otherwise" in out
+    # the chart's series are the table's: the server's bars, then each reading's line in the table's order
+    rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| reading")]
+    table = [line.split("|")[3].split() for line in rows]
+    chart = [line.strip().split("[", 1)[1].rstrip("]").split(", ") for line in out.splitlines()
+             if line.strip().startswith(("bar [", "line ["))]
+    assert chart == table and len(chart) == len(rows) > 3
+
+
+def test_the_dashboard_page_shows_these_runs(served_predictions):
+    """docs/served.md's worked example: every line it shows of a `served` run is a line of what served renders for
+    that scrape on this world (the command itself: test_served_through_the_command_with_its_chart)."""
+    import re
+
+    from eagle3_checks.acceptance.served import judge
+    from eagle3_checks.cli import render_served
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "served.md").read_text()
+    blocks = re.findall(r"```\n\$ eagle3-checks (served [^\n]*)\n(.*?)\n```", page, re.S)
+    assert len(blocks) == 2
+    for command, shown in blocks:
+        args = command.split()
+        assert args[1:2] == ["drafter-trained"] and args[args.index("--engine") + 1] == "llamacpp"
+        name = args[args.index("--metrics") + 1]
+        server = _scrape(name[len("metrics-"):-len(".prom")])
+        verdict = judge(server, served_predictions.fits(server))
+        out = render_served(verdict, world_mod.LLAMACPP, [name], served_predictions.drafting).splitlines()
+        missing = [line for line in shown.splitlines() if line not in out]
+        assert not missing, (command, missing)

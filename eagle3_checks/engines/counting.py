@@ -87,6 +87,13 @@ class Counting:
     drafting: Callable[[dict | None, int], Drafting]
     notes: tuple[str, ...] = field(default=())
     held: str = "read from the release's source, not held to a server"  # what the walk of this engine rests on
+    # what its /metrics exposes, as the samples are named in the text exposition: our figure -> (sample name, kind),
+    # kind "counter" (summed over every label but "position", differenced between two scrapes) or "gauge" (the last
+    # value); "accepted_per_position" is the counter labelled position="i"
+    scrape: tuple[tuple[str, str, str], ...] = ()
+
+    def exposed(self) -> dict[str, tuple[str, str]]:
+        return {figure: (name, kind) for figure, name, kind in self.scrape}
 
     def name(self, figure: str) -> str | None:
         return dict(self.metrics).get(figure)
@@ -176,7 +183,11 @@ LLAMACPP = Counting(
     "tools/server/server-task.cpp:1553-1612, server-context.cpp:453-471, 620-648, 3879-3970 (llama.cpp 0c1e57098)",
     llamacpp_drafting,
     ("mean acceptance length: 1 + accepted / verify steps, logged per request (server-context.cpp:634)",),
-    "held to llama-server's own counters (tests/conformance/served/llamacpp-0.3.36.json)")
+    "held to llama-server's own counters (tests/conformance/served/llamacpp-0.3.36.json)",
+    (("verify_steps", "llamacpp:spec_decode_num_drafts_total", "counter"),
+     ("drafted", "llamacpp:spec_decode_num_draft_tokens_total", "counter"),
+     ("accepted", "llamacpp:spec_decode_num_accepted_tokens_total", "counter"),
+     ("accepted_per_position", "llamacpp:spec_decode_num_accepted_tokens_per_pos_total", "counter")))
 
 VLLM = Counting(
     "vllm",
@@ -187,7 +198,13 @@ VLLM = Counting(
     "v1/spec_decode/metrics.py:41-50, 114-122, 229-255; v1/core/sched/scheduler.py:520-561, 2392-2414 (vLLM 0.34.0)",
     vllm_drafting,
     ("a request's last verify step as read: K drafts while a token remains; whether one is made depends on async "
-     "scheduling (v1/core/sched/scheduler.py:520-561), not held to a vLLM server",))
+     "scheduling (v1/core/sched/scheduler.py:520-561), not held to a vLLM server",),
+    # prometheus_client Counters (v1/spec_decode/metrics.py:227-260, one per engine label set; position for the per-
+    # position one): exposed with "_total"
+    scrape=(("verify_steps", "vllm:spec_decode_num_drafts_total", "counter"),
+            ("drafted", "vllm:spec_decode_num_draft_tokens_total", "counter"),
+            ("accepted", "vllm:spec_decode_num_accepted_tokens_total", "counter"),
+            ("accepted_per_position", "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter")))
 
 SGLANG = Counting(
     "sglang",
@@ -197,6 +214,9 @@ SGLANG = Counting(
     "(SGLang 0.5.23)",
     sglang_drafting,
     ("sglang:spec_accept_rate divides by speculative_num_draft_tokens - 1 per verify step, whatever was drafted",
-     "meta_info.spec_accept_length per request is completion_tokens / spec_verify_ct (the prefill's token counted)"))
+     "meta_info.spec_accept_length per request is completion_tokens / spec_verify_ct (the prefill's token counted)"),
+    # Gauges set per log interval (observability/metrics_collector.py:511-521): no count, no per-position figure
+    scrape=(("acceptance_length", "sglang:spec_accept_length", "gauge"),
+            ("accept_rate", "sglang:spec_accept_rate", "gauge")))
 
 CHAIN = Counting("chain", (), "not read", chain_drafting)

@@ -80,6 +80,7 @@ def render_markdown(results: list[GateResult]) -> str:
                 out += _md_finding(f, causes)
             out += ["", "</details>"]
         for r in result.results:
+            out += _acceptance(r.data.get("acceptance"))
             tensors = r.data.get("tensors")
             if tensors:
                 out += ["", "<details><summary>Weight statistics (scan)</summary>", "",
@@ -92,5 +93,42 @@ def render_markdown(results: list[GateResult]) -> str:
     return "\n".join(out)
 
 
+def _acceptance(data: dict | None) -> list[str]:
+    """The acceptance level's readings: each one's acceptance length as a server counts it, its per-position rates,
+    the trainers' per-start figure, and the per-position profiles as a chart (acceptance.served.profile_chart)."""
+    if not data:
+        return []
+    shown = [r for r in data.get("readings", []) if not r.get("unservable")]
+    rows = ["", "#### Acceptance, as a server counts it", "",
+            "| reading | acceptance length | per position | per start (the trainers' metric) |", "|---|---|---|---|"]
+    for r in data.get("readings", []):
+        if r.get("unservable"):
+            rows.append(f"| `{_md(r['reading'])}` | unservable: {_md(r.get('why'))} | | |")
+            continue
+        iv = (r.get("intervals") or {}).get("acceptance_length")
+        rows.append(f"| `{_md(r['reading'])}` | {r['acceptance_length']:.3f}"
+                    + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "") + " | "
+                    + " ".join(f"{x:.3f}" for x in r.get("per_position") or []) + f" | "
+                    f"{r.get('per_start_acceptance_length', 0):.3f} |")
+    if shown:
+        rows += ["", "Each reading's per-position profile, in the table's order:", "",
+                 profile_chart([r.get("per_position") or [] for r in shown])]
+    return rows
+
+
 def _num(v) -> str:
     return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)
+
+
+def profile_chart(lines: list[list[float]], bars: list[float] | None = None) -> str:
+    """Per-position acceptance profiles as a chart GitHub renders (a mermaid xychart-beta): ``bars`` (a server's
+    rates) first, then one line per profile in the order given; the table beside it names them (the chart has no
+    legend)."""
+    k = max([len(x) for x in lines] + [len(bars or [])] + [1])
+    out = ["```mermaid", "xychart-beta", '    title "Accepted at draft position i / verify steps"',
+           f"    x-axis [{', '.join(f'pos {i}' for i in range(k))}]", '    y-axis "rate" 0 --> 1']
+    if bars is not None:
+        out.append(f"    bar [{', '.join(f'{r:.3f}' for r in bars)}]")
+    out += [f"    line [{', '.join(f'{r:.3f}' for r in x)}]" for x in lines]
+    out.append("```")
+    return "\n".join(out)
