@@ -109,6 +109,9 @@ def _gate_options(p: argparse.ArgumentParser) -> None:
                    help="run checks up to this level (default: every level: header, scan, forward, and acceptance "
                    "with --data; header reads headers only)")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.add_argument("--fail-on", action="append", metavar="CODES",
+                   help="warnings of these finding codes fail too: codes or prefixes, comma-separated or repeated "
+                   "(engine.aux-layers,engine.semantics/norm-before-residual; as ruff's --select)")
     p.add_argument("--waive", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
                    help="waive a check or a finding code, with the reason (repeatable): it still runs and its "
                    "findings are reported as waived; a per-engine check for one engine or release: "
@@ -451,7 +454,7 @@ def _parse_gate_options(args: argparse.Namespace):
                          max_drop=args.max_drop,
                          min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
                          loss_mask_start=args.loss_mask_start, engine_python=args.engine_python,
-                         launch=args.launch, tp=args.tp, pp=args.pp)
+                         launch=args.launch, tp=args.tp, pp=args.pp, fail_on=args.fail_on)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:

@@ -210,7 +210,8 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                   download: bool = False, data: str | None = None, max_drop: float | str | None = None,
                   min_acceptance: float | str | None = None, loss_mask: str | None = None,
                   loss_mask_start: int | str = 0, engine_python: str | None = None, launch: Iterable[str] = (),
-                  tp: int | str | None = None, pp: int | str | None = None) -> GateOptions:
+                  tp: int | str | None = None, pp: int | str | None = None,
+                  fail_on: str | Iterable[str] | None = None) -> GateOptions:
     """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
     if level == "acceptance" and not data:
         raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
@@ -262,7 +263,21 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
                        target=target or None,
                        revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
                        min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start,
-                       live=live, launch=_launch(launch), tensor_parallel=tp, pipeline_parallel=pp)
+                       live=live, launch=_launch(launch), tensor_parallel=tp, pipeline_parallel=pp,
+                       fail_on=_fail_on(fail_on))
+
+
+def _fail_on(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """--fail-on CODES: comma-separated finding codes or prefixes of them (a check id, ``engine``), each matching a
+    declared code. Raises UsageError."""
+    items = [value] if isinstance(value, str) else list(value or ())
+    out = tuple(p.strip() for item in items for p in str(item).split(",") if p.strip())
+    codes = all_codes()
+    for p in out:
+        if not any(code.startswith(p) for code in codes):
+            raise UsageError(f"--fail-on {p!r}: no finding code starts with it{did_you_mean(p, codes)} (`eagle3-checks "
+                             "list` lists the codes)")
+    return out
 
 
 def _trainer(value: str | None) -> str | None:
@@ -465,8 +480,11 @@ class CheckResult:
         """The check id, with the engine for a per-engine check: forward.equivalence[vllm]."""
         return f"{self.check.id}[{self.engine}]" if self.engine else self.check.id
 
-    def failed(self, strict: bool) -> bool:
-        return self.status == FAILED or (strict and self.status == WARNED)
+    def failed(self, options: GateOptions) -> bool:
+        """An error, or a warning the options fail (--strict, --fail-on)."""
+        return self.status == FAILED or (self.status == WARNED and any(
+            options.fails(f.code or self.check.id) for f in self.findings
+            if f.severity is Severity.WARNING and f.waived is None))
 
 
 @dataclass
@@ -479,7 +497,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(r.failed(self.options.strict) for r in self.results) else 0
+        return 1 if any(r.failed(self.options) for r in self.results) else 0
 
     def result(self, check_id: str, engine: str | None = None) -> CheckResult:
         """The result of one check; ``engine`` is a release (``sglang@0.5.23``) or an engine name (its first result)."""

@@ -45,6 +45,13 @@ class GateOptions:
     download: bool = False  # fetch a Hub checkpoint's weights into the Hugging Face cache (scan, forward levels)
     level: str | None = None  # None: every level the project has
     strict: bool = False
+    # --fail-on: the finding codes (or their prefixes: a check id, "engine") whose warnings fail the gate as errors do,
+    # as ruff's --select picks rules; --strict is every code
+    fail_on: tuple[str, ...] = ()
+
+    def fails(self, code: str) -> bool:
+        """A warning of ``code`` fails the gate (--strict, or a --fail-on prefix of it)."""
+        return self.strict or any(code.startswith(p) for p in self.fail_on)
     # --waive: (target, reason); a target is a check id or a finding code, optionally for one engine
     # (``vocab.d2t``, ``engine.loads[vllm]``, ``engine.loads/narrowed[vllm@0.33.0]``). The check still runs: the
     # findings a waiver matches are reported as waived, and a waiver that matches nothing as stale.

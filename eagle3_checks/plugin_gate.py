@@ -13,7 +13,7 @@ import pytest
 
 from .drafter.spec import check_reference_option
 from .errors import UsageError
-from .gate import FAILED, SKIPPED, WAIVED, WAIVERS, WARNED, all_checks, gate, load_source, load_target, parse_options
+from .gate import SKIPPED, WAIVED, WAIVERS, all_checks, gate, load_source, load_target, parse_options
 from .plugin_options import GATE_FILE, GATE_NODEID, OPTIONS, STATE, dest, value
 from .reports import RENDERERS
 from .reports.github import github_command
@@ -98,6 +98,7 @@ def configure(config: pytest.Config) -> None:
     try:
         options = parse_options(reference=value(config, "reference"), target_config=target,
                                 level=value(config, "level"), strict=bool(value(config, "strict")),
+                                fail_on=value(config, "fail-on") or [],
                                 waive=value(config, "waive") or [], engine=value(config, "engine"), source=source,
                                 aux_convention=value(config, "aux-convention"), trainer=value(config, "trainer"),
                                 max_model_len=value(config, "max-model-len"), target=target_ckpt,
@@ -282,7 +283,7 @@ class CheckItem(pytest.Item):
         if r.status == WAIVED:  # it ran, and every failure it found is waived: an expected failure
             self.add_report_section("call", "eagle3 findings", check_text(r))
             pytest.xfail("waived: " + "; ".join(dict.fromkeys(f.waived for f in r.findings if f.waived is not None)))
-        if r.status == FAILED or (r.status == WARNED and gate_result.options.strict):
+        if r.failed(gate_result.options):
             raise CheckFailed(check_text(r))
         if r.findings:  # warnings and notes of a passing check: shown with -rA, and in the JUnit properties
             self.add_report_section("call", "eagle3 findings", check_text(r))

@@ -25,6 +25,8 @@ OPTIONS: dict[str, tuple[IniType, Any, str]] = {
     "level": ("string", None, "run checks up to this level: header, scan, forward or acceptance (default: every "
               "level, acceptance with --eagle3-data)"),
     "strict": ("bool", False, "warnings fail too"),
+    "fail-on": ("linelist", [], "warnings of these finding codes (or prefixes: a check id, engine) fail too, as the "
+                "CLI's --fail-on (comma-separated or one per line)"),
     "waive": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
               "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "
               "--eagle3-strict (--eagle3-skip, eagle3_skip: the old name)"),

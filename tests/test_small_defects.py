@@ -110,3 +110,25 @@ def test_fix_writes_the_trainer_it_was_told_into_what_it_writes(drafter, tmp_pat
     assert main(["check", str(tmp_path / "fixed"), "--engine", "vllm", "--level", "header", "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert report["trainer"]["name"] == "specforge" and "stated to eagle3-checks fix" in report["trainer"]["how"]
+
+
+def test_fail_on_chooses_which_warnings_fail(drafter):
+    """--strict fails every warning; --fail-on fails those of the codes (or prefixes) named, and no other: a team that
+    blocks on engine.aux-layers need not block on a local verifier path. Through the CLI, the plugin and its ini."""
+    d = drafter("flat")  # an unknown trainer: engine.aux-layers and engine.semantics warn
+    path = d.write()
+    assert main(["check", str(path), "--level", "header"]) == 0
+    assert main(["check", str(path), "--level", "header", "--fail-on", "engine.aux-layers"]) == 1
+    assert main(["check", str(path), "--level", "header", "--fail-on", "engine.aux-layers/undecided"]) == 1
+    assert main(["check", str(path), "--level", "header", "--fail-on", "engine.serving,reference"]) == 0
+    assert main(["check", str(path), "--level", "header", "--fail-on", "engine.aux-layrs"]) == 2
+
+
+def test_fail_on_in_the_plugin_and_its_ini(pytester, drafter):
+    path = drafter("flat").write()
+    pytester.makeini("[pytest]\neagle3_fail_on = engine.aux-layers\n")
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-k", "aux")
+    assert result.ret == 1 and "engine.aux-layers/undecided" in result.stdout.str()
+    result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-k", "aux",
+                                "--eagle3-fail-on=engine.serving")
+    assert result.ret == 0

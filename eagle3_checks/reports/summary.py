@@ -15,7 +15,9 @@ def summary_line(result: GateResult, causes: Causes | None = None) -> str:
     c = result.counts()
     causes = causes or group(result)
     verdict = "FAILED" if result.exit_code else "PASSED"
-    strict = " (--strict: warnings fail)" if result.options.strict and c["warning"] and result.exit_code else ""
+    strict = (" (--strict: warnings fail)" if result.options.strict else
+              f" (--fail-on {','.join(result.options.fail_on)}: those warnings fail)" if result.options.fail_on else
+              "") if c["warning"] and result.exit_code else ""
     n = causes.count(Severity.ERROR)
     errors = f"{c['error']} error(s)" + (f" from {n} root cause{'s' if n != 1 else ''}" if c["error"] else "")
     waived = f", {c['waived']} waived" if c.get("waived") else ""
