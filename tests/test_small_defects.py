@@ -132,3 +132,25 @@ def test_fail_on_in_the_plugin_and_its_ini(pytester, drafter):
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-k", "aux",
                                 "--eagle3-fail-on=engine.serving")
     assert result.ret == 0
+
+
+def test_diff_says_a_value_the_candidate_does_not_state_and_agrees_with_check(drafter, capsys):
+    """A flat drafter whose config lost head_dim (4 heads of 24 in its q_proj) against the same drafter with it:
+    `check` fails it (config.head-dim/missing), and `diff` says DIFFERENT with the same fact, read from its tensors;
+    a semantic value it does not state is reported as its default (assumed), not as read."""
+    a, b = drafter("flat"), drafter("flat")
+    del a.config["head_dim"]
+    lost, kept = a.write(), b.write()
+    assert main(["check", str(lost), "--level", "header"]) == 1
+    capsys.readouterr()
+    assert main(["diff", str(lost), str(kept), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    [f] = [f for f in doc["findings"] if f["key"] == "head_dim"]
+    assert (f["code"], f["severity"], f["basis"], f["expected"]) == ("reference.diff/config-field", "error", "read",
+                                                                     "24")
+    c = drafter("flat")
+    del c.config["rope_theta"]  # the default where the reference states 1e6: a semantic warning, assumed
+    assert main(["diff", str(c.write()), str(kept), "--format", "json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    [f] = [f for f in doc["findings"] if f["key"] == "rope_theta"]
+    assert (f["code"], f["basis"]) == ("reference.diff/semantic", "assumed") and "not stated" in f["message"]

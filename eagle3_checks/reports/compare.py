@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import engines
+from ..basis import ASSUMED, READ
 from ..checks.files import problem_finding
 from ..checks.reference import diff, engine_computation, with_aux_layers
 from ..drafter.spec import Spec
@@ -68,10 +69,32 @@ def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: A
         sides = [with_aux_layers(spec, ck, None, engines.target_of(ck) if ck is not None else None)
                  for spec, ck in ((candidate, candidate_ck), (reference, reference_ck))]
         computes = engine_computation(candidate_ck, releases) if candidate_ck is not None and releases else None
-        findings += [dataclasses.replace(f, code=f"reference.diff/{f.code}", check="reference.diff")
-                     for f in diff(sides[0], sides[1], computes)]
+        findings += [_true_basis(dataclasses.replace(f, code=f"reference.diff/{f.code}", check="reference.diff"),
+                                 candidate_ck) for f in diff(sides[0], sides[1], computes)]
     failed = any(f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING) for f in findings)
     return DiffReport(findings, group_findings(findings, candidate_ck), not_compared, failed)
+
+
+def _true_basis(f: Finding, ck: Any) -> Finding:
+    """A semantic value the candidate does not state is its default, not something read: said so (basis assumed).
+    A head_dim it does not state whose default its own q_proj contradicts is the error check gives it
+    (config.head-dim/missing): its config does not size its tensors, whatever the reference says."""
+    cfg = ck.config if ck is not None else None
+    entry = cfg.entry(f.key) if cfg is not None and f.key and f.code == "reference.diff/semantic" else None
+    if cfg is None or entry is None or entry.explicit:
+        return f
+    q = ck.shape("layers.0.self_attn.q_proj.weight") if f.key == "head_dim" else None
+    heads = cfg["num_attention_heads"]
+    if q and isinstance(heads, int) and heads and q[0] % heads == 0 and q[0] // heads != entry.value:
+        implied = q[0] // heads
+        return dataclasses.replace(
+            f, severity=Severity.ERROR, code="reference.diff/config-field", basis=READ, expected=str(implied),
+            message=f"{f.message}; the candidate does not state head_dim ({entry.source}) and its own q_proj holds "
+            f"{heads} heads of {implied}", rests_on=None, settle=None,
+            why="engines build attention with the default and cut the q/k/v weights to fit without an error (check: "
+            "config.head-dim/missing, engine.loads)", fix=f'add "head_dim": {implied} to the candidate\'s config')
+    return dataclasses.replace(f, basis=ASSUMED, message=f"{f.message} (not stated: {entry.source})",
+                               rests_on=f"{f.key} is not stated in the candidate's config ({entry.source})")
 
 
 def _verdict(report: DiffReport) -> str:
