@@ -80,12 +80,12 @@ def assert_fails(result: GateResult, check: str, *fragments: str) -> None:
         assert any(all(frag in t for frag in fragments) for t in texts), \
             f"{check_id} findings lack {fragments}:\n" + "\n".join(texts)
         return
-    strict = result.options.strict
+    options = result.options
     results = [r for r in result.results if r.check.id == check_id]
-    assert results and any(r.failed(strict) for r in results), \
+    assert results and any(r.failed(options) for r in results), \
         f"{check_id} is {[r.status for r in results]}; failing: {failing(result)}"
-    found = [f for r in results if r.failed(strict) for f in r.findings if f.code == check
-             and (f.severity.value == "error" or (strict and f.severity.value == "warning"))]
+    found = [f for r in results if r.failed(options) for f in r.findings if f.code == check
+             and (f.severity.value == "error" or (f.severity.value == "warning" and options.fails(f.code)))]
     assert any(all(frag in _text(f) for frag in fragments) for f in found), \
         f"{check_id} has no failing {check} finding" + (f" mentioning {fragments}" if fragments else "") + ":\n" + \
         "\n".join(f"{f.code}: {_text(f)}" for r in results for f in r.findings)
