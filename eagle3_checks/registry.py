@@ -59,6 +59,11 @@ def tensor_cause(role: str) -> str:
     return f"tensor: {role}"
 
 
+# the cause of every finding a `model.` prefix on the tensor names makes (keys names it; each engine then refuses
+# or leaves unfilled the tensors it cannot find): one defect, one root cause
+PREFIX_CAUSE = "tensor names: a `model.` prefix"
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing a check found: where, expected vs found, why it matters, how to fix it."""

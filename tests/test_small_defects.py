@@ -154,3 +154,27 @@ def test_diff_says_a_value_the_candidate_does_not_state_and_agrees_with_check(dr
     doc = json.loads(capsys.readouterr().out)
     [f] = [f for f in doc["findings"] if f["key"] == "rope_theta"]
     assert (f["code"], f["basis"]) == ("reference.diff/semantic", "assumed") and "not stated" in f["message"]
+
+
+def test_one_defect_is_one_root_cause(drafter):
+    """A `model.` prefix on every tensor: keys names it, each engine refuses the tensors or leaves their parameters
+    unfilled; all of it follows from the one cause (it was 19 errors from 16 root causes). A speculators drafter
+    without norm_before_residual: engine.semantics names the field, forward.equivalence measures what it changes:
+    one cause (it was two)."""
+    from eagle3_checks.reports.causes import group
+    from eagle3_checks.registry import Severity
+    from helpers import run
+
+    d = drafter("flat")
+    d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
+    prefixed = run(d.write(), level="header")
+    causes = group(prefixed)
+    assert causes.count(Severity.ERROR) == 1 and prefixed.counts()["error"] > 10
+    assert causes.groups[0].key == "tensor names: a `model.` prefix"
+    pytest.importorskip("torch")
+    s = drafter("speculators")
+    del s.config["norm_before_residual"]
+    missing = run(s.write(), level="forward")
+    errors = {f.code for f in missing.findings() if f.severity is Severity.ERROR}
+    assert errors == {"engine.semantics/norm-before-residual", "forward.equivalence/differs"}, errors
+    assert group(missing).count(Severity.ERROR) == 1

@@ -35,6 +35,7 @@ from ..live import verdict
 from ..live.compute import compare_live
 from ..numerics import RTOL
 from ..registry import (
+    PREFIX_CAUSE,
     Context,
     Finding,
     NotApplicable,
@@ -134,9 +135,12 @@ def loads(ctx: Context) -> Iterable[Finding]:
                     why="the server fails to start, or serves a model that is not the drafter",
                     fix="name the drafter class this engine registers in architectures")
         return
+    names = ctx.ckpt.names
     for refusal in served.refusals:
         at = served.refused_at.get(refusal)
-        yield error(f"{name} refuses the drafter: {refusal}", key=at, cause=None if at else refusal_cause(refusal),
+        prefixed = at is not None and at in names and names[at].prefixed
+        yield error(f"{name} refuses the drafter: {refusal}", key=at,
+                    cause=PREFIX_CAUSE if prefixed else None if at else refusal_cause(refusal),
                     code="refused", expected=f"a drafter {name} loads", found=refusal,
                     why="speculators fails to load it" if served.engine == "speculators" else
                     "the server fails to start, or fails at the first request",
@@ -147,9 +151,12 @@ def loads(ctx: Context) -> Iterable[Finding]:
     unfilled = sorted(role for role, how in served.unfilled.items() if not how.startswith("shared"))
     lost = [role for role in unfilled if role in trained.tensors]
     if lost:
+        # every tensor it did not read carries a `model.` prefix: the prefix is the cause
+        prefix = all(trained.tensors[r] in names and names[trained.tensors[r]].prefixed for r in lost)
         yield error(
             f"{name} leaves {len(lost)} trained parameter(s) unfilled: {_listing(lost)}",
             code="unfilled", key=trained.tensors[lost[0]], expected="every trained tensor loaded",
+            cause=PREFIX_CAUSE if prefix else None,
             found=f"{served.unfilled[lost[0]]} ({', '.join(trained.tensors[r] for r in lost[:4])} not read)",
             why=f"{name} serves those parameters with {served.unfilled[lost[0]]}; nothing is reported and "
             "acceptance collapses",

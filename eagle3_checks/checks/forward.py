@@ -16,7 +16,7 @@ from .. import engines
 from ..basis import INFERRED, READ, RECORDED
 from ..engines.reading import describe_difference, differences, remedy, window_anchor
 from ..numerics import ATOL, RTOL, torch_missing
-from ..registry import Context, Finding, NotApplicable, check, error, info, note, refusal_cause, warning
+from ..registry import Context, Finding, NotApplicable, check, config_cause, error, info, note, refusal_cause, warning
 from ._common import release, trained_of, unread_layout
 from ._common import served as served_by
 from ._own import SEED, STEPS, TOKENS, _computed, _own_logits, _weights, live_run
@@ -232,9 +232,12 @@ def equivalence(ctx: Context) -> Iterable[Finding]:
     if ctx.source is not None:
         causes += _changed_tensors(ctx, cand, served, source, trained)
     first = bad[0]
-    fixes = [remedy(name, trained, served) for name in differences(served, trained)]
+    fields = differences(served, trained)
+    fixes = [remedy(name, trained, served) for name in fields]
     yield error(
         f"{eng}'s reading differs from {against} ({trained.engine}): {first.describe()}{beside}",
+        # one differing field and nothing else: the config field engine.semantics names is the root cause
+        cause=config_cause(fields[0]) if len(fields) == 1 and not anchor and ctx.source is None else None,
         code="differs", expected=f"logits equal to float32 rounding (rtol {RTOL}, atol {ATOL} x the largest logit)",
         found=" | ".join(s.describe() for s in steps),
         why=("; ".join(causes) if causes else "no config field or tensor difference explains it: the weights were "

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..drafter.expected import CONDITIONAL, OPTIONAL, expected_tensors, layers_to_judge
 from ..drafter.layout import FLAT, PEAGLE, PEAGLE_TENSORS, SPECULATORS, on_disk_name, speculators_kind
-from ..registry import Context, Finding, check, error, info, note, warning
+from ..registry import PREFIX_CAUSE, Context, Finding, check, error, info, note, warning
 from ._common import config_of, require_complete
 
 _MISSING_WHY = ("vLLM raises nothing for a missing tensor and serves with uninitialised memory (norms stay "
@@ -95,7 +95,7 @@ def keys(ctx: Context) -> Iterable[Finding]:
         yield error(
             f"{_count(prefixed)} carry a `model.` prefix: {_listing(prefixed)}",
             file=file_of[first], key=first, expected=on_disk_name(ckpt.names[first].role or first, layout, style),
-            code="model-prefix", found=first,
+            code="model-prefix", found=first, cause=PREFIX_CAUSE,
             why="vLLM prefixes drafter tensors with `model.` itself and fails on `model.model.*` (\"There is no "
             "module or parameter named ...\"); SGLang 0.5.6 accepts the prefix on layer tensors but silently "
             "drops `model.lm_head.weight` and serves with an uninitialised head",
