@@ -178,3 +178,19 @@ def test_one_defect_is_one_root_cause(drafter):
     errors = {f.code for f in missing.findings() if f.severity is Severity.ERROR}
     assert errors == {"engine.semantics/norm-before-residual", "forward.equivalence/differs"}, errors
     assert group(missing).count(Severity.ERROR) == 1
+
+
+def test_shapes_and_the_engines_tell_one_story_of_a_narrowed_projection(drafter):
+    """head_dim lost (4 heads of 24 read as 16): shapes, config.head-dim and engine.loads say the same cited fact,
+    that vLLM narrows the projections without an error (it said a bare AssertionError stops the load)."""
+    from eagle3_checks import engines
+    from helpers import run
+
+    d = drafter("flat")
+    del d.config["head_dim"]
+    result = run(d.write(), level="header", engine="vllm")
+    shape = next(f for f in result.findings() if f.code == "shapes/mismatch")
+    vllm = engines.newest("vllm")
+    assert "AssertionError" not in shape.why and vllm.narrows_at in shape.why, shape.why
+    assert "engine.loads/narrowed" in {f.code for f in result.findings()}
+    assert "without an error" in next(f for f in result.findings() if f.code == "config.head-dim/missing").why

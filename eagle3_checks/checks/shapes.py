@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .. import engines
 from ..drafter.expected import expected_tensors, fmt_shape, layers_to_judge, shape_matches
 from ..registry import Context, Finding, check, config_cause, error
 from ._common import config_of
@@ -36,10 +37,17 @@ def shapes(ctx: Context) -> Iterable[Finding]:
             f"{entry.name}: shape {fmt_shape(entry.shape)}, the config implies {fmt_shape(exp.shape)} {exp.dims}",
             code="mismatch", file=entry.file, key=entry.name, expected=f"{fmt_shape(exp.shape)} {exp.dims}",
             found=fmt_shape(entry.shape),
-            why="vLLM's weight loaders stop with a bare AssertionError on a size mismatch, and a drafter built "
-            "from a config that disagrees with its weights computes something else than what was trained",
+            why=_WHY,
             fix=fix, cause=config_cause(field) if field else None,
         )
+
+
+# one cited fact, the one engine.loads and config.head-dim use: the linear loaders of the releases narrow a
+# projection larger than the parameter they build, without an error (each profile's narrows_at)
+_WHY = ("a drafter built from a config that disagrees with its weights computes something else than was trained: "
+        + "; ".join(f"{p.name} {p.version} narrows a projection larger than it builds, without an error "
+                    f"({p.narrows_at})" for p in (engines.newest("vllm"), engines.newest("sglang")))
+        + "; what each release does with this tensor is engine.loads' finding")
 
 
 def _fix(role: str, want: tuple, got: tuple, cfg) -> tuple[str, str | None]:
