@@ -74,13 +74,27 @@ def test_trt_four_aux_layers_load_only_with_the_launch_layers(drafter, tmp_path)
     assert codes(off, "engine.aux-layers", TRT) == {"engine.aux-layers/wrong-layers"}  # counted as outputs of X
 
 
-def test_trt_without_the_launch_option_captures_its_defaults(drafter, tmp_path):
+def test_trt_takes_the_layers_at_launch_which_is_the_launchs_to_say(drafter, tmp_path):
+    """TensorRT-LLM reads no aux ids from the checkpoint (eagle3_layers_to_capture is a launch option): gated without
+    --launch, a correct drafter passes with a note of the ids to launch with (it failed --engine all on a launch
+    requirement located in config.json); launched without the option, it captures its defaults (an error of the
+    launch); launched as the recipe writes it, it captures the trained layers."""
     d = drafter("flat")
     target = target_file(tmp_path)
     bare = gate(d.write(), "trtllm", target_config=target, aux_convention="vllm")
-    found = bare.result("engine.aux-layers", TRT).findings
+    r = bare.result("engine.aux-layers", TRT)
+    assert r.status == PASSED and [f.code for f in r.findings] == ["engine.aux-layers/launch-ids"]
+    assert "eagle3_layers_to_capture: [0, 2, 4]" in r.findings[0].message and r.findings[0].patch is None
+    launch = tmp_path / "launch.json"
+    launch.write_text(json.dumps({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3}}))
+    without = gate(d.root, "trtllm", target_config=target, aux_convention="vllm", launch=[f"trtllm={launch}"])
+    found = without.result("engine.aux-layers", TRT).findings
     assert [f.code for f in found] == ["engine.aux-layers/ids-not-read"]
     assert "launch with eagle3_layers_to_capture: [0, 2, 4]" in found[0].fix and found[0].patch is None
+    launch.write_text(json.dumps({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3,
+                                                         "eagle3_layers_to_capture": [0, 2, 4]}}))
+    launched = gate(d.root, "trtllm", target_config=target, aux_convention="vllm", launch=[f"trtllm={launch}"])
+    assert launched.result("engine.aux-layers", TRT).status == PASSED
 
 
 def test_trt_reads_norm_before_fc_only_from_eagle_config(drafter):

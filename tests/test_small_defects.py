@@ -161,8 +161,8 @@ def test_one_defect_is_one_root_cause(drafter):
     unfilled; all of it follows from the one cause (it was 19 errors from 16 root causes). A speculators drafter
     without norm_before_residual: engine.semantics names the field, forward.equivalence measures what it changes:
     one cause (it was two)."""
-    from eagle3_checks.reports.causes import group
     from eagle3_checks.registry import Severity
+    from eagle3_checks.reports.causes import group
     from helpers import run
 
     d = drafter("flat")

@@ -395,6 +395,8 @@ def _latent_eps_note(served: Reading, trained: Reading) -> Finding:
         "most one is right",
         "wrong-layers": "the release captures other target layers than the drafter was trained on",
         "beyond-last-layer": "ids past the last layer the release can capture",
+        "launch-ids": note("the release takes the aux layers at launch, not from the checkpoint: the ids to launch "
+                           "with (no --launch given)"),
     },
 )
 def aux_layers(ctx: Context) -> Iterable[Finding]:
@@ -417,7 +419,7 @@ def aux_layers(ctx: Context) -> Iterable[Finding]:
 
 # what engine.aux-layers concludes about the layers fed (the rest, a count or an id out of reach, holds whoever trained)
 _LAYER_VERDICTS = ("default-matches", "ids-not-read", "default-undecided", "no-ids", "target-dependent",
-                   "convention-unknown", "undecided", "wrong-layers")
+                   "convention-unknown", "undecided", "wrong-layers", "launch-ids")
 
 
 def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | None) -> list[Finding] | None:
@@ -452,6 +454,8 @@ def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | N
                      file=CONFIG, key=key)]
     rights = {who: (_where_ids_go(profile, layers, target, trained)[0] if layers else None)
               for who, layers in possible.items()}
+    if ids is None and _launch_unstated(ctx, profile):
+        return [_launch_note(eng, profile, rights)]
     same = {repr(r) for r in rights.values()}
     right = next(iter(rights.values())) if len(same) == 1 else None
     patch = [add(profile.ids_pointer, right)] if right and profile.ids_path else None
@@ -480,6 +484,25 @@ def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | N
                     "one layer off (vLLM PR #43671: ~10% first-token acceptance instead of ~45%)", fix=fix)]
 
 
+def _launch_unstated(ctx: Context, profile) -> bool:
+    """The release takes the aux layers at launch (TensorRT-LLM's eagle3_layers_to_capture) and no --launch settings
+    were given for it: what it captures is the launch's to say, not the checkpoint's."""
+    return bool(profile.launch_ids) and (ctx.options is None or ctx.options.launch_for(profile.spec) is None)
+
+
+def _launch_note(eng: str, profile, ids: dict[str, list[int] | None]) -> Finding:
+    known = {who: r for who, r in ids.items() if r}
+    said = "; ".join(f"{who}: {r}" for who, r in known.items()) if len(known) > 1 else \
+        (str(next(iter(known.values()))) if known else "")
+    return info(f"{eng} reads no aux-layer ids from the checkpoint: it takes them at launch ({profile.launch_ids})"
+                + (f"; launch it with {profile.launch_ids}: {said}" if said else
+                   "; which ids to launch with needs the layers the drafter was trained on (--aux-convention, "
+                   "--trainer or --source, and --target-config)"),
+                code="launch-ids", key=f"launch: {profile.launch_ids}",
+                fix=f"eagle3-checks recipe --engine {profile.name} writes the launch settings; --launch "
+                f"{profile.name}=FILE gates with them")
+
+
 def _aux_layers(ctx: Context, trained: engines.TrainedAux) -> Iterable[Finding]:
     served, _ = _readings(ctx)
     eng = label(served)
@@ -487,6 +510,9 @@ def _aux_layers(ctx: Context, trained: engines.TrainedAux) -> Iterable[Finding]:
     profile, target = engines.profile(release(ctx)), engines.target_of(ctx.ckpt, ctx.target)
     ids, layers = served.aux_layer_ids, trained.layers
     right, patch, key, fix = _where_ids_go(profile, layers, target, trained)
+    if ids is None and _launch_unstated(ctx, profile):
+        yield _launch_note(eng, profile, {"trained": right} if layers else {})
+        return
     if ids is None:
         default = _as_captured_live(ctx, served, profile.default_capture(target, served))
         if layers and default.layers == layers:
