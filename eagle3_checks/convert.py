@@ -412,7 +412,10 @@ def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, aux_convention: str | 
                    + (f" (layer {past[0]} is past its last layer, {deep - 1})" if past and deep else "") if known else
                    f"{spec} counts aux ids by the target's class: pass --target-config (the verifier's config.json)")
             if name == to:
-                raise ConvertRefused(f"aux-layer ids: {why}; nothing was written")
+                told = "" if not known else (
+                    f" (the trained layers {list(aux.layers)} rest on how the trainer counted: {aux.how}; if it "
+                    "counted otherwise, --aux-convention vllm or sglang says so)")
+                raise ConvertRefused(f"aux-layer ids: {why}{told}; nothing was written")
             notes.append(f"{field} not written: {why}; {name} then captures its default layers")
         else:
             notes.append(f"aux-layer ids {written[pointer]} in {field}, where {spec} reads them (the trained layers "

@@ -194,3 +194,16 @@ def test_shapes_and_the_engines_tell_one_story_of_a_narrowed_projection(drafter)
     assert "AssertionError" not in shape.why and vllm.narrows_at in shape.why, shape.why
     assert "engine.loads/narrowed" in {f.code for f in result.findings()}
     assert "without an error" in next(f for f in result.findings() if f.code == "config.head-dim/missing").why
+
+
+def test_converts_refusal_names_the_counting_it_rests_on(drafter, tmp_path, capsys):
+    """A speculators drafter (trained on the outputs of layers 0, 2, 4 as vLLM counts) for SGLang 0.5.23 on a 6-layer
+    DeepSeek-V3 target: no ids make SGLang capture those layers (id 1 switches it to +1), so convert refuses, and says
+    what the trained layers rest on and that --aux-convention states it otherwise."""
+    src = drafter("speculators").write()
+    target = tmp_path / "ds.json"
+    target.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 6,
+                                  "hidden_size": 64, "vocab_size": 512}))
+    assert main(["convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--target-config", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert "no ids make sglang@0.5.23 capture the trained layers [0, 2, 4]" in err and "--aux-convention" in err, err
