@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .basis import KNOWN
+from .checks.acceptance import FC_ORDER
 from .convert import Plan, write
 from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .drafter.config_values import PROVENANCE
@@ -35,7 +36,7 @@ from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
 from .storage.folder import INDEX
 from .storage.output import check_paths, copy_file, move_into_place, remove_stale, signals_raise, temporary_sibling
-from .storage.safetensors import from_numpy
+from .storage.safetensors import RawTensor, from_numpy, read_bytes
 
 MAX_ROUNDS = 3
 BEFORE = "config.before-fix.json"  # SRC's config.json, kept beside DST's
@@ -198,6 +199,18 @@ def fix(src: str | os.PathLike, dst: str | os.PathLike, options: GateOptions, *,
         try:
             _write_fixed(source, config, outcome.repairs, tmp)
             outcome.result = gate_checkpoint(open_checkpoint(tmp), options)
+            # a repair is kept only where the gate, measuring again, no longer finds what it repaired (a reordered
+            # fc reaches the acceptance the data measured for that order): otherwise written again without it
+            failed = [e for e in outcome.repairs if _still(outcome.result, e)]
+            if failed:
+                shutil.rmtree(tmp, ignore_errors=True)
+                outcome.repairs = [e for e in outcome.repairs if e not in failed]
+                outcome.refused += [f"{e.op['path']}: the repair {e.op['value']} did not remove the finding it was "
+                                    "for when measured again: not kept" for e in failed]
+                if not outcome.applied:
+                    return outcome
+                _write_fixed(source, config, outcome.repairs, tmp)
+                outcome.result = gate_checkpoint(open_checkpoint(tmp), options)
             move_into_place(tmp, dst_path)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -230,7 +243,7 @@ def _write_fixed(source: Checkpoint, config: dict, repairs: list[Edit], out: Pat
     a tensor repaired, the weights written as convert writes them with that tensor replaced."""
     if repairs:
         names = {name: name for name in source.tensors if name not in {e.op["path"] for e in repairs}}
-        replaced = {e.op["path"]: REPAIRS[e.op["value"]](source, e.op["path"]) for e in repairs}
+        replaced = {e.op["path"]: repair(e.op["value"])(source, e.op["path"]) for e in repairs}
         plan = Plan(source, "fix", source.layout, config, names, replaced)
         write(plan, out, original=None)
         skip = {"config.json", *source.weight_files, INDEX}
@@ -255,4 +268,37 @@ def _d2t_offsets(source: Checkpoint, name: str):
     return from_numpy(ids - np.arange(len(ids), dtype=np.int64))
 
 
+def _fc_order(order: tuple[int, ...]) -> Any:
+    """fc.weight's input blocks reordered: its weights for the aux state j were trained in block order[j]'s place
+    (acceptance.trained-with/aux-order: "fc blocks fed aux ORDER"), so new block order[j] = old block j. A byte-level
+    permutation of each row's blocks: exact in any dtype."""
+    import numpy as np
+
+    def repair(source: Checkpoint, name: str) -> RawTensor:
+        e = source.entry(name)
+        data = (source.load_bytes(e) or read_bytes(e)) if e is not None else None
+        if e is None or data is None or len(e.shape) != 2 or e.shape[1] % len(order):
+            raise UsageError(f"{name}: cannot reorder its input blocks (not a readable 2-D tensor of "
+                             f"{len(order)} equal blocks)")
+        rows = np.frombuffer(data, dtype=np.uint8).reshape(e.shape[0], len(order), -1)
+        out = np.empty_like(rows)
+        for j, i in enumerate(order):
+            out[:, i, :] = rows[:, j, :]
+        return RawTensor(e.dtype, e.shape, out.tobytes())
+    return repair
+
+
 REPAIRS = {"d2t-offsets": _d2t_offsets}
+
+
+def repair(value: str) -> Any:
+    """The repair a finding names (Finding.repair)."""
+    if value.startswith(FC_ORDER):
+        return _fc_order(tuple(int(x) for x in value[len(FC_ORDER):].split(",")))
+    return REPAIRS[value]
+
+
+def _still(result: GateResult | None, edit: Edit) -> bool:
+    """The gate still finds what ``edit`` repaired (a failing finding naming that repair of that tensor)."""
+    return result is not None and any(f.failing and f.repair == edit.op["value"] and f.key == edit.op["path"]
+                                      for f in result.findings())

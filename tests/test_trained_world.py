@@ -575,3 +575,39 @@ def test_a_window_served_without_is_measured_and_unmeasured_on_short_sequences(t
         notes["acceptance.engine-drop/window-unmeasured"]["settle"]
     assert doc["readings"][1]["drop"] == 0.0
     assert {"engine.semantics/sliding-window"} <= codes(run(flat, engine=("sglang@0.5.23",)))
+
+
+def test_fix_reorders_fc_blocks_the_data_decides_and_keeps_it_only_when_measured_again(trained_world, tmp_path,
+                                                                                        capsys, monkeypatch):
+    """fc's three input blocks rotated (the broad drafter, whose aux states lie far enough apart that the order
+    decides): the data says which order the weights were trained for (acceptance.trained-with/aux-order), and fix
+    --data rewrites fc.weight in that order (a byte-level permutation of each row's blocks), measures again and
+    keeps it: fc.weight is the trained one byte for byte, every other tensor untouched, nothing contradicted."""
+    mutant = copy(trained_world, "broad", tmp_path, None, _fc_blocks_rotated)
+    data, target = str(trained_world / "test-broad"), str(trained_world / "target-broad")
+    fixed = tmp_path / "fixed"
+    code = main(["fix", str(mutant), str(fixed), "--data", data, "--target", target, "--engine", "vllm"])
+    out = capsys.readouterr().out
+    assert code == 0 and "repaired fc.weight (fc-order:" in out, out
+    original = safetensors_torch.load_file(str(trained_world / "drafters" / "broad" / "model.safetensors"))
+    got = safetensors_torch.load_file(str(fixed / "model.safetensors"))
+    assert set(got) == set(original) and all(torch.equal(got[k], original[k]) for k in original)
+    again = run(fixed, data=data, target=target, engine="vllm")
+    assert "acceptance.trained-with/aux-order" not in codes(again) and again.exit_code == 0
+    # a repair the data does not confirm when measured again is not kept (here: one that changes nothing)
+    import eagle3_checks.fix as fixing
+
+    def unchanged(order):
+        def repair(source, name):
+            from eagle3_checks.storage.safetensors import RawTensor, read_bytes
+
+            e = source.entry(name)
+            return RawTensor(e.dtype, e.shape, read_bytes(e))
+        return repair
+
+    monkeypatch.setattr(fixing, "_fc_order", unchanged)
+    capsys.readouterr()
+    main(["fix", str(mutant), str(tmp_path / "not-kept"), "--data", data, "--target", target, "--engine", "vllm"])
+    out = capsys.readouterr().out
+    assert "did not remove the finding it was for when measured again: not kept" in out
+    assert not (tmp_path / "not-kept").exists()

@@ -25,6 +25,7 @@ from ..registry import CONFIG, Context, Data, NotApplicable, check, config_cause
 from ._common import live_target_config, release
 
 _KEY = ("acceptance",)
+FC_ORDER = "fc-order:"  # the repair of fc's block order (fix.repair reads it: "fc-order:2,0,1")
 _SLUG = {"rope_theta": "rope-theta", "norm_before_residual": "norm-before-residual", "feedback": "norm-output",
          "aux_order": "aux-order"}
 
@@ -333,7 +334,9 @@ def trained_with(ctx: Context) -> Iterable[Any]:
                 "the aux layers", found=f"blocks ordered as aux {order}", basis=MEASURED,
                 why="every engine feeds the captured states in layer order: the drafter sees them permuted",
                 fix=f"reorder fc.weight's {len(order)} column blocks: new block i = old block j where order[j] = i, "
-                f"order {order} (a tensor edit: re-export from the trained run)")
+                f"order {order} (eagle3-checks fix --data rewrites fc.weight so and keeps it if the data, measured "
+                "again, confirms it; or re-export from the trained run)",
+                repair=f"{FC_ORDER}{','.join(map(str, order))}")
         else:
             cand = a.reading
             patch = patch_for(a.question, cand, raw)
