@@ -464,6 +464,17 @@ def test_a_conversion_that_dropped_the_ids_is_judged_by_its_source(drafter, tmp_
     assert result.trainer["name"] is None
     f = next(f for f in result.findings() if f.check.startswith("engine.aux-layers"))
     assert (f.code, f.severity.value) == ("engine.aux-layers/ids-not-read", "error") and "--source" in f.message
+    # the conversion's own defect, whoever trained it: fix --source restores what vLLM read from the source, the
+    # source's ids in vLLM's field, and the result serves as the source did (it passes; how the trainer counted is
+    # still a warning, as it was of the source)
+    target = _target(tmp_path, "LlamaForCausalLM", 6)
+    assert f.patch and f.patch[0]["value"] == [1, 3, 5]
+    assert main(["fix", str(path), str(tmp_path / "fixed"), "--engine", "vllm", "--level", "header", "--source",
+                 str(src), "--target-config", target]) == 0
+    fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
+    assert fixed["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    again = run(tmp_path / "fixed", engine="vllm", level="header", source=str(src), target_config=target)
+    assert again.exit_code == 0 and again.result("engine.aux-layers", "vllm").status == "warned"
 
 
 def test_a_stated_trainer_release_settles_what_its_pins_settle(drafter, tmp_path):

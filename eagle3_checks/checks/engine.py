@@ -458,11 +458,17 @@ def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | N
         return [_launch_note(eng, profile, rights)]
     same = {repr(r) for r in rights.values()}
     right = next(iter(rights.values())) if len(same) == 1 else None
-    patch = [add(profile.ids_pointer, right)] if right and profile.ids_path else None
     fixes = "; ".join(f"{who}: {r}" for who, r in rights.items())
     fix = (f"write {right} in {profile.reads_ids} (right under every reading)" if right else
            f"write the ids {eng} needs, which depend on how the trainer counted ({fixes}): --aux-convention, "
            "--trainer or --source settles which, and fix writes them then")
+    restored = _as_the_source_served(trained, profile, target) if right is None else None
+    if restored is not None:  # the conversion's own defect, whoever trained it: serve what the source served
+        right, layers_served, reader = restored
+        fix = (f"write {right} in {profile.reads_ids}: the layers {list(layers_served)} that {reader} captured from "
+               f"the source's {trained.field.split(': ', 1)[-1]} (the drafter then serves as the source did, under "
+               f"every reading of who trained it; which reading is right is still {trained.how})")
+    patch = [add(profile.ids_pointer, right)] if right and profile.ids_path else None
     basis = weakest(READ, engines.known_by(release(ctx)))
     if not matches:
         return [error(f"{said}: under every reading of those ids the evidence leaves possible the drafter was "
@@ -482,6 +488,23 @@ def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | N
                     settle="--aux-convention vllm or sglang, --trainer or --source (and --target-config)",
                     why=f"served as trained under {len(matches)} of {len(possible)} readings; the others feed states "
                     "one layer off (vLLM PR #43671: ~10% first-token acceptance instead of ~45%)", fix=fix)]
+
+
+def _as_the_source_served(trained: engines.TrainedAux, profile, target: Target | None
+                          ) -> tuple[list[int], tuple[int, ...], str] | None:
+    """With --source, the ids that make this release capture what the engine reading the source's own field captured
+    from it (its top-level ids: vLLM's count; its eagle_config ids: SGLang's rule for the target): a conversion that
+    lost or moved the ids is repaired by restoring what the source served, the same under every reading of who
+    trained it. None without a source, or where no ids express those layers."""
+    if not trained.field.startswith("--source: ") or not trained.ids:
+        return None
+    field = trained.field.split(": ", 1)[1]
+    reader = engines.newest("vllm" if field == ".".join(engines.TOP_IDS) else "sglang")
+    served = reader.capture(list(trained.ids), target).layers
+    if served is None:
+        return None
+    right = _where_ids_go(profile, served, target, trained)[0]
+    return (right, served, reader.spec) if right else None
 
 
 def _launch_unstated(ctx: Context, profile) -> bool:
