@@ -412,7 +412,7 @@ def _plan_aux_ids(src: Checkpoint, trained: Any, to: str, aux_convention: str | 
                    + (f" (layer {past[0]} is past its last layer, {deep - 1})" if past and deep else "") if known else
                    f"{spec} counts aux ids by the target's class: pass --target-config (the verifier's config.json)")
             if name == to:
-                told = "" if not known else (
+                told = "" if not known or past else (
                     f" (the trained layers {list(aux.layers)} rest on how the trainer counted: {aux.how}; if it "
                     "counted otherwise, --aux-convention vllm or sglang says so)")
                 raise ConvertRefused(f"aux-layer ids: {why}{told}; nothing was written")
