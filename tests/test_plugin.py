@@ -382,8 +382,13 @@ def test_the_launch_options_are_the_clis(pytester, drafter):
     assert pytester.runpytest(*base, "--eagle3-engine=vllm", "--eagle3-tp=3").ret == pytest.ExitCode.TESTS_FAILED
     assert pytester.runpytest(*base, "--eagle3-engine=vllm", "--eagle3-tp=2").ret == pytest.ExitCode.OK
     launch = pytester.path / "launch.json"
+    bare = pytester.path / "bare.json"
     launch.write_text(json.dumps({"speculative_config": {"eagle3_layers_to_capture": [0, 2, 4]}}))
-    assert pytester.runpytest(*base, "--eagle3-engine=trtllm").ret == pytest.ExitCode.TESTS_FAILED
+    bare.write_text(json.dumps({"speculative_config": {"max_draft_len": 3}}))
+    # no launch given: the ids to launch with are a note (engine.aux-layers/launch-ids); a launch without them fails
+    assert pytester.runpytest(*base, "--eagle3-engine=trtllm").ret == pytest.ExitCode.OK
+    assert pytester.runpytest(*base, "--eagle3-engine=trtllm", f"--eagle3-launch=trtllm={bare}").ret == \
+        pytest.ExitCode.TESTS_FAILED
     assert pytester.runpytest(*base, "--eagle3-engine=trtllm", f"--eagle3-launch=trtllm={launch}").ret == \
         pytest.ExitCode.OK
     result = pytester.runpytest(*base, "--eagle3-engine=trtllm", "--eagle3-launch=trtllm")
