@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import importlib.util
 import json
 import os
@@ -52,14 +51,6 @@ def load_world_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def convert(llama: Path, python: str, src: Path, out: Path, target: Path | None = None) -> float:
@@ -173,9 +164,9 @@ def main() -> None:
     ap.add_argument("--build-seconds", type=float, default=None, help="how long the build took (recorded)")
     ap.add_argument("--python", default=sys.executable, help="the Python llama.cpp's converter runs under")
     args = ap.parse_args()
-    if sha256(args.sdist) != SDIST_SHA256:
-        raise SystemExit(f"{args.sdist}: sha256 {sha256(args.sdist)}, not the pinned {SDIST_SHA256}")
     world_mod = load_world_module()
+    if world_mod.sha256(args.sdist) != SDIST_SHA256:
+        raise SystemExit(f"{args.sdist}: sha256 {world_mod.sha256(args.sdist)}, not the pinned {SDIST_SHA256}")
     llama, work = args.llama_cpp.resolve(), args.work.resolve()
     server = llama / "build" / "bin" / "llama-server"
     work.mkdir(parents=True, exist_ok=True)

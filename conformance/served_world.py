@@ -9,7 +9,6 @@ loaded from its file (tests/helpers.py ``load_conformance``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -23,11 +22,9 @@ WORLD_FILES = ("target/model.safetensors", "drafters/trained/model.safetensors")
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    from eagle3_checks.acceptance.record import sha256_of
+
+    return sha256_of(path)
 
 
 def fingerprint(world: Path) -> dict[str, str]:

@@ -463,7 +463,7 @@ def _work(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
         total += 1
     if not total:
         raise UsageError(f"--prompts {prompts}: no prompt in it")
-    run = {"target": str(Path(job["target"]).resolve()), "config": config, "prompts": _digest(prompts),
+    run = {"target": str(Path(job["target"]).resolve()), "config": config, "prompts": sha256_of(prompts),
            "layers": layers, "max_new_tokens": new_tokens}
     before = _resume(partial, run)
     yield {"kind": "start", "total": total, "done": before, "layers": layers}
@@ -528,7 +528,8 @@ def _prepared(item: dict[str, Any], tokenizer: Any, vocab: int, where: str) -> t
     return ids, response
 
 
-def _digest(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """A file's sha256, read a MiB at a time."""
     import hashlib
 
     h = hashlib.sha256()
