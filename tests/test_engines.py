@@ -264,6 +264,22 @@ def test_fields_more_than_one_trainer_writes_name_no_trainer(drafter):
     assert told.result("engine.aux-layers", "vllm").status == PASSED
 
 
+def test_what_a_release_captures_by_the_targets_class_is_not_judged_when_the_target_and_trainer_are_unknown(drafter):
+    """SGLang 0.5.23 counts by the target's class (a first id 0: +1 on Llama/Qwen-style targets, raw on DeepSeek-style
+    ones), and with neither the verifier's config nor who trained the drafter known, each layer set it may capture is
+    one a possible counting trained on: a note of what it captures, not a verdict; with vLLM selected as well, the
+    two releases capture other layers from this file, and at most one of them is right (a warning)."""
+    d = drafter("flat")
+    d.config.update({"max_window_layers": 48, "use_sliding_window": False})
+    d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 2, 4]
+    d.config["eagle_aux_hidden_state_layer_ids"] = [0, 2, 4]
+    path = d.write()
+    alone = run(path, engine="sglang@0.5.23", level="header").result("engine.aux-layers", "sglang")
+    assert alone.status == PASSED and [f.code for f in alone.findings] == ["engine.aux-layers/convention-unknown"]
+    both = run(path, engine="sglang@0.5.23,vllm", level="header").result("engine.aux-layers", "sglang")
+    assert both.status == WARNED and [f.code for f in both.findings] == ["engine.aux-layers/undecided"]
+
+
 def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
     """vLLM and speculators accept ids in [0, N] (N: the last layer's output); under SGLang's +1 an explicit N-2
     is the last id that captures anything: layer i's input is captured only for i < N (SG06/models/llama.py:337-347,
