@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from eagle3_checks import engines
@@ -392,3 +392,69 @@ def test_a_verdict_on_the_aux_layers_is_an_error_only_under_every_reading(tmp_pa
         after = {f.code for f in run(dst, **{**options, "aux_convention": counting}).findings()
                  if f.severity.value == "error" and f.check.startswith("engine.aux-layers")}
         assert after == set() or before, (counting, before, after, errors)
+
+
+AUX_CHECK = "engine.aux-layers"
+LAYER_FACTS = ("count-mismatch", "beyond-last-layer")  # what holds whoever trained it: not a verdict on the layers
+
+
+def aux_verdict(result, engine: str) -> str | None:
+    """engine.aux-layers' verdict on the layers fed (error, warning or pass); None where the check did not judge."""
+    r = result.result(AUX_CHECK, engine)
+    if r is None or r.status not in ("passed", "warned", "failed"):
+        return None
+    kinds = {f.severity.value for f in r.findings if f.code.split("/")[1] not in LAYER_FACTS}
+    return "error" if "error" in kinds else "warning" if "warning" in kinds else "pass"
+
+
+@settings(settings.get_profile("every"))
+@given(defect=st.sampled_from([d for d in CATALOGUE if d.replay is None]), data=st.data(),
+       statement=st.one_of(st.just("unknown"), st.sampled_from(list(STATEMENTS))),
+       arch=st.sampled_from(["LlamaForCausalLM", "DeepseekV3ForCausalLM"]),
+       engine=st.sampled_from(["vllm", "sglang", "llamacpp"]))
+def test_over_the_defect_catalogue_the_verdict_is_the_one_every_reading_gives(tmp_path_factory, defect, data,
+                                                                            statement, arch, engine):
+    """Each defect of the catalogue, under each statement of who trained it (the trainer matrix) and each engine:
+    the aux-layer verdict equals what gating under each counting the evidence leaves possible gives, combined: an
+    error iff every counting's verdict is an error, a pass iff every one passes, a warning iff they differ. fix then
+    never turns a counting's pass into an error. (Who trained it is left open half the time, and flat drafters drawn
+    first: where the readings stay open.)"""
+    from eagle3_checks.engines.profile import Target
+    from helpers import Drafter
+
+    layout = data.draw(st.sampled_from(sorted(defect.layouts, key=lambda x: x != "flat")))
+    root = tmp_path_factory.mktemp("catalogue")
+    target = root / "target.json"
+    target.write_text(json.dumps({**target_config(EXAMPLE), "architectures": [arch], "num_hidden_layers": 8}))
+    src = write_defect(Drafter(root / "d", layout), defect)
+    told = {k: v for k, v in defect.options.items() if k not in ("aux_convention", "trainer", "target_config",
+                                                                   "level", "engine")}
+    options = dict(told, engine=engine, target_config=str(target), level="header", **STATEMENTS[statement])
+    verdict = aux_verdict(run(src, **options), engine)
+    event(f"verdict {verdict}")
+    if verdict is None:  # the drafter cannot be read as far as its aux ids: nothing to combine
+        return
+    ckpt = open_checkpoint(src)
+    tgt = Target(arch, 8)
+    trained = engines.trained_aux(ckpt, options.get("aux_convention"), tgt,
+                                  engines.identify(ckpt, None, options.get("trainer")))
+    possible = trained.possible()
+    countings = [c for c in ("vllm", "sglang") if trained.ids and
+                 engines.trainer_capture(trained.ids, c, tgt).layers in possible.values()]
+    each = {c: aux_verdict(run(src, **{**options, "aux_convention": c}), engine) for c in countings}
+    if countings:
+        kinds = set(each.values())
+        expected = kinds.pop() if len(kinds) == 1 else "warning" if kinds == {"error", "pass"} else None
+        event(f"readings {len(set(possible.values()))}, combined {expected}")
+        if expected is not None:
+            assert verdict == expected, (defect.name, statement, engine, arch, possible, each, verdict)
+    # fix: no counting served as trained before it is broken by it; ids written by it serve every counting
+    dst = root / "fixed"
+    args = [x for k, v in STATEMENTS[statement].items() for x in (f"--{k.replace('_', '-')}", v)]
+    assert main(["fix", str(src), str(dst), "--engine", engine, "--target-config", str(target), "--level", "header",
+                 *args]) in (0, 1)
+    if not dst.exists():
+        return
+    for c in countings:
+        after = aux_verdict(run(dst, **{**options, "aux_convention": c}), engine)
+        assert after != "error" or each[c] == "error", (defect.name, statement, engine, arch, c, each, after)
