@@ -438,9 +438,9 @@ def _every_reading(ctx: Context, trained: engines.TrainedAux, target: Target | N
         return None
     possible = trained.possible()
     captured = cap.layers
-    # an id past the last layer the release can capture feeds nothing: beyond-last-layer says so whoever trained it;
-    # the verdict on the layers is judged as under each reading alone (the same rule, so one fact is not said twice)
-    matches = [who for who, layers in possible.items() if layers == captured]
+    # an id past the last layer the release can capture feeds nothing (beyond-last-layer): no reading is served
+    unreached = ids is not None and cap.last_id is not None and any(i > cap.last_id for i in ids)
+    matches = [] if unreached else [who for who, layers in possible.items() if layers == captured]
     how = "; ".join(f"{who}: layers {list(layers)}" for who, layers in possible.items())
     where = served.keys.get("aux_layer_ids") if ids is not None else None
     key = where or profile.ids_pointer[1:].replace("/", ".") if profile.ids_path else where or \
