@@ -8,6 +8,34 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# What the suite keeps between sessions: the peers' builds (below) and bytecode. Where the environment says not to
+# write bytecode (PYTHONDONTWRITEBYTECODE, as container images often set it), every process of the suite (the
+# workers, and the CLI, plugin and peer subprocesses the tests start) would compile this package and its tests (and
+# pytest would rewrite each test's asserts) from source again: 12 s of collection per worker instead of 7 s on 2
+# cores. The suite writes it, in the __pycache__ folders git ignores (a prefix folder would not do: with
+# PYTHONPYCACHEPREFIX every fresh virtual environment's installed bytecode is ignored and compiled again there).
+# EAGLE3_PEER_CACHE=off keeps nothing: no build kept, the environment's bytecode setting left as it is.
+CACHE_OFF = ("off", "0", "no", "false")
+
+
+def _cache_root() -> str | None:
+    """Where the suite keeps its builds between sessions (EAGLE3_PEER_CACHE; None: off, nothing kept)."""
+    setting = os.environ.get("EAGLE3_PEER_CACHE", "")
+    if setting.lower() in CACHE_OFF:
+        return None
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.expanduser(setting) if setting else os.path.join(home, "eagle3-checks", "peers")
+
+
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and _cache_root():
+    os.environ.pop("PYTHONDONTWRITEBYTECODE")
+    sys.dont_write_bytecode = False
 
 # Under pytest-xdist each worker runs torch's tiny forward passes; torch's default of one OpenMP thread per core in
 # every worker oversubscribes the cores, and spinning threads made the converter's property tests about 15x slower
@@ -17,14 +45,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
-import pytest
-
-from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, target_config
-from helpers import Drafter
+from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, target_config  # noqa: E402 (bytecode kept first)
+from helpers import Drafter  # noqa: E402
 
 
 @pytest.fixture
@@ -50,15 +73,83 @@ def target_path(tmp_path: Path) -> Path:
 PEERS = Path(__file__).parent / "peers"
 
 
+# Peer builds are kept between sessions: each is a pure function of the peer scripts' bytes and the versions of what
+# they run (the world is bit-for-bit deterministic on one machine: tests/test_served.py holds its fingerprint), so a
+# session reuses what an earlier one built and builds anew when either changes. EAGLE3_PEER_CACHE=DIR keeps them in
+# DIR; EAGLE3_PEER_CACHE=off builds them in the session's temporary folder, as a first run on a machine does.
+PEER_PACKAGES = ("torch", "transformers", "speculators", "specforge", "numpy", "safetensors")
+KEEP_DAYS = 14  # a cached build not used for this long is removed when another is made
+
+
+def _peer_root(tmp_path_factory) -> Path:
+    root = _cache_root()
+    if root is None:
+        base = tmp_path_factory.getbasetemp()
+        return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: basetemp is .../popen-gwN
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+def _peer_key() -> str:
+    """The scripts' bytes and the versions of the packages they run, the interpreter and the machine."""
+    import hashlib
+    import importlib.metadata
+    import platform
+
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(PEERS.glob("*.py"))))
+    for name in PEER_PACKAGES:
+        try:
+            digest.update(f"{name}=={importlib.metadata.version(name)}\n".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{name} absent\n".encode())
+    digest.update(f"{sys.version} {platform.machine()}".encode())
+    return digest.hexdigest()[:16]
+
+
 def _peer_paths(tmp_path_factory, name: str) -> tuple[Path, Path, Path]:
-    """(output folder, done marker, lock file) of a peer build, in the session's common temporary folder."""
+    """(output folder, done marker, lock file) of a peer build, shared by the session's workers (and, cached, by
+    later sessions)."""
+    stem = _peer_root(tmp_path_factory) / f"peer-{name}-{_peer_key()}"
+    return stem, stem.with_name(stem.name + ".done"), stem.with_name(stem.name + ".lock")
+
+
+def _manifest(out: Path) -> str:
+    """The sha256 of every file of a build, in path order: a cached build that a test (or anything) changed is
+    built again, never used."""
     import hashlib
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: basetemp is .../popen-gwN
-    key = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(PEERS.glob("*.py")))).hexdigest()[:12]
-    stem = shared / f"peer-{name}-{key}"
-    return stem, stem.with_name(stem.name + ".done"), stem.with_name(stem.name + ".lock")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(out)}\0".encode())
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _reusable(out: Path, done: Path) -> bool:
+    """Under the build's lock: whether a finished build may be used as it is (its files as the build left them).
+    One that was changed is removed, with its markers, so that the caller builds it again."""
+    import shutil
+    import time
+
+    if not done.exists():
+        return False
+    stated = done.read_text().strip()
+    now = _manifest(out)
+    if stated in ("", "built"):  # the first use after the build: record what it left
+        done.write_text(now + "\n")
+    elif stated != now:
+        shutil.rmtree(out, ignore_errors=True)
+        done.unlink()
+        return False
+    os.utime(done)
+    cutoff = time.time() - KEEP_DAYS * 86400
+    for old in out.parent.glob("peer-*.done"):  # builds of other keys, unused for long: gone
+        if old != done and old.stat().st_mtime < cutoff:
+            shutil.rmtree(old.with_suffix(""), ignore_errors=True)
+            old.unlink(missing_ok=True)
+    return True
 
 
 def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
@@ -71,7 +162,7 @@ def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
     out, done, lock_path = _peer_paths(tmp_path_factory, Path(script).stem)
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, whoever holds it
-        if not done.exists():
+        if not _reusable(out, done):
             out.mkdir(exist_ok=True)
             proc = subprocess.run([sys.executable, str(PEERS / script), str(out)], capture_output=True, text=True,
                                   env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
@@ -99,30 +190,55 @@ def train_cli_drafters(tmp_path_factory) -> Path:
     return _build_peer(tmp_path_factory, "speculators", "build_train_cli.py")
 
 
-# ----- the trained world: a target and drafters trained on CPU (peers/train_world.py, about 100 s) ----------------
+# ----- the trained world: a target and drafters trained on CPU (peers/train_world.py, about 100-165 s) ------------
 #
-# Built in the background from collection on, once per session (the first worker to take the lock starts it), and
-# its tests moved to the end of the run: the rest of the suite runs meanwhile, and no worker sits waiting for it.
+# Built in the background from collection on, where no earlier session's build can be used (the first worker to take
+# the lock starts it), and its tests moved to the end of the run: the rest of the suite runs meanwhile, and no worker
+# sits waiting for it.
 
 WORLD = "trained_world"
 
 
+def _session() -> str:
+    """This test session, as every worker of it names it."""
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
 def _start_world(factory) -> None:
+    """Start the world's build unless a finished one can be used, or one is under way (this session's, or another's
+    still running); a build left unfinished by a session that ended, or failed in one, is started again."""
     import fcntl
+    import shutil
 
     out, done, lock_path = _peer_paths(factory, WORLD)
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         started = out.with_name(out.name + ".started")
-        if done.exists() or started.exists():
+        if _reusable(out, done):
             return
-        out.mkdir(exist_ok=True)
-        started.write_text("")
+        if started.exists():
+            session, _, pid = started.read_text().strip().partition(" ")
+            if session == _session() or (pid.isdigit() and _alive(int(pid))):
+                return
+        shutil.rmtree(out, ignore_errors=True)
+        Path(f"{out}.failed").unlink(missing_ok=True)
+        out.mkdir()
         log = out.with_name(out.name + ".log")
         script = (f'"$0" "{PEERS / "train_world.py"}" "{out}" > "{log}" 2>&1 && touch "{done}" '
                   f'|| touch "{out}.failed"')
-        subprocess.Popen(["/bin/sh", "-c", script, sys.executable], start_new_session=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+        proc = subprocess.Popen(["/bin/sh", "-c", script, sys.executable], start_new_session=True,
+                                env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+        started.write_text(f"{_session()} {proc.pid}\n")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -145,16 +261,23 @@ def trained_world(tmp_path_factory) -> Path:
         return Path(os.environ["EAGLE3_TRAINED_WORLD"])
     if importlib.util.find_spec("speculators") is None:
         pytest.fail("speculators is not installed: install the test extras as the README's test command does")
-    _start_world(tmp_path_factory)  # a no-op when collection started it
-    out, done, _ = _peer_paths(tmp_path_factory, WORLD)
+    import fcntl
+
+    _start_world(tmp_path_factory)  # a no-op when collection started it, or a build can be used
+    out, done, lock_path = _peer_paths(tmp_path_factory, WORLD)
     failed = out.with_name(out.name + ".failed")
     deadline = time.monotonic() + 1200
-    while not done.exists():
+    while True:
+        if done.exists():
+            with open(lock_path, "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if _reusable(out, done):
+                    return out
+            _start_world(tmp_path_factory)  # changed since it was built: built again
         if failed.exists() or time.monotonic() > deadline:
             log = out.with_name(out.name + ".log")
             pytest.fail("peers/train_world.py failed: " + (log.read_text()[-4000:] if log.exists() else "no log"))
         time.sleep(0.5)
-    return out
 
 
 # ----- every declared finding code is produced by a test ------------------------------------------------------------
