@@ -13,7 +13,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from .gate import (
     gate_checkpoint,
     load_target,
     load_target_checkpoint,
+    options_from,
     parse_options,
     reference_for,
     run_gate,
@@ -42,7 +43,8 @@ from .gate import (
     unknown_code,
 )
 from .numerics import torch_missing
-from .options import ACCEPT_STEPS, FAIL_SHARE
+from .option_table import help_text, taken_by
+from .options import ACCEPT_STEPS
 from .registry import LEVELS, Severity
 from .reports import RENDERERS
 from .reports.github import github_command
@@ -86,87 +88,31 @@ class _Deprecated(argparse.Action):
             setattr(namespace, self.dest, True)
 
 
-def _hub_options(p: argparse.ArgumentParser, download: bool = True) -> None:
-    p.add_argument("--revision", metavar="REV",
-                   help="the branch, tag or commit of a Hugging Face cache folder (models--ORG--NAME) or of an "
-                   "hf://ORG/NAME without @REV (default main)")
-    if download:
-        p.add_argument("--download", action="store_true",
-                       help="download an hf:// checkpoint's weights into the Hugging Face cache (the scan and forward "
-                       "levels need them; without it they are skipped)")
+_VOCABULARIES = {"levels": LEVELS, "aux_conventions": AUX_CONVENTIONS}
+_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
 
 
-def _gate_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reference", default="auto", metavar="auto|NAME|SPEC.json|CKPT_DIR|hf://ORG/NAME|none",
-                   help="reference to diff against (default auto: the shipped spec of the same shape family)")
-    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (or its directory, or "
-                   "hf://ORG/NAME)")
-    p.add_argument("--target", metavar="DIR|hf://ORG/NAME",
-                   help="the verifier's checkpoint: its config.json (unless --target-config), and its embed_tokens, "
-                   "read lazily, for the later draft steps of a drafter that ships none (as engines do)")
-    _hub_options(p)
-    p.add_argument("--level", choices=LEVELS,
-                   help="run checks up to this level (default: every level: header, scan, forward, and acceptance "
-                   "with --data; header reads headers only)")
-    p.add_argument("--strict", action="store_true", help="warnings fail too")
-    p.add_argument("--fail-on", action="append", metavar="CODES",
-                   help="warnings of these finding codes fail too: codes or prefixes, comma-separated or repeated "
-                   "(engine.aux-layers,engine.semantics/norm-before-residual; as ruff's --select)")
-    p.add_argument("--waive", dest="waive", action="append", default=[], metavar="CHECK_ID=REASON",
-                   help="waive a check or a finding code, with the reason (repeatable): it still runs and its "
-                   "findings are reported as waived; a per-engine check for one engine or release: "
-                   "engine.aux-layers[vllm]=..., engine.aux-layers[vllm@0.33.0]=...")
-    p.add_argument("--skip", dest="waive", action=_Deprecated, metavar="CHECK_ID=REASON", append=True,
-                   help=f"the old name of --waive (deprecated: removed in {REMOVED_IN})")
-    p.add_argument("--engine", action="append", metavar="NAME[@VERSION][,...]|all",
-                   help=f"the engine releases to judge (repeatable; default {DEFAULT_ENGINE}): {choices()}; "
-                   "NAME@installed (vllm, sglang) also runs that installed engine's own config and weight loading "
-                   "on the candidate, on CPU (engine.live; needs --target-config)")
-    p.add_argument("--engine-python", metavar="PATH",
-                   help="the interpreter whose engine NAME@installed means (the serving image's python; default: "
-                   "this one)")
-    p.add_argument("--source", metavar="SRC",
-                   help="the checkpoint this one was converted from: the forward level compares the two")
-    p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
-                   help="how the drafter's trainer counted aux-layer ids (default: from who trained it, when the "
-                   "evidence says)")
-    p.add_argument("--trainer", metavar="NAME[@VERSION]",
-                   help="who trained the drafter, when the checkpoint does not say: speculators or specforge, with "
-                   "the release (default: from the evidence the checkpoint and --source show)")
-    p.add_argument("--max-model-len", type=int, metavar="N", help="the context length the drafter will be served with")
-    _parallel_options(p)
-    p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
-                   help="the launch settings engine NAME is started with, as JSON (eagle3-checks recipe --format json "
-                   "writes them): TensorRT-LLM takes the aux layers from them (eagle3_layers_to_capture)")
-    p.add_argument("--data", metavar="DIR",
-                   help="recorded target states (as accept reads them): runs the acceptance level, each reading's "
-                   f"acceptance over K={ACCEPT_STEPS} draft steps and which semantics the weights were trained with")
-    _threshold_options(p)
-    _loss_mask_options(p)
+def _table_options(p: argparse.ArgumentParser, command: str) -> None:
+    """The options of option_table.OPTIONS that ``command`` takes, as arguments of its parser."""
+    for o in taken_by(command):
+        text = help_text(o, releases=choices(), default_engine=DEFAULT_ENGINE,
+                         aux_conventions=" or ".join(AUX_CONVENTIONS))
+        if o.kind == "flag":
+            p.add_argument(f"--{o.name}", action="store_true", help=text)
+        elif o.kind == "list":
+            p.add_argument(f"--{o.name}", action="append", metavar=o.metavar, help=text,
+                           default=None if o.default is None else list(o.default))
+        else:
+            p.add_argument(f"--{o.name}", metavar=o.metavar, help=text, default=o.default,
+                           type=_TYPES.get(o.type or "", str), choices=_VOCABULARIES.get(o.choices or ""))
+        if o.old:
+            p.add_argument(f"--{o.old}", dest=o.field, action=_Deprecated, metavar=o.metavar, append=o.kind == "list",
+                           help=f"the old name of --{o.name} (deprecated: removed in {REMOVED_IN})")
 
 
-def _parallel_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tp", metavar="N", help="the tensor-parallel size the drafter is served with (engine.serving: "
-                   "heads and KV heads must divide by it)")
-    p.add_argument("--pp", metavar="N", help="the pipeline-parallel size (engine.serving: a drafter embedding when "
-                   "N > 1)")
-
-
-def _loss_mask_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--loss-mask", metavar="DIR",
-                   help="speculators' prepared-data folder (datasets save_to_disk, with input_ids and loss_mask): "
-                   "only masked-in positions count (needs pyarrow)")
-    p.add_argument("--loss-mask-start", type=int, default=0, metavar="N",
-                   help="the hs_<i> index of its first row (speculators' start file index; default 0)")
-
-
-def _threshold_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-drop", type=float, default=FAIL_SHARE, metavar="SHARE",
-                   help="an engine reading fails when it loses more than this share of the trainer reading's "
-                   f"acceptance length, from 0 to below 1 (default {FAIL_SHARE:g})")
-    p.add_argument("--min-acceptance", type=float, metavar="LENGTH",
-                   help="warn about a reading whose acceptance length is below LENGTH, from 1 to K+1 (the exit code "
-                   "is not changed)")
+def _gate_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The gate's option values a command's arguments hold (option_table: what gate.options_from validates)."""
+    return {o.field: getattr(args, o.field) for o in taken_by(args.command) if o.gate and hasattr(args, o.field)}
 
 
 def _report_options(p: argparse.ArgumentParser) -> None:
@@ -211,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ckpt", nargs="+", metavar="CKPT",
                    help="drafter checkpoint: a directory, a Hugging Face cache folder (models--ORG--NAME) or "
                    "hf://ORG/NAME[@REVISION]")
-    _gate_options(p)
+    _table_options(p, "check")
     _report_options(p)
 
     p = sub.add_parser("forward", help="run the drafter as one engine reads it, on your inputs")
@@ -233,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "with its own drafter code, on CPU (default: this one)")
     p.add_argument("--target-config", metavar="FILE",
                    help="the target's config.json the installed engine is served beside (default: --target's)")
-    _hub_options(p)
+    _table_options(p, "forward")
 
     p = sub.add_parser("accept", help="measure each reading's acceptance on recorded target states")
     p.add_argument("ckpt", metavar="CKPT")
@@ -257,8 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the target checkpoint: labels become its argmax and alpha is reported (only its final norm "
                    "and lm_head are read, by byte range on the Hub); without it the labels are the recorded next "
                    "tokens")
-    _threshold_options(p)
-    _loss_mask_options(p)
+    _table_options(p, "accept")
     p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
                    help="the launch settings engine NAME is started with, as JSON (eagle3-checks recipe --format json "
                    "writes them): SGLang takes the drafter's attention window from them "
@@ -285,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=ACCEPT_STEPS,
                    help=f"draft steps K the readings compute, 1 to {MAX_STEPS} (default {ACCEPT_STEPS}; at least the "
                    "server's)")
-    _loss_mask_options(p)
+    _table_options(p, "served")
     p.add_argument("--launch", action="append", default=[], metavar="NAME=FILE",
                    help="the launch settings the server was started with (K, a draft-length floor, a confidence "
                    "cut-off), as eagle3-checks recipe --format json writes them")
@@ -340,12 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speculative-tokens", type=int, default=3, help="for --to speculators (default 3)")
     p.add_argument("--verifier", metavar="NAME", help="for --to speculators: the verifier's hub id "
                    "(default: the target config's _name_or_path, else null)")
-    _hub_options(p)
+    _table_options(p, "convert")
 
     p = sub.add_parser("fix", help="write a copy with the gate's config fixes applied, and gate it")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
-    _gate_options(p)
+    _table_options(p, "fix")
     p.add_argument("--force", action="store_true", help="replace an existing DST (atomically)")
     _report_options(p)  # the report on DST, as check reports
 
@@ -360,17 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "the commands)")
     p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
                    help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
-    _parallel_options(p)
+    _table_options(p, "recipe")
     p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K", help="draft tokens per step "
                    "(default 3)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (commands with their reasons) or json (the launch settings: --launch reads them back)")
-    _hub_options(p, download=False)
 
     p = sub.add_parser("inspect", help="layout, config values with their provenance, tensor table")
     p.add_argument("ckpt", metavar="CKPT")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    _hub_options(p, download=False)
+    _table_options(p, "inspect")
 
     p = sub.add_parser("spec", help="snapshot a trusted checkpoint into a reference spec")
     p.add_argument("ckpt", metavar="CKPT")
@@ -378,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="spec name (default: the directory name)")
     p.add_argument("--description", default="")
     p.add_argument("--force", action="store_true", help="overwrite FILE")
-    _hub_options(p, download=False)
+    _table_options(p, "spec")
 
     p = sub.add_parser("diff", help="diff a candidate against a reference (checkpoint, spec file or shipped spec)")
     p.add_argument("candidate", metavar="A")
@@ -388,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"the engine releases whose computation a semantic difference states, when A is a checkpoint "
                    f"(repeatable; default {DEFAULT_ENGINE}): {choices()}")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    _hub_options(p, download=False)
+    _table_options(p, "diff")
 
     p = sub.add_parser("explain", help="what a check (or a finding code) guards against, its codes, the field "
                        "evidence, the fix, and a failing and a passing example")
@@ -425,7 +369,7 @@ def _write(text: str) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
 
     try:
-        options = _parse_gate_options(args)
+        options = options_from(_gate_values(args))
         # a progress bar only where a person watches: text output on a terminal (quiet in CI, in JSON and markdown)
         options = dataclasses.replace(options, progress=args.format == "text" and sys.stderr.isatty())
         paths = unique_paths(args.ckpt)
@@ -444,17 +388,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise
     _write(_render(args, results))
     return max(r.exit_code for r in results)
-
-
-def _parse_gate_options(args: argparse.Namespace):
-    return parse_options(reference=args.reference, target_config=args.target_config, level=args.level,
-                         strict=args.strict, waive=args.waive, engine=args.engine, source=args.source,
-                         aux_convention=args.aux_convention, max_model_len=args.max_model_len, target=args.target,
-                         trainer=args.trainer, revision=args.revision, download=args.download, data=args.data,
-                         max_drop=args.max_drop,
-                         min_acceptance=args.min_acceptance, loss_mask=args.loss_mask,
-                         loss_mask_start=args.loss_mask_start, engine_python=args.engine_python,
-                         launch=args.launch, tp=args.tp, pp=args.pp, fail_on=args.fail_on)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -655,7 +588,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_fix(args: argparse.Namespace) -> int:
     from .fix import fix
 
-    options = _parse_gate_options(args)
+    options = options_from(_gate_values(args))
     src = local_dir(args.src, revision=args.revision, download=args.download, what="SRC",
                     needs="fix copies the weights")
     source = open_checkpoint(src)  # not a checkpoint at all: exit 2, as check

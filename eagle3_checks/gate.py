@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from .engines import resolve as resolve_engines
 from .errors import UsageError
 from .live import CannotJudge
 from .live import version as live_version
+from .option_table import OPTIONS as TABLE
+from .option_table import gate_fields
 from .options import ACCEPT_STEPS, FAIL_SHARE, LEVELS, GateOptions
 from .registry import (
     CRASHED,
@@ -203,16 +205,15 @@ def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateRes
     return gate_checkpoint(open_any(path, revision=options.revision, download=options.download), options)
 
 
-def parse_options(*, reference: str | None = None, target_config: str | None = None, level: str | None = None,
-                  strict: bool = False, waive: Iterable[str] = (), engine: str | Iterable[str] | None = None,
-                  source: str | None = None, aux_convention: str | None = None, trainer: str | None = None,
-                  max_model_len: int | str | None = None, target: str | None = None, revision: str | None = None,
-                  download: bool = False, data: str | None = None, max_drop: float | str | None = None,
-                  min_acceptance: float | str | None = None, loss_mask: str | None = None,
-                  loss_mask_start: int | str = 0, engine_python: str | None = None, launch: Iterable[str] = (),
-                  tp: int | str | None = None, pp: int | str | None = None,
-                  fail_on: str | Iterable[str] | None = None) -> GateOptions:
-    """Validate option strings the same way for the CLI and the plugin. Raises UsageError."""
+def options_from(values: Mapping[str, Any]) -> GateOptions:
+    """The gate's options from their values as a shell read them (``option_table.OPTIONS``: a field absent or None
+    takes the row's default), validated the same way for the CLI, the plugin and the library. Raises UsageError;
+    a name that is no option of the table raises TypeError."""
+    unknown = set(values) - set(gate_fields())
+    if unknown:
+        raise TypeError(f"not a gate option: {', '.join(sorted(unknown))} (eagle3_checks.option_table.OPTIONS)")
+    got = {o.field: o.default if values.get(o.field) in (None, "") else values[o.field] for o in TABLE if o.gate}
+    level, data, loss_mask = got["level"], got["data"], got["loss_mask"]
     if level == "acceptance" and not data:
         raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
     if level is not None:
@@ -222,14 +223,14 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             why = c.requires() if c.requires and c.level == level else None
             if why:
                 raise UsageError(f"--level {level}: {why}")
-    engine, live = _installed(engine, engine_python)
+    engine, live = _installed(got["engine"], got["engine_python"])
     specs, notes, optional = resolve_engines(engine)
     judged_live = dict(live)
     notes = tuple(f"{note}; judged live by the {spec.replace('@', ' ')} installed for {judged_live[spec]} "
                   "(engine.live)" if spec in judged_live else note for spec, note in zip(specs, notes, strict=True))
-    if aux_convention not in (None, *AUX_CONVENTIONS):
-        raise UsageError(f"--aux-convention {aux_convention!r}: choose {' or '.join(AUX_CONVENTIONS)}")
-    trainer = _trainer(trainer)
+    if got["aux_convention"] not in (None, *AUX_CONVENTIONS):
+        raise UsageError(f"--aux-convention {got['aux_convention']!r}: choose {' or '.join(AUX_CONVENTIONS)}")
+    max_model_len = got["max_model_len"]
     if max_model_len is not None:
         try:
             max_model_len = int(max_model_len)
@@ -237,7 +238,7 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
             raise UsageError(f"--max-model-len {max_model_len!r}: a positive number of tokens") from None
         if max_model_len <= 0:
             raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
-    drop, minimum = acceptance_thresholds(max_drop, min_acceptance, ACCEPT_STEPS)
+    drop, minimum = acceptance_thresholds(got["max_drop"], got["min_acceptance"], ACCEPT_STEPS)
     if data and not os.path.isdir(data):
         raise UsageError(f"--data {data}: not a directory (the recorded target states' folder)")
     if loss_mask and not data:
@@ -245,26 +246,30 @@ def parse_options(*, reference: str | None = None, target_config: str | None = N
     if loss_mask and not os.path.isdir(loss_mask):
         raise UsageError(f"--loss-mask {loss_mask}: not a directory (speculators' prepared-data folder)")
     try:
-        loss_mask_start = int(loss_mask_start)
+        loss_mask_start = int(got["loss_mask_start"])
     except (TypeError, ValueError):
-        raise UsageError(f"--loss-mask-start {loss_mask_start!r}: an hs_<i> index") from None
+        raise UsageError(f"--loss-mask-start {got['loss_mask_start']!r}: an hs_<i> index") from None
     waivers: list[tuple[str, str]] = []
-    for item in waive:
+    for item in got["waive"]:
         waived, sep, reason = item.partition("=")
         waived, reason = waived.strip(), reason.strip()
         if not sep or not reason:
             raise UsageError(f"--waive {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
         waivers.append((_waiver_id(waived, item), reason))
-    tp, pp = _parallel("--tp", tp), _parallel("--pp", pp)
-    return GateOptions(reference=reference or "auto", target_config=target_config, level=level,
-                       strict=bool(strict), waive=tuple(waivers), engine=specs, engine_notes=notes,
-                       optional_engines=optional, source=source,
-                       aux_convention=aux_convention, trainer=trainer, max_model_len=max_model_len,
-                       target=target or None,
-                       revision=revision or None, download=bool(download), data=data or None, max_drop=drop,
-                       min_acceptance=minimum, loss_mask=loss_mask or None, loss_mask_start=loss_mask_start,
-                       live=live, launch=_launch(launch), tensor_parallel=tp, pipeline_parallel=pp,
-                       fail_on=_fail_on(fail_on))
+    return GateOptions(reference=got["reference"], target_config=got["target_config"] or None, level=level,
+                       strict=bool(got["strict"]), waive=tuple(waivers), engine=specs, engine_notes=notes,
+                       optional_engines=optional, source=got["source"] or None,
+                       aux_convention=got["aux_convention"], trainer=_trainer(got["trainer"]),
+                       max_model_len=max_model_len, target=got["target"] or None, revision=got["revision"] or None,
+                       download=bool(got["download"]), data=data or None, max_drop=drop, min_acceptance=minimum,
+                       loss_mask=loss_mask or None, loss_mask_start=loss_mask_start, live=live,
+                       launch=_launch(got["launch"]), tensor_parallel=_parallel("--tp", got["tp"]),
+                       pipeline_parallel=_parallel("--pp", got["pp"]), fail_on=_fail_on(got["fail_on"]))
+
+
+def parse_options(**values: Any) -> GateOptions:
+    """:func:`options_from` with the values as keywords (the library's form: ``parse_options(level="header")``)."""
+    return options_from(values)
 
 
 def _fail_on(value: str | Iterable[str] | None) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ that what a check sees (:class:`eagle3_checks.registry.Context`) is typed with t
 Three words, one meaning each: a *waiver* (``--waive CHECK_OR_CODE=REASON``) still runs its check and reports the
 findings it matches as waived; an *omitted* check (:attr:`GateOptions.omit`) is not run at all; a *skipped* result
 is a check that did not run (omitted, not applicable, or its level's requirement missing), with the reason.
-Validating option strings needs the registered checks: :func:`eagle3_checks.gate.parse_options`.
+Validating option values needs the registered checks: :func:`eagle3_checks.gate.options_from` (the options themselves:
+:data:`eagle3_checks.option_table.OPTIONS`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .engines import resolve as resolve_engines
+from .option_table import ACCEPT_STEPS, FAIL_SHARE, LEVELS  # noqa: F401 (the options' own facts, shared here)
 
-# "acceptance" runs only with recorded target states (--data): GateOptions.levels leaves it out without them
-LEVELS = ("header", "scan", "forward", "acceptance")
-# the share of the trainer reading's acceptance length an engine reading may lose before it fails (accept --max-drop)
-FAIL_SHARE = 0.10
-ACCEPT_STEPS = 3  # the draft steps K the acceptance level (and accept) runs
 # The acceptance level's resolver (acceptance/resolve.py) decides which of its candidates the weights were trained
 # with when the best one's gain over the runner-up, in the acceptance length or (with the target's distribution) in
 # alpha, has a 95% interval over the sequences that excludes zero and is at least DECIDE_GAIN, the minimum effect;

@@ -13,7 +13,7 @@ import pytest
 
 from .drafter.spec import check_reference_option
 from .errors import UsageError
-from .gate import SKIPPED, WAIVED, WAIVERS, all_checks, gate, load_source, load_target, parse_options
+from .gate import SKIPPED, WAIVED, WAIVERS, all_checks, gate, load_source, load_target, options_from
 from .plugin_options import GATE_FILE, GATE_NODEID, OPTIONS, STATE, dest, value
 from .reports import RENDERERS
 from .reports.github import github_command
@@ -93,21 +93,9 @@ def configure(config: pytest.Config) -> None:
     from_ini = config.getoption(dest("ckpt")) is None
     base = config.inipath.parent if (from_ini and config.inipath) else Path.cwd()
     ckpts = [str(base / p) if from_ini and not os.path.isabs(p) and not is_hub(p) else p for p in ckpts]
-    target, source, target_ckpt, data, loss_mask = (_ini_relative(config, name) for name in
-                                                    ("target-config", "source", "target", "data", "loss-mask"))
     try:
-        options = parse_options(reference=value(config, "reference"), target_config=target,
-                                level=value(config, "level"), strict=bool(value(config, "strict")),
-                                fail_on=value(config, "fail-on") or [],
-                                waive=value(config, "waive") or [], engine=value(config, "engine"), source=source,
-                                aux_convention=value(config, "aux-convention"), trainer=value(config, "trainer"),
-                                max_model_len=value(config, "max-model-len"), target=target_ckpt,
-                                revision=value(config, "revision"), download=bool(value(config, "download")),
-                                data=data, max_drop=value(config, "max-drop"),
-                                min_acceptance=value(config, "min-acceptance"), loss_mask=loss_mask,
-                                loss_mask_start=value(config, "loss-mask-start") or 0,
-                                engine_python=value(config, "engine-python"), tp=value(config, "tp"),
-                                pp=value(config, "pp"), launch=value(config, "launch") or [])
+        options = options_from({o.field: _ini_relative(config, name) if o.path else value(config, name)
+                                for name, o in OPTIONS.items() if o.gate})
 
         ckpts = unique_paths(ckpts)
         for p in ckpts:

@@ -8,55 +8,20 @@ from typing import Any, Literal
 
 import pytest
 
+from .option_table import PLUGIN, Option, help_text, taken_by
+
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
 GATE_NODEID = "eagle3-checks"
 
-# name -> (ini type, default, help). CLI: --eagle3-NAME; ini: eagle3_NAME with dashes as underscores.
-IniType = Literal["string", "linelist", "bool"]
-OPTIONS: dict[str, tuple[IniType, Any, str]] = {
-    "ckpt": ("linelist", [], "drafter checkpoint to gate (repeatable): a directory, a Hugging Face cache folder "
-             "(models--ORG--NAME) or hf://ORG/NAME[@REVISION]"),
-    "reference": ("string", "auto", "reference: auto, a shipped spec name, SPEC.json, CKPT_DIR, hf://ORG/NAME or none"),
-    "target-config": ("string", None, "the verifier's config.json (or its directory, or hf://ORG/NAME)"),
-    "target": ("string", None, "the verifier's checkpoint (a directory or hf://ORG/NAME): its config.json, and its "
-               "embed_tokens for the later draft steps of a drafter without one"),
-    "revision": ("string", None, "the revision of Hugging Face cache folders and hf:// names without @REVISION"),
-    "download": ("bool", False, "download hf:// checkpoints' weights into the Hugging Face cache (scan, forward)"),
-    "level": ("string", None, "run checks up to this level: header, scan, forward or acceptance (default: every "
-              "level, acceptance with --eagle3-data)"),
-    "strict": ("bool", False, "warnings fail too"),
-    "fail-on": ("linelist", [], "warnings of these finding codes (or prefixes: a check id, engine) fail too, as the "
-                "CLI's --fail-on (comma-separated or one per line)"),
-    "waive": ("linelist", [], "waive a check or a finding code, still run: CHECK_ID=REASON or CODE=REASON "
-              "(repeatable); a waived check is reported xfailed, a waiver matching nothing fails gate.waivers under "
-              "--eagle3-strict (--eagle3-skip, eagle3_skip: the old name)"),
-    "engine": ("linelist", [], "engine releases to judge, as the CLI's --engine (repeatable; default: the CLI's; "
-               "`eagle3-checks check --help` lists the modelled releases)"),
-    "engine-python": ("string", None, "the interpreter whose engine --eagle3-engine NAME@installed means"),
-    "source": ("string", None, "the checkpoint the candidate was converted from (forward-level comparison)"),
-    "aux-convention": ("string", None, "how the drafter's trainer counted aux-layer ids: vllm or sglang"),
-    "trainer": ("string", None, "who trained the drafter, when the checkpoint does not say: NAME[@VERSION] "
-                "(speculators or specforge)"),
-    "max-model-len": ("string", None, "the context length the drafter will be served with"),
-    "tp": ("string", None, "the tensor-parallel size the drafter is served with (engine.serving)"),
-    "pp": ("string", None, "the pipeline-parallel size (engine.serving)"),
-    "launch": ("linelist", [], "the launch settings of an engine, NAME=FILE (JSON, as eagle3-checks recipe --format "
-               "json writes them; repeatable)"),
-    "data": ("string", None, "recorded target states: runs the acceptance level"),
-    "loss-mask": ("string", None, "speculators' prepared-data folder: its loss masks for --eagle3-data"),
-    "loss-mask-start": ("string", None, "the hs_<i> index of the loss-mask folder's first row (default 0)"),
-    "max-drop": ("string", None, "the share of the trainer reading's acceptance length an engine reading may lose"),
-    "min-acceptance": ("string", None, "warn about a reading whose acceptance length is below this"),
-    "report": ("linelist", [], "write the report of every checkpoint gated, as the CLI's --format writes it: "
-               "FORMAT=PATH, FORMAT one of text, json, markdown, github, sarif (repeatable; sarif=eagle3.sarif for "
-               "code scanning)"),
-}
+# The plugin's options: the rows of option_table.OPTIONS it takes, --eagle3-NAME and the ini key eagle3_NAME.
+OPTIONS: dict[str, Option] = {o.name: o for o in taken_by(PLUGIN)}
+INI_TYPES: dict[str, Literal["string", "linelist", "bool"]] = {"value": "string", "list": "linelist", "flag": "bool"}
 
 STATE = pytest.StashKey[Any]()  # plugin_gate._Eagle3State: the options and one gate result per checkpoint
 
 
 # Old option names still read, for the option that replaced them: --eagle3-skip / eagle3_skip waive.
-OLD_NAMES = {"waive": "skip"}
+OLD_NAMES = {name: o.old for name, o in OPTIONS.items() if o.old}
 
 
 def dest(name: str) -> str:
@@ -65,14 +30,16 @@ def dest(name: str) -> str:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("eagle3", "EAGLE-3 drafter checkpoint gate (eagle3-checks)")
-    for name, (kind, default, help_) in OPTIONS.items():
-        if kind == "linelist":
+    for name, o in OPTIONS.items():
+        help_ = help_text(o)
+        if o.kind == "list":
             group.addoption(f"--eagle3-{name}", dest=dest(name), action="append", default=None, help=help_)
-        elif kind == "bool":
+        elif o.kind == "flag":
             group.addoption(f"--eagle3-{name}", dest=dest(name), action="store_true", default=None, help=help_)
         else:
             group.addoption(f"--eagle3-{name}", dest=dest(name), default=None, help=help_)
-        parser.addini(dest(name), help_, type=kind, default=default)
+        parser.addini(dest(name), help_, type=INI_TYPES[o.kind], default=[] if o.kind == "list" else
+                      False if o.kind == "flag" else None)
     for name, old in OLD_NAMES.items():
         group.addoption(f"--eagle3-{old}", dest=dest(old), action="append", default=None,
                         help=f"the old name of --eagle3-{name}")
@@ -91,7 +58,7 @@ def value(config: pytest.Config, name: str) -> Any:
             config.issue_config_time_warning(pytest.PytestDeprecationWarning(
                 f"--eagle3-{old} / {dest(old)} is deprecated and will be removed in {REMOVED_IN}: use "
                 f"--eagle3-{name} / {dest(name)}"), stacklevel=2)
-    if OPTIONS[name][0] == "linelist":
+    if OPTIONS[name].kind == "list":
         got = [v for n in names for v in (config.getoption(dest(n)) or [])]
         got = got or [v for n in names for v in (config.getini(dest(n)) or [])]
         return got or None

@@ -1,0 +1,117 @@
+"""One option table (eagle3_checks/option_table.py): every surface that takes a gate option is derived from it, and
+they agree: the CLI's parsers (each command the rows name), the pytest plugin's options and ini keys (this session has
+the plugin installed), and the values gate.options_from validates. Adding an option is a row; these tests say what
+else it needs (a sample value below that changes what the gate is told)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from eagle3_checks.cli import build_parser
+from eagle3_checks.errors import UsageError
+from eagle3_checks.gate import options_from, parse_options
+from eagle3_checks.option_table import OPTIONS, PLUGIN, gate_fields, help_text, taken_by
+from eagle3_checks.plugin_options import dest
+
+COMMANDS = sorted({c for o in OPTIONS for c in o.commands} - {PLUGIN})
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[command]
+
+
+def _action(parser: argparse.ArgumentParser, flag: str) -> argparse.Action:
+    return next(a for a in parser._actions if flag in a.option_strings)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_takes_its_rows_as_the_table_says(command):
+    parser = _parser(command)
+    for o in taken_by(command):
+        action = _action(parser, f"--{o.name}")
+        assert action.dest == o.field, o.name
+        if o.kind == "flag":
+            assert isinstance(action, argparse._StoreTrueAction), o.name
+        elif o.kind == "list":
+            assert isinstance(action, argparse._AppendAction), o.name
+            assert action.default == (None if o.default is None else list(o.default)), o.name
+        else:
+            assert isinstance(action, argparse._StoreAction) and action.default == o.default, o.name
+            assert action.type is {"int": int, "float": float, None: str}[o.type], o.name
+            assert bool(action.choices) == bool(o.choices), o.name
+        if o.old:
+            assert _action(parser, f"--{o.old}").dest == o.field
+
+
+def test_the_gating_commands_take_every_gate_option_and_hand_them_to_the_gate(tmp_path):
+    """check and fix: every gate row is an argument, and what the parser holds is what options_from is given."""
+    for command in ("check", "fix"):
+        names = {a for o in OPTIONS if o.gate for a in [f"--{o.name}"]}
+        flags = {f for a in _parser(command)._actions for f in a.option_strings}
+        assert names <= flags, names - flags
+    args = build_parser().parse_args(["check", "x", "--level", "header", "--strict", "--engine", "sglang",
+                                      "--waive", "config.head-dim=ok", "--max-drop", "0.2"])
+    from eagle3_checks.cli import _gate_values
+
+    got = _gate_values(args)
+    assert set(got) == set(gate_fields())
+    options = options_from(got)
+    assert (options.level, options.strict, options.waive, options.max_drop) == \
+        ("header", True, (("config.head-dim", "ok"),), 0.2)
+    assert options.engine[0].startswith("sglang@")
+
+
+def test_the_plugin_takes_its_rows_as_options_and_ini_keys(pytestconfig):
+    """This session runs with the plugin installed: each row it takes is --eagle3-NAME and the ini key eagle3_NAME
+    (pytest raises ValueError for a name it does not know), help and all."""
+    for o in taken_by(PLUGIN):
+        assert pytestconfig.getoption(dest(o.name)) is None, o.name  # given on no command line here
+        default = pytestconfig.getini(dest(o.name))
+        assert default == ([] if o.kind == "list" else False if o.kind == "flag" else None) or \
+            default == "", (o.name, default)
+        if o.old:
+            pytestconfig.getini(dest(o.old))
+    assert {o.name for o in taken_by(PLUGIN) if o.gate} == {o.name for o in OPTIONS if o.gate}, \
+        "a gate option the plugin does not take"
+    assert "{" not in help_text(next(o for o in OPTIONS if o.name == "engine"))  # every placeholder filled
+
+
+# A value of each gate option that changes what the gate is told: (the values given, the GateOptions field, what it
+# holds then; "raises": a usage error naming the option). An option added to the table needs one here.
+SAMPLES = {"reference": ({}, "reference", "none"), "target_config": ({}, "target_config", "t.json"),
+           "target": ({}, "target", "dir"), "revision": ({}, "revision", "v1"), "download": ({}, "download", True),
+           "level": ({}, "level", "header"), "strict": ({}, "strict", True), "fail_on": ({}, "fail_on", ("engine",)),
+           "waive": ({}, "waive", (("vocab.d2t", "ok"),)), "engine": ({}, "engine", ("sglang@0.5.23",)),
+           "engine_python": ({}, "", "raises"), "source": ({}, "source", "src"),
+           "aux_convention": ({}, "aux_convention", "sglang"), "trainer": ({}, "trainer", "speculators@0.9.0"),
+           "max_model_len": ({}, "max_model_len", 4096), "tp": ({}, "tensor_parallel", 2),
+           "pp": ({}, "pipeline_parallel", 2), "launch": ({}, "", "raises"), "data": ({}, "data", "DATA"),
+           "max_drop": ({}, "max_drop", 0.3), "min_acceptance": ({}, "min_acceptance", 2.0),
+           "loss_mask": ({"data": "DATA"}, "loss_mask", "DATA"), "loss_mask_start": ({}, "loss_mask_start", 4)}
+GIVEN = {"reference": "none", "target_config": "t.json", "target": "dir", "revision": "v1", "download": "true",
+         "level": "header", "strict": "1", "fail_on": ["engine"], "waive": ["vocab.d2t=ok"],
+         "engine": ["sglang@0.5.23"], "engine_python": "python3", "source": "src", "aux_convention": "sglang",
+         "trainer": "speculators@0.9.0", "max_model_len": "4096", "tp": "2", "pp": "2",
+         "launch": ["trtllm=nothing.json"],
+         "data": "DATA", "max_drop": "0.3", "min_acceptance": "2", "loss_mask": "DATA", "loss_mask_start": "4"}
+
+
+def test_every_gate_option_reaches_the_gate(tmp_path):
+    """Each option the table hands to the gate is validated into its options (its string form, as the plugin's ini
+    gives it, converted), and a name that is no option is refused."""
+    assert set(SAMPLES) == set(GIVEN) == set(gate_fields()), set(gate_fields()) ^ set(SAMPLES)
+    data = str(tmp_path)
+    for name, (beside, field_, expected) in SAMPLES.items():
+        values = {k: data if v == "DATA" else v for k, v in {**beside, name: GIVEN[name]}.items()}
+        if expected == "raises":
+            with pytest.raises(UsageError, match=f"--{name.replace('_', '-')}"):
+                options_from(values)
+            continue
+        got = getattr(options_from(values), field_)
+        assert got == (data if expected == "DATA" else expected), (name, got)
+    assert options_from({}) == parse_options() == options_from(dict.fromkeys(gate_fields()))
+    with pytest.raises(TypeError, match="not a gate option: colour"):
+        options_from({"colour": "never"})
