@@ -329,6 +329,17 @@ def _codes_dir(config) -> Path:
     return Path(config._tmp_path_factory.getbasetemp()) / "codes-produced"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite tests/golden/ from this run instead of comparing with it (review the diff)")
+
+
+def pytest_configure(config):
+    import helpers
+
+    helpers.UPDATE_GOLDENS = bool(config.getoption("update_goldens"))
+
+
 def pytest_configure_node(node):  # xdist: the controller tells each worker where to write its codes
     node.workerinput["eagle3_codes_dir"] = str(_codes_dir(node.config))
 

@@ -256,13 +256,16 @@ def build_conformance_set(out: Path) -> dict[str, dict]:
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def assert_golden(name: str, text: str) -> None:
-    """``text`` is tests/golden/NAME as committed; with EAGLE3_UPDATE_GOLDEN=1 the file is rewritten instead (then
-    compare the diff). The one golden-file helper of the suite."""
-    import os
+UPDATE_GOLDENS = False  # pytest --update-goldens (tests/conftest.py): rewrite the golden files instead of comparing
 
+
+def assert_golden(name: str, text: str) -> None:
+    """``text`` is tests/golden/NAME as committed; under ``pytest --update-goldens`` the file is rewritten instead
+    (then review the diff, as pytest-regressions' --regen-all). The one golden-file helper of the suite."""
     path = GOLDEN / name
-    if os.environ.get("EAGLE3_UPDATE_GOLDEN"):
+    if UPDATE_GOLDENS:
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
-    assert text == path.read_text(), f"{name} differs from the golden file: compare, then EAGLE3_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from the golden file: compare, then pytest --update-goldens"
+
+

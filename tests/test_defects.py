@@ -61,7 +61,7 @@ def said(f) -> str:
 
 
 def test_what_the_defects_findings_say_is_the_golden_file(drafter, target_path):
-    """Each defect's findings of its codes, message and fix (regenerate with EAGLE3_UPDATE_GOLDEN=1). Not the
+    """Each defect's findings of its codes, message and fix (regenerate with pytest --update-goldens). Not the
     forward and acceptance levels': they need torch, and the figures they state depend on its build."""
     lines = []
     for defect in CATALOGUE:

@@ -56,7 +56,7 @@ CASES = [
 
 
 def test_recipes_are_golden(here, capsys):
-    """Each engine's launch of the example, with its reasons (regenerate with EAGLE3_UPDATE_GOLDEN=1)."""
+    """Each engine's launch of the example, with its reasons (regenerate with pytest --update-goldens)."""
     text = []
     for engine, ckpt, target, extra in CASES:
         code, out, _ = recipe(capsys, ckpt, "--engine", engine, "--target-config", f"{target}/config.json", *extra)

@@ -411,7 +411,7 @@ def example(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("fmt", ["github", "sarif", "markdown"])
+@pytest.mark.parametrize("fmt", ["text", "github", "sarif", "markdown"])
 @pytest.mark.parametrize("case", ["passing", "failing"])
 def test_golden(example, capsys, monkeypatch, fmt, case):
     monkeypatch.chdir(example)  # relative paths: the report names them as a CI job would
@@ -424,7 +424,16 @@ def test_golden(example, capsys, monkeypatch, fmt, case):
         validate_sarif(json.loads(out))
     if fmt == "github":
         parse_github(out)
-    assert_golden(f"{case}.{ {'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }", out)
+    assert_golden(f"{case}.{ {'text': 'txt', 'github': 'github.txt', 'sarif': 'sarif.json', 'markdown': 'md'}[fmt] }",
+                  out)
+
+
+def test_the_demos_text_report_is_the_golden_file(tmp_path, capsys, monkeypatch):
+    """What `eagle3-checks demo` prints, the first thing a new user sees (the Quick start's first line)."""
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli(capsys, "demo", "--out", "demo")
+    assert code == 0
+    assert_golden("demo.txt", out.replace(__version__, "VERSION"))
 
 
 # ----- the terminal ------------------------------------------------------------------------------------------------
