@@ -267,5 +267,3 @@ def assert_golden(name: str, text: str) -> None:
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     assert text == path.read_text(), f"{name} differs from the golden file: compare, then pytest --update-goldens"
-
-
