@@ -44,7 +44,7 @@ from .drafter.config_values import PROVENANCE, TLC
 from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
 from .engines.launch import window_launch
 from .errors import UsageError
-from .gate import GateOptions, GateResult, gate_checkpoint, load_target, run_gate
+from .gate import GateOptions, GateResult, gate_checkpoint, open_target, run_gate
 from .numerics import torch_missing
 from .registry import Finding, Severity
 from .storage.output import (
@@ -515,7 +515,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, to: str, *, force: b
     check_paths(src_path, dst_path, force)  # before reading anything: a refusal should be quick
     with signals_raise():
         source = open_checkpoint(src_path)
-        target = load_target(target_config) if target_config else None
+        target, _ = open_target(target_config, None)
         p = plan(source, to, vocab_mapping=vocab_mapping, shift_aux_ids=shift_aux_ids, target=target,
                  speculative_tokens=speculative_tokens, verifier=verifier, aux_convention=aux_convention,
                  trainer=trainer)

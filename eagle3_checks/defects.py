@@ -30,7 +30,7 @@ import numpy as np
 from .drafter.checkpoint import open_checkpoint
 from .drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
-from .gate import all_checks, load_target, parse_options, reference_for, run_check
+from .gate import all_checks, open_target, parse_options, reference_for, run_check
 from .registry import Check, Context
 from .storage.safetensors import RawTensor, from_numpy
 
@@ -600,7 +600,7 @@ def run_example(check_id: str, failing: bool, root: Path | None = None) -> Any:
         asked = example.defect.gate_options(target_path, data, made=failing) \
             if failing or not example.defect.in_options else {}
         gate_options = parse_options(**{"reference": "none", **asked})
-        target = load_target(gate_options.target_config) if gate_options.target_config else None
+        target, _ = open_target(gate_options.target_config, None)
         ckpt = open_checkpoint(path)
         reference, note = reference_for(gate_options.reference, ckpt, target)
         ctx = Context(ckpt, reference, note, target, gate_options)

@@ -14,14 +14,14 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import checks as _builtin_checks  # noqa: F401  (importing the package registers the built-in checks)
 from .basis import ASSUMED, BASES, KNOWN, MEASURED, READ, RECORDED
 from .drafter.checkpoint import Checkpoint, open_any
-from .drafter.config_values import TargetConfig, read_target_config
+from .drafter.config_values import TargetConfig
 from .drafter.spec import Spec, resolve_reference
+from .drafter.target import DRAFTER_KEYS, load_target, load_target_checkpoint, open_target  # noqa: F401 (shared)
 from .engines import (
     AUX_CONVENTIONS,
     ENGINE_NAMES,
@@ -53,8 +53,6 @@ from .registry import (
     registered,
     warning,
 )
-from .storage.folder import not_there
-from .storage.hub import HubRepo, cache_snapshot, is_hub, parse
 from .storage.target_weights import TargetEmbedding
 
 ENTRY_POINT_GROUP = "eagle3_checks.checks"
@@ -112,62 +110,6 @@ def all_checks() -> list[Check]:
     return registered()
 
 
-# keys only a drafter's config has: a --target-config holding one is the drafter's own config, given by mistake
-DRAFTER_KEYS = ("eagle_config", "eagle_aux_hidden_state_layer_ids", "speculators_config", "draft_vocab_size")
-
-
-def load_target(path: str | os.PathLike, option: str = "--target-config", revision: str | None = None,
-                repo: HubRepo | None = None) -> TargetConfig:
-    """The verifier's config.json (a file, or a directory holding one: a checkpoint folder, a Hugging Face cache
-    folder, hf://ORG/NAME). Raises UsageError."""
-    if is_hub(path):
-        repo = repo or HubRepo(parse(str(path), revision, option))
-        ref = repo.ref
-        found = repo.file("config.json")
-        if found is None:
-            raise UsageError(f"{option} {ref}: no config.json in the repository at revision "
-                             f"{ref.revision or 'main'} (404)")
-        p = found
-    else:
-        p = cache_snapshot(path, revision) or Path(path)
-    try:
-        if p.is_dir():
-            p = p / "config.json"
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UsageError(f"{option} {path}: no such file" + (" (no config.json in the folder)" if Path(path).is_dir()
-                                                             else "")) from exc
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UsageError(f"{option} {str(path)[:200]}: cannot read it as JSON: {type(exc).__name__}: "
-                         f"{exc}"[:500]) from exc
-    drafter = [k for k in DRAFTER_KEYS if isinstance(raw, dict) and k in raw]
-    if drafter:
-        raise UsageError(f"{option} {str(path)[:200]}: this is a drafter's config (it has "
-                         f"{', '.join(drafter)}), not the verifier's: give the config.json of the target model the "
-                         "drafter drafts for")
-    try:
-        return read_target_config(raw, str(path))
-    except ValueError as exc:
-        raise UsageError(f"{option} {exc}") from exc
-
-
-def load_target_checkpoint(path: str | os.PathLike,
-                           revision: str | None = None) -> tuple[TargetConfig, TargetEmbedding]:
-    """``--target``: the target checkpoint's config.json, and its embed_tokens to be read lazily (a
-    :class:`~eagle3_checks.storage.target_weights.TargetEmbedding`). Raises UsageError."""
-    if is_hub(path):
-        ref = parse(str(path), revision, "--target")
-        repo = HubRepo(ref)
-        config = load_target(path, "--target", revision, repo)  # resolves the revision the embedding is read at
-        return config, TargetEmbedding(str(ref), hub=repo)
-    root = cache_snapshot(path, revision) or Path(path)
-    if not root.is_dir():
-        raise UsageError(f"--target {path}: " + ("not a directory (give the target checkpoint's folder; "
-                                                  "--target-config takes a config.json)" if root.exists()
-                                                  else not_there(root)))
-    return load_target(root, "--target"), TargetEmbedding(str(path), root=root)
-
-
 def reference_for(option: str, ckpt: Checkpoint, target: TargetConfig | None) -> tuple[Spec | None, str]:
     """``--reference`` as a spec (see :func:`resolve_reference`): auto picks a published drafter's spec for the
     candidate's own target family only, known from ``target`` or from the verifier the drafter's config names."""
@@ -187,11 +129,7 @@ def load_source(path: str | os.PathLike, revision: str | None = None, download: 
 
 
 def gate_checkpoint(ckpt: Checkpoint, options: GateOptions) -> GateResult:
-    target = load_target(options.target_config) if options.target_config else None
-    embedding = None
-    if options.target:  # --target-config, when given too, is the config that counts
-        target_config, embedding = load_target_checkpoint(options.target)
-        target = target or target_config
+    target, embedding = open_target(options.target_config, options.target)
     reference, note = reference_for(options.reference, ckpt, target)
     source = load_source(options.source, download=options.download) if options.source else None
     return run_gate(ckpt, options, reference=reference, reference_note=note, target=target, source=source,

@@ -18,7 +18,7 @@ from . import engines
 from .drafter.checkpoint import Checkpoint
 from .engines.launch import Launch, Request, unmet
 from .errors import UsageError
-from .gate import GateResult, gate_checkpoint, load_target
+from .gate import GateResult, gate_checkpoint, open_target
 from .options import GateOptions
 from .registry import Finding, Severity
 from .storage.hub import is_repo_id
@@ -145,8 +145,4 @@ def _target_name(options: GateOptions, config: Any, ckpt: Checkpoint) -> tuple[s
 
 def _target_config(options: GateOptions) -> Any:
     """The verifier's config, as the gate reads it (--target-config, else --target's config.json)."""
-    if options.target_config:
-        return load_target(options.target_config, revision=options.revision)
-    if options.target:
-        return load_target(options.target, "--target", options.revision)
-    return None
+    return open_target(options.target_config, options.target, options.revision)[0]

@@ -1,7 +1,7 @@
-"""One option table (eagle3_checks/option_table.py): every surface that takes a gate option is derived from it, and
-they agree: the CLI's parsers (each command the rows name), the pytest plugin's options and ini keys (this session has
-the plugin installed), and the values gate.options_from validates. Adding an option is a row; these tests say what
-else it needs (a sample value below that changes what the gate is told)."""
+"""One option table (eagle3_checks/option_table.py), and one place that opens the target. Every surface that takes a
+gate option is derived from it, and they agree: the CLI's parsers (each command the rows name), the pytest plugin's
+options and ini keys (this session has the plugin installed), and the values gate.options_from validates. Adding an
+option is a row; these tests say what else it needs (a sample value below that changes what the gate is told)."""
 
 from __future__ import annotations
 
@@ -115,3 +115,35 @@ def test_every_gate_option_reaches_the_gate(tmp_path):
     assert options_from({}) == parse_options() == options_from(dict.fromkeys(gate_fields()))
     with pytest.raises(TypeError, match="not a gate option: colour"):
         options_from({"colour": "never"})
+
+
+# ----- the target, opened in one place ---------------------------------------------------------------------------
+
+def test_the_target_is_opened_in_one_place(tmp_path):
+    """drafter.target.open_target: --target-config (a file or its folder), --target (a checkpoint folder: its config
+    and its embed_tokens, read lazily), both (the config given counts), neither; a file given as a checkpoint is a
+    usage error. gate_checkpoint calls it once."""
+    import inspect
+    import json
+
+    from eagle3_checks import gate
+    from eagle3_checks.drafter.example import EXAMPLE, target_config
+    from eagle3_checks.drafter.target import open_target
+
+    ckpt = tmp_path / "target"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps(target_config(EXAMPLE)))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**target_config(EXAMPLE), "num_hidden_layers": 12}))
+    assert open_target(None, None) == (None, None)
+    for given in (ckpt / "config.json", ckpt):
+        config, embedding = open_target(given, None)
+        assert config is not None and config.num_hidden_layers == EXAMPLE.target_layers and embedding is None
+    config, embedding = open_target(None, ckpt)
+    assert config.num_hidden_layers == EXAMPLE.target_layers and embedding is not None
+    config, embedding = open_target(other, ckpt)
+    assert config.num_hidden_layers == 12 and embedding is not None
+    with pytest.raises(UsageError, match="--target .*not a directory"):
+        open_target(None, ckpt / "config.json")
+    assert inspect.getsource(gate.gate_checkpoint).count("open_target(") == 1
+    assert "load_target" not in inspect.getsource(gate.gate_checkpoint)
