@@ -21,7 +21,8 @@ from eagle3_checks.defects import Defect, Draft
 from eagle3_checks.defects import inject as inject  # inject(d, NAME): a defect of the catalogue, in drafter d
 from eagle3_checks.drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
-from eagle3_checks.gate import FAILED, GateResult, gate, parse_options
+from eagle3_checks.gate import FAILED, GateResult, parse_options
+from eagle3_checks.gate import gate as gate_path
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
 
 # ----- drafters and the gate ------------------------------------------------------------------------------------------
@@ -60,7 +61,47 @@ def specforge_export(path: Path, options: dict[str, Any]) -> dict[str, Any]:
 
 def run(path: Path, **options: Any) -> GateResult:
     options.setdefault("reference", "none")
-    return gate(path, parse_options(**options))
+    return gate_path(path, parse_options(**options))
+
+
+# ----- the one of each: gate(), status(), codes(), cli() ---------------------------------------------------------
+
+def gate(path: Path, engine: str, **options: Any) -> GateResult:
+    """The header-level gate (unless ``level`` says otherwise) for ``engine``, a flat drafter that names no trainer
+    taken as SpecForge 0.2.0's export (:func:`specforge_export`): the engine tests' gate."""
+    options.setdefault("level", "header")
+    return run(path, engine=engine, **specforge_export(path, options))
+
+
+def _results(result: GateResult, check: str | None, engine: str | None) -> list:
+    """One check's results (every check's: ``check`` None; ``engine`` then also keeps the engine-less checks), for
+    ``engine``: a release (``sglang@0.5.23``) or an engine name."""
+    def of(r) -> bool:
+        return r.engine == engine or (r.engine or "").split("@")[0] == engine
+
+    if check is None:
+        return [r for r in result.results if engine is None or r.engine is None or of(r)]
+    return [r for r in result.results if r.check.id == check and (engine is None or of(r))]
+
+
+def status(result: GateResult, check: str, engine: str | None = None) -> str:
+    """The status of one check (for ``engine``: its first result for that engine or release)."""
+    return result.result(check, engine).status
+
+
+def codes(result: GateResult, check: str | None = None, engine: str | None = None, *,
+          failing: bool = False) -> set[str]:
+    """The finding codes of a gate run: of every check, or of ``check`` (for ``engine``); ``failing``: only those
+    that fail it."""
+    return {f.code for r in _results(result, check, engine) for f in r.findings if f.code and
+            (not failing or f.failing)}
+
+
+def cli(capsys, *argv: Any) -> tuple[int, str, str]:
+    """eagle3-checks ARGV in this process: (exit code, stdout, stderr)."""
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def failing(result: GateResult) -> dict[str, list[str]]:

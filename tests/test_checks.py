@@ -190,7 +190,7 @@ def test_d2t_absolute_heuristic_without_t2d_warns(drafter):
     warned(run(d.write()), "vocab.d2t", "strictly increasing everywhere, as absolute target ids are")
 
 
-def _codes(result, check_id):
+def severities(result, check_id):
     return {f.code: f.severity.value for f in result.result(check_id).findings}
 
 
@@ -211,10 +211,10 @@ def test_d2t_all_zero_with_a_smaller_draft_vocabulary_fails(drafter, t2d):
     assert result.exit_code == 1
     if t2d == "none":
         assert result.result("vocab.d2t").status == FAILED
-        assert _codes(result, "vocab.d2t") == {"vocab.d2t/all-zero": "error"}
+        assert severities(result, "vocab.d2t") == {"vocab.d2t/all-zero": "error"}
     else:
-        assert _codes(result, "vocab.d2t") == {}
-        assert _codes(result, "vocab.t2d") == {"vocab.t2d/count": "error"}
+        assert severities(result, "vocab.d2t") == {}
+        assert severities(result, "vocab.t2d") == {"vocab.t2d/count": "error"}
 
 
 def test_d2t_constant_offset_warns(drafter):
@@ -225,7 +225,7 @@ def test_d2t_constant_offset_warns(drafter):
     d.tensors["d2t"] = from_numpy(np.full(EXAMPLE.draft_vocab_size, 7, np.int64))
     result = run(d.write())
     assert result.result("vocab.d2t").status == WARNED
-    assert _codes(result, "vocab.d2t") == {"vocab.d2t/constant": "warning"}
+    assert severities(result, "vocab.d2t") == {"vocab.d2t/constant": "warning"}
 
 
 def test_d2t_all_zero_is_the_identity_when_the_vocabularies_are_equal(drafter):
@@ -241,7 +241,7 @@ def test_d2t_real_mapping_without_t2d_passes(drafter):
     """A frequency-built mapping (not one offset throughout) without t2d: neither all-zero nor constant."""
     result = run(drafter("flat", replace(EXAMPLE, t2d=False)).write())
     assert result.result("vocab.d2t").status == PASSED
-    assert _codes(result, "vocab.d2t") == {}
+    assert severities(result, "vocab.d2t") == {}
 
 
 def test_d2t_non_integer_float(drafter):

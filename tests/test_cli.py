@@ -13,12 +13,7 @@ from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.gate import all_checks
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+from helpers import cli
 
 
 def test_check_passes_example_and_fails_defect(drafter, capsys):

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from eagle3_checks import checks as checks_package
-from eagle3_checks.cli import main
 from eagle3_checks.defects import DEFECTS, EXAMPLES, inject, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
+from helpers import cli
 
 PACKAGE = Path(checks_package.__file__).resolve().parent.parent
 SOURCES = sorted((PACKAGE / "checks").glob("*.py"))
@@ -29,12 +29,6 @@ SHARED = {("engine.aux-layers", "convention-unknown"), ("config.trainer-release"
           # reading of the ids the evidence leaves possible (_every_reading): the same finding, two routes to it
           *(("engine.aux-layers", slug) for slug in ("default-matches", "ids-not-read", "default-undecided",
                                                      "wrong-layers", "undecided"))}
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # ----- codes: declared, kebab-case, passed at every site ----------------------------------------------------------

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
+import helpers
 from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
-from helpers import run, specforge_export
+from helpers import run, status
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
 # VLLM: the release --engine vllm means (the newest a profile holds for); the 0.33.0 profile's own is "vllm@0.33.0"
@@ -27,13 +29,7 @@ SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.34.0"
 EVERY = f"{VLLM},{SG23},{SG06}"
 
 
-def gate(path, engine=EVERY, **kw):
-    kw.setdefault("level", "header")
-    return run(path, engine=engine, **specforge_export(path, kw))
-
-
-def status(result, check, spec):
-    return result.result(check, spec).status
+gate = partial(helpers.gate, engine=EVERY)
 
 
 def text(result, check, spec):

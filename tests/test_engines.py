@@ -6,27 +6,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
+import helpers
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE
-from helpers import run, specforge_export
+from helpers import run, status
 
 FAILED, PASSED, WARNED = "failed", "passed", "warned"
-
-
-def status(result, check, engine):
-    return result.result(check, engine).status
 
 
 def messages(result, check, engine):
     return " | ".join(f"{f.message} {f.found} {f.fix}" for f in result.result(check, engine).findings)
 
 
-def gate(path, **kw):
-    kw.setdefault("level", "header")
-    return run(path, engine="vllm,sglang@0.5.6,speculators", **specforge_export(path, kw))
+gate = partial(helpers.gate, engine="vllm,sglang@0.5.6,speculators")  # the releases these tests judge
 
 
 # ----- engine.loads ------------------------------------------------------------------------------------------

@@ -11,11 +11,7 @@ import pytest
 
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
 from eagle3_checks.storage.safetensors import from_numpy
-from helpers import run
-
-
-def codes(result) -> set[str]:
-    return {f.code for f in result.findings()}
+from helpers import codes, run
 
 
 def test_files_broken_symlink(drafter, tmp_path):

@@ -74,7 +74,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def cli_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eagle3_checks", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -119,7 +119,7 @@ def weight_bytes_read(hub: HubServer, root: Path) -> tuple[int, int]:
 def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env, capsys):
     root = drafter("flat").write(shards=2)
     repo = hub.add(REPO, root)
-    proc = cli(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
+    proc = cli_process(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     local = run(capsys, "check", str(root), "--level", "header", "--format", "json")
     assert statuses(proc.stdout) == statuses(local[1])  # the same checks, the same outcomes as on the folder itself
@@ -130,13 +130,13 @@ def test_header_level_reads_headers_only_then_the_cache(drafter, hub, env, capsy
         {"bytes=0-7", f"bytes=8-{read_header(root / 'model-00001-of-00002.safetensors', '').data_start - 1}"}
 
     hub.clear()  # a second run: one HEAD resolves the branch to its commit; no byte is fetched
-    again = cli(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
+    again = cli_process(env, "check", f"hf://{REPO}", "--level", "header", "--format", "json")
     assert again.returncode == 0 and statuses(again.stdout) == statuses(proc.stdout)
     assert [(r.method, r.path) for r in resolves(hub)] == [("HEAD", f"/{REPO}/resolve/main/config.json")]
     assert hub.body_bytes == sum(r.sent for r in hub.requests if "/resolve/" not in r.path)
 
     hub.clear()  # naming the commit: not a single request
-    pinned = cli(env, "check", f"hf://{REPO}@{repo.commit}", "--level", "header", "-q")
+    pinned = cli_process(env, "check", f"hf://{REPO}@{repo.commit}", "--level", "header", "-q")
     assert pinned.returncode == 0 and resolves(hub) == []
 
     # what it left is the client's own cache layout: refs, snapshots, blobs

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
+import helpers
 from eagle3_checks.cli import main
 from eagle3_checks.defects import REPLAYED
 from helpers import run
@@ -93,8 +95,7 @@ def forward_run(drafter, target_path, mode: str):
                target_config=str(target_path), level="forward")
 
 
-def codes(result, check: str) -> set[str]:
-    return {f.code for f in result.result(check, "vllm@0.33.0").findings}
+codes = partial(helpers.codes, engine="vllm@0.33.0")
 
 
 def messages(result, check: str) -> str:

@@ -36,6 +36,7 @@ from eagle3_checks.drafter.spec import resolve_reference
 from eagle3_checks.engines import profile, read
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, GateResult, gate, parse_options
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
+from helpers import status
 
 VLLM, SG23, SG06 = "vllm@0.34.0", "sglang@0.5.23", "sglang@0.5.6"
 
@@ -74,8 +75,6 @@ def run(path: Path, **options: Any) -> GateResult:
     return gate(path, parse_options(**options))
 
 
-def status(result: GateResult, check_id: str, engine: str | None = None) -> str:
-    return result.result(check_id, engine).status
 
 
 def messages(result: GateResult, check_id: str, engine: str | None = None) -> str:

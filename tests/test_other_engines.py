@@ -15,23 +15,12 @@ from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
-from helpers import run, specforge_export
+from helpers import codes, gate, status
 
 TRT, LCPP, LMD, MLX = "trtllm@1.4.0rc1", "llamacpp@0.3.36", "lmdeploy@0.18.0", "mlx@0.7.10"
 FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
 
 
-def gate(path, engine, **kw):
-    kw.setdefault("level", "header")
-    return run(path, engine=engine, **specforge_export(path, kw))
-
-
-def status(result, check, spec):
-    return result.result(check, spec).status
-
-
-def codes(result, check, spec):
-    return {f.code for f in result.result(check, spec).findings}
 
 
 def target_file(tmp_path, **fields):

@@ -19,7 +19,7 @@ from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.github import parse_github
 from eagle3_checks.reports.locations import json_key_line
 from eagle3_checks.reports.sarif import to_sarif
-from helpers import assert_golden, run
+from helpers import assert_golden, cli, run
 
 DATA = Path(__file__).parent / "data"
 
@@ -33,12 +33,6 @@ def drafter(drafter):
         return drafter(layout, *args, **kw)
 
     return make
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def sarif_schema():

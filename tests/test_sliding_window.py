@@ -24,7 +24,7 @@ from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.engines.reading import differences
-from helpers import run
+from helpers import codes, run
 
 WINDOW = 16
 
@@ -44,8 +44,6 @@ def _windowed(drafter, layout: str, provenance: str | None = None, version: str 
     return d.write()
 
 
-def _codes(result) -> set[str]:
-    return {f.code for f in result.findings() if f.code}
 
 
 def test_each_release_reads_the_window_as_its_source_does(drafter):
@@ -86,11 +84,11 @@ def test_a_window_served_without_is_an_error_from_the_context_it_binds(drafter, 
     # launched with the window (what the recipe writes), nothing is left; served within the window, a note
     launch = tmp_path / "launch.json"
     launch.write_text(json.dumps({"args": {"speculative-draft-window-size": WINDOW - 1}}))
-    assert "engine.semantics/sliding-window" not in _codes(run(path, engine=("sglang@0.5.23",),
+    assert "engine.semantics/sliding-window" not in codes(run(path, engine=("sglang@0.5.23",),
                                                              launch=[f"sglang={launch}"]))
     within = run(path, engine=("sglang@0.5.23",), max_model_len=WINDOW)
-    assert "engine.semantics/sliding-window-within-context" in _codes(within)
-    assert "engine.semantics/sliding-window" not in _codes(within)
+    assert "engine.semantics/sliding-window-within-context" in codes(within)
+    assert "engine.semantics/sliding-window" not in codes(within)
 
 
 def test_a_window_the_trainer_never_used_is_removed_by_fix(drafter, tmp_path, capsys):
@@ -108,7 +106,7 @@ def test_a_window_the_trainer_never_used_is_removed_by_fix(drafter, tmp_path, ca
     main(["fix", str(path), str(fixed), "--engine", "vllm@0.33.0", "--trainer", "specforge"])
     capsys.readouterr()
     assert "layer_types" not in json.loads((fixed / "config.json").read_text())
-    assert "engine.semantics/sliding-window" not in _codes(run(fixed, engine=("vllm@0.33.0",), trainer="specforge"))
+    assert "engine.semantics/sliding-window" not in codes(run(fixed, engine=("vllm@0.33.0",), trainer="specforge"))
 
 
 def test_vllm_measures_the_window_from_the_draft_position_a_note(drafter):
@@ -116,7 +114,7 @@ def test_vllm_measures_the_window_from_the_draft_position_a_note(drafter):
     result = run(path, engine=("vllm@0.33.0",))
     notes = [f for f in result.findings() if f.code == "engine.semantics/window-anchor"]
     assert notes and notes[0].severity.value == "info"
-    assert "engine.semantics/sliding-window" not in _codes(result)
+    assert "engine.semantics/sliding-window" not in codes(result)
 
 
 def test_the_sglang_recipe_launches_with_the_trained_window(drafter, capsys):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
+import helpers  # noqa: E402
 from eagle3_checks.acceptance import evaluate, expect_of, load_head, readings, samples  # noqa: E402
 from eagle3_checks.acceptance.evaluate import Figures  # noqa: E402
 from eagle3_checks.acceptance.resolve import AL, ALPHA, CONFIRMED, CONTRADICTED, UNDECIDED, measure  # noqa: E402
@@ -38,12 +40,11 @@ def figures(world: Path, drafter: Path, target: bool = True, steps: int = K, eng
     return evaluate(ckpt, named, samples(world / "test", expect), steps, target=head)
 
 
-def gate(world: Path, drafter: Path, **options):
+def gate_world(world: Path, drafter: Path, **options):
     return run(drafter, data=str(world / "test"), target=str(world / "target"), **options)
 
 
-def codes(result) -> set[str]:
-    return {f.code for f in result.findings() if f.failing}
+codes = partial(helpers.codes, failing=True)  # what fails the gate
 
 
 def copy(world: Path, name: str, tmp_path: Path, edit_config=None, edit_tensors=None) -> Path:
@@ -136,7 +137,7 @@ def test_each_mis_conversion_lowers_acceptance_and_the_gate_names_it(trained_wor
     got = figures(trained_world, mutant).readings[0]
     assert got.acceptance_length < base.acceptance_length - 0.03 and got.alpha < base.alpha - 0.02, \
         (mutation, got.record(), base.record())
-    assert code in codes(gate(trained_world, mutant)), mutation
+    assert code in codes(gate_world(trained_world, mutant)), mutation
 
 
 def test_an_absolute_id_d2t_is_a_finding_and_the_trainer_reading_still_runs(trained_world, tmp_path, capsys):
@@ -163,7 +164,7 @@ def test_an_absolute_id_d2t_is_a_finding_and_the_trainer_reading_still_runs(trai
     main(["accept", str(mutant), "--data", str(trained_world / "test"), "--engine", "vllm@0.33.0"])
     text = capsys.readouterr().out
     assert f"unservable: {got.readings[1].problem}" in text
-    gated = gate(trained_world, mutant)
+    gated = gate_world(trained_world, mutant)
     assert {"vocab.t2d/absolute-ids", "acceptance.engine-drop/unservable"} <= codes(gated)
     from eagle3_checks.reports.sarif import to_sarif
 
@@ -182,7 +183,7 @@ def test_a_lost_head_dim_is_named_and_no_reading_computes_what_was_trained(train
         del cfg["transformer_layer_config"]["head_dim"]
 
     mutant = copy(trained_world, "trained", tmp_path, edit)
-    assert {"config.head-dim/missing", "engine.loads/narrowed"} <= codes(gate(trained_world, mutant))
+    assert {"config.head-dim/missing", "engine.loads/narrowed"} <= codes(gate_world(trained_world, mutant))
     code = main(["accept", str(mutant), "--data", str(trained_world / "test")])
     assert code == 2 and "cannot compute this drafter" in capsys.readouterr().err
 
@@ -196,7 +197,7 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
         del cfg["norm_before_residual"]
 
     drafter = copy(trained_world, "trained", tmp_path, edit)
-    before = gate(trained_world, drafter)
+    before = gate_world(trained_world, drafter)
     assert "acceptance.engine-drop/drop" in codes(before)
     drop = next(f for f in before.findings() if f.code == "acceptance.engine-drop/drop")
     assert "norm_before_residual" in drop.message
@@ -206,7 +207,7 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
     capsys.readouterr()
     assert main(["fix", str(drafter), str(fixed), "--data", str(trained_world / "test"),
                  "--target", str(trained_world / "target")]) == 0, capsys.readouterr()
-    after = gate(trained_world, fixed)
+    after = gate_world(trained_world, fixed)
     assert not codes(after), codes(after)
     result = figures(trained_world, fixed, engines=("vllm@0.34.0",))
     assert result.readings[1].acceptance_length == pytest.approx(served[0].acceptance_length, abs=1e-9)
@@ -295,7 +296,7 @@ def test_the_resolver_is_undecided_on_an_untrained_drafter(trained_world):
 
 def test_fix_applies_the_rope_base_the_weights_were_trained_with(trained_world, tmp_path, capsys):
     drafter = trained_world / "drafters" / "trained-rope10k"
-    before = gate(trained_world, drafter)
+    before = gate_world(trained_world, drafter)
     assert "acceptance.trained-with/rope-theta" in codes(before)
     finding = next(f for f in before.findings() if f.code == "acceptance.trained-with/rope-theta")
     assert finding.patch and all(op["value"] == 10000.0 for op in finding.patch)
@@ -307,7 +308,7 @@ def test_fix_applies_the_rope_base_the_weights_were_trained_with(trained_world, 
     fixed = tmp_path / "fixed"
     assert main(["fix", str(drafter), str(fixed), "--data", str(trained_world / "test"),
                  "--target", str(trained_world / "target")]) == 0
-    assert not codes(gate(trained_world, fixed))
+    assert not codes(gate_world(trained_world, fixed))
     source = json.loads((drafter / "config.json").read_text())
     assert source["transformer_layer_config"]["rope_theta"] == 1e6
     written = json.loads((fixed / "config.json").read_text())

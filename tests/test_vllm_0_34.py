@@ -15,7 +15,7 @@ from eagle3_checks.defects import Draft
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
 from eagle3_checks.engines.vllm_0_33 import SPECULATIVE_FIELDS_0_33, SPECULATIVE_FIELDS_0_34
-from helpers import run
+from helpers import codes, run
 
 OLD, NEW = "vllm@0.33.0", "vllm@0.34.0"
 RECIPES = Path(__file__).parent / "conformance" / "recipes"
@@ -35,8 +35,6 @@ def loads(result, spec: str) -> str:
     return next(r.status for r in result.results if r.check.id == "engine.loads" and r.engine == spec)
 
 
-def codes(result, spec: str | None = None) -> set[str]:
-    return {f.code for r in result.results if spec is None or r.engine in (None, spec) for f in r.findings}
 
 
 def launch_file(tmp_path: Path, **spec) -> str:
@@ -61,7 +59,7 @@ def test_a_peagle_drafter_loads_on_0_33_with_parallel_drafting_and_is_refused_by
     parallel = launch_file(tmp_path, parallel_drafting=True)
     both = run(path, level="header", engine=f"{OLD},{NEW}", launch=[parallel])
     assert loads(both, OLD) == "passed" and loads(both, NEW) == "failed"
-    assert "engine.loads/refused" in codes(both, NEW) and "engine.loads/refused" not in codes(both, OLD)
+    assert "engine.loads/refused" in codes(both, engine=NEW) and "engine.loads/refused" not in codes(both, engine=OLD)
     refused = next(f for r in both.results if r.engine == NEW and r.check.id == "engine.loads" for f in r.findings)
     assert "P-EAGLE (parallel drafting EAGLE-3) is not supported" in refused.message
     # the P-EAGLE kind is a speculators drafter: its config and its mask_hidden are what they should be
@@ -70,7 +68,7 @@ def test_a_peagle_drafter_loads_on_0_33_with_parallel_drafting_and_is_refused_by
 
 def test_on_0_33_a_peagle_drafter_launched_without_parallel_drafting_skips_its_mask_hidden(tmp_path):
     result = run(peagle(tmp_path), level="header", engine=OLD)
-    assert loads(result, OLD) == "failed" and "engine.loads/ignored-unknown" in codes(result, OLD)
+    assert loads(result, OLD) == "failed" and "engine.loads/ignored-unknown" in codes(result, engine=OLD)
     r = engines.read(open_checkpoint(peagle(tmp_path / "b")), OLD)
     assert "mask_hidden" in r.ignored and r.kind == "peagle" and r.norm_before_residual is False
 
