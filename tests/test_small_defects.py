@@ -207,3 +207,23 @@ def test_converts_refusal_names_the_counting_it_rests_on(drafter, tmp_path, caps
     assert main(["convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--target-config", str(target)]) == 1
     said = "".join(capsys.readouterr())
     assert "no ids make sglang@0.5.23 capture the trained layers [0, 2, 4]" in said and "--aux-convention" in said, said
+
+
+def test_the_low_coverage_wording_says_what_was_measured_and_names_no_cause_it_has_no_evidence_for():
+    """A wording test (issue 42): on a recording whose d2t came from the same distribution (89.1% on 96-token
+    continuations) the warning named "a d2t built from another distribution" as the cause. It says what it measured
+    (with its interval) and what could explain it, each as a possibility; above the threshold it says nothing."""
+    from types import SimpleNamespace
+
+    from eagle3_checks.acceptance.evaluate import Result
+
+    def result(coverage):
+        reading = SimpleNamespace(coverage=coverage, interval=lambda name: SimpleNamespace(
+            shown=lambda: f"{100 * coverage:.1f}% [88.0%, 90.2%]"))
+        return SimpleNamespace(readings=[reading])
+
+    said = Result.low_coverage(result(0.891))
+    assert said.startswith("the draft vocabulary expresses 89.1% of the data's labels (89.1% [88.0%, 90.2%])")
+    assert "Measured, not explained" in said and "could each do it" in said
+    assert "a d2t built from another distribution" in said and "a draft vocabulary smaller than" in said
+    assert Result.low_coverage(result(0.95)) is None
