@@ -130,31 +130,38 @@ def _manifest(out: Path) -> str:
 def _reusable(out: Path, done: Path) -> bool:
     """Under the build's lock: whether a finished build may be used as it is (its files as the build left them).
     One that was changed is removed, with its markers, so that the caller builds it again."""
-    import shutil
     import time
 
     if not done.exists():
         return False
     stated = done.read_text().strip()
     now = _manifest(out)
-    if stated in ("", "built"):  # the first use after the build: record what it left
+    if not stated:  # the world's first use after its build (the build only touches the marker): what it left
         done.write_text(now + "\n")
     elif stated != now:
-        shutil.rmtree(out, ignore_errors=True)
-        done.unlink()
+        _remove_build(out)
         return False
     os.utime(done)
     cutoff = time.time() - KEEP_DAYS * 86400
     for old in out.parent.glob("peer-*.done"):  # builds of other keys, unused for long: gone
         if old != done and old.stat().st_mtime < cutoff:
-            shutil.rmtree(old.with_suffix(""), ignore_errors=True)
-            old.unlink(missing_ok=True)
+            _remove_build(old.with_suffix(""))
     return True
 
 
+def _remove_build(out: Path) -> None:
+    """A build and its markers (but its lock, which the caller may hold): the next session, or this one, builds
+    it again."""
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    for marker in (".done", ".started", ".failed", ".log"):
+        Path(f"{out}{marker}").unlink(missing_ok=True)
+
+
 def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
-    """The peer's drafters, built once per test session: under pytest-xdist the workers share one build (the first
-    to take the lock builds it into the session's common temporary folder, the others wait and read it)."""
+    """The peer's drafters, built once and kept (:func:`_peer_root`): under pytest-xdist the workers share one build
+    (the first to take the lock builds it, the others wait and read it)."""
     import fcntl
 
     if importlib.util.find_spec(package) is None:
@@ -167,7 +174,7 @@ def _build_peer(tmp_path_factory, package: str, script: str) -> Path:
             proc = subprocess.run([sys.executable, str(PEERS / script), str(out)], capture_output=True, text=True,
                                   env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
             assert proc.returncode == 0, proc.stderr[-4000:]
-            done.write_text("built\n")
+            done.write_text(_manifest(out) + "\n")  # what the build left, before any test reads it
     return out
 
 
