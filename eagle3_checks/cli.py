@@ -300,11 +300,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", required=True, metavar="NAME[@VERSION]",
                    help=f"the release to launch: {', '.join(dict.fromkeys(p.name for p in PROFILES if p.launch))} "
                    "(NAME@VERSION: see eagle3-checks list --engines)")
-    p.add_argument("--target-config", metavar="PATH", help="the verifier's config.json (as for check)")
-    p.add_argument("--target", metavar="DIR|hf://ORG/NAME", help="the target checkpoint (as for check; also named in "
-                   "the commands)")
-    p.add_argument("--aux-convention", choices=AUX_CONVENTIONS,
-                   help="how the drafter's trainer counted aux-layer ids (default: inferred from the checkpoint)")
     _table_options(p, "recipe")
     p.add_argument("--num-speculative-tokens", type=int, default=3, metavar="K", help="draft tokens per step "
                    "(default 3)")
@@ -628,8 +623,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
 def cmd_recipe(args: argparse.Namespace) -> int:
     from .recipe import recipe
 
-    options = parse_options(target_config=args.target_config, target=args.target, revision=args.revision,
-                            aux_convention=args.aux_convention, tp=args.tp, pp=args.pp, reference="none")
+    options = options_from({**_gate_values(args), "reference": "none"})
     done = recipe(open_any(args.ckpt, revision=args.revision), args.ckpt, args.engine, options,
                   args.num_speculative_tokens)
     if args.format == "json":

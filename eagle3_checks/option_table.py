@@ -50,10 +50,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("reference", "reference to diff against (default auto: the shipped spec of the same shape family)",
            metavar="auto|NAME|SPEC.json|CKPT_DIR|hf://ORG/NAME|none", default="auto"),
     Option("target-config", "the verifier's config.json (or its directory, or hf://ORG/NAME)", metavar="PATH",
-           path=True),
+           path=True, commands=(*GATE, "recipe")),
     Option("target", "the verifier's checkpoint: its config.json (unless --target-config), and its embed_tokens, read "
            "lazily, for the later draft steps of a drafter that ships none (as engines do)",
-           metavar="DIR|hf://ORG/NAME", path=True),
+           metavar="DIR|hf://ORG/NAME", path=True, commands=(*GATE, "recipe")),
     Option("revision", "the branch, tag or commit of a Hugging Face cache folder (models--ORG--NAME) or of an "
            "hf://ORG/NAME without @REV (default main)", metavar="REV",
            commands=(*GATE, "forward", "convert", "recipe", "inspect", "spec", "diff")),
@@ -77,7 +77,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("source", "the checkpoint this one was converted from: the forward level compares the two",
            metavar="SRC", path=True),
     Option("aux-convention", "how the drafter's trainer counted aux-layer ids: {aux_conventions} (default: from who "
-           "trained it, when the evidence says)", choices="aux_conventions"),
+           "trained it, when the evidence says)", choices="aux_conventions", commands=(*GATE, "recipe")),
     Option("trainer", "who trained the drafter, when the checkpoint does not say: speculators or specforge, with the "
            "release (default: from the evidence the checkpoint and --source show)", metavar="NAME[@VERSION]"),
     Option("max-model-len", "the context length the drafter will be served with", metavar="N", type="int"),
