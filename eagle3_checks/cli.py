@@ -32,6 +32,7 @@ from .gate import (
     all_checks,
     gate,
     gate_checkpoint,
+    judge_measured,
     load_target,
     load_target_checkpoint,
     options_from,
@@ -214,7 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="where the readings run: auto (default) a GPU when torch sees one, else the CPU; the figures "
                    "agree to float rounding")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (the figures), json (the figures and the findings), and as check: markdown, github, "
+                   "sarif (the acceptance level's findings)")
 
     p = sub.add_parser("served", help="set a running server's speculative-decoding counters beside each reading's "
                        "prediction on recorded states, and say which reading the server's behaviour fits")
@@ -794,12 +797,17 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
 def cmd_accept(args: argparse.Namespace) -> int:
     from .acceptance import AcceptanceError, DataError, LossMasks, expect_of, load_head, readings, render_text, samples
-    from .acceptance.report import accept_findings, render_answers
+    from .acceptance.report import render_answers
     from .acceptance.resolve import measure
+    from .checks.acceptance import evaluation
 
     if not 1 <= args.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be between 1 and {MAX_STEPS}, not {args.steps}")
-    acceptance_thresholds(args.max_drop, args.min_acceptance, args.steps)
+    drop, minimum = acceptance_thresholds(args.max_drop, args.min_acceptance, args.steps)
+    # the gate's options of this run: its findings are the acceptance level's, judged as `check` judges them
+    options = dataclasses.replace(options_from(
+        {**_gate_values(args), "min_acceptance": None, "engine": args.engine, "engine_python": args.engine_python,
+         "data": args.data, "launch": args.launch}), max_drop=drop, min_acceptance=minimum)
     engine, judged_live = _installed(args.engine, args.engine_python)
     resolved = resolve(engine)
     target_config = Path(args.target_config or Path(args.target or "") / "config.json")
@@ -816,7 +824,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
                          f"{ckpt.problems[0].message}); gate it first")
     try:
         left_out: list[str] = []
-        launched = parse_options(launch=args.launch).launch_for
+        launched = options.launch_for
         named = readings(ckpt, resolved.specs, resolved.optional, left_out, launch=launched)
         for why in left_out:
             print(f"eagle3-checks: note: {why}", file=sys.stderr)
@@ -825,6 +833,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
         embedding = load_target_checkpoint(args.target)[1] if args.target else None
         masks = LossMasks(Path(args.loss_mask), args.loss_mask_start) if args.loss_mask else None
         own: dict[str, list] = {}
+        said: dict[str, str] = {}
         listed: list | None = None
         if judged_live:  # each installed engine's own code on every sample, beside its modelled reading
             listed = list(samples(Path(args.data), expect, masks))
@@ -844,21 +853,24 @@ def cmd_accept(args: argparse.Namespace) -> int:
                                 embedding=embedding, own=own, launch=launched)
     except (AcceptanceError, DataError) as exc:
         raise UsageError(str(exc)) from None
-    result.max_drop, result.min_acceptance = args.max_drop, args.min_acceptance
-    findings = accept_findings(result, found)
-    if args.format == "json":
+    result.max_drop, result.min_acceptance = drop, minimum
+    judged = judge_measured(ckpt, options, evaluation(named, result, found, said), embedding)
+    if args.format == "text":
+        _write(render_text(result) + render_answers(found))
+    elif args.format == "json":
         record = result.extended()
         if args.resolve:
             record["trained_with"] = [a.record() for a in found]
-        record["findings"] = findings
+        order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+        record["findings"] = [f.to_dict() for f in sorted(judged.findings(), key=lambda f: order[f.severity])]
         _write(json.dumps(record, indent=2) + "\n")
         for why in result.warnings():
             print(f"eagle3-checks: warning: {why}", file=sys.stderr)
         if result.skipped:
             print(f"eagle3-checks: note: {result.skipped} positions skipped for non-finite states", file=sys.stderr)
-    else:
-        _write(render_text(result) + render_answers(found))
-    return 1 if any(f["severity"] == "error" for f in findings) else 0
+    else:  # sarif, github, markdown: the gate's own reports of the acceptance level's findings
+        _write(RENDERERS[args.format]([judged]))
+    return judged.exit_code
 
 
 def cmd_served(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import checks as _builtin_checks  # noqa: F401  (importing the package registers the built-in checks)
 from .basis import ASSUMED, BASES, KNOWN, MEASURED, READ, RECORDED
+from .checks.acceptance import measured as seed_measured
 from .drafter.checkpoint import Checkpoint, open_any
 from .drafter.config_values import TargetConfig
 from .drafter.spec import Spec, resolve_reference
@@ -601,6 +602,24 @@ def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference:
         results.append(_waivers_result(options, results, used))
     ref_name = reference.name if reference is not None else None
     return GateResult(ckpt, options, results, ref_name, reference_note, identity)
+
+
+# What `accept` runs beside the acceptance level: the vocabulary checks, which say why a reading cannot serve the
+# drafter's d2t (absolute ids) where the acceptance level only says that it cannot
+ACCEPT_ALSO = ("vocab.d2t", "vocab.t2d")
+
+
+def judge_measured(ckpt: Checkpoint, options: GateOptions, measured: dict[str, Any],
+                   target_embedding: TargetEmbedding | None = None) -> GateResult:
+    """``accept``'s findings: the acceptance level's checks (and :data:`ACCEPT_ALSO`) run by :func:`run_check` on
+    figures already measured (``checks.acceptance.evaluation``), so that `accept` and `check` state one finding
+    alike, with its code, basis and cause, rendered by the same reports and exiting by the same rule."""
+    ctx = seed_measured(Context(ckpt, None, "", None, options, None, target_embedding=target_embedding), measured)
+    identity = identify(ckpt, None, options.trainer)
+    ctx.cache["identity"] = identity
+    results = [run_check(c, dataclasses.replace(ctx, engine=engine), options.waivers) for c in all_checks()
+               if c.level == "acceptance" or c.id in ACCEPT_ALSO for engine in c.engines(options)]
+    return GateResult(ckpt, options, results, None, "", identity)
 
 
 def _judge_waivers(ctx: Context) -> Iterable[Finding]:  # pragma: no cover  (the gate builds this result itself)

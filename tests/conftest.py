@@ -288,11 +288,10 @@ def trained_world(tmp_path_factory) -> Path:
 
 
 # ----- every declared finding code is produced by a test ------------------------------------------------------------
-# The gate stamps each finding's code where it runs a check (gate.run_check, and gate.finding_code for the waivers'
-# own findings), and `accept` where it states its findings (acceptance.report._finding); wrapped here, every code a
-# test makes the gate produce is recorded. Each xdist worker writes its codes beside the others; when the whole suite
-# has run (no -k, -m, --lf or chosen paths), the session fails on any declared code (gate.all_codes) no test produced,
-# and lists them.
+# The gate stamps each finding's code where it runs a check (gate.run_check, which `accept` runs too, and
+# gate.finding_code for the waivers' own findings); wrapped here, every code a test makes the gate produce is recorded.
+# Each xdist worker writes its codes beside the others; when the whole suite has run (no -k, -m, --lf or chosen
+# paths), the session fails on any declared code (gate.all_codes) no test produced, and lists them.
 PRODUCED: set[str] = set()
 
 
@@ -315,15 +314,6 @@ def _track_codes() -> None:
     from eagle3_checks import defects  # runs checks itself (the catalogue's examples)
 
     defects.run_check = run_check
-    from eagle3_checks.acceptance import report  # `accept` states its findings with the gate's codes itself
-
-    stated = report._finding
-
-    def accept_finding(code, *args, **kwargs):
-        PRODUCED.add(code)
-        return stated(code, *args, **kwargs)
-
-    report._finding = accept_finding
 
 
 _track_codes()

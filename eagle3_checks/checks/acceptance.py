@@ -10,6 +10,7 @@ tokens are the labels.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,24 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
     except (AcceptanceError, DataError) as exc:
         raise NotApplicable(f"--data {options.data}: {exc}") from None
     result.max_drop, result.min_acceptance = options.max_drop, options.min_acceptance
+    return evaluation(named, result, answers, said)
+
+
+def evaluation(named: list[tuple[str, Any]], result: Any, answers: list, said: dict[str, str]) -> dict[str, Any]:
+    """What the acceptance level's checks judge, from figures measured (``acceptance.measure`` over ``named``, the
+    readings in its order): the result without the engines' own-code figures (they stand in for their release's
+    reading, ``served`` maps each name to its figures), the resolver's answers, and who computed what."""
     served = {name: fig for (name, _), fig in zip(named, result.readings, strict=False)}
-    result.readings = [f for f in result.readings if not f.reading.endswith(OWN)] if own else result.readings
-    return {"result": result, "served": served, "answers": answers, "trained": trained, "said": said}
+    own = [f for f in result.readings if f.reading.endswith(OWN)]
+    judged = dataclasses.replace(result, readings=[f for f in result.readings if f not in own]) if own else result
+    return {"result": judged, "served": served, "answers": answers, "trained": named[0][1], "said": said}
+
+
+def measured(ctx: Context, got: dict[str, Any]) -> Context:
+    """``ctx`` with figures already measured (:func:`evaluation`): the acceptance level's checks judge them instead of
+    measuring again (``accept`` measures with its own draft steps and device, and runs the checks through the gate)."""
+    ctx.cache[_KEY] = got
+    return ctx
 
 
 OWN = ", own code"  # the figures of an engine's own compute are named SPEC + OWN
@@ -197,7 +213,7 @@ def figures(ctx: Context) -> Iterable[Any]:
         yield error(
             nothing, file=ctx.options.data, expected=f"acceptance length above 1 + {NOTHING:g}", found=_figures(base),
             code="accepts-nothing", basis=MEASURED,
-            why=f"each verify step of {ACCEPT_STEPS} drafts yields only the target's own token: speculative decoding "
+            why=f"each verify step of {base.steps} drafts yields only the target's own token: speculative decoding "
             "costs the drafter's time and gains nothing",
             fix="check that the weights are the trained run's, that d2t maps the draft vocabulary the drafter was "
             "trained with and that the data comes from the target the drafter was trained for; then retrain or "
@@ -209,7 +225,7 @@ def figures(ctx: Context) -> Iterable[Any]:
             f"below the minimum {minimum:g}",
             file=ctx.options.data, expected=f"acceptance length >= {minimum:g} (--min-acceptance)",
             found=_figures(base), code="below-minimum", basis=MEASURED,
-            why=f"each verify step of {ACCEPT_STEPS} drafts would yield {base.acceptance_length:.2f} tokens: "
+            why=f"each verify step of {base.steps} drafts would yield {base.acceptance_length:.2f} tokens: "
             "speculative decoding gains little or costs time",
             fix="check that the weights are the trained run's and that the data comes from the target the drafter "
             "was trained for; then retrain or re-export")
@@ -278,7 +294,7 @@ def engine_drop(ctx: Context) -> Iterable[Any]:
             cause=config_cause(fig.fields[0]) if len(fig.fields) == 1 else None,
             file=ctx.options.data, expected=f"at most {100 * ctx.options.max_drop:g}% below "
             f"{base.acceptance_length:.3f} (--max-drop)", found=_figures(fig), code="drop", basis=MEASURED,
-            why=f"served by {spec}, each verify step of {ACCEPT_STEPS} drafts yields {fig.acceptance_length:.2f} "
+            why=f"served by {spec}, each verify step of {base.steps} drafts yields {fig.acceptance_length:.2f} "
             f"tokens instead of {base.acceptance_length:.2f}",
             fix="make config.json state what the trainer computed: forward.equivalence and engine.semantics give "
             "the field and its patch (eagle3-checks fix applies them)")
