@@ -112,13 +112,16 @@ class Weights:
         self.ckpt, self.device = ckpt, device or default_device()
         self._maps: dict[str, np.ndarray] = {}
         self._buf: Any = None  # float32 workspace for blockwise upcasts (a torch tensor)
+        self._views: dict[str, Any] = {}  # name -> its zero-copy view (made once: every step of every reading uses it)
         self.cuts: dict[str, tuple[int, ...]] = {}  # on-disk name -> the leading part a reading's loader keeps
 
     def raw(self, name: str):
-        e = self.ckpt.tensors[name]
-        if self.ckpt.ends_past_file(e):
-            raise ForwardError(f"{e.file}: {name} runs past the end of the file (truncated)")
-        t = view(e, self._maps)
+        t = self._views.get(name)
+        if t is None:
+            e = self.ckpt.tensors[name]
+            if self.ckpt.ends_past_file(e):
+                raise ForwardError(f"{e.file}: {name} runs past the end of the file (truncated)")
+            t = self._views[name] = view(e, self._maps)
         cut = self.cuts.get(name)
         return t if cut is None else t[tuple(slice(0, n) for n in cut)]
 

@@ -15,6 +15,7 @@ from ..drafter.families import LLAMA, MLA
 from ..drafter.families.mla import yarn_softmax_scale
 from .mla_attention import mla_qkv
 from .ops import KVCache, attention, linear, rms_norm, rope
+from .ops import rope_tables as cos_sin
 
 
 def window_of(reading: Any, p: str) -> tuple[int, str] | None:
@@ -42,7 +43,8 @@ def llama_attention(x: Any, p: str, reading: Any, weights: Any, positions: Any, 
         q = rms_norm(q, W(p + "self_attn.q_norm.weight"), eps)
         k = rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
     freqs, scale = rope_tables
-    q, k = rope(q, positions, freqs, scale), rope(k, positions, freqs, scale)
+    tables = cos_sin(positions, freqs, scale, q.device)
+    q, k = rope(q, positions, freqs, scale, tables), rope(k, positions, freqs, scale, tables)
     out = attention(q, k, v, cache, step, positions=positions, window=window_of(reading, p))
     return out.transpose(0, 1).reshape(t, nh * hd)
 

@@ -15,13 +15,21 @@ def rms_norm(x, weight, eps: float):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
 
 
-def rope(x, positions, freqs, scale: float):
-    """Rotate-half RoPE on (heads, T, hd) at integer positions (T,)."""
+def rope_tables(positions, freqs, scale: float, device) -> tuple[Any, Any]:
+    """The (T, hd) cos and sin of rotate-half RoPE at integer positions (T,), scaled: made once per layer call, for
+    q and k alike."""
     import torch
 
-    angles = positions.to(x.device, torch.float32)[:, None] * freqs.to(x.device)[None, :]
+    angles = positions.to(device, torch.float32)[:, None] * freqs.to(device)[None, :]
     emb = torch.cat([angles, angles], dim=-1)
-    cos, sin = emb.cos() * scale, emb.sin() * scale
+    return emb.cos() * scale, emb.sin() * scale
+
+
+def rope(x, positions, freqs, scale: float, tables: tuple[Any, Any] | None = None):
+    """Rotate-half RoPE on (heads, T, hd) at integer positions (T,) (``tables``: :func:`rope_tables` of them)."""
+    import torch
+
+    cos, sin = tables or rope_tables(positions, freqs, scale, x.device)
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rotated * sin
