@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -136,3 +137,37 @@ def test_the_docs_layer_map_states_the_contracts_order():
     items = re.findall(r"^\d+\. (.*?):", section, re.M)
     stated = [set(re.findall(r"`([a-z_]+)`", item)) for item in items]
     assert stated == _contract_layers()
+
+
+# What the forward pass computes with has its own type there: a field renamed in engines.reading.Reading, or a
+# checkpoint's or an embedding table's attribute, fails mypy (the strict override of eagle3_checks.numerics in
+# pyproject.toml), not a run. A torch tensor is numerics.ops.Tensor (torch is optional where the types are checked).
+TYPED = {"reading", "ckpt", "checkpoint", "target", "trained", "weights", "embedding", "target_embedding", "inputs"}
+
+
+def _annotations(path: pathlib.Path) -> list[tuple[str, int, str, str]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        args = (node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else [])
+        named = [(a.arg, a.annotation, a.lineno) for a in args]
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            named.append((node.target.id, node.annotation, node.lineno))
+        out += [(path.name, line, name, ast.unparse(ann) if ann is not None else "")
+                for name, ann, line in named if name in TYPED]
+    return out
+
+
+def test_the_forward_pass_names_the_type_of_what_it_computes_with():
+    found = [a for p in sorted((PACKAGE / "numerics").glob("*.py")) for a in _annotations(p)]
+    wrong = [a for a in found if not a[3] or "Any" in re.findall(r"\w+", a[3])]
+    assert len(found) >= 20 and not wrong, wrong
+
+
+def test_an_untyped_reading_in_the_forward_pass_is_caught(tmp_path):
+    """What the check above reads of a reading typed Any, or left untyped, as the code had it before."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from typing import Any\n\ndef run(reading: Any, weights, inputs: dict[str, Any]) -> None:\n"
+                   "    pass\n")
+    assert [(name, ann) for _, _, name, ann in _annotations(bad)] == [("reading", "Any"), ("weights", ""),
+                                                                      ("inputs", "dict[str, Any]")]

@@ -245,6 +245,7 @@ class Profile:
                        target.num_layers)
 
 
+@functools.lru_cache(maxsize=1024)  # asked for every release of every reading of every gate run
 def version_key(version: str) -> tuple[int, ...]:
     """'0.5.23' -> (0, 5, 23); anything after the numeric part (rc1, +cu128) is dropped."""
     out = []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +34,15 @@ from ..storage.safetensors import DTYPES
 from ..storage.target_weights import EmbeddingError
 from . import ATOL, RTOL
 from .family_attention import ATTENTION
-from .ops import KVCache, linear, rms_norm
+from .ops import EmbeddingRows, KVCache, Tensor, linear, rms_norm, size
+from .ops import ForwardError as ForwardError  # raised by the pass: its callers import it from here
 
 if TYPE_CHECKING:  # numpy with torch, inside the forward pass: importing this module (the gate does) costs neither
     import numpy as np
+
+    from ..drafter.checkpoint import Checkpoint
+    from ..engines.reading import Reading
+    from ..storage.safetensors import TensorEntry
 
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
@@ -48,17 +54,13 @@ def default_device() -> str:
     return os.environ.get("EAGLE3_CHECKS_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-class ForwardError(Exception):
-    """The forward pass cannot run on these inputs (the message says why)."""
-
-
 # ----- weights -------------------------------------------------------------------------------------------------
 
 _BLOCK = 1 << 21  # elements per upcast block (8 MB of float32): small enough to stay in cache
 _TORCH_VIEW = {"BF16": ("<i2", "bfloat16"), "F8_E4M3": ("u1", "float8_e4m3fn"), "F8_E5M2": ("u1", "float8_e5m2")}
 
 
-def view(e: Any, maps: dict) -> Any:
+def view(e: TensorEntry, maps: dict[str, np.ndarray]) -> Tensor:
     """A safetensors entry as a zero-copy torch view of its file, memory-mapped once per file into ``maps``."""
     import numpy as np
 
@@ -69,7 +71,7 @@ def view(e: Any, maps: dict) -> Any:
     return as_tensor(maps[key][e.offset:e.offset + e.nbytes], e.dtype, e.shape)
 
 
-def as_tensor(buf: Any, dtype: str, shape: tuple[int, ...]) -> Any:
+def as_tensor(buf: np.ndarray, dtype: str, shape: tuple[int, ...]) -> Tensor:
     """A writable uint8 numpy buffer as a torch tensor of a safetensors ``dtype`` and ``shape`` (zero-copy)."""
     import numpy as np
     import torch
@@ -82,7 +84,7 @@ def as_tensor(buf: Any, dtype: str, shape: tuple[int, ...]) -> Any:
     return t.reshape(shape)
 
 
-def mm_blocks(x: Any, w: Any, device: str, buf: Any = None) -> tuple[Any, Any]:
+def mm_blocks(x: Tensor, w: Tensor, device: str, buf: Tensor = None) -> tuple[Tensor, Tensor]:
     """``x @ w.T`` in float32 and the workspace to reuse: a float32 weight on the CPU is used in place; any other
     dtype is upcast one block of rows at a time into ``buf``, so the full weight never exists in float32 and the
     block stays in cache while it is multiplied."""
@@ -108,14 +110,14 @@ def mm_blocks(x: Any, w: Any, device: str, buf: Any = None) -> tuple[Any, Any]:
 class Weights:
     """A checkpoint's tensors, each file memory-mapped once and handed out as zero-copy torch views."""
 
-    def __init__(self, ckpt: Any, device: str | None = None) -> None:
+    def __init__(self, ckpt: Checkpoint, device: str | None = None) -> None:
         self.ckpt, self.device = ckpt, device or default_device()
         self._maps: dict[str, np.ndarray] = {}
-        self._buf: Any = None  # float32 workspace for blockwise upcasts (a torch tensor)
-        self._views: dict[str, Any] = {}  # name -> its zero-copy view (made once: every step of every reading uses it)
+        self._buf: Tensor = None  # float32 workspace for blockwise upcasts
+        self._views: dict[str, Tensor] = {}  # name -> its zero-copy view, made once (every step of every reading)
         self.cuts: dict[str, tuple[int, ...]] = {}  # on-disk name -> the leading part a reading's loader keeps
 
-    def raw(self, name: str):
+    def raw(self, name: str) -> Tensor:
         t = self._views.get(name)
         if t is None:
             e = self.ckpt.tensors[name]
@@ -125,14 +127,14 @@ class Weights:
         cut = self.cuts.get(name)
         return t if cut is None else t[tuple(slice(0, n) for n in cut)]
 
-    def f32(self, name: str, rows: int | None = None):
+    def f32(self, name: str, rows: int | None = None) -> Tensor:
         """The tensor (or its first ``rows`` rows) upcast to float32 (a copy), on the device."""
         import torch
 
         t = self.raw(name)
         return (t if rows is None else t[:rows]).to(self.device, dtype=torch.float32)
 
-    def linear(self, x, name: str, bias_name: str | None = None, rows: int | None = None):
+    def linear(self, x: Tensor, name: str, bias_name: str | None = None, rows: int | None = None) -> Tensor:
         """``x @ W.T (+ b)`` in float32 for the tensor ``name`` (its first ``rows`` rows). A float32 weight is used
         in place; any other dtype is upcast one block of rows at a time into a reused buffer, so the full weight
         never exists in float32 and the block stays in cache while it is multiplied (:func:`mm_blocks`)."""
@@ -144,7 +146,7 @@ class Weights:
             out = out + self.f32(bias_name)
         return out
 
-    def rows(self, name: str, ids):
+    def rows(self, name: str, ids: Tensor) -> Tensor:
         """Rows of a (V, H) table, gathered before the upcast."""
         import torch
 
@@ -155,15 +157,15 @@ class Weights:
 
 @dataclass
 class Inputs:
-    aux_hidden_states: Any  # (T, A*Ht) float32
-    input_ids: Any  # (T,) int64
-    position_ids: Any  # (T,) int64
-    inputs_embeds: Any = None  # (T, H) float32, when the checkpoint has no embed_tokens
+    aux_hidden_states: Tensor  # (T, A*Ht) float32
+    input_ids: Tensor  # (T,) int64
+    position_ids: Tensor  # (T,) int64
+    inputs_embeds: Tensor = None  # (T, H) float32, when the checkpoint has no embed_tokens
     stand_in_seed: int | None = None  # embed later-step tokens with a seeded stand-in table (a side lacks embed_tokens)
-    later_tokens: list | None = None  # token ids (T,) for steps 1.. (teacher forcing); default: each step's argmax
+    later_tokens: list[Tensor] | None = None  # token ids (T,) for steps 1.. (teacher forcing); default: each argmax
     # the target's embed_tokens (eagle3_checks.storage.target_weights.TargetEmbedding: rows(ids) -> float32 rows), for a
     # checkpoint without its own: engines embed the drafted tokens (and the prompt) with the target's
-    target_embedding: Any = None
+    target_embedding: EmbeddingRows | None = None
 
 
 def random_inputs(width: int, hidden: int, vocab: int, tokens: int = 8, seed: int = 0,
@@ -180,7 +182,7 @@ def random_inputs(width: int, hidden: int, vocab: int, tokens: int = 8, seed: in
     )
 
 
-def _stand_in_rows(ids, hidden: int, seed: int):
+def _stand_in_rows(ids: Tensor, hidden: int, seed: int) -> Tensor:
     """A deterministic embedding for each token id: what later draft steps use when the checkpoint has no
     embed_tokens (engines would use the target's, which is not here). Identical for every reading."""
     import torch
@@ -191,17 +193,17 @@ def _stand_in_rows(ids, hidden: int, seed: int):
 
 # ----- the computation ---------------------------------------------------------------------------------------------
 
-def _act(name: str):
+def _act(name: str) -> Callable[[Tensor], Tensor]:
     import torch.nn.functional as F
 
-    table = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
+    table: dict[str, Callable[[Tensor], Tensor]] = {"silu": F.silu, "swish": F.silu, "gelu": F.gelu, "relu": F.relu,
              "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
     if name not in table:
         raise ForwardError(f"hidden_act {name!r} is not implemented by eagle3-checks' forward pass")
     return table[name]
 
 
-def inv_freq(head_dim: int, theta: float, scaling: dict | None):
+def inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> tuple[Tensor, float]:
     """RoPE inverse frequencies and attention factor, as transformers' rope init functions compute them."""
     import torch
 
@@ -259,8 +261,11 @@ def inv_freq(head_dim: int, theta: float, scaling: dict | None):
     return freqs.float(), float(mscale)
 
 
-def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, cache: KVCache, rope):
-    W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731  (one weight upcast at a time)
+def _layer(h: Tensor, e: Tensor, layer: int, positions: Tensor, step: int, reading: Reading, weights: Weights,
+           cache: KVCache, rope: tuple[Tensor, float]) -> Tensor:
+    def W(role: str) -> Tensor:  # one weight upcast at a time
+        return weights.f32(reading.tensors[role])
+
     p = f"layers.{layer}."
     eps = reading.rms_norm_eps
     if layer == 0:
@@ -280,7 +285,7 @@ def _layer(h, e, layer: int, positions, step: int, reading, weights: Weights, ca
     return h + linear(act(gate) * up, reading, weights, p + "mlp.down_proj.weight")
 
 
-def _target_rows(embedding: Any, ids, reading):
+def _target_rows(embedding: EmbeddingRows, ids: Tensor, reading: Reading) -> Tensor:
     """The target's embedding rows of ``ids`` as float32 torch rows; its width must be the drafter's hidden size."""
     import torch
 
@@ -294,7 +299,7 @@ def _target_rows(embedding: Any, ids, reading):
         raise ForwardError(str(exc)) from exc
 
 
-def _head_rows(inputs: Inputs, reading, dv: int):
+def _head_rows(inputs: Inputs, reading: Reading, dv: int) -> Tensor:
     """The first ``dv`` rows of the target's embedding, as a tied lm_head the worker replaced serves them."""
     import torch
 
@@ -304,14 +309,28 @@ def _head_rows(inputs: Inputs, reading, dv: int):
     return _target_rows(inputs.target_embedding, torch.arange(dv), reading)
 
 
-def torch_cat(parts):
+def _embed_drafted(tokens: Tensor, inputs: Inputs, reading: Reading, weights: Weights, hidden: int) -> Tensor:
+    """The embedding of the tokens drafted by one step, for the next: a seeded stand-in where the caller asks for one
+    (both sides of a comparison embed alike), the drafter's embed_tokens, or the target's."""
+    dev = weights.device
+    if inputs.stand_in_seed is not None:
+        return _stand_in_rows(tokens.tolist(), hidden, inputs.stand_in_seed).to(dev)
+    if "embed_tokens.weight" in reading.tensors:
+        return weights.rows(reading.tensors["embed_tokens.weight"], tokens)
+    if inputs.target_embedding is not None:
+        return _target_rows(inputs.target_embedding, tokens, reading).to(dev)
+    raise ForwardError("later draft steps embed the drafted tokens with embed_tokens, which this checkpoint does not "
+                       "carry (engines use the target's): give the target checkpoint (--target), or use one step")
+
+
+def torch_cat(parts: list[Tensor]) -> Tensor:
     import torch
 
     return torch.cat(parts, dim=-1)
 
 
-def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bool = False,
-        targets: Any = None, states: list | None = None) -> list:
+def run(reading: Reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bool = False,
+        targets: Tensor = None, states: list[Tensor] | None = None) -> list[Tensor]:
     """Target-vocabulary logits (T, V) for each draft step, as ``reading`` computes them. ``as_served``: a reading
     whose loader narrows tensors runs with them cut as it cuts them (what the engine silently serves). ``targets``:
     the target id of each draft id where the caller knows them otherwise than arange + d2t (the trainer's reading
@@ -327,11 +346,17 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
                                                             + ", ".join(reading.narrowed)))
     weights.cuts = dict(reading.narrowed_to) if as_served else {}
     dev = weights.device
+    hidden = size(reading, "hidden_size", reading.hidden_size)
+    dv = size(reading, "draft_vocab_size", reading.draft_vocab_size)
+    v = size(reading, "vocab_size", reading.vocab_size)
+    width = reading.num_aux * size(reading, "target_hidden_size", reading.target_hidden_size)
+
+    def W(role: str) -> Tensor:
+        return weights.f32(reading.tensors[role])
+
     with torch.no_grad():
-        W = lambda role: weights.f32(reading.tensors[role])  # noqa: E731
         eps = reading.rms_norm_eps
         g = inputs.aux_hidden_states.to(dev, torch.float32)
-        width = reading.num_aux * reading.target_hidden_size
         if g.shape[-1] != width:
             raise ForwardError(f"aux_hidden_states has width {g.shape[-1]}; {reading.engine} expects "
                                f"{reading.num_aux} x {reading.target_hidden_size} = {width}")
@@ -339,7 +364,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
             # no fc built (vLLM with eagle_config.use_aux_hidden_state false): combine_hidden_states hands the
             # state on as it is, before any input norm (vLLM 0.33.0 llama_eagle3.py:397-402), and the model asserts
             # that it is as wide as the embedding (:270-273)
-            if width != reading.hidden_size:
+            if width != hidden:
                 raise ForwardError(f"{reading.engine} builds no fc for this drafter and is fed {reading.num_aux} x "
                                    f"{reading.target_hidden_size} states where the model asserts {reading.hidden_size}")
             h = g
@@ -360,7 +385,6 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
             e = _target_rows(inputs.target_embedding, inputs.input_ids, reading).to(dev)
         else:
             raise ForwardError("the checkpoint has no embed_tokens: inputs_embeds are required")
-        dv, v = reading.draft_vocab_size, reading.vocab_size
         if targets is None:
             d2t = weights.raw(reading.tensors["d2t"]).to(dev, torch.int64) if "d2t" in reading.tensors \
                 else torch.zeros(dv, dtype=torch.int64, device=dev)
@@ -370,7 +394,8 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
         if targets.min() < 0 or targets.max() >= v:
             raise ForwardError(f"d2t maps draft ids outside the target vocabulary [0, {v})")
         # the Llama family's RoPE tables (an MLA reading carries its own rope in reading.mla)
-        rope = inv_freq(reading.head_dim, reading.rope_theta, reading.rope_scaling) if reading.mla is None else None
+        rope = (inv_freq(size(reading, "head_dim", reading.head_dim), reading.rope_theta, reading.rope_scaling)
+                if reading.mla is None else (None, 1.0))
         caches = [KVCache() for _ in range(reading.num_layers)]
         head_role = "embed_tokens.weight" if reading.lm_head_from_embed else "lm_head.weight"
         out = []
@@ -392,16 +417,7 @@ def run(reading, weights: Weights, inputs: Inputs, steps: int = 2, as_served: bo
                 states.append((normed if reading.feedback == "normed" else x).cpu())
             if step + 1 < steps:
                 tokens = logits.argmax(-1) if inputs.later_tokens is None else inputs.later_tokens[step].to(dev)
-                if inputs.stand_in_seed is not None:  # both sides of a comparison embed alike
-                    e = _stand_in_rows(tokens.tolist(), reading.hidden_size, inputs.stand_in_seed).to(dev)
-                elif has_embed:
-                    e = weights.rows(reading.tensors["embed_tokens.weight"], tokens)
-                elif inputs.target_embedding is not None:
-                    e = _target_rows(inputs.target_embedding, tokens, reading).to(dev)
-                else:
-                    raise ForwardError("later draft steps embed the drafted tokens with embed_tokens, which this "
-                                       "checkpoint does not carry (engines use the target's): give the target "
-                                       "checkpoint (--target), or use one step")
+                e = _embed_drafted(tokens, inputs, reading, weights, hidden)
                 h = normed if reading.feedback == "normed" else x
     return out
 
@@ -440,7 +456,7 @@ class StepDiff:
                 f"{self.max_rel:.3g}; top-1 agreement {self.top1_agree}/{self.rows}")
 
 
-def nonfinite(logits) -> str | None:
+def nonfinite(logits: Tensor) -> str | None:
     """Where a (T, V) logits tensor holds NaN or +inf, in words (None when it holds none). -inf is not counted: it
     is the mask outside the draft vocabulary. NaN compares unequal to everything, so without this test two all-NaN
     readings would 'agree' (no element exceeds the tolerance)."""
@@ -457,7 +473,8 @@ def nonfinite(logits) -> str | None:
             f"{first % logits.shape[1]})")
 
 
-def compare(actual, expected, step: int, names: tuple[str, str] = ("the candidate", "the reference")) -> StepDiff:
+def compare(actual: Tensor, expected: Tensor, step: int,
+            names: tuple[str, str] = ("the candidate", "the reference")) -> StepDiff:
     import torch
 
     bad = [f"{name}: {where}" for name, x in zip(names, (actual, expected), strict=True) if (where := nonfinite(x))]

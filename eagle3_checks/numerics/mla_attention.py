@@ -101,7 +101,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from ..drafter.families.mla import (
     ATTENTION_KEYS,
@@ -115,10 +114,10 @@ from ..drafter.families.mla import (
     yarn_param,
     yarn_softmax_scale,
 )
-from .ops import rms_norm
+from .ops import Tensor, rms_norm
 
 
-def rope_inv_freq(shape: MlaShape):
+def rope_inv_freq(shape: MlaShape) -> Tensor:
     """Inverse frequencies, float32 tensor (qk_rope_head_dim // 2,), computed in float32 as both engines do:
     ``1 / base^(2i/d)``, under yarn blended with ``1 / (factor * base^(2i/d))`` by DeepSeek's correction ramp."""
     import torch
@@ -143,7 +142,7 @@ def rope_inv_freq(shape: MlaShape):
     return (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
 
 
-def rope_tables(shape: MlaShape, positions):
+def rope_tables(shape: MlaShape, positions: Tensor) -> tuple[Tensor, Tensor]:
     """``(cos, sin)``, each float32 (T, qk_rope_head_dim // 2): one angle per rotary pair at each integer position,
     times :func:`rope_cos_sin_factor`."""
     import torch
@@ -153,7 +152,7 @@ def rope_tables(shape: MlaShape, positions):
     return angles.cos() * factor, angles.sin() * factor
 
 
-def apply_rope(x, cos, sin, interleave: bool):
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleave: bool) -> Tensor:
     """Rotate ``x`` (..., T, d) by the per-pair tables (T, d/2). ``interleave``: pairs (2i, 2i+1) (GPT-J, DeepSeek);
     else pairs (i, i + d/2) (rotate-half, neox). The result keeps ``x``'s layout."""
     import torch
@@ -166,7 +165,7 @@ def apply_rope(x, cos, sin, interleave: bool):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
-def check_attention_weights(weights: Mapping[str, Any], shape: MlaShape, hidden_size: int, in_dim: int,
+def check_attention_weights(weights: Mapping[str, Tensor], shape: MlaShape, hidden_size: int, in_dim: int,
                             prefix: str = "") -> None:
     """Raise :class:`ValueError` for the first weight that is missing or mis-shaped, naming ``prefix + key``, the
     expected and the found shape. Extra keys are not this function's business."""
@@ -178,45 +177,48 @@ def check_attention_weights(weights: Mapping[str, Any], shape: MlaShape, hidden_
             raise ValueError(f"{prefix}{key}: expected shape {expected}, found {found}")
 
 
-def _check_inputs(hidden, positions) -> None:
+def _check_inputs(hidden: Tensor, positions: Tensor) -> None:
     if hidden.dim() != 2:
         raise ValueError(f"MLA hidden states must be (T, in_dim), found shape {tuple(hidden.shape)}")
     if positions.dim() != 1 or positions.shape[0] != hidden.shape[0]:
         raise ValueError(f"MLA positions must be (T,) with T = {hidden.shape[0]}, found shape {tuple(positions.shape)}")
 
 
-def mla_qkv(hidden, weights: Mapping[str, Any], shape: MlaShape, positions):
+def mla_qkv(hidden: Tensor, weights: Mapping[str, Tensor], shape: MlaShape,
+            positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-head ``(q, k, v)`` for ``hidden`` (T, in_dim) at integer ``positions`` (T,): q and k float32
     (num_heads, T, qk_head_dim) laid out [nope | rope] with rope applied, v (num_heads, T, v_head_dim).
     Weights are read as given (any float dtype, upcast to float32); shapes are not checked here
     (:func:`mla_attention` does)."""
+    import torch
     import torch.nn.functional as F
 
     _check_inputs(hidden, positions)
     x = hidden.float()
     t, nh = x.shape[0], shape.num_heads
     eps = shape.rms_norm_eps if shape.latent_norm_eps is None else shape.latent_norm_eps
-    W = lambda key: weights[key].float()  # noqa: E731
+
+    def W(key: str) -> Tensor:
+        return weights[key].float()
+
     if shape.q_lora_rank is None:
         q = F.linear(x, W("q_proj.weight"))
     else:
         q = F.linear(rms_norm(F.linear(x, W("q_a_proj.weight")), W("q_a_layernorm.weight"), eps), W("q_b_proj.weight"))
     q = q.view(t, nh, shape.qk_head_dim).transpose(0, 1)
     kv_a = F.linear(x, W("kv_a_proj_with_mqa.weight"))
-    latent, k_rope = kv_a.split([shape.kv_lora_rank, shape.qk_rope_head_dim], dim=-1)
+    latent, k_rope = torch.split(kv_a, [shape.kv_lora_rank, shape.qk_rope_head_dim], dim=-1)
     kv = F.linear(rms_norm(latent, W("kv_a_layernorm.weight"), eps), W("kv_b_proj.weight"))
     kv = kv.view(t, nh, shape.qk_nope_head_dim + shape.v_head_dim).transpose(0, 1)
-    k_nope, v = kv.split([shape.qk_nope_head_dim, shape.v_head_dim], dim=-1)
+    k_nope, v = torch.split(kv, [shape.qk_nope_head_dim, shape.v_head_dim], dim=-1)
     cos, sin = rope_tables(shape, positions.to(x.device))
-    q_nope, q_rope = q.split([shape.qk_nope_head_dim, shape.qk_rope_head_dim], dim=-1)
+    q_nope, q_rope = torch.split(q, [shape.qk_nope_head_dim, shape.qk_rope_head_dim], dim=-1)
     q_rope = apply_rope(q_rope, cos, sin, shape.rope_interleave)
     k_rope = apply_rope(k_rope, cos, sin, shape.rope_interleave).unsqueeze(0).expand(nh, -1, -1)
-    import torch
-
     return torch.cat((q_nope, q_rope), dim=-1), torch.cat((k_nope, k_rope), dim=-1), v.contiguous()
 
 
-def causal_attention(q, k, v, scale: float):
+def causal_attention(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
     """softmax(q k^T * scale) v with row t seeing keys 0..t: q, k (nh, T, dk), v (nh, T, dv) -> (nh, T, dv)."""
     import torch
 
@@ -227,7 +229,7 @@ def causal_attention(q, k, v, scale: float):
     return probs @ v
 
 
-def mla_output(attn, weights: Mapping[str, Any]):
+def mla_output(attn: Tensor, weights: Mapping[str, Tensor]) -> Tensor:
     """``o_proj`` on per-head outputs (nh, T, v_head_dim), heads concatenated in order -> (T, hidden_size)."""
     import torch.nn.functional as F
 
@@ -235,8 +237,8 @@ def mla_output(attn, weights: Mapping[str, Any]):
     return F.linear(attn.transpose(0, 1).reshape(t, nh * dv), weights["o_proj.weight"].float())
 
 
-def mla_attention(hidden, weights: Mapping[str, Any], shape: MlaShape, positions, *,
-                  hidden_size: int | None = None, prefix: str = ""):
+def mla_attention(hidden: Tensor, weights: Mapping[str, Tensor], shape: MlaShape, positions: Tensor, *,
+                  hidden_size: int | None = None, prefix: str = "") -> Tensor:
     """Causal MLA self-attention over T tokens: ``hidden`` (T, in_dim) -> float32 (T, hidden_size).
 
     ``weights`` maps the keys of :data:`ATTENTION_KEYS` (relative to the layer's ``self_attn.``) to tensors;

@@ -5,17 +5,49 @@ attention over the drafter's KV-cache pattern. torch is imported inside each, as
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+if TYPE_CHECKING:  # the types only: torch is imported inside each function, where a pass runs
+    from ..engines.reading import Reading
+    from .draft_steps import Weights
+
+# A torch tensor. torch is imported only where a pass runs, and is not installed where the package's types are
+# checked (CI's lint step), so a tensor is typed by this name: what is not a tensor (a reading, a checkpoint, a
+# target) has its own type.
+Tensor: TypeAlias = Any
 
 
-def rms_norm(x, weight, eps: float):
+class EmbeddingRows(Protocol):
+    """An embedding table the forward pass reads rows of: the target's embed_tokens (storage.target_weights.
+    TargetEmbedding, read from its files), or a table an engine's own compute is given."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def rows(self, ids: list[int]) -> Any: ...  # numpy float32 (len(ids), hidden)
+
+
+class ForwardError(Exception):
+    """The forward pass cannot run on these inputs (the message says why)."""
+
+
+def size(reading: Reading, name: str, value: int | None) -> int:
+    """A size the forward pass needs (``value``, the reading's field ``name``): a reading that states none cannot be
+    computed (ForwardError, never a TypeError deep inside the pass)."""
+    if value is None:
+        raise ForwardError(f"{reading.engine} {reading.version} reads no {name} for this drafter: its forward pass "
+                           "cannot be computed")
+    return value
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     """RMSNorm in float32 (the weight upcast)."""
     import torch
 
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
 
 
-def rope_tables(positions, freqs, scale: float, device) -> tuple[Any, Any]:
+def rope_tables(positions: Tensor, freqs: Tensor, scale: float, device: Any) -> tuple[Tensor, Tensor]:
     """The (T, hd) cos and sin of rotate-half RoPE at integer positions (T,), scaled: made once per layer call, for
     q and k alike."""
     import torch
@@ -25,7 +57,8 @@ def rope_tables(positions, freqs, scale: float, device) -> tuple[Any, Any]:
     return emb.cos() * scale, emb.sin() * scale
 
 
-def rope(x, positions, freqs, scale: float, tables: tuple[Any, Any] | None = None):
+def rope(x: Tensor, positions: Tensor, freqs: Tensor, scale: float,
+         tables: tuple[Tensor, Tensor] | None = None) -> Tensor:
     """Rotate-half RoPE on (heads, T, hd) at integer positions (T,) (``tables``: :func:`rope_tables` of them)."""
     import torch
 
@@ -39,15 +72,15 @@ class KVCache:
     """The drafter's KV cache over draft steps: the context's keys and values (step 0), then each step's own."""
 
     def __init__(self) -> None:
-        self.k_ctx: Any = None  # torch tensors once the context is cached
-        self.v_ctx: Any = None
-        self.pos_ctx: Any = None  # the context's positions (T,), for a sliding window
-        self.k_own: list = []
-        self.v_own: list = []
+        self.k_ctx: Tensor = None  # torch tensors once the context is cached
+        self.v_ctx: Tensor = None
+        self.pos_ctx: Tensor = None  # the context's positions (T,), for a sliding window
+        self.k_own: list[Tensor] = []
+        self.v_own: list[Tensor] = []
 
 
-def attention(q, k, v, cache: KVCache, step: int, scale: float | None = None, positions=None,
-              window: tuple[int, str] | None = None):
+def attention(q: Tensor, k: Tensor, v: Tensor, cache: KVCache, step: int, scale: float | None = None,
+              positions: Tensor = None, window: tuple[int, str] | None = None) -> Tensor:
     """q (nh, T, hd), k/v (nkv, T, hd): row t attends to the context keys <= t (step 0) and its own drafts. ``scale``:
     the logits' scale (default 1/sqrt(hd); MLA: DeepSeek's yarn softmax scale); v may be narrower than q and k.
     ``window`` (W, where from) with ``positions`` (T,), this step's: a sliding window of W keys, the query included
@@ -81,6 +114,6 @@ def attention(q, k, v, cache: KVCache, step: int, scale: float | None = None, po
     return out
 
 
-def linear(x, reading, weights: Any, role: str):
+def linear(x: Tensor, reading: Reading, weights: Weights, role: str) -> Tensor:
     bias_role = role[: -len(".weight")] + ".bias"
     return weights.linear(x, reading.tensors[role], reading.tensors.get(bias_role))
