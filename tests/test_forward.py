@@ -558,3 +558,19 @@ def test_install_hints_work_where_the_project_is():
     installs from the checkout, and the forward one names torch's CPU index."""
     assert all("eagle3-checks[" not in hint and "pip install '.[" in hint for hint in INSTALL.values())
     assert "--index-url https://download.pytorch.org/whl/cpu" in INSTALL["forward"]
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "head_dim", "draft_vocab_size", "vocab_size", "target_hidden_size",
+                                   "num_heads"])
+def test_a_reading_without_a_size_the_pass_needs_cannot_be_computed(drafter, field):
+    """The pass reads each size from the reading; one the reading leaves None raises ForwardError naming it (it used
+    to be a TypeError deep in the pass, which the gate reports as a crashed check)."""
+    from eagle3_checks.numerics.draft_steps import ForwardError, Weights, random_inputs
+    from eagle3_checks.numerics.draft_steps import run as forward
+
+    ckpt = open_checkpoint(drafter("flat").write())
+    reading = engines.read(ckpt, "vllm")
+    inputs = random_inputs(reading.num_aux * reading.target_hidden_size, reading.hidden_size, reading.vocab_size)
+    assert len(forward(reading, Weights(ckpt, "cpu"), inputs, steps=1)) == 1  # as read, it computes
+    with pytest.raises(ForwardError, match=f"reads no {field} for this drafter"):
+        forward(replace(reading, **{field: None}), Weights(ckpt, "cpu"), inputs, steps=1)
