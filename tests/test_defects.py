@@ -4,7 +4,9 @@ findings say is held by the golden file tests/golden/defects.txt. Clean drafters
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,6 +20,7 @@ CASES = [pytest.param(defect, layout, id=f"{defect.name}-{layout}") for defect i
          for layout in defect.layouts]
 BY_ID = {c.id: c for c in all_checks()}
 DATA = Path(tempfile.mkdtemp(prefix="eagle3-example-data-"))  # the defects' recorded states, per worker
+atexit.register(shutil.rmtree, DATA, True)  # removed when the worker ends
 
 
 def runnable(code: str) -> bool:

@@ -9,7 +9,9 @@ tests/test_engine_compute.py (committed recordings) and conformance/test_live.py
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import sys
 import tempfile
 from functools import partial
@@ -83,6 +85,7 @@ def stand_in(mode: str) -> Path:
     """An interpreter path that answers as vLLM 0.33.0 and computes in ``mode`` (see SCRIPT)."""
     if mode not in _STAND_INS:
         folder = Path(tempfile.mkdtemp(prefix="eagle3-compute-stand-in-"))
+        atexit.register(shutil.rmtree, folder, True)  # the process's, removed when it ends
         script = folder / "python"
         script.write_text(SCRIPT.format(python=sys.executable, mode=mode, replayed=str(REPLAYED)))
         script.chmod(0o755)
