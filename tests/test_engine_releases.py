@@ -803,3 +803,55 @@ def test_the_engine_checks_read_the_target_as_served(drafter, tmp_path):
     found = result.result("engine.serving", "vllm@0.33.0").findings
     assert [f.code for f in found] == ["engine.serving/context-raised"], found
     assert "to max_model_len 8192 (raised from 4096 to the target's max_model_len 8192" in found[0].message
+
+
+# ----- a message names the release it judges ------------------------------------------------------------------------
+# A record holds for several releases (engines/record.py): its messages say {release}, never a literal, and a cited
+# file's line numbers name the release they were read in ({lines}). Read over the defect catalogue and launches that
+# reach the launch steps, every message of every release's reading names no other release of its own engine.
+SAYS = {"vllm": "vLLM", "sglang": "SGLang"}
+LAUNCHES = (None, {"speculative_config": {"not_a_field": 1}}, {"speculative_config": {"parallel_drafting": True}})
+
+
+def reading_text(r) -> list[str]:
+    parts = [*r.sources.values(), *r.refusals, *r.ignored.values(), *r.unused.values(), *r.unfilled.values(),
+             *r.narrowed.values(), *r.replaced.values(), r.not_modelled or "", r.class_refusal or ""]
+    return [p for p in parts if p]
+
+
+def named_releases(text: str, engine: str) -> set[str]:
+    """The releases of ``engine`` a message names as the one that does something ("SGLang 0.5.20 reads"): a range
+    ("vLLM 0.28.0 to 0.33.0") and a cited file's release ("0.5.23's llama.py:103") are other statements."""
+    import re
+
+    text = re.sub(rf"\b{SAYS[engine]} \d+\.\d+\.\d+ to \d+\.\d+\.\d+", "", text)
+    return set(re.findall(rf"\b{SAYS[engine]} (\d+\.\d+\.\d+)\b", text))
+
+
+def test_every_message_of_a_reading_names_the_release_it_judges(drafter):
+    from eagle3_checks.defects import CATALOGUE
+    from helpers import mla_drafter, write_defect
+
+    ckpts = [open_checkpoint(write_defect(drafter(layout), defect)) for defect in CATALOGUE
+             for layout in defect.layouts if defect.edit is not None or defect.after is not None]
+    ckpts.append(open_checkpoint(mla_drafter(drafter("flat")).write()))
+    wrong, said = [], 0
+    for name in SAYS:
+        for release, profile in engines.releases(name):
+            judged = profile.at(release.version, release.differs)
+            for ckpt in ckpts:
+                for launch in LAUNCHES:
+                    for text in reading_text(judged.read(ckpt, launch=launch)):
+                        named = named_releases(text, name)
+                        said += bool(named)
+                        if named - {release.version}:
+                            wrong.append((f"{name}@{release.version}", text))
+    assert said > 50 and not wrong, sorted(set(wrong))[:20]
+
+
+def test_a_message_naming_another_release_is_caught():
+    """What the test above reads: the judged release passes, a literal other release is named."""
+    assert named_releases("SGLang 0.5.20 reads flat configs only (0.5.23's srt/models/llama.py:366)", "sglang") == \
+        {"0.5.20"}
+    assert named_releases("which vLLM 0.33.0's SpeculativeConfig does not have", "vllm") == {"0.33.0"}
+    assert named_releases("vLLM 0.28.0 to 0.33.0 only: their V1 runner", "vllm") == set()

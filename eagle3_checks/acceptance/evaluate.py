@@ -587,7 +587,8 @@ def absolute_ids(ckpt: Any, reading: Any) -> tuple[Any, str] | None:
 def past_vocab(spec: str) -> str:
     """What release ``spec`` does with a draft id mapped past the target vocabulary (its profile says, cited)."""
     try:
-        said = engines.profile(spec).d2t_past_vocab
+        judged = engines.profile(spec)
+        said = judged.d2t_past_vocab.format(release=judged.version)  # the record's text names the release judged
     except Exception:
         said = ""
     return said or "it maps draft id i to i + d2t[i], past the target vocabulary"

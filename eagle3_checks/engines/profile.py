@@ -160,7 +160,7 @@ class Profile:
     converts_to: str | None = None
     # what the release does with a draft id that d2t maps past the target vocabulary (an absolute-id d2t), cited;
     # "": not read for this release
-    d2t_past_vocab: str = ""
+    d2t_past_vocab: str = ""  # "{release}" where it names the release judged
     # the launch option the release takes the drafter's attention window from instead of its config (SGLang's
     # --speculative-draft-window-size; its reading reads it from the launch settings)
     launch_window: str | None = None
@@ -182,7 +182,7 @@ class Profile:
         launch settings; ``switches``: more stated differences, such as the trainer reading's ``lenient``)."""
         base = self.judged_by or self.version
         r = reader.read(self.name, base, self.steps, ckpt, target, launch,
-                        {**dict(self.takes), **dict(self.switches), **switches})
+                        {**dict(self.takes), **dict(self.switches), **switches}, judged=self.version)
         r.version = self.version
         return r
 

@@ -30,13 +30,14 @@ TLC_WHERE = "transformer_layer_config."
 
 
 def read(name: str, version: str, steps: tuple, ckpt: Checkpoint, target: Any = None, launch: dict | None = None,
-         switches: dict[str, Any] | None = None) -> Reading:
-    """Release ``name`` ``version``'s reading of ``ckpt``: ``steps`` walked in order, with the release's stated
+         switches: dict[str, Any] | None = None, judged: str | None = None) -> Reading:
+    """Release ``name`` ``version``'s reading of ``ckpt`` (``version``: the release the record was read from;
+    ``judged``: the release judged, which messages name): ``steps`` walked in order, with the release's stated
     differences ``switches``."""
     raw = ckpt.config_raw or {}
     nested = ckpt.layout == SPECULATORS
     w = Walk(ckpt, raw, Reading(name, version, ckpt.layout), target, launch, dict(switches or {}),
-             fields=reading.layer_fields(raw, nested), where=TLC_WHERE if nested else "")
+             fields=reading.layer_fields(raw, nested), where=TLC_WHERE if nested else "", judged=judged or version)
     walk(w, steps)
     return w.r
 

@@ -36,8 +36,10 @@ from .reading import Reading, is_int
 
 class Template(str):
     """A message formatted with the walk when it is said: ``{r.num_layers}``, ``{raw[...]}``, a fact by its name,
-    ``{name}`` (the tensor, in a :class:`Rule`), ``{key}`` (the key found, in a :class:`Value`). A plain ``str`` is
-    said as it is."""
+    ``{name}`` (the tensor, in a :class:`Rule`), ``{key}`` (the key found, in a :class:`Value`), ``{release}`` (the
+    release judged: a record covers several, so a message never names one literally) and ``{lines}`` before a cited
+    file (empty for the release the record was read from, else that release: the line numbers are its). A plain
+    ``str`` is said as it is."""
 
 
 Cond = Callable[["Walk"], bool]  # a condition on the walk so far
@@ -59,6 +61,19 @@ class Walk:
     fields: dict = field(default_factory=dict)  # the dict holding the decoder layer's fields
     where: str = ""  # its key prefix in messages ("transformer_layer_config.")
     stopped: bool = False
+    # the release judged; r.version is, while the walk runs, the release the record was read from (its cited lines)
+    judged: str = ""
+
+    @property
+    def release(self) -> str:
+        """The release judged, as messages name it."""
+        return self.judged or self.r.version
+
+    @property
+    def lines(self) -> str:
+        """What goes before a cited file: '' when the release judged is the one the record was read from, else that
+        release's ("0.5.23's "): its line numbers are cited."""
+        return "" if self.release == self.r.version else f"{self.r.version}'s "
 
     def switch(self, name: str) -> Any:
         return self.switches.get(name)
@@ -69,7 +84,8 @@ class Walk:
     def say(self, says: Says, **more: Any) -> str:
         """A message: a function of the walk, a :class:`Template` formatted with it, or a plain string."""
         if isinstance(says, Template):
-            return says.format(r=self.r, raw=self.raw, w=self, **self.facts, **more)
+            return says.format(r=self.r, raw=self.raw, w=self, release=self.release, lines=self.lines, **self.facts,
+                               **more)
         if callable(says):
             return says(self)
         return says

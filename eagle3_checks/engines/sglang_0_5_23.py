@@ -82,12 +82,12 @@ from .record import (
 VERSION = "0.5.23"
 NAME = sglang.NAME
 CITES = sglang.Cites(
-    qk_norm="SGLang 0.5.23 builds Llama layers for LlamaForCausalLMEagle3 (no q/k norms)",
+    qk_norm=fmt("SGLang {release} builds Llama layers for LlamaForCausalLMEagle3 (no q/k norms)"),
     attention_bias="llama_eagle3.py:66-75 rebuilds q/k/v without bias",
     o_bias="srt/models/llama.py:216-222: o_proj bias = attention_bias or bias",
     mlp_bias="srt/models/llama.py:98-110: the MLP has no bias",
     fc_bias="llama_eagle3.py:163-167: fc bias = config bias",
-    norm_before_residual="SGLang 0.5.23: the residual is the un-normed fc output (no such flag)",
+    norm_before_residual=fmt("SGLang {release}: the residual is the un-normed fc output (no such flag)"),
     context_check="srt/configs/model_config.py:1291-1316",
     context_derive="srt/utils/hf_transformers/common.py:668-695",
     context_handoff="srt/speculative/eagle_worker_v2.py:222-232, managers/tp_worker.py:465-482",
@@ -123,15 +123,17 @@ def _no_class(w: Walk) -> str:
     nextn = [a for a in archs if a in NEXTN_ARCHS]
     target_cls = [a for a in archs if a in TARGET_CLASSES]
     if nextn:
-        return (f"architectures {archs}: SGLang 0.5.23 rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
-                "head, not an EAGLE-3 drafter (configs/model_config.py:1032-1036)")
+        return (f"architectures {archs}: SGLang {w.release} rewrites {nextn[0]} to DeepseekV3ForCausalLMNextN, an MTP "
+                f"head, not an EAGLE-3 drafter ({w.lines}configs/model_config.py:1032-1036)")
     if target_cls:
-        return (f"architectures {archs}: SGLang 0.5.23 builds {target_cls[0]}, the target model's own class "
+        return (f"architectures {archs}: SGLang {w.release} builds {target_cls[0]}, the target model's own class "
                 f"({TARGET_CLASSES[target_cls[0]]}), from the drafter's weights: no fc, no aux-state input; the "
-                "drafter's tensors find no parameter (\"Parameter ... not found in params_dict\", llama.py:772-779) "
-                "and the drafter fails to serve (its EAGLE-3 class is LlamaForCausalLMEagle3)")
-    return (f"SGLang 0.5.23's Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls to "
-            "the Transformers backend, which raises \"Cannot find model module\" (model_loader/utils.py:224-231)")
+                "drafter's tensors find no parameter (\"Parameter ... not found in params_dict\", "
+                f"{w.lines}llama.py:772-779) and the drafter fails to serve (its EAGLE-3 class is "
+                "LlamaForCausalLMEagle3)")
+    return (f"SGLang {w.release}'s Llama-layer EAGLE-3 class is LlamaForCausalLMEagle3; architectures {archs} falls "
+            f"to the Transformers backend, which raises \"Cannot find model module\" ({w.lines}model_loader/utils.py:"
+            "224-231)")
 
 
 def _fc_norm(cite: str, default: str) -> Value:
@@ -212,12 +214,14 @@ def _mla_yarn(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dic
 
 # How 0.5.23 builds the MLA attention: its own yarn reading, rope_interleave as stated, the latent norms at
 # rms_norm_eps.
-MLA_READER = MlaReader("sglang", _mla_yarn, latent_source="SGLang 0.5.23 srt/models/deepseek_v2.py:2077, 2163: "
-                       "RMSNorm(..., eps=config.rms_norm_eps)")
+_LATENT = fmt("SGLang {release} norms the latent with rms_norm_eps ({lines}srt/models/deepseek_v2.py:2077, 2163: "
+              "RMSNorm(..., eps=config.rms_norm_eps))")
+MLA_READER = MlaReader("sglang", _mla_yarn, latent_source=_LATENT)
 
 
 def _read_mla(w: Walk) -> None:
-    reading.read_mla(w.r, w.raw, MLA_READER, f"SGLang 0.5.23 {MLA_FILE}:80-107 (DeepseekV2AttentionMLA)")
+    reading.read_mla(w.r, w.raw, MLA_READER, f"SGLang {w.release} ({w.lines}{MLA_FILE}:80-107, DeepseekV2AttentionMLA)")
+    w.r.sources["latent_norm_eps"] = w.say(_LATENT)
 
 
 def _own_mla_embed(w: Walk) -> bool:
@@ -265,8 +269,8 @@ MLA_STEPS = (
     const("mlp_bias", False, "models/deepseek_v2.py:308, 316 DeepseekV2MLP: no bias"),
     Value("fc_bias", ("bias",), False, f"SGLang default: no fc bias ({MLA_FILE}:215)", take=lambda v: v is True,
           says=f"config.json: bias ({MLA_FILE}:212-219: fc bias = config.bias)"),
-    const("norm_before_residual", False, f"SGLang 0.5.23: the residual is the un-normed fc output ({MLA_FILE}:159; "
-          "norm_before_residual is not read)"),
+    const("norm_before_residual", False, fmt("SGLang {release}: the residual is the un-normed fc output ({lines}"
+                                             + MLA_FILE + ":159; norm_before_residual is not read)")),
     const("input_norm", False, f"{MLA_FILE} builds no input_norm (norm_before_fc is not read)"),
     _fc_norm(f"config.json: fc_norm / use_aux_norm ({MLA_FILE}:228-241)",
              f"SGLang default: no fc_norm ({MLA_FILE}:230-232)"),
@@ -337,14 +341,14 @@ def _window(w: Walk) -> None:
         r.sources["sliding_window"] = (f"the launch's --{WINDOW_OPTION} {n}: keys within {n} positions of the query "
                                        "(srt/models/llama_eagle3.py:284-299, torch_native_backend.py:36-48)")
     else:
-        reading.no_window(r, "SGLang 0.5.23 ignores the drafter's layer_types and sliding_window (srt/models/llama.py "
-                          f"reads neither); without --{WINDOW_OPTION} it serves full attention "
-                          "(srt/models/llama_eagle3.py:284-299)")
+        reading.no_window(r, f"SGLang {w.release} ignores the drafter's layer_types and sliding_window (srt/models/"
+                          f"llama.py reads neither); without --{WINDOW_OPTION} it serves full attention "
+                          f"({w.lines}srt/models/llama_eagle3.py:284-299)")
 
 
 STEPS = (
-    Stop(layout_is(SPECULATORS), "SGLang 0.5.23 reads flat configs only (speculators_config and "
-         "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable"),
+    Stop(layout_is(SPECULATORS), fmt("SGLang {release} reads flat configs only (speculators_config and "
+         "transformer_layer_config appear nowhere in srt/); a speculators config is not loadable")),
     sglang.ARCHITECTURE,
     Branch(lambda w: any(a in MLA_ARCHS for a in w.facts["archs"]), MLA_STEPS),
     Refuse(lambda w: "LlamaForCausalLMEagle3" not in w.facts["archs"], _no_class, architecture=True),
@@ -352,10 +356,12 @@ STEPS = (
     # llama.py:322-334 reads them first; LlamaMLP (llama.py:116-119) raises for any activation but silu
     *sglang.llama_layer(legacy_rope=False, silu_cite="; llama.py:116-119"),
     Call(_window),
-    const("later_norm", "hidden_norm", "SGLang 0.5.23 llama_eagle3.py:103-105: layers >= 1 are normed by hidden_norm",
+    const("later_norm", "hidden_norm", fmt("SGLang {release} ({lines}llama_eagle3.py:103-105): layers >= 1 are normed "
+                                           "by hidden_norm"),
           when=lambda w: w.r.num_layers > 1),
     *sglang.biases(CITES),
-    const("input_norm", False, "SGLang 0.5.14 has no norm_before_fc: llama_eagle3.py:141-183 builds no input_norm",
+    const("input_norm", False, fmt("SGLang {release} has no norm_before_fc: 0.5.14's llama_eagle3.py:141-183 builds "
+                                   "no input_norm"),
           when=no(is_switch("norm_before_fc"))),
     Value("input_norm", ("eagle_config.norm_before_fc", "norm_before_fc"), False, "SGLang default: no norm_before_fc",
           says=fmt("config.json: {key} (llama_eagle3.py:169-182)"), when=is_switch("norm_before_fc")),
@@ -515,8 +521,8 @@ PROFILE = Profile(
     launch=launching.sglang,
     converts_to=FLAT,
     launch_window=WINDOW_OPTION,
-    d2t_past_vocab="SGLang 0.5.23 maps draft id i to d2t[i] + i (srt/models/llama_eagle3.py:350-352, hot_token_id) "
-    "and drafts those ids (speculative/eagle_worker_v2.py:757-758, 810-822): ids past the target vocabulary, "
-    "which the next draft step embeds out of range",
+    d2t_past_vocab="SGLang {release} maps draft id i to d2t[i] + i (0.5.23's srt/models/llama_eagle3.py:350-352, "
+    "hot_token_id) and drafts those ids (speculative/eagle_worker_v2.py:757-758, 810-822): ids past the target "
+    "vocabulary, which the next draft step embeds out of range",
     counting=counting.SGLANG,
 )

@@ -116,10 +116,10 @@ def replaced_embedding(cite: Cites, names: list[str], w: Walk) -> None:
     for name in names:
         shape = tuple(w.ckpt.tensors[name].shape)
         if shape != want:
-            r.refuse(f"{name}: shape {fmt_shape(shape)}, SGLang {r.version} builds the embedding as "
+            r.refuse(f"{name}: shape {fmt_shape(shape)}, SGLang {w.release} builds the embedding as "
                      f"{fmt_shape(want)} (vocab_size, hidden_size) and its weight loader raises "
-                     f"({cite.embed_loader}: AssertionError on the rows) before the worker replaces it with the "
-                     "target's", at=name)
+                     f"({w.lines}{cite.embed_loader}: AssertionError on the rows) before the worker replaces it with "
+                     "the target's", at=name)
 
 
 def simple_yarn(r: Reading, cite: str) -> None:

@@ -280,13 +280,14 @@ def _mla_yarn(params: dict[str, Any], rope_type: str, max_pos: int) -> tuple[dic
 
 # How 0.33.0 builds the MLA attention: its own yarn reading, rope dimensions always paired interleaved
 # (is_neox_style=False, deepseek_v2.py), the latent norms at rms_norm_eps.
-MLA_READER = MlaReader("vllm", _mla_yarn, interleave=True,
-                       latent_source="vLLM 0.33.0 model_executor/models/deepseek_v2.py:1082, 1098: RMSNorm(..., "
-                       "eps=config.rms_norm_eps)")
+_LATENT = fmt("vLLM {release} norms the latent with rms_norm_eps ({lines}model_executor/models/deepseek_v2.py:1082, "
+              "1098: RMSNorm(..., eps=config.rms_norm_eps))")
+MLA_READER = MlaReader("vllm", _mla_yarn, interleave=True, latent_source=_LATENT)
 
 
 def _read_mla(w: Walk) -> None:
-    reading.read_mla(w.r, w.raw, MLA_READER, f"vLLM 0.33 {MLA_FILE}:68-83 (DeepseekV2MLAAttention)")
+    reading.read_mla(w.r, w.raw, MLA_READER, f"vLLM {w.release} ({w.lines}{MLA_FILE}:68-83, DeepseekV2MLAAttention)")
+    w.r.sources["latent_norm_eps"] = w.say(_LATENT)
 
 
 def _q_lora_null(w: Walk) -> None:
@@ -458,13 +459,15 @@ def _launch(w: Walk) -> None:
     spec, r = _speculative_config(w), w.r
     fields = SPECULATIVE_FIELDS[w.switch("speculative_fields")]
     for key in sorted(k for k in spec if k not in fields):
-        r.refuse(f"the launch's speculative_config has {key!r}, which vLLM {r.version}'s SpeculativeConfig does not "
-                 "have: it forbids unknown fields (config/utils.py:72, extra=\"forbid\") and startup fails validation",
+        r.refuse(f"the launch's speculative_config has {key!r}, which vLLM {w.release}'s SpeculativeConfig does not "
+                 f"have: it forbids unknown fields ({w.lines}config/utils.py:72, extra=\"forbid\") and startup fails "
+                 "validation",
                  at=f"launch: speculative_config.{key}")
     parallel = spec.get("parallel_drafting") is True
     if parallel and not w.switch("peagle"):
-        r.refuse("the launch's speculative_config sets parallel_drafting true: vLLM 0.34.0 raises \"parallel_drafting "
-                 "is only supported by the dflash and dspark methods\" (config/speculative.py:1688-1693)",
+        r.refuse(f"the launch's speculative_config sets parallel_drafting true: vLLM {w.release} raises "
+                 "\"parallel_drafting is only supported by the dflash and dspark methods\" (0.34.0's "
+                 "config/speculative.py:1688-1693)",
                  at="launch: speculative_config.parallel_drafting")
     w.facts["parallel"] = parallel and bool(w.switch("peagle"))
 
@@ -487,7 +490,7 @@ def _window(w: Walk) -> None:
     target_layer_count, llama_eagle3.py:318-321; qwen3_eagle3.py:46-61 alike); a window of 0 is none
     (config/model.py:815-821); flash-attention attends (W - 1, 0) around the query's position
     (v1/attention/backends/flash_attn.py:166)."""
-    reading.read_window(w.r, w.fields, w.where, "vLLM 0.33.0 model_executor/models/llama.py:185-205, "
+    reading.read_window(w.r, w.fields, w.where, f"vLLM {w.release}: {w.lines}model_executor/models/llama.py:185-205, "
                         "qwen3_eagle3.py:46-61", zero_disables=True)
 
 
@@ -496,9 +499,9 @@ STEPS = (
     Fact("peagle", _peagle),
     # 0.34.0: transformers_utils/configs/speculators/algos.py:53-55 update_peagle raises (base.py:133-134 likewise)
     Stop(both(fact_is("peagle"), no(is_switch("peagle"))),
-         "vLLM 0.34.0 raises ValueError(\"P-EAGLE (parallel drafting EAGLE-3) is not supported.\") parsing a "
-         "speculators config with speculators_model_type \"peagle\" (transformers_utils/configs/speculators/"
-         "algos.py:53-55)"),
+         fmt("vLLM {release} raises ValueError(\"P-EAGLE (parallel drafting EAGLE-3) is not supported.\") parsing a "
+             "speculators config with speculators_model_type \"peagle\" (0.34.0's transformers_utils/configs/"
+             "speculators/algos.py:53-55)")),
     Refuse(lambda w: w.facts["peagle"] and "mask_token_id" not in w.raw,
            "config.json has no mask_token_id: vLLM's update_peagle reads config_dict[\"mask_token_id\"] and raises "
            "KeyError (algos.py:83)", at="mask_token_id"),
@@ -568,8 +571,8 @@ STEPS = (
     Tensors((
         Rule(name_has("t2d"), "vLLM skips t2d"),
         Rule(all_of(name_has("mask_hidden"), also(no(is_switch("peagle")))),
-             "vLLM 0.34.0 skips mask_hidden with a warning: \"parallel drafting is not supported for EAGLE-3\" "
-             "(llama_eagle3.py:421-426)"),
+             fmt("vLLM {release} skips mask_hidden with a warning: \"parallel drafting is not supported for EAGLE-3\" "
+                 "(0.34.0's llama_eagle3.py:421-426)")),
         Rule(all_of(name_has("mask_hidden"), also(fact_is("parallel"))), load=True, role=_mask_hidden),
         Rule(name_has("mask_hidden"), "vLLM skips mask_hidden with a warning unless the launch enables parallel "
              "drafting (llama_eagle3.py:431-439): `vllm serve DRAFTER` does for a P-EAGLE config (transformers_utils/"
@@ -672,7 +675,7 @@ PROFILE = Profile(
     ids_path=("eagle_aux_hidden_state_layer_ids",),
     serving=serving,
     launch=launching.vllm,
-    d2t_past_vocab="vLLM 0.33.0 indexes the draft logits with arange + d2t (model_executor/models/"
+    d2t_past_vocab="vLLM {release} indexes the draft logits with arange + d2t (0.33.0's model_executor/models/"
     "llama_eagle3.py:385-394: logits_new[:, targets] = logits, no range check): an index past the target "
     "vocabulary, a device-side error at the first draft",
     drafter_launch=launching.vllm_drafter,
