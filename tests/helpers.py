@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, settings
 
+from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.defects import LAYOUTS as LAYOUTS  # the tests' layouts: the catalogue's
 from eagle3_checks.defects import Defect, Draft
@@ -24,6 +25,11 @@ from eagle3_checks.drafter.layout import FLAT, SPECULATORS
 from eagle3_checks.gate import FAILED, GateResult, parse_options
 from eagle3_checks.gate import gate as gate_path
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy, write_safetensors
+
+# The newest release of each engine: what a bare `--engine vllm` judges (engines.newest). A test that is not about one
+# release names these, so that a new default release changes its record and its recordings, not the tests.
+VLLM = engines.newest("vllm").version
+SGLANG = engines.newest("sglang").version
 
 # ----- drafters and the gate ------------------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from eagle3_checks.cli import main  # noqa: E402
 from eagle3_checks.drafter.checkpoint import open_checkpoint  # noqa: E402
 from eagle3_checks.drafter.example import DrafterShape, write_drafter  # noqa: E402
 from eagle3_checks.numerics.draft_steps import Inputs, Weights, run  # noqa: E402
+from helpers import SGLANG, VLLM  # noqa: E402
 
 HIDDEN, LAYERS, VOCAB = 64, 4, 512
 AUX = (1, 2, 3)  # vLLM's convention: id L is the residual stream entering layer L, HF hidden_states[L]
@@ -159,7 +160,7 @@ def test_three_formats_give_the_same_figures(world, capsys):
                == [{k: v for k, v in f.items() if k != "file"} for f in outs[0]["findings"]] for o in outs)
     doc = outs[0]
     assert doc["labels"] == "tokens"
-    assert [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.34.0"]
+    assert [r["reading"] for r in doc["readings"]] == ["trainer", f"vllm@{VLLM}"]
     r = doc["readings"][0]
     required = {"reading", "steps", "positions", "acceptance_length", "step_accuracy", "conditional_accuracy", "alpha"}
     assert required <= set(r)  # the required interface, and beside it the intervals and the servers' metrics
@@ -201,7 +202,7 @@ def test_text_report(world, capsys):
     folder = write_trtllm(world["root"] / "text", world["records"])
     code, out, _ = accept(world["drafter"], folder, capsys=capsys)
     assert code == 0
-    assert "labels: tokens" in out and "trainer" in out and "vllm@0.34.0" in out and "PASS" in out
+    assert "labels: tokens" in out and "trainer" in out and f"vllm@{VLLM}" in out and "PASS" in out
 
 
 # ----- the figures, by hand ---------------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     the field gets another engine reading, whose logits and figures differ."""
     flipped = _flipped(world)
     ckpt = open_checkpoint(flipped)
-    named = readings(ckpt, ["vllm@0.34.0"])
+    named = readings(ckpt, [f"vllm@{VLLM}"])
     assert named[0][1].norm_before_residual != named[1][1].norm_before_residual
     folder = write_speculators(world["root"] / "flip-data", world["records"])
     res = evaluate(ckpt, named, samples(folder, expect_of(named[0][1])), K)
@@ -315,7 +316,7 @@ def test_flipped_norm_before_residual_changes_the_engine_reading(world, capsys):
     drop = 1 - doc["readings"][1]["acceptance_length"] / doc["readings"][0]["acceptance_length"]
     assert drop > 0.10 and code == 1
     code, out, _ = accept(flipped, folder, capsys=capsys)  # the text report names the cause
-    assert code == 1 and "FAIL: vllm@0.34.0" in out and "norm_before_residual" in out
+    assert code == 1 and f"FAIL: vllm@{VLLM}" in out and "norm_before_residual" in out
 
 
 def test_max_drop_sets_the_share_an_engine_reading_may_lose(world, capsys):
@@ -333,7 +334,7 @@ def test_max_drop_sets_the_share_an_engine_reading_may_lose(world, capsys):
     code, out, _ = accept(flipped, folder, "--max-drop", f"{min(hi + 0.01, 0.999):.3f}", capsys=capsys)
     assert code == 0 and "PASS: no engine reading loses more than" in out and "inconclusive" not in out
     code, out, _ = accept(flipped, folder, "--max-drop", f"{lo - 0.01:.3f}", capsys=capsys)
-    assert code == 1 and "FAIL: vllm@0.34.0" in out
+    assert code == 1 and f"FAIL: vllm@{VLLM}" in out
     code, out, _ = accept(flipped, folder, "--max-drop", f"{drop:.3f}", "--format", "json", capsys=capsys)
     doc = json.loads(out)
     inconclusive = [f for f in doc["findings"] if f["code"] == "acceptance.engine-drop/inconclusive"]
@@ -652,7 +653,7 @@ def test_an_absolute_id_d2t_is_reported_and_each_engine_says_what_it_does(world,
     tensors["d2t"] = tensors["d2t"] + torch.arange(tensors["d2t"].shape[0])
     safetensors_torch.save_file(tensors, str(path / "model.safetensors"))
     folder = write_speculators(tmp_path / "data", world["records"])
-    code, out, err = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", "sglang@0.5.23", "--format", "json",
+    code, out, err = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", f"sglang@{SGLANG}", "--format", "json",
                             capsys=capsys)
     doc = json.loads(out)
     errors = {f["code"] for f in doc["findings"] if f["severity"] == "error"}
@@ -662,5 +663,5 @@ def test_an_absolute_id_d2t_is_reported_and_each_engine_says_what_it_does(world,
     base = figures(world, folder, specs=(), ckpt=open_checkpoint(write_drafter(tmp_path / "right", SHAPE,
                                                                                 layout="flat"))).readings[0]
     assert trainer["acceptance_length"] == pytest.approx(base.acceptance_length)
-    text = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", "sglang@0.5.23", capsys=capsys)[1]
+    text = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", f"sglang@{SGLANG}", capsys=capsys)[1]
     assert "llama_eagle3.py:385-394" in text and "llama_eagle3.py:350-352" in text

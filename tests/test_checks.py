@@ -12,7 +12,7 @@ from eagle3_checks.drafter.example import EXAMPLE
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, WARNED, all_checks
 from eagle3_checks.registry import modelled_only
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
-from helpers import assert_fails, mla_drafter, run
+from helpers import SGLANG, VLLM, assert_fails, mla_drafter, run
 
 
 def findings(result, check_id, severity=None):
@@ -343,7 +343,7 @@ def test_config_aux_ids_in_two_places_disagree(drafter):
     d = drafter("flat")
     d.config["eagle_aux_hidden_state_layer_ids"] = [3, 5, 7]  # eagle_config keeps [1, 3, 5]
     warned(run(d.write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
-           "vllm@0.34.0 reads eagle_aux_hidden_state_layer_ids [3, 5, 7]: the outputs of layers [2, 4, 6]",
+           f"vllm@{VLLM} reads eagle_aux_hidden_state_layer_ids [3, 5, 7]: the outputs of layers [2, 4, 6]",
            "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
            "[1, 3, 5]", "eagle_config has [1, 3, 5], the top level [3, 5, 7]", "pass --aux-convention")
 
@@ -352,7 +352,7 @@ def test_config_aux_ids_in_one_place_captured_differently_warn(drafter):
     """The same ids in both places and an unknown convention: vLLM and SGLang capture layers one apart from them,
     and at most one can be right (it used to pass both, with a note)."""
     warned(run(drafter("flat").write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
-           "vllm@0.34.0 reads eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers [0, 2, 4]",
+           f"vllm@{VLLM} reads eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers [0, 2, 4]",
            "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
            "[1, 3, 5]")
     assert run(drafter("flat").write(), engine="vllm").result("config.aux-layers").status == "passed"
@@ -367,7 +367,7 @@ def test_config_aux_ids_that_differ_pass_when_each_is_right_for_its_engine(draft
     r = result.result("config.aux-layers")
     assert r.status == "passed" and "each engine reads one" in r.findings[0].message
     assert all(result.result("engine.aux-layers", e).status == "passed"
-               for e in ("vllm", "sglang@0.5.23", "sglang@0.5.6"))
+               for e in ("vllm", f"sglang@{SGLANG}", "sglang@0.5.6"))
 
 
 def test_config_aux_ids_missing_warns(drafter):
@@ -426,7 +426,7 @@ def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(dra
     (f,) = r.findings
     assert f.severity.value == "info"
     assert f.message.startswith("config.json: no rope_theta stated; the trainer and every selected engine use 10000 (")
-    assert "vllm@0.34.0: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
+    assert f"vllm@{VLLM}: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
     assert f.key == ("transformer_layer_config.rope_theta" if layout == "speculators" else "rope_theta")
 
 
@@ -445,7 +445,8 @@ def test_config_rope_unstated_is_an_error_when_readers_default_differently(draft
     d = drafter("flat")
     del d.config["rope_theta"]
     assert_fails(run(d.write(), engine="vllm,sglang"), "config.rope", "no rope_theta stated, and its readers default "
-                 "differently", "vllm@0.34.0: 10000 (default: 10000); sglang@0.5.23: 500000 (a hypothetical default)")
+                 "differently",
+                 f"vllm@{VLLM}: 10000 (default: 10000); sglang@{SGLANG}: 500000 (a hypothetical default)")
 
 
 def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
@@ -458,9 +459,9 @@ def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
     assert result.result("config.rope").status == PASSED
     assert_fails(result, "reference.diff/semantic", "config rope_theta: 10000.0, tiny-example has 1000000.0")
     (f,) = [f for f in result.result("reference.diff").findings if f.code == "reference.diff/semantic"]
-    assert "vllm 0.34.0 computes with rope_theta 10000.0 as the candidate states it (default: 10000), and with " \
+    assert f"vllm {VLLM} computes with rope_theta 10000.0 as the candidate states it (default: 10000), and with " \
            "rope_theta 1000000.0 where the reference's value is stated" in f.why, f.why
-    assert "sglang 0.5.23 computes with rope_theta 10000.0" in f.why
+    assert f"sglang {SGLANG} computes with rope_theta 10000.0" in f.why
 
 
 @pytest.mark.parametrize("scaling, message, fatal", [
@@ -550,14 +551,14 @@ def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
     assert r.status == PASSED and result.result("engine.loads").status == PASSED
     assert r.findings[0].message == (
         "config.json: architectures ['LlamaForCausalLM'] is not a drafter class name, but every selected engine "
-        "release serves it: vllm@0.34.0 (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
+        f"release serves it: vllm@{VLLM} (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
         "LlamaForCausalLMEagle3 (they build any other name as it is: LlamaForCausalLM is the target model's class)")
     both = run(path, engine="vllm,sglang")
-    warned(both, "config.architectures", "is served by vllm@0.34.0 (builds Eagle3LlamaForCausalLM), refused by "
-           "sglang@0.5.23: architectures ['LlamaForCausalLM']: SGLang 0.5.23 builds LlamaForCausalLM, the target "
+    warned(both, "config.architectures", f"is served by vllm@{VLLM} (builds Eagle3LlamaForCausalLM), refused by "
+           f"sglang@{SGLANG}: architectures ['LlamaForCausalLM']: SGLang {SGLANG} builds LlamaForCausalLM, the target "
            "model's own class (srt/models/llama.py:968-973)")
-    assert both.result("engine.loads", "sglang@0.5.23").status == FAILED
-    assert_fails(run(path, engine="sglang"), "config.architectures", "no selected engine serves it (sglang@0.5.23: ")
+    assert both.result("engine.loads", f"sglang@{SGLANG}").status == FAILED
+    assert_fails(run(path, engine="sglang"), "config.architectures", f"no selected engine serves it (sglang@{SGLANG}: ")
 
 
 def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
@@ -566,7 +567,7 @@ def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
     # (TensorRT-LLM's one-model path builds Eagle3ForCausalLM whatever the architectures say: it serves this one)
     assert_fails(run(d.write(), engine="vllm,sglang,llamacpp,lmdeploy,mlx,speculators"), "config.architectures",
                  "architectures ['MistralModel'] is not an EAGLE-3 drafter class; no selected engine serves it "
-                 "(vllm@0.34.0: vLLM raises")
+                 f"(vllm@{VLLM}: vLLM raises")
 
 
 # ----- the MLA drafter family (more in test_mla_family.py) ----------------------------------------------------------
@@ -593,7 +594,7 @@ def test_an_mla_drafter_is_modelled_not_false_errors(drafter, architectures):
     for check_id in ("keys", "shapes", "config.head-dim", "config.rope"):
         assert result.result(check_id).status == PASSED, (check_id, result.result(check_id).reason)
     assert result.result("engine.loads", "vllm").status == PASSED
-    sglang = result.result("engine.loads", "sglang@0.5.23")
+    sglang = result.result("engine.loads", f"sglang@{SGLANG}")
     if architectures == ["Eagle3DeepseekV2ForCausalLM"]:
         assert sglang.status == PASSED
     else:

@@ -13,7 +13,7 @@ from eagle3_checks import __version__
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.gate import all_checks
-from helpers import cli
+from helpers import SGLANG, VLLM, cli
 
 
 def test_check_passes_example_and_fails_defect(drafter, capsys):
@@ -249,7 +249,7 @@ def test_diff_states_what_each_engine_computes_with_a_semantic_value(drafter, ca
     code, out, _ = cli(capsys, "diff", d.write(), "tiny-example", "--engine", "vllm,sglang", "--format", "json")
     (f,) = [f for f in json.loads(out)["findings"] if f["code"] == "reference.diff/semantic"]
     assert code == 0 and f["severity"] == "warning" and f["basis"] == "read"
-    assert "vllm 0.34.0 computes with rms_norm_eps 1e-05" in f["why"] and "sglang 0.5.23 computes with " \
+    assert f"vllm {VLLM} computes with rms_norm_eps 1e-05" in f["why"] and f"sglang {SGLANG} computes with " \
         "rms_norm_eps 1e-05" in f["why"]
     code, _, _ = cli(capsys, "diff", d.root, "tiny-example", "--strict")
     assert code == 1  # a warning fails under --strict
@@ -317,7 +317,7 @@ def test_list_and_version(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     out = " ".join(capsys.readouterr().out.split())
-    assert exc.value.code == 0 and __version__ in out and "vllm 0.30.0 to 0.34.0" in out and "sglang 0.5.6" in out
+    assert exc.value.code == 0 and __version__ in out and f"vllm 0.30.0 to {VLLM}" in out and "sglang 0.5.6" in out
 
 
 def test_demo(tmp_path, capsys):

@@ -15,7 +15,7 @@ from eagle3_checks import checks as checks_package
 from eagle3_checks.defects import DEFECTS, EXAMPLES, inject, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
-from helpers import cli
+from helpers import SGLANG, VLLM, cli
 
 PACKAGE = Path(checks_package.__file__).resolve().parent.parent
 SOURCES = sorted((PACKAGE / "checks").glob("*.py"))
@@ -265,8 +265,8 @@ def test_a_code_for_one_engine(drafter, capsys):
     path = d.write()
     argv = ["--engine", "vllm,sglang", "--skip", "engine.loads[vllm]/narrowed=cut on purpose"]
     code, _, checks = _report(capsys, path, *argv)
-    assert checks[("engine.loads", "vllm@0.34.0")]["status"] == WAIVED
-    assert checks[("engine.loads", "sglang@0.5.23")]["status"] == FAILED
+    assert checks[("engine.loads", f"vllm@{VLLM}")]["status"] == WAIVED
+    assert checks[("engine.loads", f"sglang@{SGLANG}")]["status"] == FAILED
     assert parse_options(waive=["engine.loads[vllm]/narrowed=x"]).waive == (("engine.loads/narrowed[vllm]", "x"),)
 
 

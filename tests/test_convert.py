@@ -23,7 +23,7 @@ from eagle3_checks.drafter.spec import semantic_config
 from eagle3_checks.errors import UsageError
 from eagle3_checks.storage.safetensors import read_bytes
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
-from helpers import run
+from helpers import SGLANG, VLLM, run
 
 # The property tests below (each example converts and gates drafters on disk, too slow for hypothesis' health check).
 CONVERT_SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -318,7 +318,7 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
 
 
 # a trained layer the target lacks is refused before anything is written: no ids can capture it
-@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, "aux-layer ids: no ids make vllm@0.34.0 capture "
+@pytest.mark.parametrize("change, code", [({"num_hidden_layers": 4}, f"aux-layer ids: no ids make vllm@{VLLM} capture "
                                            "the trained layers [0, 2, 4] on this target (layer 4 is past its last "
                                            "layer, 3); nothing was written"),
                                           ({"hidden_size": 128}, "target.hidden-size/fc-width")])
@@ -395,8 +395,8 @@ def test_round_trip_keeps_the_verifier_and_the_first_trainer(drafter, tmp_path):
 
 def test_sglang_refuses_what_it_cannot_compute(drafter, tmp_path):
     src = drafter("flat", replace(EXAMPLE, attention_bias=True, num_layers=2)).write()
-    with pytest.raises(ConvertRefused, match=r"sglang 0.5.23 cannot compute this drafter \(more than one layer "
-                                             r"\(SGLang 0.5.23 norms layers >= 1 with hidden_norm\), attention or "
+    with pytest.raises(ConvertRefused, match=rf"sglang {SGLANG} cannot compute this drafter \(more than one layer "
+                                             rf"\(SGLang {SGLANG} norms layers >= 1 with hidden_norm\), attention or "
                                              "MLP biases"):
         convert(src, tmp_path / "a", "sglang")
 

@@ -13,7 +13,7 @@ import pytest
 import helpers
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE
-from helpers import run, status
+from helpers import SGLANG, VLLM, run, status
 
 FAILED, PASSED, WARNED = "failed", "passed", "warned"
 
@@ -45,7 +45,7 @@ def test_model_prefix_fails_vllm(drafter):
     d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
     result = gate(d.write())
     assert status(result, "engine.loads", "vllm") == FAILED
-    assert "vllm 0.34.0 refuses the drafter: model.d2t: vLLM prefixes `model.` itself" in \
+    assert f"vllm {VLLM} refuses the drafter: model.d2t: vLLM prefixes `model.` itself" in \
         messages(result, "engine.loads", "vllm")
 
 
@@ -145,7 +145,7 @@ def test_speculators_config_without_norm_before_residual_fails_vllm(drafter):
     result = gate(d.write())
     assert status(result, "engine.semantics", "vllm") == FAILED
     f = result.result("engine.semantics", "vllm").findings[0]
-    assert f.message == "vllm 0.34.0 reads norm_before_residual as True, the drafter was trained with False"
+    assert f.message == f"vllm {VLLM} reads norm_before_residual as True, the drafter was trained with False"
     assert f.fix == 'state "norm_before_residual": false in config.json'
     assert status(result, "engine.semantics", "speculators") == PASSED
     assert status(gate(drafter("speculators").write()), "engine.semantics", "vllm") == PASSED
@@ -206,7 +206,7 @@ def test_aux_ids_only_nested_pass_sglang_and_fail_vllm(drafter):
     result = gate(d.write())
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     assert status(result, "engine.aux-layers", "vllm") == FAILED
-    assert "vllm 0.34.0 finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "vllm")
+    assert f"vllm {VLLM} finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "vllm")
 
 
 def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
@@ -234,9 +234,9 @@ def test_aux_convention_gap_gives_the_shifted_ids(drafter):
     result = gate(path, aux_convention="sglang")
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     f = result.result("engine.aux-layers", "vllm").findings[0]
-    assert f.message.startswith("vllm 0.34.0 captures the outputs of layers [0, 2, 4] from ids [1, 3, 5]; the "
+    assert f.message.startswith(f"vllm {VLLM} captures the outputs of layers [0, 2, 4] from ids [1, 3, 5]; the "
                                 "drafter was trained on layers [1, 3, 5] (sglang convention")
-    assert f.expected == "[2, 4, 6]" and f.fix.startswith("for vllm 0.34.0, write [2, 4, 6] in the top-level")
+    assert f.expected == "[2, 4, 6]" and f.fix.startswith(f"for vllm {VLLM}, write [2, 4, 6] in the top-level")
     result = gate(path, aux_convention="vllm")
     assert status(result, "engine.aux-layers", "vllm") == PASSED
     assert "for sglang 0.5.6, write [0, 2, 4] in eagle_config" in messages(result, "engine.aux-layers", "sglang")
@@ -270,9 +270,9 @@ def test_what_a_release_captures_by_the_targets_class_is_not_judged_when_the_tar
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 2, 4]
     d.config["eagle_aux_hidden_state_layer_ids"] = [0, 2, 4]
     path = d.write()
-    alone = run(path, engine="sglang@0.5.23", level="header").result("engine.aux-layers", "sglang")
+    alone = run(path, engine=f"sglang@{SGLANG}", level="header").result("engine.aux-layers", "sglang")
     assert alone.status == PASSED and [f.code for f in alone.findings] == ["engine.aux-layers/convention-unknown"]
-    both = run(path, engine="sglang@0.5.23,vllm", level="header").result("engine.aux-layers", "sglang")
+    both = run(path, engine=f"sglang@{SGLANG},vllm", level="header").result("engine.aux-layers", "sglang")
     assert both.status == WARNED and [f.code for f in both.findings] == ["engine.aux-layers/undecided"]
 
 
@@ -344,16 +344,16 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     out = capsys.readouterr().out
     assert "compatibility (engine x check):" in out
     assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm@", "sglang@"))] == \
-        [["vllm@0.34.0", "PASS"], ["sglang@0.5.23", "FAIL"]]
+        [[f"vllm@{VLLM}", "PASS"], [f"sglang@{SGLANG}", "FAIL"]]
     main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "json"])
     data = json.loads(capsys.readouterr().out)["checkpoints"][0]
-    assert data["compatibility"]["sglang@0.5.23"]["engine.loads"] == "failed"
+    assert data["compatibility"][f"sglang@{SGLANG}"]["engine.loads"] == "failed"
     main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "markdown"])
     out = capsys.readouterr().out
     assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` | " \
         "`engine.release` |" in out
-    assert "| sglang@0.5.23 | FAIL | SKIP | SKIP | SKIP | PASS |" in out
-    assert "| vllm@0.34.0 | PASS | PASS | PASS | PASS | PASS |" in out
+    assert f"| sglang@{SGLANG} | FAIL | SKIP | SKIP | SKIP | PASS |" in out
+    assert f"| vllm@{VLLM} | PASS | PASS | PASS | PASS | PASS |" in out
 
 
 def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
@@ -362,9 +362,9 @@ def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
     path = drafter("speculators").write()
     assert main(["check", str(path), "--engine", "all", "--level", "header"]) == 0
     out = capsys.readouterr().out
-    assert "not applicable: sglang 0.5.23 does not read the speculators layout" in out
+    assert f"not applicable: sglang {SGLANG} does not read the speculators layout" in out
     assert [line.split()[:3] for line in out.splitlines() if line.strip().startswith("sglang@")] == \
-        [["sglang@0.5.23", "N/A", "N/A"]]
+        [[f"sglang@{SGLANG}", "N/A", "N/A"]]
     assert main(["check", str(path), "--engine", "all", "--level", "header", "--strict"]) == 1
     capsys.readouterr()
     d = drafter("speculators")  # read by no sglang release

@@ -26,7 +26,7 @@ from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.fix import MAX_ROUNDS, apply_patch, plan_fixes
 from eagle3_checks.gate import gate_checkpoint, load_target, parse_options
 from eagle3_checks.strategies import drafters
-from helpers import run, write_defect
+from helpers import VLLM, run, write_defect
 
 BOTH = "vllm,sglang"
 
@@ -91,7 +91,7 @@ def test_the_specforge_export_served_by_both_engines(drafter, target_path, tmp_p
     assert main(["fix", str(src), str(tmp_path / "fixed"), *args]) == 0
     out = capsys.readouterr().out
     assert "1 config edit(s) in 1 round(s)" in out
-    assert "engine.aux-layers[vllm@0.34.0]: eagle_aux_hidden_state_layer_ids = [2, 4, 6]" in out
+    assert f"engine.aux-layers[vllm@{VLLM}]: eagle_aux_hidden_state_layer_ids = [2, 4, 6]" in out
     assert "left: nothing" in out
     fixed = json.loads((tmp_path / "fixed" / "config.json").read_text())
     assert fixed["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]

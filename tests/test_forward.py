@@ -21,7 +21,7 @@ from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.example import EXAMPLE, vocab_mapping
 from eagle3_checks.errors import INSTALL
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
-from helpers import Drafter, run, write_inputs, write_target
+from helpers import SGLANG, VLLM, Drafter, run, write_inputs, write_target
 
 FORWARD = "forward.equivalence"
 
@@ -100,8 +100,8 @@ def test_defect_in_a_conversion_fails(drafter, source, defect, cause):
     r = forward_result(result)
     assert r.status == "failed", r.findings
     f = r.findings[0]
-    assert f.check == "forward.equivalence[vllm@0.34.0]"
-    assert f.message.startswith("vllm 0.34.0's reading differs from the source under its trainer's reading")
+    assert f.check == f"forward.equivalence[vllm@{VLLM}]"
+    assert f.message.startswith(f"vllm {VLLM}'s reading differs from the source under its trainer's reading")
     assert "top-1 agreement" in f.message
     assert "mismatched logits" in f.found or "different target ids" in f.found
     assert cause in f.why
@@ -144,7 +144,7 @@ def test_norm_before_residual_default_trap_without_source(drafter):
     del d.config["norm_before_residual"]
     result = run(d.write(), engine="all")
     f = forward_result(result, "vllm").findings[0]
-    assert "vllm 0.34.0's reading differs from its trainer's reading (speculators (trainer))" in f.message
+    assert f"vllm {VLLM}'s reading differs from its trainer's reading (speculators (trainer))" in f.message
     assert "norm_before_residual: vllm uses True (vLLM default when absent: True (update_eagle3))" in f.why
     assert f.fix == 'state "norm_before_residual": false in config.json, as the drafter was trained'
     assert forward_result(result, "speculators").status == "passed"
@@ -216,22 +216,23 @@ def test_the_forward_note_says_what_sglang_does_with_the_checkpoints_embedding(d
     with the reading's file and line; a checkpoint without one is still said to have none."""
     path = drafter("flat").write()
     assert "embed_tokens.weight" in open_checkpoint(path).roles
-    said = ("sglang 0.5.23 embeds with the target's embed_tokens, not the checkpoint's embed_tokens.weight (the "
+    said = (f"sglang {SGLANG} embeds with the target's embed_tokens, not the checkpoint's embed_tokens.weight (the "
             "target's embedding serves instead: set_embed after load (eagle_worker_v2.py:353-363))")
     embeds, ids_only = (write_inputs(tmp_path / f"in-{e}.safetensors", embeds=e) for e in (True, False))
     out = ["--out", str(tmp_path / "o.safetensors")]
-    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out]) == 0
+    assert main(["forward", str(path), "--engine", f"sglang@{SGLANG}", "--inputs", str(embeds), *out]) == 0
     err = capsys.readouterr().err
     assert f"ran 1 draft step: {said}" in err and "has no embed_tokens" not in err, err
-    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out, "--steps", "2"]) == 2
+    assert main(["forward", str(path), "--engine", f"sglang@{SGLANG}", "--inputs", str(embeds), *out,
+                 "--steps", "2"]) == 2
     err = capsys.readouterr().err
     assert said in err and "pass --target" in err and "has no embed_tokens" not in err, err
-    assert main(["forward", str(path), "--engine", "sglang@0.5.23", "--inputs", str(ids_only), *out]) == 2
+    assert main(["forward", str(path), "--engine", f"sglang@{SGLANG}", "--inputs", str(ids_only), *out]) == 2
     err = capsys.readouterr().err
     assert said in err and "inputs_embeds (T, H) is required" in err, err
     bare = drafter("flat")
     del bare.tensors["embed_tokens.weight"]
-    assert main(["forward", str(bare.write()), "--engine", "sglang@0.5.23", "--inputs", str(embeds), *out]) == 0
+    assert main(["forward", str(bare.write()), "--engine", f"sglang@{SGLANG}", "--inputs", str(embeds), *out]) == 0
     assert f"ran 1 draft step: {bare.root} has no embed_tokens" in capsys.readouterr().err
 
 
@@ -481,7 +482,7 @@ def test_nan_logits_fail_the_forward_check(drafter):
     r = forward_result(run(d.write(), engine="vllm"))
     assert r.status == "failed", r.findings
     f = next(f for f in r.findings if f.code == "forward.equivalence/non-finite")
-    assert f.message.startswith("the drafter computes non-finite logits: step 0: non-finite logits (vllm 0.34.0: ")
+    assert f.message.startswith(f"the drafter computes non-finite logits: step 0: non-finite logits (vllm {VLLM}: ")
     assert "NaN of" in f.message and "the first at (token 0, target id" in f.message
     assert "specforge (trainer): 2048 NaN of 8192 logits" in f.message
     assert "step 1:" in f.found and "--level scan" in f.fix

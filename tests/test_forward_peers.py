@@ -11,7 +11,7 @@ import pytest
 import safetensors.numpy
 
 from eagle3_checks.cli import main
-from helpers import VLLM_REFUSES, run
+from helpers import SGLANG, VLLM, VLLM_REFUSES, run
 from peers.variants import SPECFORGE, SPECULATORS
 
 pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package
@@ -47,7 +47,7 @@ def test_speculators_logits_match(speculators_drafters, tmp_path, capsys, name, 
     ckpt = speculators_drafters / name
     code, err = forward_cli(capsys, ckpt, engine, tmp_path / "out.safetensors")
     if engine == "vllm" and name in VLLM_REFUSES:
-        assert code == 2 and "vllm 0.34.0 cannot read" in err and "fc.weight" in err
+        assert code == 2 and f"vllm {VLLM} cannot read" in err and "fc.weight" in err
         return
     assert code == 0, err
     assert_matches_peer(ckpt, tmp_path / "out.safetensors")
@@ -78,7 +78,7 @@ def test_speculators_second_step_matches(speculators_drafters, name):
 
 
 @pytest.mark.parametrize("name", [v["name"] for v in SPECFORGE])
-@pytest.mark.parametrize("engine", ["vllm", "sglang@0.5.23", "sglang@0.5.6"])
+@pytest.mark.parametrize("engine", ["vllm", f"sglang@{SGLANG}", "sglang@0.5.6"])
 def test_specforge_logits_match(specforge_drafters, tmp_path, capsys, name, engine):
     ckpt = specforge_drafters / name
     code, err = forward_cli(capsys, ckpt, engine, tmp_path / "out.safetensors")
@@ -109,9 +109,9 @@ def test_specforge_exports_pass_the_forward_check(specforge_drafters, name):
     result = run(specforge_drafters / name, reference="none", engine="vllm,sglang,sglang@0.5.6,speculators",
                  trainer="specforge@0.2.0")  # SpecForge writes no release into its export: stated
     by_engine = {r.engine: r for r in result.results if r.check.id == "forward.equivalence"}
-    assert by_engine["vllm@0.34.0"].status == "passed", by_engine["vllm@0.34.0"].findings
+    assert by_engine[f"vllm@{VLLM}"].status == "passed", by_engine[f"vllm@{VLLM}"].findings
     assert by_engine["speculators@0.9.0"].status == "failed"  # speculators reads speculators configs only
-    assert by_engine["sglang@0.5.23"].status == "passed", by_engine["sglang@0.5.23"].findings
+    assert by_engine[f"sglang@{SGLANG}"].status == "passed", by_engine[f"sglang@{SGLANG}"].findings
     if name == "fc-norm":  # SGLang 0.5.6 has no fc_norm
         assert by_engine["sglang@0.5.6"].status == "failed"
         assert "fc_norm: sglang uses False" in by_engine["sglang@0.5.6"].findings[0].why

@@ -21,7 +21,7 @@ import pytest
 from eagle3_checks.cli import main
 from eagle3_checks.errors import INSTALL
 from eagle3_checks.storage.safetensors import read_header
-from helpers import write_inputs, write_target
+from helpers import VLLM, write_inputs, write_target
 from hub_server import HubServer, running
 
 REPO = "org/drafter"
@@ -152,7 +152,7 @@ def test_scan_and_forward_need_the_weights(drafter, hub, hf, capsys, monkeypatch
     assert code == 0, err
     got = statuses(out)
     assert got["scan.values"][0] == "skipped" and "pass --download" in got["scan.values"][1]
-    assert got["forward.equivalence[vllm@0.34.0]"] == got["scan.values"]
+    assert got[f"forward.equivalence[vllm@{VLLM}]"] == got["scan.values"]
     assert weight_bytes_read(hub, root)[0] == 0
 
     code, out, err = run(capsys, "check", f"hf://{REPO}", "--level", "scan", "--download", "--format", "json")
@@ -298,7 +298,7 @@ def test_other_commands_take_hub_names(drafter, hub, hf, tmp_path, capsys):
     code, out, _ = run(capsys, "check", str(root), "--source", f"hf://{REPO}", "--level", "scan", "--format", "json")
     assert code == 0 and statuses(out)["scan.values"][0] == "passed"  # the candidate's own weights are here
     code, out, _ = run(capsys, "check", str(root), "--source", f"hf://{REPO}", "--format", "json")
-    status, reason = statuses(out)["forward.equivalence[vllm@0.34.0]"]
+    status, reason = statuses(out)[f"forward.equivalence[vllm@{VLLM}]"]
     assert code == 0 and status == "skipped" and "pass --download" in reason  # the source's weights are not here
     code, _, err = run(capsys, "convert", f"hf://{REPO}", str(tmp_path / "out"), "--to", "speculators")
     assert code == 2 and "convert copies the weights, which are on the Hub: pass --download" in err

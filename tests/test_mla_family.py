@@ -36,9 +36,10 @@ from eagle3_checks.drafter.spec import resolve_reference
 from eagle3_checks.engines import profile, read
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, GateResult, gate, parse_options
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
-from helpers import status
+from helpers import SGLANG, status
+from helpers import VLLM as VLLM_NEW
 
-VLLM, SG23, SG06 = "vllm@0.34.0", "sglang@0.5.23", "sglang@0.5.6"
+VLLM, SG23, SG06 = f"vllm@{VLLM_NEW}", f"sglang@{SGLANG}", "sglang@0.5.6"
 
 
 class Mla:
@@ -266,14 +267,14 @@ def test_done_kimi_k25_with_null_q_lora_rank_fails_sglang_and_vllm_each_saying_w
     assert on_sglang.exit_code == 1
     assert status(on_sglang, "engine.loads", SG23) == FAILED
     assert messages(on_sglang, "engine.loads", SG23).startswith(
-        "sglang 0.5.23 refuses the drafter: q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires "
+        f"sglang {SGLANG} refuses the drafter: q_lora_rank is null: SGLang raises \"Eagle3 MLA layer requires "
         "q_lora_rank in the draft config\" (srt/models/kimi_k25_eagle3.py:113-117)")
     on_vllm = run(path, reference="auto", level="header", engine="vllm")
     assert on_vllm.exit_code == 1
     assert status(on_vllm, "engine.loads", VLLM) == FAILED
     assert [f.message for f in on_vllm.result("engine.loads", VLLM).findings] == [
-        "vllm 0.34.0 refuses the drafter: q_lora_rank is null: vLLM's MLA attention then has q_proj and a separate "
-        "kv_a_proj_with_mqa (deepseek_v2.py:1051-1064, 1090-1097), but deepseek_eagle3.py:258-267 maps every "
+        f"vllm {VLLM_NEW} refuses the drafter: q_lora_rank is null: vLLM's MLA attention then has q_proj and a "
+        "separate kv_a_proj_with_mqa (deepseek_v2.py:1051-1064, 1090-1097), but deepseek_eagle3.py:258-267 maps every "
         ".kv_a_proj_with_mqa into fused_qkv_a_proj, which only a q_lora_rank attention builds: the load raises "
         "\"There is no module or parameter named '...self_attn.fused_qkv_a_proj'\" (model_executor/models/"
         "utils.py:441-448)"]
@@ -417,7 +418,7 @@ def test_norm_before_residual_vllm_reads_it_sglang_does_not(mla):
     result = run(d.write(), level="forward", engine="vllm,sglang")
     assert status(result, "engine.semantics", VLLM) == PASSED and status(result, "forward.equivalence", VLLM) == PASSED
     assert status(result, "engine.semantics", SG23) == FAILED
-    assert "sglang 0.5.23 reads norm_before_residual as False" in messages(result, "engine.semantics", SG23)
+    assert f"sglang {SGLANG} reads norm_before_residual as False" in messages(result, "engine.semantics", SG23)
     assert status(result, "forward.equivalence", SG23) == FAILED
 
 
@@ -450,7 +451,7 @@ def test_fc_bias_sglang_loads_it_vllm_drops_it(mla):
     result = run(d.write(), level="forward", engine="vllm,sglang")
     assert status(result, "engine.loads", SG23) == PASSED and status(result, "forward.equivalence", SG23) == PASSED
     assert status(result, "engine.loads", VLLM) == FAILED
-    assert "vllm 0.34.0 drops 1 trained tensor(s): fc.bias" in messages(result, "engine.loads", VLLM)
+    assert f"vllm {VLLM_NEW} drops 1 trained tensor(s): fc.bias" in messages(result, "engine.loads", VLLM)
     assert status(result, "forward.equivalence", VLLM) == FAILED
 
 

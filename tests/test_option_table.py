@@ -14,6 +14,7 @@ from eagle3_checks.errors import UsageError
 from eagle3_checks.gate import options_from, parse_options
 from eagle3_checks.option_table import OPTIONS, PLUGIN, gate_fields, help_text, taken_by
 from eagle3_checks.plugin_options import dest
+from helpers import SGLANG
 
 COMMANDS = sorted({c for o in OPTIONS for c in o.commands} - {PLUGIN})
 
@@ -84,7 +85,7 @@ def test_the_plugin_takes_its_rows_as_options_and_ini_keys(pytestconfig):
 SAMPLES = {"reference": ({}, "reference", "none"), "target_config": ({}, "target_config", "t.json"),
            "target": ({}, "target", "dir"), "revision": ({}, "revision", "v1"), "download": ({}, "download", True),
            "level": ({}, "level", "header"), "strict": ({}, "strict", True), "fail_on": ({}, "fail_on", ("engine",)),
-           "waive": ({}, "waive", (("vocab.d2t", "ok"),)), "engine": ({}, "engine", ("sglang@0.5.23",)),
+           "waive": ({}, "waive", (("vocab.d2t", "ok"),)), "engine": ({}, "engine", (f"sglang@{SGLANG}",)),
            "engine_python": ({}, "", "raises"), "source": ({}, "source", "src"),
            "aux_convention": ({}, "aux_convention", "sglang"), "trainer": ({}, "trainer", "speculators@0.9.0"),
            "max_model_len": ({}, "max_model_len", 4096), "tp": ({}, "tensor_parallel", 2),
@@ -93,7 +94,7 @@ SAMPLES = {"reference": ({}, "reference", "none"), "target_config": ({}, "target
            "loss_mask": ({"data": "DATA"}, "loss_mask", "DATA"), "loss_mask_start": ({}, "loss_mask_start", 4)}
 GIVEN = {"reference": "none", "target_config": "t.json", "target": "dir", "revision": "v1", "download": "true",
          "level": "header", "strict": "1", "fail_on": ["engine"], "waive": ["vocab.d2t=ok"],
-         "engine": ["sglang@0.5.23"], "engine_python": "python3", "source": "src", "aux_convention": "sglang",
+         "engine": [f"sglang@{SGLANG}"], "engine_python": "python3", "source": "src", "aux_convention": "sglang",
          "trainer": "speculators@0.9.0", "max_model_len": "4096", "tp": "2", "pp": "2",
          "launch": ["trtllm=nothing.json"],
          "data": "DATA", "max_drop": "0.3", "min_acceptance": "2", "loss_mask": "DATA", "loss_mask_start": "4"}

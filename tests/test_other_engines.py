@@ -15,7 +15,7 @@ from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
-from helpers import codes, gate, status
+from helpers import VLLM, codes, gate, status
 
 TRT, LCPP, LMD, MLX = "trtllm@1.4.0rc1", "llamacpp@0.3.36", "lmdeploy@0.18.0", "mlx@0.7.10"
 FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
@@ -110,7 +110,7 @@ def test_trt_builds_no_qk_norms(drafter):
     d.config["architectures"] = ["Eagle3Qwen3ForCausalLM"]
     result = gate(d.write(), "trtllm,vllm")
     assert "engine.semantics/qk-norm" in codes(result, "engine.semantics", TRT)
-    assert status(result, "engine.semantics", "vllm@0.34.0") == PASSED
+    assert status(result, "engine.semantics", f"vllm@{VLLM}") == PASSED
 
 
 def test_trt_an_mla_drafter_is_not_modelled(drafter):
@@ -179,7 +179,7 @@ def test_a_layers0_drafter_fails_lmdeploy(drafter):
     result = gate(d.write(), "lmdeploy,vllm")
     assert status(result, "engine.loads", LMD) == FAILED
     assert "KeyError" in result.result("engine.loads", LMD).findings[0].message
-    assert status(result, "engine.loads", "vllm@0.34.0") == PASSED
+    assert status(result, "engine.loads", f"vllm@{VLLM}") == PASSED
 
 
 def test_lmdeploy_maps_every_token_to_id_zero_without_d2t(drafter):
@@ -190,7 +190,7 @@ def test_lmdeploy_maps_every_token_to_id_zero_without_d2t(drafter):
     result = gate(d.write(), "lmdeploy,vllm")
     assert "every draft token is taken as target id 0" in " ".join(
         f"{f.message} {f.found}" for f in result.result("engine.loads", LMD).findings)
-    assert status(result, "engine.loads", "vllm@0.34.0") == PASSED
+    assert status(result, "engine.loads", f"vllm@{VLLM}") == PASSED
 
 
 def test_lmdeploy_never_ties_lm_head(drafter):

@@ -18,6 +18,7 @@ except ImportError:
     pass
 
 import helpers
+from helpers import SGLANG, VLLM
 
 # one item each with the default --eagle3-engine (vllm); the acceptance level's only with --eagle3-data, engine.live
 # only with --eagle3-engine NAME@installed
@@ -233,7 +234,7 @@ def test_engine_all_gives_one_item_per_engine(pytester, drafter):
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-engine=vllm,sglang,speculators", "-k", "forward",
                                 "-rf")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["FAILED eagle3-checks::*::forward.equivalence[[]sglang@0.5.23[]] - *"])
+    result.stdout.fnmatch_lines([f"FAILED eagle3-checks::*::forward.equivalence[[]sglang@{SGLANG}[]] - *"])
 
 
 def test_broken_checkpoint_is_failing_items_not_a_crash(pytester, drafter):
@@ -274,7 +275,7 @@ def test_failure_summary_is_one_line_under_xdist_and_in_junit(pytester, drafter,
     result.stdout.fnmatch_lines([f"{path}: FAILED: 2 error(s), * (from the {N_CHECKS} checks the workers reported)"])
     messages = sorted(f.get("message") for f in ElementTree.parse(junit).getroot().iter("failure"))
     assert messages == ["ERROR: d2t is missing (draft_vocab_size 128 < vocab_size 512)",
-                        "ERROR: vllm 0.34.0 builds 1 parameter(s) that no tensor fills: d2t"]
+                        f"ERROR: vllm {VLLM} builds 1 parameter(s) that no tensor fills: d2t"]
     failure = next(f for f in ElementTree.parse(junit).getroot().iter("failure")
                    if f.get("message").startswith("ERROR: d2t is missing"))
     assert "fix:" in failure.text and "embed the d2t offsets" in failure.text
@@ -302,7 +303,7 @@ def test_failure_is_pytests_own_representation(pytester, drafter):
         assert "Traceback" not in result.stdout.str()
     assert sorted(crashes) == sorted([f"eagle3-checks::{path.name}::keys|0|ERROR: d2t is missing (draft_vocab_size "
                                       "128 < vocab_size 512)", f"eagle3-checks::{path.name}::engine.loads"
-                                      "[vllm@0.34.0]|0|ERROR: vllm 0.34.0 builds 1 parameter(s) that no tensor "
+                                      f"[vllm@{VLLM}]|0|ERROR: vllm {VLLM} builds 1 parameter(s) that no tensor "
                                       "fills: d2t"] * 2)
 
 
@@ -327,7 +328,7 @@ def test_last_failed_reruns_a_failed_per_engine_check(pytester, drafter):
             "--eagle3-level=header"]
     first = pytester.runpytest(*args, "-rf")
     failed = sorted(re.findall(r"FAILED (eagle3-checks::\S+)", first.stdout.str()))
-    assert any("[sglang@0.5.23]" in f for f in failed), failed
+    assert any(f"[sglang@{SGLANG}]" in f for f in failed), failed
     again = pytester.runpytest(*args, "--lf", "-rf")
     assert sorted(re.findall(r"FAILED (eagle3-checks::\S+)", again.stdout.str())) == failed
     assert again.parseoutcomes()["failed"] == len(failed) and "passed" not in again.parseoutcomes()
@@ -370,7 +371,7 @@ def test_eagle3_data_adds_the_acceptance_level(pytester, drafter, tmp_path):
     result = pytester.runpytest(f"--eagle3-ckpt={d.write()}", f"--eagle3-data={data}", "--eagle3-max-drop=0.02",
                                 "--eagle3-reference=none", "-k", "acceptance", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1, deselected=N_CHECKS)
-    result.stdout.fnmatch_lines(["*acceptance.engine-drop*vllm@0.34.0*"])
+    result.stdout.fnmatch_lines([f"*acceptance.engine-drop*vllm@{VLLM}*"])
 
 
 def test_the_launch_options_are_the_clis(pytester, drafter):

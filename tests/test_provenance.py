@@ -9,7 +9,7 @@ import re
 from eagle3_checks import engines
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.config_values import Origin, read_config
-from helpers import run
+from helpers import SGLANG, run
 
 
 def test_a_stated_value_carries_its_key_path(drafter):
@@ -42,7 +42,7 @@ def test_an_invalid_value_keeps_its_key_and_says_so():
 
 def test_a_reading_names_the_key_of_the_aux_ids_it_read(drafter):
     ckpt = open_checkpoint(drafter("flat").write())
-    for spec in ("vllm@0.33.0", "sglang@0.5.23"):
+    for spec in ("vllm@0.33.0", f"sglang@{SGLANG}"):
         reading = engines.read(ckpt, spec)
         key = reading.keys["aux_layer_ids"]
         node = ckpt.config_raw
@@ -64,7 +64,7 @@ def test_a_refusal_names_its_tensor_and_the_finding_keys_on_it(drafter):
 
 
 def test_a_layout_refusal_is_one_cause_of_what_follows(drafter):
-    result = run(drafter("speculators").write(), engine="sglang@0.5.23", level="header")
+    result = run(drafter("speculators").write(), engine=f"sglang@{SGLANG}", level="header")
     (f,) = result.result("engine.loads").findings
     assert f.key is None and f.cause == f"refusal: {f.found}"
 

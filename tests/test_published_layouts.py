@@ -17,6 +17,7 @@ import pytest
 
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, drafter_files, target_config
+from helpers import VLLM
 
 torch = pytest.importorskip("torch")
 
@@ -61,9 +62,9 @@ def test_eagles_llama31_release_passes_vllm_at_every_level_without_unpickling(ea
     report = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert code == 0, [f["message"] for c in report["checks"] for f in c["findings"] if f["severity"] == "error"]
     status = {c["id"] + (f"[{c['engine']}]" if "engine" in c else ""): c["status"] for c in report["checks"]}
-    assert status["keys"] == status["shapes"] == status["engine.loads[vllm@0.34.0]"] == "passed"
+    assert status["keys"] == status["shapes"] == status[f"engine.loads[vllm@{VLLM}]"] == "passed"
     if level != "header":
         assert status["scan.values"] == "passed"
     if level == "forward":
-        assert status["forward.equivalence[vllm@0.34.0]"] == "passed"
+        assert status[f"forward.equivalence[vllm@{VLLM}]"] == "passed"
     assert report["counts"]["error"] == 0

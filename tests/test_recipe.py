@@ -16,7 +16,7 @@ from eagle3_checks.cli import main
 from eagle3_checks.defects import Draft
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
-from helpers import assert_golden
+from helpers import SGLANG, VLLM, assert_golden
 
 RECORDED = Path(__file__).parent / "conformance" / "recipes"
 
@@ -73,7 +73,7 @@ def test_the_example_is_served_as_trained(here, capsys, engine, ready):
     assert code == ready and "preconditions: all hold" in out
 
 
-@pytest.mark.parametrize("name", ["vllm-0.33.0", "vllm-0.34.0", "sglang-0.5.23"])
+@pytest.mark.parametrize("name", ["vllm-0.33.0", f"vllm-{VLLM}", f"sglang-{SGLANG}"])
 def test_recipes_are_what_the_engines_own_parsers_accepted(here, capsys, name):
     """The recording holds each recipe as the engine's parser read it (vLLM: make_arg_parser and
     AsyncEngineArgs.from_cli_args, then create_engine_config built the speculative config; SGLang:

@@ -19,7 +19,7 @@ from eagle3_checks.reports.causes import group
 from eagle3_checks.reports.github import parse_github
 from eagle3_checks.reports.locations import json_key_line
 from eagle3_checks.reports.sarif import to_sarif
-from helpers import assert_golden, cli, run
+from helpers import SGLANG, VLLM, assert_golden, cli, run
 
 DATA = Path(__file__).parent / "data"
 
@@ -117,7 +117,7 @@ def test_a_lost_head_dim_is_one_root_cause_in_the_text_report(no_head_dim, capsy
     assert first[0] == "config.json: head_dim (9 findings in 6 checks)"
     assert "ERROR: config.json: head_dim is not stated" in first[1]
     assert 'fix:      add "head_dim": 24' in rest.split("  PASS  files")[0]
-    assert "also affects: shapes (4), engine.loads[vllm@0.34.0], engine.semantics[vllm@0.34.0]," in out
+    assert f"also affects: shapes (4), engine.loads[vllm@{VLLM}], engine.semantics[vllm@{VLLM}]," in out
     # the dependent findings are listed under their checks, pointing at the cause instead of repeating its fix
     assert out.count("follows from config.json: head_dim, above") == 8
     assert out.count('add "head_dim": 24') == 1
@@ -142,10 +142,10 @@ def test_root_causes_in_json_are_added_fields(no_head_dim, capsys):
     (cause,) = report["causes"]
     assert cause["key"] == "config.json: head_dim" and cause["check"] == "config.head-dim"
     assert cause["fix"] == 'add "head_dim": 24'
-    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + ["engine.loads[vllm@0.34.0]",
-                                                                            "engine.semantics[vllm@0.34.0]",
+    assert [a["check"] for a in cause["also_affects"]] == ["shapes"] * 4 + [f"engine.loads[vllm@{VLLM}]",
+                                                                            f"engine.semantics[vllm@{VLLM}]",
                                                                             "reference.diff",
-                                                                            "forward.equivalence[vllm@0.34.0]"]
+                                                                            f"forward.equivalence[vllm@{VLLM}]"]
     failing = [f for c in report["checks"] for f in c["findings"] if f["severity"] in ("error", "warning")]
     assert len(failing) == 9 and {f["cause"] for f in failing} == {"config.json: head_dim"}
 
@@ -155,8 +155,8 @@ def test_root_causes_in_markdown(no_head_dim, capsys):
     causes, table = out.split("| status | check |")
     assert "#### Root causes" in causes and "`config.json: head_dim` (`config.head-dim/missing`, read)" in causes
     assert '  - fix: add "head_dim": 24' in causes
-    assert "also affects: shapes (4), engine.loads[vllm@0.34.0], engine.semantics[vllm@0.34.0], reference.diff, " \
-        "forward.equivalence[vllm@0.34.0]" in causes
+    assert f"also affects: shapes (4), engine.loads[vllm@{VLLM}], engine.semantics[vllm@{VLLM}], reference.diff, " \
+        f"forward.equivalence[vllm@{VLLM}]" in causes
     assert table.count("follows from: `config.json: head_dim`") == 8
 
 
@@ -186,11 +186,11 @@ def test_unrelated_findings_stay_apart(drafter):
 
 def test_an_engine_refusing_the_layout_is_one_cause_of_its_load_and_forward_failures(drafter):
     pytest.importorskip("torch")
-    result = run(drafter("speculators").write(), engine="sglang@0.5.23")
+    result = run(drafter("speculators").write(), engine=f"sglang@{SGLANG}")
     causes = group(result)
     (cause,) = causes.groups
-    assert cause.finding.check == "engine.loads[sglang@0.5.23]" and "reads flat configs only" in cause.key
-    assert [f.check for f in cause.also] == ["forward.equivalence[sglang@0.5.23]"]
+    assert cause.finding.check == f"engine.loads[sglang@{SGLANG}]" and "reads flat configs only" in cause.key
+    assert [f.check for f in cause.also] == [f"forward.equivalence[sglang@{SGLANG}]"]
     assert causes.count() == 1
 
 
@@ -411,7 +411,7 @@ def test_golden(example, capsys, monkeypatch, fmt, case):
     monkeypatch.chdir(example)  # relative paths: the report names them as a CI job would
     ckpts = ["example-flat"] if case == "passing" else ["example-flat-no-head-dim"]
     code, out, _ = cli(capsys, "check", *ckpts, "--target-config", "example-target/config.json",
-                       "--engine", "vllm@0.34.0,sglang@0.5.23", "--level", "scan", "--format", fmt)
+                       "--engine", f"vllm@{VLLM},sglang@{SGLANG}", "--level", "scan", "--format", fmt)
     assert code == (0 if case == "passing" else 1)
     out = out.replace(__version__, "VERSION")
     if fmt == "sarif":
@@ -601,7 +601,7 @@ def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
     d = drafter("flat", trained=False)  # a SpecForge export: its ids in eagle_config, counted SGLang's way
     del d.config["eagle_aux_hidden_state_layer_ids"]  # vLLM 0.33 reads the top level only: it fails, SGLang passes
     path = d.write()
-    argv = ["check", path, "--level", "header", "--engine", "vllm,sglang@0.5.23", "--format", "json",
+    argv = ["check", path, "--level", "header", "--engine", f"vllm,sglang@{SGLANG}", "--format", "json",
             "--trainer", "specforge@0.2.0"]
 
     def statuses(*skip):
@@ -611,14 +611,14 @@ def test_skip_a_per_engine_check_for_one_engine_or_release(drafter, capsys):
         stale = [f["message"] for c in checks if c["id"] == "gate.waivers" for f in c["findings"]]
         return code, got, stale
 
-    assert statuses()[:2] == (1, {"vllm@0.34.0": "failed", "sglang@0.5.23": "passed"})
-    for waiver in ("engine.aux-layers[vllm@0.34.0]=judged by hand", "engine.aux-layers[vllm]=judged by hand",
+    assert statuses()[:2] == (1, {f"vllm@{VLLM}": "failed", f"sglang@{SGLANG}": "passed"})
+    for waiver in (f"engine.aux-layers[vllm@{VLLM}]=judged by hand", "engine.aux-layers[vllm]=judged by hand",
                    "engine.aux-layers/ids-not-read[vllm]=judged by hand", "engine.aux-layers=judged by hand"):
-        assert statuses(waiver) == (0, {"vllm@0.34.0": "waived", "sglang@0.5.23": "passed"}, []), waiver
+        assert statuses(waiver) == (0, {f"vllm@{VLLM}": "waived", f"sglang@{SGLANG}": "passed"}, []), waiver
     code, got, stale = statuses("engine.aux-layers[sglang]=not served there")
-    assert code == 1 and got == {"vllm@0.34.0": "failed", "sglang@0.5.23": "passed"}
+    assert code == 1 and got == {f"vllm@{VLLM}": "failed", f"sglang@{SGLANG}": "passed"}
     assert stale == ["stale waiver: --waive engine.aux-layers[sglang]=not served there matched no finding "
-                     "(engine.aux-layers[sglang@0.5.23] ran and found nothing to waive)"]
+                     f"(engine.aux-layers[sglang@{SGLANG}] ran and found nothing to waive)"]
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -24,7 +24,7 @@ from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.engines.reading import differences
-from helpers import codes, run
+from helpers import SGLANG, codes, run
 
 WINDOW = 16
 
@@ -63,10 +63,10 @@ def test_each_release_reads_the_window_as_its_source_does(drafter):
 def test_sglang_reads_the_window_only_from_its_launch(drafter):
     ckpt = open_checkpoint(_windowed(drafter, "flat", provenance="speculators"))
     assert engines.trainer(ckpt).window() == (WINDOW, (0,))
-    plain = engines.read(ckpt, "sglang@0.5.23")
+    plain = engines.read(ckpt, f"sglang@{SGLANG}")
     assert plain.window() is None and "llama_eagle3.py:284-299" in plain.sources["sliding_window"]
     assert differences(plain, engines.trainer(ckpt)) == ["sliding_window"]
-    launched = engines.read(ckpt, "sglang@0.5.23", launch={"args": {"speculative-draft-window-size": WINDOW - 1}})
+    launched = engines.read(ckpt, f"sglang@{SGLANG}", launch={"args": {"speculative-draft-window-size": WINDOW - 1}})
     assert launched.window() == (WINDOW, (0,))  # N + 1 keys for N
     assert engines.read(ckpt, "sglang@0.5.6", launch={"args": {"speculative-draft-window-size": 15}}).window() is None
     # SpecForge trains full attention whatever the config carries
@@ -76,7 +76,7 @@ def test_sglang_reads_the_window_only_from_its_launch(drafter):
 
 def test_a_window_served_without_is_an_error_from_the_context_it_binds(drafter, tmp_path):
     path = _windowed(drafter, "flat", provenance="speculators")
-    result = run(path, engine=("sglang@0.5.23",))
+    result = run(path, engine=(f"sglang@{SGLANG}",))
     found = [f for f in result.findings() if f.code == "engine.semantics/sliding-window"]
     assert len(found) == 1 and found[0].severity.value == "error"
     assert f"up to {WINDOW} tokens and differently from {WINDOW + 1}" in found[0].message
@@ -84,9 +84,9 @@ def test_a_window_served_without_is_an_error_from_the_context_it_binds(drafter, 
     # launched with the window (what the recipe writes), nothing is left; served within the window, a note
     launch = tmp_path / "launch.json"
     launch.write_text(json.dumps({"args": {"speculative-draft-window-size": WINDOW - 1}}))
-    assert "engine.semantics/sliding-window" not in codes(run(path, engine=("sglang@0.5.23",),
+    assert "engine.semantics/sliding-window" not in codes(run(path, engine=(f"sglang@{SGLANG}",),
                                                              launch=[f"sglang={launch}"]))
-    within = run(path, engine=("sglang@0.5.23",), max_model_len=WINDOW)
+    within = run(path, engine=(f"sglang@{SGLANG}",), max_model_len=WINDOW)
     assert "engine.semantics/sliding-window-within-context" in codes(within)
     assert "engine.semantics/sliding-window" not in codes(within)
 

@@ -15,7 +15,7 @@ from eagle3_checks.drafter.example import EXAMPLE, KIMI_K2, drafter_files, write
 from eagle3_checks.drafter.layout import FLAT
 from eagle3_checks.drafter.spec import Spec, load_spec, resolve_reference, shipped_specs, snapshot
 from eagle3_checks.errors import UsageError
-from helpers import failing, run
+from helpers import SGLANG, VLLM, failing, run
 
 
 def errors(findings):
@@ -394,7 +394,7 @@ def test_done_an_aq_medai_shaped_drafter_with_eps_1e5_warns_stating_both_engines
         ("reference.diff/semantic", "warning")]
     (f,) = r.findings
     assert f.message == "config rms_norm_eps: 1e-05, aq-medai-kimi-k2-eagle3 has 1e-06" and f.basis == "read"
-    for release in ("vllm 0.34.0", "sglang 0.5.23"):
+    for release in (f"vllm {VLLM}", f"sglang {SGLANG}"):
         assert f"{release} computes with rms_norm_eps 1e-05 as the candidate states it (config.json: rms_norm_eps), " \
                "and with rms_norm_eps 1e-06 where the reference's value is stated" in f.why, f.why
     assert "(4.5e-06 at unit RMS): within the forward tolerance (1e-05 relative) for inputs of mean square m >= 0.45" \

@@ -30,7 +30,7 @@ from eagle3_checks.drafter.checkpoint import open_checkpoint  # noqa: E402
 from eagle3_checks.gate import ACCEPT_ALSO  # noqa: E402
 from eagle3_checks.options import DECIDE_GAIN  # noqa: E402
 from eagle3_checks.reports.sarif import to_sarif  # noqa: E402
-from helpers import run  # noqa: E402
+from helpers import SGLANG, VLLM, run  # noqa: E402
 
 K = 3
 
@@ -225,7 +225,7 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
     assert "acceptance.engine-drop/drop" in codes(before)
     drop = next(f for f in before.findings() if f.code == "acceptance.engine-drop/drop")
     assert "norm_before_residual" in drop.message
-    served = figures(trained_world, drafter, engines=("vllm@0.34.0",)).readings
+    served = figures(trained_world, drafter, engines=(f"vllm@{VLLM}",)).readings
     assert served[1].acceptance_length < 0.7 * served[0].acceptance_length, [f.record() for f in served]
     fixed = tmp_path / "fixed"
     capsys.readouterr()
@@ -233,7 +233,7 @@ def test_an_engine_default_that_loses_acceptance_fails_and_fix_restores_it(train
                  "--target", str(trained_world / "target")]) == 0, capsys.readouterr()
     after = gate_world(trained_world, fixed)
     assert not codes(after), codes(after)
-    result = figures(trained_world, fixed, engines=("vllm@0.34.0",))
+    result = figures(trained_world, fixed, engines=(f"vllm@{VLLM}",))
     assert result.readings[1].acceptance_length == pytest.approx(served[0].acceptance_length, abs=1e-9)
 
 
@@ -446,7 +446,7 @@ def test_accept_resolve_reports_what_the_weights_were_trained_with(trained_world
             "--format", "json"]
     code = main(["accept", str(trained_world / "drafters" / "trained-rope10k"), *base])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 1 and [r["reading"] for r in doc["readings"]] == ["trainer", "vllm@0.34.0"]
+    assert code == 1 and [r["reading"] for r in doc["readings"]] == ["trainer", f"vllm@{VLLM}"]
     verdicts = {a["question"]: a for a in doc["trained_with"]}
     assert verdicts["rope_theta"]["verdict"] == "contradicted" and verdicts["rope_theta"]["best"] == 10000.0
     assert verdicts["norm_before_residual"]["verdict"] == "confirmed"
@@ -466,14 +466,14 @@ def test_a_lost_head_dim_served_as_vllm_cuts_it_accepts_almost_nothing(trained_w
 
     mutant = copy(trained_world, "trained", tmp_path, edit)
     ckpt = open_checkpoint(mutant)
-    served = engines.read(ckpt, "vllm@0.34.0")
+    served = engines.read(ckpt, f"vllm@{VLLM}")
     assert served.narrowed and served.computable and not served.servable
     expect = expect_of(served)
     head = load_head(trained_world / "target", expect.hidden, expect.vocab)
     base = figures(trained_world, trained_world / "drafters" / "trained").readings[0]
     # the trained drafter's own reading first (the base evaluate holds the others to), then vLLM's of the mutant
     got = evaluate(ckpt, [("trainer", engines.trainer(open_checkpoint(trained_world / "drafters" / "trained"))),
-                          ("vllm@0.34.0", served)], samples(trained_world / "test", expect), K, target=head)
+                          (f"vllm@{VLLM}", served)], samples(trained_world / "test", expect), K, target=head)
     cut = got.readings[1]
     assert cut.problem is None and any("narrows" in c for c in cut.causes)
     assert cut.acceptance_length < base.acceptance_length - 1.0, (cut.record(), base.record())
@@ -577,11 +577,11 @@ def test_a_window_served_without_is_measured_and_unmeasured_on_short_sequences(t
                  "--verify", "header"]) == 0
     capsys.readouterr()
     base = ["--data", str(trained_world / "test"), "--target", str(trained_world / "target"), "--engine",
-            "sglang@0.5.23", "--format", "json"]
+            f"sglang@{SGLANG}", "--format", "json"]
     main(["accept", str(flat), *base])
     doc = json.loads(capsys.readouterr().out)
     served = doc["readings"][1]
-    assert served["reading"] == "sglang@0.5.23" and served["drop_interval"][0] > 0, served
+    assert served["reading"] == f"sglang@{SGLANG}" and served["drop_interval"][0] > 0, served
     launch = tmp_path / "launch.json"
     launch.write_text(json.dumps({"args": {"speculative-draft-window-size": 7}}))
     assert main(["accept", str(flat), *base, "--launch", f"sglang={launch}"]) == 0
@@ -593,13 +593,13 @@ def test_a_window_served_without_is_measured_and_unmeasured_on_short_sequences(t
         r = safetensors_torch.load_file(str(p))
         safetensors_torch.save_file({k: v[:8].contiguous() for k, v in r.items()}, str(short / p.name))
     main(["accept", str(flat), "--data", str(short), "--target", str(trained_world / "target"), "--engine",
-          "sglang@0.5.23", "--format", "json"])
+          f"sglang@{SGLANG}", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     notes = {f["code"]: f for f in doc["findings"]}
     assert "acceptance.engine-drop/window-unmeasured" in notes and "longer than 8" in \
         notes["acceptance.engine-drop/window-unmeasured"]["settle"]
     assert doc["readings"][1]["drop"] == 0.0
-    assert {"engine.semantics/sliding-window"} <= codes(run(flat, engine=("sglang@0.5.23",)))
+    assert {"engine.semantics/sliding-window"} <= codes(run(flat, engine=(f"sglang@{SGLANG}",)))
 
 
 def test_fix_reorders_fc_blocks_the_data_decides_and_keeps_it_only_when_measured_again(trained_world, tmp_path,
