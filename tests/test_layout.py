@@ -139,9 +139,9 @@ def test_the_docs_layer_map_states_the_contracts_order():
     assert stated == _contract_layers()
 
 
-# What the forward pass computes with has its own type there: a field renamed in engines.reading.Reading, or a
-# checkpoint's or an embedding table's attribute, fails mypy (the strict override of eagle3_checks.numerics in
-# pyproject.toml), not a run. A torch tensor is numerics.ops.Tensor (torch is optional where the types are checked).
+# What the forward pass and the acceptance level compute with has its own type there: a field renamed in
+# engines.reading.Reading, or a checkpoint's or an embedding table's attribute, fails mypy (the strict overrides of
+# eagle3_checks.numerics and eagle3_checks.acceptance in pyproject.toml), not a run. A torch tensor is numerics.ops.Tensor (torch is optional where the types are checked).
 TYPED = {"reading", "ckpt", "checkpoint", "target", "trained", "weights", "embedding", "target_embedding", "inputs"}
 
 
@@ -159,7 +159,8 @@ def _annotations(path: pathlib.Path) -> list[tuple[str, int, str, str]]:
 
 
 def test_the_forward_pass_names_the_type_of_what_it_computes_with():
-    found = [a for p in sorted((PACKAGE / "numerics").glob("*.py")) for a in _annotations(p)]
+    found = [a for folder in ("numerics", "acceptance") for p in sorted((PACKAGE / folder).glob("*.py"))
+             for a in _annotations(p)]
     wrong = [a for a in found if not a[3] or "Any" in re.findall(r"\w+", a[3])]
     assert len(found) >= 20 and not wrong, wrong
 

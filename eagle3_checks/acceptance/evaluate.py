@@ -45,16 +45,26 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import engines
 from ..engines.counting import CHAIN, FULL, Counting, Drafting
 from ..engines.reading import describe_difference, differences
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
-from ..options import FAIL_SHARE, MIN_COVERAGE, NOTHING
+from ..option_table import FAIL_SHARE as FAIL_SHARE  # re-exported: acceptance.FAIL_SHARE
+from ..options import MIN_COVERAGE, NOTHING
 from .samples import Expect, Sample
 from .stats import Interval, linearised, ratio
 from .walk import Walked, requests, stops, walk
+
+if TYPE_CHECKING:
+    from ..drafter.checkpoint import Checkpoint
+    from ..engines.reading import Reading
+    from ..numerics.ops import EmbeddingRows, Tensor
+    from .target_head import TargetHead
+
+# the launch settings each release is started with (--launch): spec -> its settings, or None
+Launch = Callable[[str], "dict[str, Any] | None"]
 
 TRAINER = "trainer"
 RESOLVE = "resolve:"  # the prefix of the resolver's candidate readings (acceptance/resolve.py)
@@ -424,8 +434,8 @@ class Result:
         return {"labels": self.labels, "readings": out}
 
 
-def readings(ckpt: Any, specs: Sequence[str], optional: Sequence[str] = (),
-             left_out: list[str] | None = None, launch: Any = None) -> list[tuple[str, Any]]:
+def readings(ckpt: Checkpoint, specs: Sequence[str], optional: Sequence[str] = (),
+             left_out: list[str] | None = None, launch: Launch | None = None) -> list[tuple[str, Reading]]:
     """(name, reading): the trainer's first, then each engine release's. A release in ``optional`` (brought in by
     ``--engine all`` only) that does not read the checkpoint's layout is left out, and named in ``left_out``.
     ``launch(spec)``: the launch settings a release is started with (``--launch``), or None."""
@@ -444,8 +454,14 @@ def readings(ckpt: Any, specs: Sequence[str], optional: Sequence[str] = (),
     return out
 
 
-def expect_of(reading: Any) -> Expect:
-    return Expect(reading.num_aux, reading.target_hidden_size, reading.vocab_size)
+def expect_of(reading: Reading) -> Expect:
+    """What a sample must hold for ``reading`` (the trainer's): its aux width and vocabulary."""
+    width, vocab = reading.target_hidden_size, reading.vocab_size
+    if width is None or vocab is None:
+        missing = "target_hidden_size" if width is None else "vocab_size"
+        raise AcceptanceError(f"the trainer's reading ({reading.engine}) reads no {missing}: the recorded states "
+                              "cannot be matched to the drafter")
+    return Expect(reading.num_aux, width, vocab)
 
 
 def finite_prefix(sample: Sample) -> int:
@@ -457,7 +473,8 @@ def finite_prefix(sample: Sample) -> int:
     return int(bad[0]) if bad.numel() else int(ok.shape[0])
 
 
-def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Inputs, Any, Any, Any]:
+def sample_inputs(sample: Sample, steps: int,
+                  target: TargetHead | None = None) -> tuple[Inputs, Tensor, Tensor, Tensor]:
     """The forward pass's inputs for a sample's rows, the labels (steps, R), which steps count (steps, R) and the
     target's logits at each step's position (steps, R, V; None without ``target``, a TargetHead)."""
     import torch
@@ -486,7 +503,7 @@ def sample_inputs(sample: Sample, steps: int, target: Any = None) -> tuple[Input
     return inputs, labels, valid, target_logits
 
 
-def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: Any = None,
+def score(fig: Figures, logits: list[Tensor], labels: Tensor, valid: Tensor, steps: int, target_logits: Tensor = None,
           spans: list[tuple[int, int]] | None = None, confidence: bool = False, margins: bool = False) -> None:
     """Add one sample's rows to a reading's figures (and its counts as one sequence). ``spans``: the sample's
     requests (walk.requests), which the served walk walks; ``confidence``: keep each step's top draft probability
@@ -544,7 +561,7 @@ def score(fig: Figures, logits: list, labels, valid, steps: int, target_logits: 
         fig.cond_correct[k] += seq.cond_correct[k]
 
 
-def permuted(aux: Any, order: Sequence[int]) -> Any:
+def permuted(aux: Tensor, order: Sequence[int]) -> Tensor:
     """The aux states (T, A*Ht) with their A blocks in ``order``: block i of the result is block order[i]."""
     blocks = aux.chunk(len(order), dim=-1)
     import torch
@@ -552,7 +569,7 @@ def permuted(aux: Any, order: Sequence[int]) -> Any:
     return torch.cat([blocks[i] for i in order], dim=-1)
 
 
-def absolute_ids(ckpt: Any, reading: Any) -> tuple[Any, str] | None:
+def absolute_ids(ckpt: Checkpoint, reading: Reading) -> tuple[Tensor, str] | None:
     """(the target id of each draft id, what shows it) when the checkpoint's d2t holds absolute target ids instead
     of offsets; None otherwise. The trainer never read d2t: speculators 0.9.0 trains in the draft space t2d selects
     (``speculators/model.py:172-183``: ``verifier_lm_head`` is the target's lm_head rows where t2d is set; d2t is
@@ -613,10 +630,11 @@ def evaluated(data: Iterable[Sample], steps: int, skipped: list[int] | None = No
             yield sample
 
 
-def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], steps: int,
-             device: str | None = None, target: Any = None, orders: dict[str, Sequence[int]] | None = None,
-             own: dict[str, list[list]] | None = None, embedding: Any = None,
-             launch: Callable[[str], dict | None] | None = None, margins: bool = False) -> Result:
+def evaluate(ckpt: Checkpoint, named: list[tuple[str, Reading]], data: Iterable[Sample], steps: int,
+             device: str | None = None, target: TargetHead | None = None,
+             orders: dict[str, Sequence[int]] | None = None, own: dict[str, list[list[Tensor]]] | None = None,
+             embedding: EmbeddingRows | None = None,
+             launch: Launch | None = None, margins: bool = False) -> Result:
     """The figures of each reading over every sample; labels the recorded tokens, or with ``target`` (a
     :class:`~eagle3_checks.acceptance.target_head.TargetHead`) the target's argmax; ``device`` None: a GPU when
     torch sees one (the figures are scored on the CPU). ``orders``: the readings (by
@@ -696,7 +714,7 @@ def evaluate(ckpt: Any, named: list[tuple[str, Any]], data: Iterable[Sample], st
     return result
 
 
-def serving(name: str, steps: int, launch: Callable[[str], dict | None] | None = None
+def serving(name: str, steps: int, launch: Launch | None = None
             ) -> tuple[Drafting, Counting | None]:
     """How the server reading ``name`` stands for drafts and counts: its release's counting (engines.counting), set
     by its launch settings; K chained drafts for the trainer's reading, the resolver's candidates and an engine whose

@@ -39,7 +39,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,13 +80,13 @@ def parse_layers(text: str) -> list[int]:
     return ids
 
 
-def drafter_layers(ckpt_path: str, target_config: dict) -> tuple[list[int], str]:
+def drafter_layers(ckpt_path: str, target_config: dict[str, Any]) -> tuple[list[int], str]:
     """The aux ids (vLLM's count) a drafter was trained on, read as the gate reads them (engines.trained_aux: the
     field its trainer writes, in its trainer's convention), and how they were known."""
     ckpt = open_any(ckpt_path)
     if ckpt.config_raw is None:
         raise UsageError(f"--drafter {ckpt_path}: no readable config.json")
-    text: dict = target_config["text_config"] if isinstance(target_config.get("text_config"), dict) \
+    text: dict[str, Any] = target_config["text_config"] if isinstance(target_config.get("text_config"), dict) \
         else target_config
     archs = target_config.get("architectures") or []
     target = Target(archs[0] if archs else None, text.get("num_hidden_layers"))
@@ -135,8 +135,12 @@ def _prompt_item(line: str, where: str) -> dict[str, Any]:
     return item
 
 
+_LAYERS: tuple[Callable[[Any], Any], ...] = (lambda m: m.model.layers, lambda m: m.get_decoder().layers,
+                                              lambda m: m.transformer.h)  # where transformers models keep them
+
+
 def _decoder_layers(model: Any) -> Any:
-    for get in (lambda m: m.model.layers, lambda m: m.get_decoder().layers, lambda m: m.transformer.h):
+    for get in _LAYERS:
         try:
             layers = get(model)
         except AttributeError:
@@ -147,7 +151,7 @@ def _decoder_layers(model: Any) -> Any:
                      "and Mistral-style transformers models")
 
 
-def load_target(target: str, device: str) -> tuple[Any, Any, dict]:
+def load_target(target: str, device: str) -> tuple[Any, Any, dict[str, Any]]:
     """(model, tokenizer or None, config dict). Raises UsageError."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -219,13 +223,13 @@ class _Capture:
                         for i in sorted({i for i in ids if i < self.n})]
         self.handles.append(layers[-1].register_forward_hook(self._post))
 
-    def _pre(self, i: int):
-        def hook(module: Any, args: tuple, kwargs: dict) -> None:
+    def _pre(self, i: int) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], None]:
+        def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             x: Any = args[0] if args else kwargs["hidden_states"]
             self.got[i] = x.detach()
         return hook
 
-    def _post(self, module: Any, args: tuple, output: Any) -> None:
+    def _post(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
         self.got[self.n] = (output[0] if isinstance(output, tuple) else output).detach()
 
     def states(self) -> Any:
@@ -437,7 +441,7 @@ def _work(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
     prompts, partial = Path(job["prompts"]), Path(job["partial"])
     model, tokenizer, config = load_target(job["target"], job["device"])
-    text: dict = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
     n_layers = len(_decoder_layers(model))
     layers, how = job["layers"], "--layers"
     if job["drafter"] is not None:

@@ -36,13 +36,23 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..options import DECIDE_GAIN, NOTHING
-from .evaluate import RESOLVE, TRAINER, Figures, Result, evaluate
+from .evaluate import RESOLVE, TRAINER, Figures, Launch, Result, evaluate
+from .samples import Sample
 from .stats import Interval
+
+if TYPE_CHECKING:
+    from ..drafter.checkpoint import Checkpoint
+    from ..engines.reading import Reading
+    from ..numerics.ops import EmbeddingRows, Tensor
+    from .target_head import TargetHead
+
+# a reading the resolver runs: (its name, the reading, the order fc's input blocks are fed in, None: as recorded)
+Run = tuple[str, "Reading", "tuple[int, ...] | None"]
 
 ROPE_DEFAULT = 10000.0  # the base SpecForge before PR #270 used with rope_scaling null
 MAX_AUX_ORDERS = 4  # aux counts up to this have every order scored (4! = 24 readings); more: only the stated one
@@ -98,7 +108,7 @@ class Answer:
     scores: list[tuple[Any, dict[str, float | None]]]  # (value, {figure: value}), the stated first
     tests: list[Test] = field(default_factory=list)
     decided_by: Test | None = None  # the figure whose gain decided
-    reading: Any = None  # the best candidate's reading (CONTRADICTED: what the weights were trained with)
+    reading: Reading | None = None  # the best candidate's reading (CONTRADICTED: what the weights were trained with)
     why: str = ""  # UNDECIDED: why
     settle: str = ""  # UNDECIDED: what would decide it
     applied: tuple[str, ...] = ()  # the contradictions applied when it was decided (joint decision)
@@ -164,7 +174,7 @@ def value_text(question: str, value: Any) -> str:
 
 # ----- the questions and their candidates ----------------------------------------------------------------------------
 
-def values(trained: Any) -> dict[str, list[Hashable]]:
+def values(trained: Reading) -> dict[str, list[Hashable]]:
     """Each question asked of this drafter and its candidate values, the stated one first."""
     out: dict[str, list[Hashable]] = {}
     if trained.rope_theta != ROPE_DEFAULT and trained.mla is None:
@@ -181,11 +191,11 @@ class Candidate:
     question: str  # a Reading field ("rope_theta", "norm_before_residual", "feedback") or "aux_order"
     name: str  # its reading's name in the evaluation ("resolve:rope_theta=10000.0")
     value: Any
-    reading: Any
+    reading: Reading
     order: tuple[int, ...] | None = None  # the order fc's input blocks are fed in (None: as recorded)
 
 
-def build(trained: Any, state: dict[str, Any]) -> tuple[Any, tuple[int, ...] | None]:
+def build(trained: Reading, state: dict[str, Any]) -> tuple[Reading, tuple[int, ...] | None]:
     """The trainer's reading with ``state``'s values (question -> value) applied, and the aux order it is fed."""
     fields = {q: v for q, v in state.items() if q != "aux_order"}
     reading = dataclasses.replace(trained, **fields) if fields else trained
@@ -193,7 +203,7 @@ def build(trained: Any, state: dict[str, Any]) -> tuple[Any, tuple[int, ...] | N
     return reading, (tuple(order) if order is not None and list(order) != sorted(order) else None)
 
 
-def candidates(trained: Any, state: dict[str, Any] | None = None, questions: list[str] | None = None,
+def candidates(trained: Reading, state: dict[str, Any] | None = None, questions: list[str] | None = None,
                tag: str = "") -> list[Candidate]:
     """For each question (default: all), a reading per value other than the one ``state`` (default: the config)
     holds, the others held at ``state``."""
@@ -210,7 +220,7 @@ def candidates(trained: Any, state: dict[str, Any] | None = None, questions: lis
     return out
 
 
-def entries(cands: list[Candidate]) -> list[tuple[str, Any, tuple[int, ...] | None]]:
+def entries(cands: list[Candidate]) -> list[Run]:
     return [(c.name, c.reading, c.order) for c in cands]
 
 
@@ -294,10 +304,10 @@ def _by_value(question: str, stated: Any, names: dict[Any, str], result: Result)
 
 # ----- the joint decision ---------------------------------------------------------------------------------------------
 
-Rerun = Callable[[list[tuple[str, Any, tuple[int, ...] | None]]], Result]
+Rerun = Callable[[list[Run]], Result]
 
 
-def resolve(trained: Any, first: Result, rerun: Rerun) -> list[Answer]:
+def resolve(trained: Reading, first: Result, rerun: Rerun) -> list[Answer]:
     """Every question's answer, decided jointly. ``first``: a pass over the data that ran the trainer's reading (as
     :data:`~eagle3_checks.acceptance.evaluate.TRAINER`) and :func:`candidates` (trained); ``rerun(entries)``: another
     pass with the readings ``(name, reading, aux order)``, the first the base the others vary."""
@@ -345,14 +355,14 @@ def resolve(trained: Any, first: Result, rerun: Rerun) -> list[Answer]:
     return [final[q] for q in QUESTIONS if q in final]
 
 
-def _verify(trained: Any, asked: dict[str, list[Hashable]], stated: dict[str, Any], state: dict[str, Any],
+def _verify(trained: Reading, asked: dict[str, list[Hashable]], stated: dict[str, Any], state: dict[str, Any],
             settled: dict[str, Answer], rerun: Rerun) -> dict[str, Answer]:
     """Hold every decision to a pass with all the other decisions applied; one that flips (another winner, or no
     longer significant) is not made: undecided (returned, and taken out of ``settled``), its contradiction withdrawn
     from ``state``, and the rest checked again."""
     unmade: dict[str, Answer] = {}
     for _ in range(len(settled)):
-        runs: list[tuple[str, Any, tuple[int, ...] | None]] = []
+        runs: list[Run] = []
         names: dict[str, dict[Any, str]] = {}
         for q in settled:
             others = {k: v for k, v in state.items() if k != q}
@@ -388,15 +398,15 @@ def _verify(trained: Any, asked: dict[str, list[Hashable]], stated: dict[str, An
     return unmade
 
 
-def resolver_entries(trained: Any) -> list[tuple[str, Any, tuple[int, ...] | None]]:
+def resolver_entries(trained: Reading) -> list[Run]:
     """The readings the first pass runs beside the trainer's: every question's other values."""
     return entries(candidates(trained))
 
 
-def measure(ckpt: Any, named: list[tuple[str, Any]], data: Callable[[], Any], steps: int, device: str | None = None,
-            target: Any = None, ask: bool = True, embedding: Any = None,
-            own: dict[str, list[list]] | None = None,
-            launch: Callable[[str], dict | None] | None = None) -> tuple[Result, list[Answer]]:
+def measure(ckpt: Checkpoint, named: list[tuple[str, Reading]], data: Callable[[], Iterable[Sample]], steps: int,
+            device: str | None = None, target: TargetHead | None = None, ask: bool = True,
+            embedding: EmbeddingRows | None = None, own: dict[str, list[list[Tensor]]] | None = None,
+            launch: Launch | None = None) -> tuple[Result, list[Answer]]:
     """Every reading's figures over ``data()`` (a fresh iterator of samples per pass) and, with ``ask``, every
     question's answer (:func:`resolve`: the first pass runs the candidates beside the readings, later passes only
     what the joint decision needs). ``own``: the readings an engine's own code computed (evaluate), scored in the
@@ -405,7 +415,7 @@ def measure(ckpt: Any, named: list[tuple[str, Any]], data: Callable[[], Any], st
     result = evaluate(ckpt, named + [(n, r) for n, r, _ in extra], data(), steps, device=device, target=target,
                       orders={n: o for n, _, o in extra if o}, embedding=embedding, own=own, launch=launch)
 
-    def rerun(runs: list[tuple[str, Any, tuple[int, ...] | None]]) -> Result:
+    def rerun(runs: list[Run]) -> Result:
         return evaluate(ckpt, [(n, r) for n, r, _ in runs], data(), steps, device=device, target=target,
                         orders={n: o for n, _, o in runs if o}, embedding=embedding)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..numerics.ops import Tensor
 from ..storage.safetensors import DTYPES, read_bytes, read_header
 from ..storage.torch_bin import RecordsRefused, RecordTensor, read_records
 
@@ -193,7 +194,7 @@ _TORCH_VIEW = {"BF16": ("int16", "bfloat16"), "F8_E4M3": ("uint8", "float8_e4m3f
                "F8_E5M2": ("uint8", "float8_e5m2")}
 
 
-def _tensor(dtype: str, shape: tuple[int, ...], data: bytes, where: str):
+def _tensor(dtype: str, shape: tuple[int, ...], data: bytes, where: str) -> Tensor:
     import torch
 
     if dtype not in DTYPES or dtype == "F8_E8M0":
@@ -218,7 +219,7 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-def _float(t):
+def _float(t: Tensor) -> Tensor:
     import torch
 
     return t.to(torch.float32)
@@ -267,7 +268,7 @@ def _speculators(path: Path, shown: str, expect: Expect) -> Sample:
         if e.offset + e.nbytes > (header.size or 0):
             raise DataError(f"{shown}: {e.name} runs past the end of the file: truncated")
 
-    def load(name: str):
+    def load(name: str) -> Tensor:
         e = entries[name]
         return _tensor(e.dtype, tuple(e.shape), read_bytes(e), f"{shown}: {name}")
 
@@ -320,7 +321,7 @@ def _pickled(path: Path, shown: str, fmt: str, expect: Expect) -> Iterator[Sampl
     for i, record in enumerate(records):
         where = shown if fmt == SPECFORGE else f"{shown}[{i}]"
 
-        def get(*names: str, required: bool = True, rec: dict = record, at: str = where):
+        def get(*names: str, required: bool = True, rec: dict[str, Any] = record, at: str = where) -> Tensor:
             for name in names:
                 value = rec.get(name)
                 if isinstance(value, RecordTensor):

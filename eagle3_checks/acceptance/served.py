@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engines.counting import Counting
+from ..engines.counting import Counting, Drafting
 from ..errors import UsageError
-from .evaluate import Figures, evaluate, readings, serving
+from .evaluate import Figures, Launch, evaluate, readings, serving
 from .resolve import candidates, value_text
+from .samples import Sample
+
+if TYPE_CHECKING:
+    from ..drafter.checkpoint import Checkpoint
+    from ..numerics.ops import EmbeddingRows
+    from .target_head import TargetHead
 
 FETCH_TIMEOUT = 10.0  # seconds for a /metrics URL
 
@@ -70,7 +77,8 @@ def fetch(source: str) -> str:
     if source.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT) as r:
-                return r.read().decode("utf-8", errors="replace")
+                text: str = r.read().decode("utf-8", errors="replace")
+                return text
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise UsageError(f"--metrics {source}: cannot be fetched ({reason})") from None
@@ -179,7 +187,7 @@ class Fit:
                 "fits": self.fits, "trained": self.trained}
 
 
-def fit(figures: Any, what: str, trained: bool, server: Counters, drafting: Any) -> Fit:
+def fit(figures: Figures, what: str, trained: bool, server: Counters, drafting: Drafting) -> Fit:
     """``figures`` (acceptance.evaluate.Figures) walked with the server's ``drafting``, held to ``server``."""
     walked = Figures(figures.reading, figures.steps, drafting=drafting)
     walked.sequences = figures.sequences
@@ -217,15 +225,15 @@ class Verdict:
 class Predicted:
     """Each reading's figures on the data (acceptance.evaluate.Figures), what it is, and the server's drafting."""
 
-    readings: list[tuple[Any, str, bool]]  # (figures, what it is, computes what was trained)
-    drafting: Any
+    readings: list[tuple[Figures, str, bool]]  # (figures, what it is, computes what was trained)
+    drafting: Drafting
 
     def fits(self, server: Counters) -> list[Fit]:
         return [fit(figures, what, trained, server, self.drafting) for figures, what, trained in self.readings]
 
 
-def predict(ckpt: Any, spec: str, data: Any, steps: int, target: Any = None, embedding: Any = None,
-            launch: Any = None) -> Predicted:
+def predict(ckpt: Checkpoint, spec: str, data: Iterable[Sample], steps: int, target: TargetHead | None = None,
+            embedding: EmbeddingRows | None = None, launch: Launch | None = None) -> Predicted:
     """The trainer's reading, ``spec``'s reading of the config and the resolver's candidates (each differing from the
     trained reading in one thing the config cannot prove), run once over ``data``. Raises AcceptanceError."""
     named = readings(ckpt, [spec], launch=launch)
@@ -233,7 +241,7 @@ def predict(ckpt: Any, spec: str, data: Any, steps: int, target: Any = None, emb
     result = evaluate(ckpt, named + [(c.name, c.reading) for c in cands], data, steps, target=target,
                       orders={c.name: c.order for c in cands if c.order}, embedding=embedding, launch=launch)
     figs = {f.reading: f for f in result.readings}
-    out: list[tuple[Any, str, bool]] = [(figs["trainer"], "the drafter read as trained", True)]
+    out: list[tuple[Figures, str, bool]] = [(figs["trainer"], "the drafter read as trained", True)]
     mine = figs.get(spec)
     if mine is not None and not mine.problem:
         out.append((mine, f"{spec}'s reading of the config"

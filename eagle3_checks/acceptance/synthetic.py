@@ -10,16 +10,20 @@ the last slot the final state, unused with token labels; ``token_ids`` int64 [T]
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import engines
 from ..numerics.draft_steps import Inputs, Weights, run
 from ..storage.safetensors import from_numpy, write_safetensors
 
+if TYPE_CHECKING:
+    from ..drafter.checkpoint import Checkpoint
+
 SAMPLES, LENGTH = 10, 32  # 10 x (32 - 1 - K) = 280 positions for K = 3: enough for the resolver to decide
 
 
-def write_self_labelled(ckpt: Any, folder: Path, samples: int = SAMPLES, length: int = LENGTH, seed: int = 0) -> Path:
+def write_self_labelled(ckpt: Checkpoint, folder: Path, samples: int = SAMPLES, length: int = LENGTH,
+                        seed: int = 0) -> Path:
     import torch
 
     reading = engines.trainer(ckpt)

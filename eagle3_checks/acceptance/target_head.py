@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..numerics.draft_steps import as_tensor, mm_blocks, view
+from ..numerics.ops import Tensor
 from ..storage.folder import INDEX, SINGLE
 from ..storage.hub import HubRepo, is_hub, parse
 from ..storage.safetensors import TensorEntry, read_header
@@ -35,7 +36,7 @@ class TargetHead:
     device: str = "cpu"
     _buf: Any = None
 
-    def logits(self, last, normed: bool):
+    def logits(self, last: Tensor, normed: bool) -> Tensor:
         """(T, V) float32 target logits of recorded last states (before the final norm unless ``normed``),
         lm_head upcast a block of rows at a time."""
         import torch
@@ -139,7 +140,7 @@ def load_head(spec: str | Path, hidden: int, vocab: int, device: str = "cpu",
         raise DataError(f"--target {spec}: cannot read config.json ({type(exc).__name__})") from None
     if not isinstance(config, dict):
         raise DataError(f"--target {spec}: config.json is not an object")
-    text: dict = config["text_config"] if isinstance(config.get("text_config"), dict) else config
+    text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
     eps = float(text.get("rms_norm_eps", 1e-6))
     entries = _entries(source)
     norm = next((entries[n] for n in NORM_NAMES if n in entries), None)
