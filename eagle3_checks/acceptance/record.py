@@ -157,8 +157,9 @@ def load_target(target: str, device: str) -> tuple[Any, Any, dict[str, Any]]:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # record reports its own progress; errors stay one line
-    hf_logging.set_verbosity_error()
+    # record reports its own progress; errors stay one line (transformers' logging is untyped where it is installed)
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call, unused-ignore]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call, unused-ignore]
     path = Path(target)
     if not (path / "config.json").is_file():
         raise UsageError(f"TARGET {target}: no config.json (give the target checkpoint's folder, as transformers "
