@@ -195,15 +195,20 @@ def options_from(values: Mapping[str, Any]) -> GateOptions:
         if not sep or not reason:
             raise UsageError(f"--waive {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
         waivers.append((_waiver_id(waived, item), reason))
-    return GateOptions(reference=got["reference"], target_config=got["target_config"] or None, level=level,
-                       strict=bool(got["strict"]), waive=tuple(waivers), engine=specs, engine_notes=notes,
-                       optional_engines=optional, source=got["source"] or None,
-                       aux_convention=got["aux_convention"], trainer=_trainer(got["trainer"]),
-                       max_model_len=max_model_len, target=got["target"] or None, revision=got["revision"] or None,
-                       download=bool(got["download"]), data=data or None, max_drop=drop, min_acceptance=minimum,
-                       loss_mask=loss_mask or None, loss_mask_start=loss_mask_start, live=live,
-                       launch=_launch(got["launch"]), tensor_parallel=_parallel("--tp", got["tp"]),
-                       pipeline_parallel=_parallel("--pp", got["pp"]), fail_on=_fail_on(got["fail_on"]))
+    # every value of the table goes through by its field name (an option added is one row and its GateOptions
+    # field); those validated above, in their converted form
+    converted = {"level": level, "strict": bool(got["strict"]), "waive": tuple(waivers), "engine": specs,
+                 "engine_notes": notes, "optional_engines": optional, "trainer": _trainer(got["trainer"]),
+                 "max_model_len": max_model_len, "download": bool(got["download"]), "data": data or None,
+                 "max_drop": drop, "min_acceptance": minimum, "loss_mask": loss_mask or None,
+                 "loss_mask_start": loss_mask_start, "live": live, "launch": _launch(got["launch"]),
+                 "tensor_parallel": _parallel("--tp", got["tp"]), "pipeline_parallel": _parallel("--pp", got["pp"]),
+                 "fail_on": _fail_on(got["fail_on"])}
+    plain = {name: None if got[name] == "" else got[name] for name in _GATE_FIELDS if name in got}
+    return GateOptions(**{**plain, **converted})
+
+
+_GATE_FIELDS = frozenset(f.name for f in dataclasses.fields(GateOptions))
 
 
 def parse_options(**values: Any) -> GateOptions:
