@@ -21,11 +21,15 @@ from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.config_values import read_target_config
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.errors import UsageError
+from helpers import SGLANG as SGLANG_NEW
+from helpers import VLLM as VLLM_NEW
 from helpers import run, status
 
 FAILED, PASSED, SKIPPED, WARNED = "failed", "passed", "skipped", "warned"
-# VLLM: the release --engine vllm means (the newest a profile holds for); the 0.33.0 profile's own is "vllm@0.33.0"
-SG23, SG06, VLLM = "sglang@0.5.23", "sglang@0.5.6", "vllm@0.34.0"
+# VLLM: the release --engine vllm means (the newest a profile holds for); the 0.33.0 profile's own is "vllm@0.33.0".
+# The newest releases come from the records (engines.newest): a release added is its record and its recordings.
+SG23, SG06, VLLM = f"sglang@{SGLANG_NEW}", "sglang@0.5.6", f"vllm@{VLLM_NEW}"
+VLLM_RANGE = engines.profile("vllm@0.33.0").range  # "0.30.0 to" the newest release the 0.33.0 profile holds for
 EVERY = f"{VLLM},{SG23},{SG06}"
 
 
@@ -54,7 +58,7 @@ def test_a_bare_name_is_the_newest_modelled_release_and_says_so(monkeypatch):
     monkeypatch.setattr(engines, "installed_version", lambda name: None)
     specs, notes, optional = engines.resolve("sglang")
     assert specs == (SG23,) and optional == ()
-    assert notes == ("sglang is not installed here: the newest modelled release, 0.5.23",)
+    assert notes == (f"sglang is not installed here: the newest modelled release, {SGLANG_NEW}",)
 
 
 def test_an_installed_release_is_judged_by_its_own_profile_or_the_nearest_older(monkeypatch):
@@ -83,8 +87,8 @@ def test_a_profile_holds_for_its_recorded_releases_and_states_how_they_differ():
     type (0.30.0 config/speculative.py:1373-1380, 1659-1690)."""
     judged = engines.judge("vllm", "0.32.0")
     assert judged.warning is None and judged.profile.judged_by == "0.33.0"
-    assert "recorded 2026-12-03" in judged.note and "holds for 0.30.0 to 0.34.0" in judged.note
-    assert engines.profile("vllm@0.33.0").range == "0.30.0 to 0.34.0"
+    assert "recorded 2026-12-03" in judged.note and f"holds for {VLLM_RANGE}" in judged.note
+    assert VLLM_RANGE == f"0.30.0 to {VLLM_NEW}"
     assert dict(engines.profile("vllm@0.33.0").release("0.30.0").differs) == {
         "aux_when_unused": True, "any_rope": True, "speculative_fields": "0.30.0"}
     for release in ("0.31.0", "0.32.0"):
@@ -111,7 +115,7 @@ def test_sglang_0_5_14_is_held_by_the_0_5_23_profile_with_its_stated_differences
     from eagle3_checks.engines.profile import Target
 
     assert engines.judge("sglang", "0.5.14").warning is None
-    assert engines.profile(SG23).range == "0.5.14 to 0.5.23"
+    assert engines.profile(SG23).range == f"0.5.14 to {SGLANG_NEW}"
     d = drafter("flat")
     d.config["norm_before_fc"] = True
     d.add("input_norm.weight", (3 * EXAMPLE.ht,))
@@ -147,7 +151,7 @@ def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_war
     from eagle3_checks.engines.profile import Release
 
     judged = engines.judge("vllm", "0.31.1")  # between 0.31.0 and 0.32.0, which read drafters alike
-    assert judged.warning is None and "inside the vllm 0.33.0 profile's range (0.30.0 to 0.34.0)" in judged.note
+    assert judged.warning is None and f"inside the vllm 0.33.0 profile's range ({VLLM_RANGE})" in judged.note
     assert dict(judged.profile.release("0.31.0").differs) == {"aux_when_unused": True, "speculative_fields": "0.30.0"}
     p = engines.profile("vllm@0.33.0")
     older = Release("0.29.0", "2026-09-09", recorded="2026-12-03")  # a record without 0.30.0's differences
@@ -159,7 +163,7 @@ def test_a_release_inside_a_range_whose_neighbours_agree_is_judged_without_a_war
 @pytest.mark.parametrize("spec, says", [
     ("vllm@0.32.5", "between 0.32.0 and 0.33.0, which read drafters differently: judged as 0.32.0"),
     ("vllm@0.20.0", "older than every recorded release (the oldest is 0.30.0): judged as 0.30.0"),
-    ("vllm@0.99.0", "newer than every recorded release (the newest is 0.34.0): judged as 0.34.0"),
+    ("vllm@0.99.0", f"newer than every recorded release (the newest is {VLLM_NEW}): judged as {VLLM_NEW}"),
 ])
 def test_a_release_no_recording_covers_is_judged_as_the_nearest_with_a_warning(drafter, spec, says):
     result = run(drafter("flat").write(), engine=spec, level="header", reference="none")
@@ -228,7 +232,7 @@ def test_the_report_names_the_release_of_every_verdict(drafter, capsys):
     assert main(["check", str(path), "--engine", "sglang", "--engine", "vllm", "--level", "header",
                  "--reference", "none", "--format", "json"]) in (0, 1)
     doc = json.loads(capsys.readouterr().out)["checkpoints"][0]
-    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", "0.5.23"), ("vllm", "0.34.0")]
+    assert [(e["engine"], e["version"]) for e in doc["engines"]] == [("sglang", SGLANG_NEW), ("vllm", VLLM_NEW)]
     assert {c["engine"] for c in doc["checks"] if "engine" in c} == {SG23, VLLM}
     main(["check", str(path), "--engine", "sglang@0.5.6,sglang", "--level", "header", "--reference", "none"])
     out = capsys.readouterr().out
@@ -281,10 +285,10 @@ def test_a_layer_count_above_the_file_leaves_layers_uninitialised_and_fails_engi
     d.layer_config["num_hidden_layers"] = 3
     result = gate(d.write())
     assert status(result, "engine.loads", VLLM) == FAILED
-    assert "vllm 0.34.0 builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
+    assert f"vllm {VLLM_NEW} builds 18 parameter(s) that no tensor fills: layers.1.input_layernorm.weight" in \
         text(result, "engine.loads", VLLM)
     if layout == "flat":
-        assert "sglang 0.5.23 builds 18 parameter(s) that no tensor fills: layers.1.hidden_norm.weight" in \
+        assert f"sglang {SGLANG_NEW} builds 18 parameter(s) that no tensor fills: layers.1.hidden_norm.weight" in \
             text(result, "engine.loads", SG23)
 
 
@@ -328,7 +332,7 @@ def test_s7_norm_output_means_the_fed_back_state_in_sglang_0_5_23(drafter):
     d = drafter("flat")
     d.config["norm_output"] = True
     result = gate(d.write())
-    assert "sglang 0.5.23 reads feedback as 'normed'" in text(result, "engine.semantics", SG23)
+    assert f"sglang {SGLANG_NEW} reads feedback as 'normed'" in text(result, "engine.semantics", SG23)
     assert status(result, "engine.semantics", SG06) == PASSED
 
 

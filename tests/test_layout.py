@@ -141,7 +141,8 @@ def test_the_docs_layer_map_states_the_contracts_order():
 
 # What the forward pass and the acceptance level compute with has its own type there: a field renamed in
 # engines.reading.Reading, or a checkpoint's or an embedding table's attribute, fails mypy (the strict overrides of
-# eagle3_checks.numerics and eagle3_checks.acceptance in pyproject.toml), not a run. A torch tensor is numerics.ops.Tensor (torch is optional where the types are checked).
+# eagle3_checks.numerics and eagle3_checks.acceptance in pyproject.toml), not a run. A torch tensor is
+# numerics.ops.Tensor (torch is optional where the types are checked).
 TYPED = {"reading", "ckpt", "checkpoint", "target", "trained", "weights", "embedding", "target_embedding", "inputs"}
 
 
