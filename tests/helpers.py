@@ -306,9 +306,15 @@ GOLDEN = Path(__file__).parent / "golden"
 UPDATE_GOLDENS = False  # pytest --update-goldens (tests/conftest.py): rewrite the golden files instead of comparing
 
 
-def assert_golden(name: str, text: str) -> None:
+def assert_golden(name: str, text: str, paths: dict[str, Path] | None = None) -> None:
     """``text`` is tests/golden/NAME as committed; under ``pytest --update-goldens`` the file is rewritten instead
-    (then review the diff, as pytest-regressions' --regen-all). The one golden-file helper of the suite."""
+    (then review the diff, as pytest-regressions' --regen-all). The one golden-file helper of the suite. ``paths``:
+    folders of this run, written in the golden file as <KEY> (longest first), and the tool's version as VERSION."""
+    from eagle3_checks import __version__
+
+    for key, folder in sorted((paths or {}).items(), key=lambda kv: -len(str(kv[1]))):
+        text = text.replace(str(folder), f"<{key}>")
+    text = text.replace(f"eagle3-checks {__version__}", "eagle3-checks VERSION")
     path = GOLDEN / name
     if UPDATE_GOLDENS:
         path.parent.mkdir(exist_ok=True)
