@@ -364,6 +364,17 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
+def _usage_error_report(fmt: str, exc: UsageError) -> None:
+    """A run that gated nothing still leaves its report in the format asked: `> report.json` a JSON document and
+    `> report.sarif` a SARIF log saying why, a GitHub annotation for the job's summary (then the error, exit 2)."""
+    if fmt == "json":
+        _write(render_json_error(f"{exc}"))
+    elif fmt == "sarif":  # for upload-sarif
+        _write(render_sarif_error(f"{exc}"))
+    elif fmt == "github":
+        _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
 
     try:
@@ -375,14 +386,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             locate_any(path, args.revision)
         results = [gate(path, options) for path in paths]
     except UsageError as exc:
-        if args.format == "json":  # `> report.json` still gets a JSON document, saying why nothing was gated
-            _write(render_json_error(f"{exc}"))
-        elif args.format == "sarif":  # and `> report.sarif` a SARIF log, for upload-sarif
-
-            _write(render_sarif_error(f"{exc}"))
-        elif args.format == "github":  # an annotation: the job's summary says why nothing was gated
-
-            _write(github_command("error", f"{exc}", title="eagle3-checks: usage error") + "\n")
+        _usage_error_report(args.format, exc)
         raise
     _write(_render(args, results))
     return max(r.exit_code for r in results)
@@ -796,6 +800,14 @@ def cmd_forward(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
+    try:
+        return _accept(args)
+    except UsageError as exc:  # as `check`: the report asked for still says why nothing was measured
+        _usage_error_report(args.format, exc)
+        raise
+
+
+def _accept(args: argparse.Namespace) -> int:
     from .acceptance import AcceptanceError, DataError, LossMasks, expect_of, load_head, readings, render_text, samples
     from .acceptance.report import render_answers
     from .acceptance.resolve import measure

@@ -364,6 +364,26 @@ def test_bad_thresholds_are_refused_before_anything_runs(world, capsys, tmp_path
     assert code == 2 and err.count("\n") == 1 and args[0] in err and not out
 
 
+@pytest.mark.parametrize("fmt", ["json", "sarif", "github"])
+def test_a_usage_error_still_writes_the_report_asked_for(world, capsys, tmp_path, fmt):
+    """As `check`: `accept ... --format sarif > report.sarif` in CI leaves a SARIF log (JSON, an annotation) saying
+    why nothing was measured, and exits 2 with the error."""
+    from test_report_formats import validate_sarif
+
+    folder = write_speculators(tmp_path / "data", world["records"][:1])
+    code, out, err = accept(world["drafter"], folder, "--max-drop", "1", "--format", fmt, capsys=capsys)
+    assert code == 2 and "--max-drop" in err
+    if fmt == "json":
+        assert json.loads(out)["exit_code"] == 2 and "--max-drop" in json.loads(out)["error"]
+    elif fmt == "sarif":
+        log = json.loads(out)
+        validate_sarif(log)
+        notes = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+        assert "--max-drop" in notes[0]["message"]["text"]
+    else:
+        assert out.startswith("::error") and "--max-drop" in out
+
+
 # ----- bad input --------------------------------------------------------------------------------------------------
 
 def _bad(world, folder: Path, capsys, fragment: str) -> None:
