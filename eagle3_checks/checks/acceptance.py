@@ -95,8 +95,8 @@ def evaluation(named: list[tuple[str, Any]], result: Any, answers: list, said: d
     readings in its order): the result without the engines' own-code figures (they stand in for their release's
     reading, ``served`` maps each name to its figures), the resolver's answers, and who computed what."""
     served = {name: fig for (name, _), fig in zip(named, result.readings, strict=False)}
-    own = [f for f in result.readings if f.reading.endswith(OWN)]
-    judged = dataclasses.replace(result, readings=[f for f in result.readings if f not in own]) if own else result
+    modelled = [f for f in result.readings if not f.reading.endswith(OWN)]
+    judged = dataclasses.replace(result, readings=modelled) if len(modelled) < len(result.readings) else result
     return {"result": judged, "served": served, "answers": answers, "trained": named[0][1], "said": said}
 
 
