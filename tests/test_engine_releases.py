@@ -812,8 +812,9 @@ def test_the_engine_checks_read_the_target_as_served(drafter, tmp_path):
 # ----- a message names the release it judges ------------------------------------------------------------------------
 # A record holds for several releases (engines/record.py): its messages say {release}, never a literal, and a cited
 # file's line numbers name the release they were read in ({lines}). Read over the defect catalogue and launches that
-# reach the launch steps, every message of every release's reading names no other release of its own engine.
-SAYS = {"vllm": "vLLM", "sglang": "SGLang"}
+# reach the launch steps, every message of every release's reading names no other release of its own engine (vLLM,
+# SGLang and speculators: the engines whose records hold for more than one release).
+SAYS = {"vllm": "vLLM", "sglang": "SGLang", "speculators": "speculators"}
 LAUNCHES = (None, {"speculative_config": {"not_a_field": 1}}, {"speculative_config": {"parallel_drafting": True}})
 
 
@@ -828,8 +829,9 @@ def named_releases(text: str, engine: str) -> set[str]:
     ("vLLM 0.28.0 to 0.33.0") and a cited file's release ("0.5.23's llama.py:103") are other statements."""
     import re
 
-    text = re.sub(rf"\b{SAYS[engine]} \d+\.\d+\.\d+ to \d+\.\d+\.\d+", "", text)
-    return set(re.findall(rf"\b{SAYS[engine]} (\d+\.\d+\.\d+)\b", text))
+    version = r"\d+\.\d+\.\d+(?:\.\d+)?"  # speculators has four-part post releases (0.7.0.1)
+    text = re.sub(rf"\b{SAYS[engine]} {version} to {version}", "", text)
+    return set(re.findall(rf"\b{SAYS[engine]} ({version})\b", text))
 
 
 def test_every_message_of_a_reading_names_the_release_it_judges(drafter):

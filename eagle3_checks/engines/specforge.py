@@ -95,8 +95,8 @@ def window(r: Reading, raw: dict, speculators_meaning: bool) -> None:
     target's config (training/model_loading.py:65-66). A flat drafter converted from speculators keeps speculators'
     meaning: the window its layer_types state, measured from the context row."""
     if speculators_meaning:
-        reading.read_window(r, raw, "", "a speculators drafter (eagle3_checks_provenance): speculators 0.9.0 "
-                            "models/eagle3/core.py:96-105, attention.py:16-19", window_from="row")
+        reading.read_window(r, raw, "", "a speculators drafter (eagle3_checks_provenance): speculators' meaning "
+                            "(0.9.0's models/eagle3/core.py:96-105, attention.py:16-19)", window_from="row")
     else:
         reading.no_window(r, "SpecForge 0.2.0 trains EAGLE-3 with full attention (specforge/modeling/draft/"
                           "flex_attention.py:108-127; sliding_window is carried, not used: "

@@ -148,7 +148,7 @@ def _window(w: Walk) -> None:
         reading.no_window(w.r, "speculators before 0.7.0 builds one causal mask, no window (0.6.0 "
                           "models/eagle3/core.py:161, attention.py:11-29)")
         return
-    reading.read_window(w.r, w.fields, w.where, "speculators 0.9.0 models/eagle3/core.py:96-105, "
+    reading.read_window(w.r, w.fields, w.where, f"speculators {w.release}: {w.lines}models/eagle3/core.py:96-105, "
                         "attention.py:16-19", window_from="row")
 
 
