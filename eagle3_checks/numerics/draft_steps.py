@@ -182,7 +182,7 @@ def random_inputs(width: int, hidden: int, vocab: int, tokens: int = 8, seed: in
     )
 
 
-def _stand_in_rows(ids: Tensor, hidden: int, seed: int) -> Tensor:
+def _stand_in_rows(ids: list[int], hidden: int, seed: int) -> Tensor:
     """A deterministic embedding for each token id: what later draft steps use when the checkpoint has no
     embed_tokens (engines would use the target's, which is not here). Identical for every reading."""
     import torch
