@@ -685,3 +685,17 @@ def test_an_absolute_id_d2t_is_reported_and_each_engine_says_what_it_does(world,
     assert trainer["acceptance_length"] == pytest.approx(base.acceptance_length)
     text = accept(path, folder, "--engine", "vllm@0.33.0", "--engine", f"sglang@{SGLANG}", capsys=capsys)[1]
     assert "llama_eagle3.py:385-394" in text and "llama_eagle3.py:350-352" in text
+
+
+@pytest.mark.parametrize("field", ["target_hidden_size", "vocab_size"])
+def test_a_trainer_reading_without_the_sizes_the_data_is_matched_by_is_refused(world, field):
+    """expect_of matches recorded states to the drafter by the aux width and the vocabulary: a reading that states
+    neither is an AcceptanceError naming it (accept: one line, exit 2), not a TypeError while reading samples."""
+    from dataclasses import replace
+
+    from eagle3_checks.acceptance import AcceptanceError
+
+    trained = readings(open_checkpoint(world["drafter"]), [])[0][1]
+    assert expect_of(trained).vocab == trained.vocab_size
+    with pytest.raises(AcceptanceError, match=f"reads no {field}"):
+        expect_of(replace(trained, **{field: None}))
