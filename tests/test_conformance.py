@@ -84,7 +84,8 @@ def test_the_gate_predicts_what_the_engine_did(built, engine_dir, name):
     # that (the aux ids it captures, its config values) is compared; the weight load is not recorded
     serving = engines.profile(spec).serving
     limit = serving(reading, entry.get("context_length"), target_config) if serving else None
-    found = disagreements(rec, reading, Target.of(target_config), loaded=not cpu_only, limit=limit)
+    found = disagreements(rec, reading, engines.profile(spec), Target.of(target_config), loaded=not cpu_only,
+                          limit=limit)
     assert not found, f"{name} under {spec} ({entry['why']}):\n  " + "\n  ".join(found)
 
 
@@ -95,14 +96,14 @@ def test_a_prediction_that_differs_from_the_recording_is_named(built):
     rec, entry = recording("vllm-0.33.0", "example-flat"), entries["example-flat"]
     target_config = load_target(str(out / entry["target_config"]))
     reading = engines.read(open_checkpoint(out / entry["dir"]), "vllm@0.33.0", target_config)
-    target = Target.of(target_config)
-    assert disagreements(rec, reading, target) == []
+    target, profile = Target.of(target_config), engines.profile("vllm@0.33.0")
+    assert disagreements(rec, reading, profile, target) == []
     edited = {**rec, "ignored": [*rec["ignored"], "fc.weight"], "aux": {**rec["aux"], "capture_before_layer": [1, 2]},
               "config": {**rec["config"], "head_dim": 16}}
-    found = disagreements(edited, reading, target)
+    found = disagreements(edited, reading, profile, target)
     assert [f.split(":")[0] for f in found] == ["ignored", "aux", "head_dim"], found
     refused = {**rec, "refused": {"type": "ValueError", "message": "no"}}
-    assert disagreements(refused, reading, target)[0].startswith("refused: the engine 'ValueError: no'")
+    assert disagreements(refused, reading, profile, target)[0].startswith("refused: the engine 'ValueError: no'")
 
 
 def test_a_cpu_only_mla_recording_is_compared_on_what_it_read(built):
@@ -113,9 +114,9 @@ def test_a_cpu_only_mla_recording_is_compared_on_what_it_read(built):
     assert rec["refused"]["cpu_only"]
     target_config = load_target(str(out / entry["target_config"]))
     reading = engines.read(open_checkpoint(out / entry["dir"]), "sglang@0.5.23", target_config)
-    target = Target.of(target_config)
-    assert reading.family == "mla" and disagreements(rec, reading, target, loaded=False) == []
+    target, profile = Target.of(target_config), engines.profile("sglang@0.5.23")
+    assert reading.family == "mla" and disagreements(rec, reading, profile, target, loaded=False) == []
     edited = {**rec, "aux": {**rec["aux"], "capture_before_layer": [1, 3, 5]},
               "config": {**rec["config"], "num_hidden_layers": 2}}
-    found = disagreements(edited, reading, target, loaded=False)
+    found = disagreements(edited, reading, profile, target, loaded=False)
     assert [f.split(":")[0] for f in found] == ["aux", "num_hidden_layers"], found

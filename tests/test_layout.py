@@ -173,3 +173,20 @@ def test_an_untyped_reading_in_the_forward_pass_is_caught(tmp_path):
                    "    pass\n")
     assert [(name, ann) for _, _, name, ann in _annotations(bad)] == [("reading", "Any"), ("weights", ""),
                                                                       ("inputs", "dict[str, Any]")]
+
+
+def test_no_module_of_the_engines_package_imports_the_package_itself():
+    """engines/__init__.py is the package's face: it imports the release records, and a module inside the package
+    that imports the face back (as engines/recorded.py did, to find a reading's profile) is a hidden cycle."""
+    wrong = []
+    for path in sorted((PACKAGE / "engines").glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module is None and \
+                    any(a.name == "engines" for a in node.names):
+                wrong.append(path.name)
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "eagle3_checks" and \
+                    any(a.name == "engines" for a in node.names):
+                wrong.append(path.name)
+    assert not wrong, wrong

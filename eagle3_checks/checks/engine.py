@@ -826,7 +826,8 @@ def engine_live(ctx: Context) -> Iterable[Finding]:
     serving = engines.profile(spec).serving
     limit = serving(served, ctx.options.max_model_len, ctx.target) if serving else None
     cpu_only = bool(rec.get("refused") and rec["refused"].get("cpu_only"))
-    found = disagreements(rec, served, engines.target_of(ctx.ckpt, ctx.target), loaded=not cpu_only, limit=limit)
+    found = disagreements(rec, served, engines.profile(spec), engines.target_of(ctx.ckpt, ctx.target),
+                          loaded=not cpu_only, limit=limit)
     if found:
         profile = engines.profile(spec)
         yield error(f"the gate's {profile.name} {profile.judged_by or profile.version} profile disagrees with the "

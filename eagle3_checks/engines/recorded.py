@@ -6,7 +6,6 @@ what its recorder reads back that others do not)."""
 
 from __future__ import annotations
 
-from .. import engines
 from ..drafter.families.mla import effective
 from .profile import Limit, Profile, Target
 from .reading import AFTER_LOAD, Reading
@@ -22,10 +21,6 @@ def concatenated(rec: dict) -> set[str]:
     """The MLA tensors the loader cached and loaded as one concatenation (never under their own names)."""
     fused = any(FUSED in x["param"] for x in rec.get("loaded", {}).get("(not a checkpoint tensor)", []))
     return {n for n in rec.get("ignored", []) if fused and n.endswith(CONCATENATED)}
-
-
-def _profile(r: Reading) -> Profile:
-    return engines.profile(f"{r.engine}@{r.version}")
 
 
 def _before_layer(layers: tuple[int, ...]) -> list[int]:
@@ -46,15 +41,16 @@ def left_unwritten(rec: dict, r: Reading) -> list[str]:
     return sorted(names - idle)
 
 
-def disagreements(rec: dict, r: Reading, target: Target | None, loaded: bool = True,
+def disagreements(rec: dict, r: Reading, profile: Profile, target: Target | None, loaded: bool = True,
                   limit: Limit | None = None) -> list[str]:
-    """Where the gate's reading ``r`` of a checkpoint differs from what the engine recorded. ``loaded`` False: the
+    """Where the gate's reading ``r`` of a checkpoint (by ``profile``, the release's record) differs from what the
+    engine recorded. ``loaded`` False: the
     engine's load stopped for a CPU-only reason after it had read the config and the aux ids (compare those only).
     ``limit``: engine.serving's verdict on the context the recording was made with (the profile's ``serving``); one
     that says the release refuses to start is a refusal like the reading's."""
     out: list[str] = []
     if not loaded:  # the engine stopped before anything the gate could refuse for: what it read up to there
-        return _aux_and_config(rec, r, target)
+        return _aux_and_config(rec, r, profile, target)
     engine_refused = rec["refused"] is not None
     refuses = [limit.message] if limit is not None and limit.refuses else []
     gate_refused = bool(r.refusals) or not r.layout_ok or bool(refuses)
@@ -80,13 +76,12 @@ def disagreements(rec: dict, r: Reading, target: Target | None, loaded: bool = T
     narrowed = sorted(name for name, loads in rec["loaded"].items() if any(x["narrowed"] for x in loads))
     if narrowed != sorted(r.narrowed):
         out.append(f"narrowed: the engine {narrowed}, the gate {sorted(r.narrowed)}")
-    return out + _aux_and_config(rec, r, target)
+    return out + _aux_and_config(rec, r, profile, target)
 
 
-def _aux_and_config(rec: dict, r: Reading, target: Target | None) -> list[str]:
+def _aux_and_config(rec: dict, r: Reading, profile: Profile, target: Target | None) -> list[str]:
     """The target layers captured and the config values read, engine vs gate."""
     out = []
-    profile = _profile(r)
     capture = profile.capture(r.aux_layer_ids, target) if r.aux_layer_ids else profile.default_capture(target)
     if capture.last_id is not None and r.aux_layer_ids:  # ids past the last one capture nothing (engine.aux-layers)
         capture = profile.capture([i for i in r.aux_layer_ids if i <= capture.last_id], target)
