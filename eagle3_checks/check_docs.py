@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from .defects import EXAMPLES, Draft, run_example
 from .drafter.checkpoint import open_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
 from .engines import PROFILES, catalogue
+from .fast_dataclass import dataclass
 from .gate import all_checks
 from .registry import Check, Code, Severity
 

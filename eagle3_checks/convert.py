@@ -33,7 +33,7 @@ import copy
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from .drafter.config_values import PROVENANCE, TLC
 from .drafter.layout import FLAT, MLA, SPECULATORS, str_list
 from .engines.launch import window_launch
 from .errors import UsageError
+from .fast_dataclass import dataclass
 from .gate import GateOptions, GateResult, gate_checkpoint, open_target, run_gate
 from .numerics import torch_missing
 from .registry import Finding, Severity

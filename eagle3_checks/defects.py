@@ -21,7 +21,7 @@ import json
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import numpy as np
 from .drafter.checkpoint import open_checkpoint
 from .drafter.example import EXAMPLE, DrafterShape, drafter_files, target_config, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
+from .fast_dataclass import dataclass
 from .gate import all_checks, open_target, parse_options, reference_for, run_check
 from .registry import Check, Context
 from .storage.safetensors import RawTensor, from_numpy

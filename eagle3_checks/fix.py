@@ -22,7 +22,7 @@ import dataclasses
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from .convert import Plan, write
 from .drafter.checkpoint import Checkpoint, open_checkpoint
 from .drafter.config_values import PROVENANCE
 from .errors import UsageError
+from .fast_dataclass import dataclass
 from .gate import GateOptions, GateResult, gate_checkpoint
 from .registry import Finding, describe_op
 from .storage.folder import INDEX

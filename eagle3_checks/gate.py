@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from . import checks as _builtin_checks  # noqa: F401  (importing the package registers the built-in checks)
@@ -35,6 +35,7 @@ from .engines import (
 )
 from .engines import resolve as resolve_engines
 from .errors import UsageError
+from .fast_dataclass import dataclass
 from .live import CannotJudge
 from .live import version as live_version
 from .option_table import OPTIONS as TABLE
@@ -454,12 +455,16 @@ class GateResult:
             engine is None or r.engine == engine or (r.engine or "").split("@")[0] == engine))
 
     identity: Any = None  # who trained it (engines.trainers.Identity), from the evidence this run had
+    trained: Any = None  # what it was trained to compute (engines.trainers.Trained), where the run's checks read it
 
     @property
     def trainer(self) -> dict[str, str | None]:
         """Who trained the drafter as far as the evidence goes, how that was known and on what basis, and the trainer
         reading it is judged against (every report states them)."""
-        found, reading = trainer_said(self.ckpt, self.identity)
+        if self.trained is not None and self.identity is not None:  # the readings the checks judged against
+            found, reading = self.identity, self.trained.label
+        else:
+            found, reading = trainer_said(self.ckpt, self.identity)
         return {"name": found.name, "version": found.version, "how": found.how, "basis": found.basis,
                 "reading": reading}
 
@@ -606,7 +611,7 @@ def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference:
     if options.waive:
         results.append(_waivers_result(options, results, used))
     ref_name = reference.name if reference is not None else None
-    return GateResult(ckpt, options, results, ref_name, reference_note, identity)
+    return GateResult(ckpt, options, results, ref_name, reference_note, identity, ctx.cache.get("trained"))
 
 
 # What `accept` runs beside the acceptance level: the vocabulary checks, which say why a reading cannot serve the
@@ -624,7 +629,7 @@ def judge_measured(ckpt: Checkpoint, options: GateOptions, measured: dict[str, A
     ctx.cache["identity"] = identity
     results = [run_check(c, dataclasses.replace(ctx, engine=engine), options.waivers) for c in all_checks()
                if c.level == "acceptance" or c.id in ACCEPT_ALSO for engine in c.engines(options)]
-    return GateResult(ckpt, options, results, None, "", identity)
+    return GateResult(ckpt, options, results, None, "", identity, ctx.cache.get("trained"))
 
 
 def _judge_waivers(ctx: Context) -> Iterable[Finding]:  # pragma: no cover  (the gate builds this result itself)

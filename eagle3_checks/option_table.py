@@ -10,8 +10,9 @@ aux-id conventions) as ``{releases}``, ``{default_engine}`` and ``{aux_conventio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from .fast_dataclass import dataclass
 
 # "acceptance" runs only with recorded target states (--data): GateOptions.levels leaves it out without them
 LEVELS = ("header", "scan", "forward", "acceptance")

@@ -10,9 +10,8 @@ Validating option values needs the registered checks: :func:`eagle3_checks.gate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .engines import resolve as resolve_engines
+from .fast_dataclass import dataclass
 from .option_table import ACCEPT_STEPS, FAIL_SHARE, LEVELS  # noqa: F401 (the options' own facts, shared here)
 
 # The acceptance level's resolver (acceptance/resolve.py) decides which of its candidates the weights were trained

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from . import engines
 from .drafter.checkpoint import Checkpoint
 from .engines.launch import Launch, Request, unmet
 from .errors import UsageError
+from .fast_dataclass import dataclass
 from .gate import GateResult, gate_checkpoint, open_target
 from .options import GateOptions
 from .registry import Finding, Severity

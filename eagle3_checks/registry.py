@@ -13,13 +13,14 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any
 
 from .drafter.checkpoint import Checkpoint
 from .drafter.config_values import TargetConfig
 from .drafter.spec import Spec
+from .fast_dataclass import dataclass
 from .options import LEVELS, GateOptions
 from .storage.target_weights import TargetEmbedding
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given
@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from .drafter.example import EXAMPLE, DrafterShape, drafter_files, write_checkpoint
 from .drafter.layout import FLAT, SPECULATORS
+from .fast_dataclass import dataclass
 from .gate import gate, parse_options
 from .numerics import torch_missing
 

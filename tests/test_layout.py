@@ -108,8 +108,8 @@ def test_the_plugin_imports_nothing_of_the_gate_until_a_checkpoint_is_given(pyte
                           "-p", "no:benchmark", str(pytester.path)], capture_output=True, text=True,
                          cwd=pytester.path).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("LOADED"))
-    assert line == ("LOADED ['eagle3_checks', 'eagle3_checks.option_table', 'eagle3_checks.plugin_options', "
-                    "'eagle3_checks.pytest_plugin'] False")
+    assert line == ("LOADED ['eagle3_checks', 'eagle3_checks.fast_dataclass', 'eagle3_checks.option_table', "
+                    "'eagle3_checks.plugin_options', 'eagle3_checks.pytest_plugin'] False")
 
 
 def _contract_layers() -> list[set[str]]:

@@ -44,12 +44,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from .. import engines
 from ..engines.counting import CHAIN, FULL, Counting, Drafting
 from ..engines.reading import describe_difference, differences
+from ..fast_dataclass import dataclass
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
 from ..option_table import FAIL_SHARE as FAIL_SHARE  # re-exported: acceptance.FAIL_SHARE
 from ..options import MIN_COVERAGE, NOTHING

@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from .. import engines
 from ..drafter.checkpoint import open_any
 from ..engines.profile import Target
 from ..errors import UsageError
+from ..fast_dataclass import dataclass
 from ..storage.output import Interrupted, move_into_place, remove_stale, signals_raise
 
 ARROW = "data-00000-of-00001.arrow"

@@ -37,9 +37,10 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from ..fast_dataclass import dataclass
 from ..options import DECIDE_GAIN, NOTHING
 from .evaluate import RESOLVE, TRAINER, Figures, Launch, Result, evaluate
 from .samples import Sample

@@ -32,10 +32,10 @@ import gzip
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from ..numerics.ops import Tensor
 from ..storage.safetensors import DTYPES, read_bytes, read_header
 from ..storage.torch_bin import RecordsRefused, RecordTensor, read_records

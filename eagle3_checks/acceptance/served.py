@@ -22,12 +22,13 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engines.counting import Counting, Drafting
 from ..errors import UsageError
+from ..fast_dataclass import dataclass
 from .evaluate import Figures, Launch, evaluate, readings, serving
 from .resolve import candidates, value_text
 from .samples import Sample

@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from ..fast_dataclass import dataclass
 
 LEVEL = 0.95  # the intervals' coverage
 

@@ -11,10 +11,10 @@ TensorRT-LLM the state after it (a bare lm_head).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from ..numerics.draft_steps import as_tensor, mm_blocks, view
 from ..numerics.ops import Tensor
 from ..storage.folder import INDEX, SINGLE

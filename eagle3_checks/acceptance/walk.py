@@ -19,9 +19,10 @@ Pure Python.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..engines.counting import REMAINING, Drafting
+from ..fast_dataclass import dataclass
 
 
 @dataclass

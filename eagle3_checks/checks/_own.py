@@ -6,11 +6,11 @@ check lives here (the checks' modules register in report order)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import live
+from ..fast_dataclass import dataclass
 from ..live.compute import _Table, recorder_module, run_live
 from ..numerics import torch_missing
 from ..registry import Context

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from ..storage.folder import CONFIG, CheckpointFiles, TensorReadError, read_folder
 from ..storage.hub import read_any
 from ..storage.safetensors import FileHeader, Problem, TensorEntry, load_array, load_values

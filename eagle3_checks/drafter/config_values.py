@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any, TypeGuard
 
+from ..fast_dataclass import dataclass
 from ..storage.safetensors import CONFIG_DTYPES, Problem
 from .layout import SPECULATORS, drafter_family, str_list
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from ..storage.safetensors import RawTensor, encode_header, from_numpy, write_safetensors
 from .config_values import read_config
 from .expected import expected_tensors

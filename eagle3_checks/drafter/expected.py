@@ -8,8 +8,7 @@ I intermediate_size, V vocab_size, DV draft_vocab_size, Ht target_hidden_size, A
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..fast_dataclass import dataclass
 from .config_values import DraftConfig
 from .families import FAMILIES
 from .families.base import CONDITIONAL, OPTIONAL, REQUIRED

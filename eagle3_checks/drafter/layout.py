@@ -13,7 +13,8 @@ A *role* is the layout-independent name of a tensor: the speculators name, so th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from ..fast_dataclass import dataclass
 
 SPECULATORS = "speculators"
 FLAT = "flat"

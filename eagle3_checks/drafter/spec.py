@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..fast_dataclass import dataclass
 from ..storage.hub import cache_snapshot, is_hub, parse
 from .checkpoint import Checkpoint, open_any, open_checkpoint
 from .config_values import TargetConfig, normalized_rope_scaling

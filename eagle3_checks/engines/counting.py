@@ -37,8 +37,10 @@ Releases, each read from its own released source:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ..fast_dataclass import dataclass
 
 REMAINING = "remaining"  # the draft is cut to n_remaining - 1 tokens (llama.cpp)
 FULL = "full"  # K drafts at every verify step while a token remains (vLLM, SGLang)

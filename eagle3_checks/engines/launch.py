@@ -36,9 +36,10 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from .reading import Reading
 
 

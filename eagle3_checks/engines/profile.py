@@ -18,10 +18,10 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..drafter.checkpoint import Checkpoint
+from ..fast_dataclass import dataclass
 from . import reader
 from .reading import Reading
 

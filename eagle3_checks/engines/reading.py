@@ -13,7 +13,7 @@ parts they share.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
@@ -28,6 +28,7 @@ from ..drafter.config_values import (
 from ..drafter.expected import OPTIONAL, Dims, expected_tensors, fmt_shape, shape_matches
 from ..drafter.families.mla import MlaReader, MlaShape, effective
 from ..drafter.layout import parse_name
+from ..fast_dataclass import dataclass
 
 # What each knob means, for messages that compare two readings.
 SEMANTIC_FIELDS = (

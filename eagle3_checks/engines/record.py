@@ -25,11 +25,12 @@ The releases a reading holds for differ from it by ``switches``: keyword values 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.layout import Name
+from ..fast_dataclass import dataclass
 from . import reading
 from .reading import Reading, is_int
 

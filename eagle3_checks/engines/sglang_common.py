@@ -6,11 +6,11 @@ the release records (``sglang_0_5_6``, ``sglang_0_5_23``) import this, never eac
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from ..drafter.expected import fmt_shape
 from ..drafter.layout import str_list
+from ..fast_dataclass import dataclass
 from .profile import Limit
 from .reading import Reading, is_int
 from .record import Call, Fact, Layer, Refuse, Value, Walk, const, fmt, is_true, model_type_of

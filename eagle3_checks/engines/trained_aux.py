@@ -5,13 +5,13 @@ it in the provenance block when it rewrites the field the ids came from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..basis import ASSUMED, READ
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import PROVENANCE
 from ..drafter.layout import AUX_CONVENTIONS, SPECULATORS
+from ..fast_dataclass import dataclass
 from . import specforge, speculators, trainers
 from .capture import vllm_input
 from .profile import Capture, Target, output_of

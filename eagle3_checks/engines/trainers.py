@@ -25,13 +25,14 @@ checkpoint, its files, the user or the source; ``inferred``: from fields or vers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from ..basis import ASSUMED, INFERRED, READ
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import PROVENANCE, TLC
 from ..drafter.layout import FLAT, MLA, SPECULATORS
+from ..fast_dataclass import dataclass
 from . import specforge, speculators
 from .profile import version_key
 from .reading import Reading, differences, shown

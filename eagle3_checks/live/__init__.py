@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..fast_dataclass import dataclass
 
 RECORDERS = Path(__file__).resolve().parent / "recorders"
 LIVE_ENGINES = ("vllm", "sglang")

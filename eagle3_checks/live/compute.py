@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from ..numerics import ATOL, RTOL
 from ..storage.safetensors import from_numpy, load_array, read_header, write_safetensors
 from . import RECORDERS, TIMEOUT_S, CannotJudge, _env, version

@@ -26,10 +26,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..drafter.config_values import rope_scaling_problems
+from ..fast_dataclass import dataclass
 from ..storage.safetensors import DTYPES
 from ..storage.target_weights import EmbeddingError
 from . import ATOL, RTOL

@@ -26,10 +26,11 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from io import BufferedIOBase
 from typing import TYPE_CHECKING, Any
 
+from ..fast_dataclass import dataclass
 from ..storage.safetensors import TensorEntry
 
 CHUNK = 1 << 22  # bytes per read (4 MB: two threads' buffers stay in the last-level cache)

@@ -20,10 +20,11 @@ Notes (info findings) and waived findings are never grouped: they are not failur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from ..drafter.checkpoint import Checkpoint
+from ..fast_dataclass import dataclass
 from ..registry import CONFIG, Finding, Severity, config_cause, tensor_cause
 
 if TYPE_CHECKING:  # the checks name causes (config_cause) and the gate imports the checks

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from .. import engines
@@ -14,6 +13,7 @@ from ..basis import ASSUMED, READ
 from ..checks.files import problem_finding
 from ..checks.reference import diff, engine_computation, with_aux_layers
 from ..drafter.spec import Spec
+from ..fast_dataclass import dataclass
 from ..registry import Finding, Severity
 from .causes import Causes, group_findings
 from .json_report import causes_json

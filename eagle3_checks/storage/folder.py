@@ -21,11 +21,12 @@ import errno
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import UsageError
+from ..fast_dataclass import dataclass
 from .safetensors import FileHeader, Problem, TensorEntry, json_type, read_header
 
 CONFIG = "config.json"

@@ -27,12 +27,13 @@ import os
 import re
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from ..errors import INSTALL, UsageError
+from ..fast_dataclass import dataclass
 from .folder import (
     BESIDE_CONFIGS,
     BIN,

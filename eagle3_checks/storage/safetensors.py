@@ -18,9 +18,11 @@ import os
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from ..fast_dataclass import dataclass
 
 # safetensors refuses headers above this size (MAX_HEADER_SIZE in safetensors/src/tensor.rs).
 HEADER_LIMIT = 100_000_000

@@ -11,10 +11,10 @@ read but its config.json.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fast_dataclass import dataclass
 from .folder import INDEX, SINGLE
 from .safetensors import TensorEntry, load_array, read_header
 

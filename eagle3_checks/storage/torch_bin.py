@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from ..fast_dataclass import dataclass
 from .safetensors import DTYPES, FileHeader, Problem, TensorEntry
 
 PICKLE_LIMIT = 100_000_000  # bytes of data.pkl; a real state dict's pickle is a few hundred bytes per tensor

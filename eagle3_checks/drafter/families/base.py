@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from ...fast_dataclass import dataclass
 
 # whether an expected tensor must be there: always, never necessarily, or when a config flag asks for it
 REQUIRED, OPTIONAL, CONDITIONAL = "required", "optional", "conditional"

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from ...fast_dataclass import dataclass
 from ..layout import MLA, MLA_CONFIG_FIELDS, MLA_LAYER_SUFFIXES
 from .base import Add, Family
 
