@@ -820,8 +820,7 @@ def _accept(args: argparse.Namespace) -> int:
     options = dataclasses.replace(options_from(
         {**_gate_values(args), "min_acceptance": None, "engine": args.engine, "engine_python": args.engine_python,
          "data": args.data, "launch": args.launch}), max_drop=drop, min_acceptance=minimum)
-    engine, judged_live = _installed(args.engine, args.engine_python)
-    resolved = resolve(engine)
+    judged_live = options.live  # the releases and who judges them live: resolved once, by options_from
     target_config = Path(args.target_config or Path(args.target or "") / "config.json")
     if judged_live and not target_config.is_file():
         raise UsageError("--engine NAME@installed: the engine is served beside the target: give --target-config FILE "
@@ -837,7 +836,7 @@ def _accept(args: argparse.Namespace) -> int:
     try:
         left_out: list[str] = []
         launched = options.launch_for
-        named = readings(ckpt, resolved.specs, resolved.optional, left_out, launch=launched)
+        named = readings(ckpt, options.engines(), options.optional_engines, left_out, launch=launched)
         for why in left_out:
             print(f"eagle3-checks: note: {why}", file=sys.stderr)
         expect = expect_of(named[0][1])

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from typing import Any
 
@@ -592,11 +592,16 @@ def run_check(c: Check, ctx: Context, waived: dict[str, str], used: set[str] | N
 
 def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference: Spec | None = None,
              reference_note: str = "", target: TargetConfig | None = None, source: Checkpoint | None = None,
-             target_embedding: TargetEmbedding | None = None) -> GateResult:
+             target_embedding: TargetEmbedding | None = None, chosen: Callable[[Check], bool] | None = None,
+             measured: dict[str, Any] | None = None) -> GateResult:
     """Run every registered check of the selected levels on an opened checkpoint (per-engine checks once per
-    engine). ``reference``, ``target`` and ``source`` are already resolved (see :mod:`eagle3_checks.gate`)."""
+    engine). ``reference``, ``target`` and ``source`` are already resolved (see :mod:`eagle3_checks.gate`).
+    ``chosen``: the checks to run instead of the levels' (``accept``'s); ``measured``: the acceptance level's figures,
+    already measured (``checks.acceptance.evaluation``), which its checks then judge instead of measuring."""
     options = options or GateOptions()
     ctx = Context(ckpt, reference, reference_note, target, options, source, target_embedding=target_embedding)
+    if measured is not None:
+        seed_measured(ctx, measured)
     identity = identify(ckpt, source, options.trainer)
     ctx.cache["identity"] = identity
     levels = options.levels()
@@ -604,7 +609,7 @@ def run_gate(ckpt: Checkpoint, options: GateOptions | None = None, *, reference:
     used: set[str] = set()
     results = []
     for c in all_checks():
-        if c.level not in levels:
+        if not (chosen(c) if chosen is not None else c.level in levels):
             continue
         for engine in c.engines(options):
             results.append(run_check(c, dataclasses.replace(ctx, engine=engine), waived, used))
@@ -624,12 +629,8 @@ def judge_measured(ckpt: Checkpoint, options: GateOptions, measured: dict[str, A
     """``accept``'s findings: the acceptance level's checks (and :data:`ACCEPT_ALSO`) run by :func:`run_check` on
     figures already measured (``checks.acceptance.evaluation``), so that `accept` and `check` state one finding
     alike, with its code, basis and cause, rendered by the same reports and exiting by the same rule."""
-    ctx = seed_measured(Context(ckpt, None, "", None, options, None, target_embedding=target_embedding), measured)
-    identity = identify(ckpt, None, options.trainer)
-    ctx.cache["identity"] = identity
-    results = [run_check(c, dataclasses.replace(ctx, engine=engine), options.waivers) for c in all_checks()
-               if c.level == "acceptance" or c.id in ACCEPT_ALSO for engine in c.engines(options)]
-    return GateResult(ckpt, options, results, None, "", identity, ctx.cache.get("trained"))
+    return run_gate(ckpt, options, target_embedding=target_embedding, measured=measured,
+                    chosen=lambda c: c.level == "acceptance" or c.id in ACCEPT_ALSO)
 
 
 def _judge_waivers(ctx: Context) -> Iterable[Finding]:  # pragma: no cover  (the gate builds this result itself)
