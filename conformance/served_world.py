@@ -80,8 +80,8 @@ def _rotate_aux(folder: Path) -> None:
     save_file(tensors, str(path), metadata={"format": "pt"})
 
 
-# name -> what it is. One change each from "trained"; rope-base-10000 is one the counters cannot tell from the
-# trained drafter on these 48-token sequences (its predictions differ by less than their intervals)
+# name -> what it is. One change each from "trained" (the world's periodic language makes the drafter attend by
+# position, so the rope base changes what it drafts: tests/peers/train_world.py)
 DRAFTERS = {
     "trained": "the drafter as speculators saved it",
     "norm-before-residual-flipped": "config.json's norm_before_residual flipped (trained false)",

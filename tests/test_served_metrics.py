@@ -109,8 +109,8 @@ def test_a_wrong_scrape_is_one_line_and_exit_2(tmp_path, capsys, case, said):
         first.write_text(vllm_exposition(10, 30, 20, [8, 7, 5]))
     elif case == "restarted":
         second = tmp_path / "b.prom"
-        second.write_text(scrape.replace("llamacpp:spec_decode_num_drafts_total 1182",
-                                         "llamacpp:spec_decode_num_drafts_total 12"))
+        drafts = next(line for line in scrape.splitlines() if line.startswith("llamacpp:spec_decode_num_drafts_total "))
+        second.write_text(scrape.replace(drafts, "llamacpp:spec_decode_num_drafts_total 12"))  # fewer than before
         metrics.append(str(second))
     elif case == "unreachable":
         metrics = ["http://127.0.0.1:9/metrics"]

@@ -55,7 +55,7 @@ from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
 from ..option_table import FAIL_SHARE as FAIL_SHARE  # re-exported: acceptance.FAIL_SHARE
 from ..options import MIN_COVERAGE, NOTHING
 from .samples import Expect, Sample
-from .stats import Interval, linearised, ratio
+from .stats import SHARE, Interval, linearised, ratio
 from .walk import Walked, requests, stops, walk
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class Figures:
         """The 95% interval of ``figure`` ("acceptance_length" and "per_position" at position ``k``, over the served
         walk; "per_start_acceptance_length", "alpha", "coverage", "step_accuracy", "conditional_accuracy" at step
         ``k``) over the sequences."""
-        share = (0.0, 1.0)
+        share = SHARE
         if figure in ("acceptance_length", "per_position"):
             walks = self.walked()
             steps = [w.steps for w in walks]

@@ -7,7 +7,11 @@ accuracy: right over counted; alpha: overlap over counted pairs) has the lineari
 ratio estimator over clusters, var(R) = n / (n - 1) * sum((y_i - R x_i)^2) / sum(x_i)^2, and the 95% interval R +-
 t(n-1) * sd, with Student's t at n - 1 degrees of freedom (few sequences give wide intervals). A paired difference of
 two readings over the same positions (a gain, a drop) is the same estimator with y_i the per-sequence difference.
-Pure Python: no scipy.
+A share (a figure within [0, 1]: a step accuracy, alpha, a position's acceptance rate) takes the same interval on the
+logit scale, logit(R) +- t(n-1) * sd / (R (1 - R)), mapped back: near 1 a few poor sequences pull the figure down
+and the symmetric interval sat above it (the trained world's conditional accuracy at step 1, 0.925 over 128 held-out
+sequences: 16-sequence intervals covered it in 87.9% of 2,000 draws, 90.2% on the logit scale;
+tests/test_trained_world.py). Pure Python: no scipy.
 """
 
 from __future__ import annotations
@@ -123,10 +127,18 @@ class Interval:
         return max(self.n + 1, math.ceil(need))
 
 
+SHARE = (0.0, 1.0)  # a share's bounds: its interval is taken on the logit scale
+
+
+def _expit(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
 def ratio(num: Sequence[float], den: Sequence[float], offset: float = 0.0, bounds: tuple[float, float] | None = None,
           level: float = LEVEL) -> Interval:
     """offset + sum(num) / sum(den) with its interval over the sequences (the pairs (num_i, den_i)); ``bounds``
-    clip the interval to the figure's range (a share lies in [0, 1])."""
+    clip the interval to the figure's range; a share (``bounds`` :data:`SHARE`, no offset) strictly inside it takes
+    its interval on the logit scale."""
     pairs = [(y, x) for y, x in zip(num, den, strict=True) if x]
     n = len(pairs)
     total = sum(x for _, x in pairs)
@@ -139,6 +151,9 @@ def ratio(num: Sequence[float], den: Sequence[float], offset: float = 0.0, bound
     sd = math.sqrt(max(var, 0.0))
     half = critical(n, level) * sd
     lo, hi = offset + r - half, offset + r + half
+    if bounds == SHARE and offset == 0.0 and 0.0 < r < 1.0:
+        centre, spread = math.log(r / (1.0 - r)), critical(n, level) * sd / (r * (1.0 - r))
+        lo, hi = _expit(centre - spread), _expit(centre + spread)
     if bounds is not None:
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
     return Interval(offset + r, sd, n, lo, hi)
