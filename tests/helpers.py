@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import signal
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -304,6 +306,34 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 UPDATE_GOLDENS = False  # pytest --update-goldens (tests/conftest.py): rewrite the golden files instead of comparing
+
+
+def goldens(stem: str) -> Callable[..., None]:
+    """A test file's golden files: ``golden(TEST, TEXT, tmp_path=None)`` holds TEXT to tests/golden/STEM/TEST.txt (the
+    run's tmp folder written <TMP>)."""
+    def golden(test: str, text: str, tmp_path: Path | None = None) -> None:
+        assert_golden(f"{stem}/{test}.txt", text, {"TMP": tmp_path} if tmp_path else None)
+    return golden
+
+
+def wording(findings: Iterable[Any], figures: bool = True) -> str:
+    """The findings' words, for a golden file: each one's code and message, then its expected, found, why and fix
+    (``figures`` False: their figures :func:`steady`)."""
+    text = "".join(f"{f.code}: {f.message}\n" + "".join(f"  {k}: {v}\n" for k in ("expected", "found", "why", "fix")
+                                                        if (v := getattr(f, k)))
+                   for f in findings)
+    return text if figures else steady(text)
+
+
+def steady(text: str) -> str:
+    """``text`` with what varies between runs written N: a live run's seconds, and the figures of a comparison of
+    logits (numerics.draft_steps.StepDiff.describe: counts and differences of float32 forward passes, which another
+    machine's BLAS may move in the last bit). The words, the step and the totals stay."""
+    text = re.sub(r"own code \((live, )?\d+ s\b", r"own code (\1N s", text)
+    text = re.sub(r"mismatched logits \d+ / (\d+) \([\d.]+%\)", r"mismatched logits N / \1 (N%)", text)
+    text = re.sub(r"absolute difference \S+ at \(\d+, \d+\)", "absolute difference N at (N, N)", text)
+    text = re.sub(r"relative difference [^;]+;", "relative difference N;", text)
+    return re.sub(r"top-1 agreement \d+/", "top-1 agreement N/", text)
 
 
 def assert_golden(name: str, text: str, paths: dict[str, Path] | None = None) -> None:

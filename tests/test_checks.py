@@ -1,4 +1,5 @@
-"""Each check, beyond the defect matrix: the finding it gives for each rule, with its severity and message."""
+"""Each check, beyond the defect matrix: the finding it gives for each rule, with its code and severity; what it says
+is each test's golden file (tests/golden/test_checks/TEST.txt: regenerate with pytest --update-goldens)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from eagle3_checks.drafter.example import EXAMPLE
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, WARNED, all_checks
 from eagle3_checks.registry import modelled_only
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
-from helpers import SGLANG, VLLM, assert_fails, mla_drafter, run
+from helpers import SGLANG, assert_fails, assert_golden, mla_drafter, run
 
 
 def findings(result, check_id, severity=None):
@@ -20,11 +21,30 @@ def findings(result, check_id, severity=None):
     return [f for f in r.findings if severity is None or f.severity.value == severity]
 
 
-def warned(result, check_id, *fragments):
+def warned(result, check_id, *codes):
+    """``check_id`` warned, with a warning of each of ``codes``."""
     r = result.result(check_id)
     assert r.status == WARNED, (r.status, [f.message for f in r.findings])
-    text = " | ".join(f"{f.message} {f.fix}" for f in r.findings)
-    assert all(fr in text for fr in fragments), text
+    found = {f.code for f in r.findings if f.severity.value == "warning"}
+    assert set(codes) <= found, found
+
+
+def said(result, *codes):
+    """What the findings of ``codes`` say in a gate run (every engine's, in the gate's order), each whole: code and
+    severity, message, where, expected and found, why and fix; the run's folder written <TMP>."""
+    lines = []
+    for f in result.findings():
+        if f.code in codes:
+            lines += [f"{f.code_label} ({f.severity.value}): {f.message}",
+                      *(f"  {k}: {getattr(f, k)}" for k in ("file", "key", "expected", "found", "why", "fix")
+                        if getattr(f, k) is not None)]
+    assert lines, f"no finding of {codes}"
+    return "\n".join(lines).replace(str(result.ckpt.source.path.parent), "<TMP>") + "\n"
+
+
+def golden(test, *said):
+    """The test's golden file: what its findings say (:func:`said`), each run's in turn."""
+    assert_golden(f"test_checks/{test}.txt", "\n".join(said))
 
 
 # ----- keys ------------------------------------------------------------------------------------------
@@ -32,13 +52,17 @@ def warned(result, check_id, *fragments):
 def test_keys_bias_without_flag(drafter):
     d = drafter("flat")
     d.tensors["midlayer.self_attn.q_proj.bias"] = from_numpy(np.zeros(96, np.float32), "BF16")
-    assert_fails(run(d.write()), "keys/undeclared-bias", "midlayer.self_attn.q_proj.bias")
+    result = run(d.write())
+    assert_fails(result, "keys/undeclared-bias")
+    golden("test_keys_bias_without_flag", said(result, "keys/undeclared-bias"))  # midlayer.self_attn.q_proj.bias
 
 
 def test_keys_missing_bias_with_flag(drafter):
     d = drafter("speculators", replace(EXAMPLE, mlp_bias=True))
     del d.tensors["layers.0.mlp.down_proj.bias"]
-    assert_fails(run(d.write()), "keys/missing-tensor", "layers.0.mlp.down_proj.bias")
+    result = run(d.write())
+    assert_fails(result, "keys/missing-tensor")
+    golden("test_keys_missing_bias_with_flag", said(result, "keys/missing-tensor"))  # layers.0.mlp.down_proj.bias
 
 
 def test_keys_input_norm_without_norm_before_fc(drafter):
@@ -51,27 +75,33 @@ def test_extra_layer_is_a_layer_count_error_not_a_key_error(drafter):
     d = drafter("speculators", replace(EXAMPLE, num_layers=2))
     d.config["transformer_layer_config"]["num_hidden_layers"] = 1
     result = run(d.write())
-    assert_fails(result, "config.layers", "num_hidden_layers is 1, the checkpoint has 2 decoder layer(s)")
+    assert_fails(result, "config.layers/count-mismatch")  # num_hidden_layers is 1, the checkpoint has 2
     assert result.result("keys").status == PASSED
+    golden("test_extra_layer_is_a_layer_count_error_not_a_key_error", said(result, "config.layers/count-mismatch"))
 
 
 def test_keys_unknown_tensor(drafter):
     d = drafter("flat")
     d.tensors["verifier_lm_head.weight"] = d.tensors["lm_head.weight"]
-    assert_fails(run(d.write()), "keys/unknown-tensor", "verifier_lm_head.weight")
+    result = run(d.write())
+    assert_fails(result, "keys/unknown-tensor")
+    golden("test_keys_unknown_tensor", said(result, "keys/unknown-tensor"))  # verifier_lm_head.weight
 
 
 def test_keys_flat_names_in_speculators_layout(drafter):
     d = drafter("speculators")
     d.tensors = {k.replace("layers.0.", "midlayer."): v for k, v in d.tensors.items()}
-    assert_fails(run(d.write()), "keys", "10 tensors use flat-layout names in a speculators checkpoint",
-                 "layers.0.hidden_norm.weight")
+    result = run(d.write())
+    assert_fails(result, "keys/flat-names")  # 10 tensors, layers.0.hidden_norm.weight among them
+    golden("test_keys_flat_names_in_speculators_layout", said(result, "keys/flat-names"))
 
 
 def test_keys_same_tensor_twice(drafter):
     d = drafter("flat")
     d.tensors["layers.0.hidden_norm.weight"] = d.tensors["midlayer.hidden_norm.weight"]
-    assert_fails(run(d.write()), "keys/duplicate-tensor", "layers.0.hidden_norm.weight")
+    result = run(d.write())
+    assert_fails(result, "keys/duplicate-tensor")
+    golden("test_keys_same_tensor_twice", said(result, "keys/duplicate-tensor"))  # layers.0.hidden_norm.weight
 
 
 def test_keys_flat_config_with_layers0_names_is_valid(drafter):
@@ -80,8 +110,9 @@ def test_keys_flat_config_with_layers0_names_is_valid(drafter):
     assert "layers.0.fc" not in d.tensors and "layers.0.hidden_norm.weight" in d.tensors
     result = run(d.write())
     assert result.result("keys").status == PASSED
-    assert "SGLang 0.5.6" in findings(result, "keys", "info")[0].message
+    assert [f.code for f in findings(result, "keys", "info")] == ["keys/layers-0-names"]  # SGLang 0.5.6's reading
     assert result.exit_code == 0
+    golden("test_keys_flat_config_with_layers0_names_is_valid", said(result, "keys/layers-0-names"))
 
 
 def test_keys_vocab_mapping_with_full_vocabulary(drafter):
@@ -92,7 +123,9 @@ def test_keys_vocab_mapping_with_full_vocabulary(drafter):
     del d.tensors["d2t"]
     d.tensors["t2d"] = from_numpy(np.ones(EXAMPLE.vocab_size, bool))
     result = run(d.write(), level="header")
-    assert result.result("keys").status == PASSED and "vLLM and SGLang skip t2d" in findings(result, "keys")[0].message
+    assert result.result("keys").status == PASSED
+    assert [f.code for f in findings(result, "keys")] == ["keys/unneeded-t2d"]  # vLLM and SGLang skip it
+    golden("test_keys_vocab_mapping_with_full_vocabulary", said(result, "keys/unneeded-t2d"))
 
 
 def test_keys_qk_norm_follows_the_flat_architecture(drafter):
@@ -100,19 +133,24 @@ def test_keys_qk_norm_follows_the_flat_architecture(drafter):
     Eagle3Qwen3ForCausalLM builds Qwen3 layers, which need it."""
     d = drafter("flat", replace(EXAMPLE, model_type="qwen3"))
     d.config["architectures"] = ["LlamaForCausalLMEagle3"]
-    assert_fails(run(d.write()), "keys/undeclared-qk-norm", "q_norm.weight")
+    llama = run(d.write())
+    assert_fails(llama, "keys/undeclared-qk-norm")  # q_norm.weight
     d.config["architectures"] = ["Eagle3Qwen3ForCausalLM"]
     assert run(d.write(), level="header").result("keys").status == PASSED
     del d.tensors["midlayer.self_attn.k_norm.weight"]
-    assert_fails(run(d.write()), "keys/missing-tensor", "k_norm.weight")
+    qwen3 = run(d.write())
+    assert_fails(qwen3, "keys/missing-tensor")  # k_norm.weight
+    golden("test_keys_qk_norm_follows_the_flat_architecture", said(llama, "keys/undeclared-qk-norm"),
+           said(qwen3, "keys/missing-tensor"))
 
 
 def test_keys_lm_head_missing_explains_accept_length(drafter):
     d = drafter("flat")
     del d.tensors["lm_head.weight"]
     result = run(d.write())
-    assert_fails(result, "keys/missing-tensor", "lm_head.weight")
-    assert "SGLang PR #27908" in findings(result, "keys")[0].why
+    assert_fails(result, "keys/missing-tensor")
+    # lm_head.weight, and why it matters: SGLang PR #27908's accept length
+    golden("test_keys_lm_head_missing_explains_accept_length", said(result, "keys/missing-tensor"))
 
 
 # ----- shapes ----------------------------------------------------------------------------------------
@@ -123,15 +161,18 @@ def test_shapes_mlp_and_norm(drafter):
     d.tensors["layers.0.mlp.down_proj.weight"] = RawTensor(t.dtype, (64, 128), b"\0" * 64 * 128 * 2)
     d.tensors["norm.weight"] = from_numpy(np.ones(32, np.float32), "BF16")
     result = run(d.write())
-    assert_fails(result, "shapes",
-                 "layers.0.mlp.down_proj.weight: shape (64, 128), the config implies (64, 160) (H, I)")
-    assert_fails(result, "shapes", "norm.weight: shape (32,), the config implies (64,) (H,)")
+    assert_fails(result, "shapes/mismatch")
+    assert {f.key for f in findings(result, "shapes", "error")} >= {"layers.0.mlp.down_proj.weight", "norm.weight"}
+    golden("test_shapes_mlp_and_norm", said(result, "shapes/mismatch"))
 
 
 def test_shapes_second_layer_takes_hidden_size(drafter):
     d = drafter("speculators", replace(EXAMPLE, num_layers=2))
     d.tensors["layers.1.self_attn.q_proj.weight"] = d.tensors["layers.0.self_attn.q_proj.weight"]
-    assert_fails(run(d.write()), "shapes", "layers.1.self_attn.q_proj.weight", "(96, 64) (nh·hd, H)")
+    result = run(d.write())
+    assert_fails(result, "shapes/mismatch")
+    assert "layers.1.self_attn.q_proj.weight" in {f.key for f in findings(result, "shapes", "error")}
+    golden("test_shapes_second_layer_takes_hidden_size", said(result, "shapes/mismatch"))  # (96, 64) (nh·hd, H)
 
 
 # ----- dtypes ----------------------------------------------------------------------------------------
@@ -139,20 +180,25 @@ def test_shapes_second_layer_takes_hidden_size(drafter):
 def test_dtypes_mixed_weights_warn(drafter):
     d = drafter("flat")
     d.tensors["norm.weight"] = from_numpy(np.ones(64, np.float32))
-    warned(run(d.write()), "dtypes", "norm.weight: dtype F32 while the other weights are BF16")
+    result = run(d.write())
+    warned(result, "dtypes", "dtypes/mixed-weights")  # norm.weight F32 among BF16
+    golden("test_dtypes_mixed_weights_warn", said(result, "dtypes/mixed-weights"))
 
 
 def test_dtypes_config_disagrees_warns(drafter):
     d = drafter("speculators")
     d.config["dtype"] = "float16"
-    warned(run(d.write()), "dtypes", "weights are BF16 but config.json states float16")
+    result = run(d.write())
+    warned(result, "dtypes", "dtypes/config-dtype-differs")  # BF16 weights, float16 stated
+    golden("test_dtypes_config_disagrees_warns", said(result, "dtypes/config-dtype-differs"))
 
 
 def test_dtypes_config_states_two_different_dtypes_warns(drafter):
     d = drafter("flat")
     d.config["dtype"] = "float16"  # beside torch_dtype bfloat16
-    warned(run(d.write()), "dtypes", "config.json states dtype 'float16' and torch_dtype 'bfloat16'",
-           "keep one of them, stating the weights' dtype (BF16)")
+    result = run(d.write())
+    warned(result, "dtypes", "dtypes/dtype-and-torch-dtype")  # fix: keep one of them, the weights' dtype (BF16)
+    golden("test_dtypes_config_states_two_different_dtypes_warns", said(result, "dtypes/dtype-and-torch-dtype"))
     d.config["dtype"] = "bfloat16"
     assert run(d.write()).result("dtypes").status == PASSED
 
@@ -160,13 +206,17 @@ def test_dtypes_config_states_two_different_dtypes_warns(drafter):
 def test_dtypes_config_states_nothing_warns(drafter):
     d = drafter("flat")
     del d.config["torch_dtype"]
-    warned(run(d.write()), "dtypes", "config.json states no dtype")
+    result = run(d.write())
+    warned(result, "dtypes", "dtypes/config-dtype-missing")
+    golden("test_dtypes_config_states_nothing_warns", said(result, "dtypes/config-dtype-missing"))
 
 
 def test_dtypes_integer_weight_fails(drafter):
     d = drafter("flat")
     d.tensors["fc.weight"] = from_numpy(np.zeros((64, 192), np.int8))
-    assert_fails(run(d.write()), "dtypes/non-float-weight", "fc.weight")
+    result = run(d.write())
+    assert_fails(result, "dtypes/non-float-weight")
+    golden("test_dtypes_integer_weight_fails", said(result, "dtypes/non-float-weight"))  # fc.weight
 
 
 def test_dtypes_narrow_d2t_and_int_t2d_warn(drafter):
@@ -174,7 +224,8 @@ def test_dtypes_narrow_d2t_and_int_t2d_warn(drafter):
     d.tensors["d2t"] = from_numpy(np.frombuffer(d.tensors["d2t"].data, "<i8").astype(np.int32))
     d.tensors["t2d"] = from_numpy(np.frombuffer(d.tensors["t2d"].data, bool).astype(np.uint8))
     result = run(d.write())
-    warned(result, "dtypes", "d2t: dtype I32, every producer writes I64", "t2d: dtype U8")
+    warned(result, "dtypes", "dtypes/d2t-narrow", "dtypes/t2d-integer")  # d2t I32 (producers write I64), t2d U8
+    golden("test_dtypes_narrow_d2t_and_int_t2d_warn", said(result, "dtypes/d2t-narrow", "dtypes/t2d-integer"))
     assert result.result("vocab.d2t").status == PASSED  # values are still valid offsets
 
 
@@ -187,7 +238,9 @@ def test_d2t_absolute_heuristic_without_t2d_warns(drafter):
     ids = np.sort(np.random.default_rng(1).choice(1024, 128, replace=False))
     d.tensors["d2t"] = from_numpy(ids.astype(np.int64))
     d.tensors["embed_tokens.weight"] = from_numpy(np.zeros((4096, 64), np.float32), "BF16")
-    warned(run(d.write()), "vocab.d2t", "strictly increasing everywhere, as absolute target ids are")
+    result = run(d.write())
+    warned(result, "vocab.d2t", "vocab.d2t/absolute-ids")  # strictly increasing everywhere, as absolute ids are
+    golden("test_d2t_absolute_heuristic_without_t2d_warns", said(result, "vocab.d2t/absolute-ids"))
 
 
 def severities(result, check_id):
@@ -255,13 +308,15 @@ def test_t2d_wrong_count(drafter):
     mask = np.frombuffer(d.tensors["t2d"].data, bool).copy()
     mask[np.flatnonzero(~mask)[0]] = True
     d.tensors["t2d"] = from_numpy(mask)
-    assert_fails(run(d.write()), "vocab.t2d", "t2d: marks 129 tokens, draft_vocab_size is 128")
+    result = run(d.write())
+    assert_fails(result, "vocab.t2d/count")  # 129 tokens marked, draft_vocab_size 128
+    golden("test_t2d_wrong_count", said(result, "vocab.t2d/count"))
 
 
 def test_vocab_checks_skip_when_absent(drafter):
     result = run(drafter("flat", replace(EXAMPLE, t2d=False)).write())
     assert result.result("vocab.t2d").status == SKIPPED
-    assert "optional" in result.result("vocab.t2d").reason
+    assert_golden("test_checks/test_vocab_checks_skip_when_absent.txt", result.result("vocab.t2d").reason + "\n")
 
 
 def test_vocab_reads_only_the_mapping_tensors(drafter, monkeypatch):
@@ -283,14 +338,20 @@ def test_config_fields_wrong_type_and_missing(drafter):
     d.config["hidden_size"] = "64"
     del d.config["intermediate_size"]
     result = run(d.write())
-    assert_fails(result, "config.fields", "hidden_size has the wrong type", "a positive integer", "'64'")
-    assert_fails(result, "config.fields/missing-field", "intermediate_size")
+    assert_fails(result, "config.fields/invalid-field")  # hidden_size '64', not a positive integer
+    assert_fails(result, "config.fields/missing-field")  # intermediate_size
+    assert {f.key for f in findings(result, "config.fields", "error")} >= {"hidden_size", "intermediate_size"}
+    golden("test_config_fields_wrong_type_and_missing",
+           said(result, "config.fields/invalid-field", "config.fields/missing-field"))
 
 
 def test_config_fields_null_target_hidden_size_in_flat_config(drafter):
     d = drafter("flat")
     d.config["target_hidden_size"] = None
-    assert_fails(run(d.write()), "config.fields/null-target-hidden-size", "remove target_hidden_size")
+    result = run(d.write())
+    assert_fails(result, "config.fields/null-target-hidden-size")
+    golden("test_config_fields_null_target_hidden_size_in_flat_config",
+           said(result, "config.fields/null-target-hidden-size"))  # fix: remove target_hidden_size
 
 
 def test_config_fields_speculators_structure(drafter):
@@ -307,34 +368,43 @@ def test_config_fields_not_an_object(drafter):
     d.write()
     (d.root / "config.json").write_text("[1, 2]")
     result = run(d.root)
-    assert_fails(result, "files", "is a JSON array, not an object")
+    assert_fails(result, "files/invalid-json")  # a JSON array, not an object
     assert result.result("config.fields").status == SKIPPED
+    golden("test_config_fields_not_an_object", said(result, "files/invalid-json"))
 
 
 def test_config_layers_default_32(drafter):
     d = drafter("flat")
     del d.config["num_hidden_layers"]
-    assert_fails(run(d.write()), "config.layers",
-                 "num_hidden_layers is 32 (default: transformers LlamaConfig: the file does not state it)")
+    result = run(d.write())
+    assert_fails(result, "config.layers/count-mismatch")  # 32: transformers LlamaConfig's default, not stated
+    golden("test_config_layers_default_32", said(result, "config.layers/count-mismatch"))
 
 
 def test_config_layers_gap(drafter):
     d = drafter("speculators", replace(EXAMPLE, num_layers=3))
     for k in [k for k in d.tensors if k.startswith("layers.1.")]:
         del d.tensors[k]
-    assert_fails(run(d.write()), "config.layers", "decoder layers [1] have no tensors")
+    result = run(d.write())
+    assert_fails(result, "config.layers/layer-gap")  # decoder layers [1] have no tensors
+    golden("test_config_layers_gap", said(result, "config.layers/layer-gap"))
 
 
 def test_config_vocab_sizes_unstated_draft_vocab(drafter):
     d = drafter("flat")
     del d.config["draft_vocab_size"]
-    assert_fails(run(d.write()), "config.vocab-sizes/draft-vocab-unstated", 'add "draft_vocab_size": 128')
+    result = run(d.write())
+    assert_fails(result, "config.vocab-sizes/draft-vocab-unstated")
+    golden("test_config_vocab_sizes_unstated_draft_vocab",
+           said(result, "config.vocab-sizes/draft-vocab-unstated"))  # fix: add "draft_vocab_size": 128
 
 
 def test_config_vocab_sizes_draft_larger(drafter):
     d = drafter("flat")
     d.config["draft_vocab_size"] = 1024
-    assert_fails(run(d.write()), "config.vocab-sizes", "draft_vocab_size 1024 exceeds vocab_size 512")
+    result = run(d.write())
+    assert_fails(result, "config.vocab-sizes/draft-exceeds-vocab")  # 1024 > vocab_size 512
+    golden("test_config_vocab_sizes_draft_larger", said(result, "config.vocab-sizes/draft-exceeds-vocab"))
 
 
 def test_config_aux_ids_in_two_places_disagree(drafter):
@@ -342,19 +412,20 @@ def test_config_aux_ids_in_two_places_disagree(drafter):
     naming what each engine release captures from the field it reads."""
     d = drafter("flat")
     d.config["eagle_aux_hidden_state_layer_ids"] = [3, 5, 7]  # eagle_config keeps [1, 3, 5]
-    warned(run(d.write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
-           f"vllm@{VLLM} reads eagle_aux_hidden_state_layer_ids [3, 5, 7]: the outputs of layers [2, 4, 6]",
-           "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
-           "[1, 3, 5]", "eagle_config has [1, 3, 5], the top level [3, 5, 7]", "pass --aux-convention")
+    result = run(d.write(), engine="vllm,sglang@0.5.6")
+    warned(result, "config.aux-layers", "config.aux-layers/convention-unknown")
+    # what vLLM reads at the top level and SGLang 0.5.6 in eagle_config, the layers each captures; --aux-convention
+    golden("test_config_aux_ids_in_two_places_disagree", said(result, "config.aux-layers/convention-unknown"))
 
 
 def test_config_aux_ids_in_one_place_captured_differently_warn(drafter):
     """The same ids in both places and an unknown convention: vLLM and SGLang capture layers one apart from them,
     and at most one can be right (it used to pass both, with a note)."""
-    warned(run(drafter("flat").write(), engine="vllm,sglang@0.5.6"), "config.aux-layers",
-           f"vllm@{VLLM} reads eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers [0, 2, 4]",
-           "sglang@0.5.6 reads eagle_config.eagle_aux_hidden_state_layer_ids [1, 3, 5]: the outputs of layers "
-           "[1, 3, 5]")
+    result = run(drafter("flat").write(), engine="vllm,sglang@0.5.6")
+    warned(result, "config.aux-layers", "config.aux-layers/convention-unknown")
+    # vLLM captures the outputs of layers [0, 2, 4] from [1, 3, 5], SGLang 0.5.6 those of [1, 3, 5]
+    golden("test_config_aux_ids_in_one_place_captured_differently_warn",
+           said(result, "config.aux-layers/convention-unknown"))
     assert run(drafter("flat").write(), engine="vllm").result("config.aux-layers").status == "passed"
 
 
@@ -365,7 +436,9 @@ def test_config_aux_ids_that_differ_pass_when_each_is_right_for_its_engine(draft
     d.config["eagle_aux_hidden_state_layer_ids"] = [2, 4, 6]
     result = run(d.write(), engine="vllm,sglang,sglang@0.5.6", aux_convention="sglang", target_config=str(target_path))
     r = result.result("config.aux-layers")
-    assert r.status == "passed" and "each engine reads one" in r.findings[0].message
+    assert r.status == "passed" and [f.code for f in r.findings] == ["config.aux-layers/two-places"]
+    golden("test_config_aux_ids_that_differ_pass_when_each_is_right_for_its_engine",
+           said(result, "config.aux-layers/two-places"))  # each engine reads one
     assert all(result.result("engine.aux-layers", e).status == "passed"
                for e in ("vllm", f"sglang@{SGLANG}", "sglang@0.5.6"))
 
@@ -373,17 +446,23 @@ def test_config_aux_ids_that_differ_pass_when_each_is_right_for_its_engine(draft
 def test_config_aux_ids_missing_warns(drafter):
     d = drafter("speculators")
     del d.config["eagle_aux_hidden_state_layer_ids"]
-    warned(run(d.write()), "config.aux-layers", "no aux-layer ids are stated")
+    result = run(d.write())
+    warned(result, "config.aux-layers", "config.aux-layers/missing")
+    golden("test_config_aux_ids_missing_warns", said(result, "config.aux-layers/missing"))
 
 
 def test_config_aux_ids_duplicated_and_unsorted(drafter):
     d = drafter("flat")
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
     d.config["eagle_aux_hidden_state_layer_ids"] = [1, 1, 5]
-    assert_fails(run(d.write()), "config.aux-layers", "aux-layer ids [1, 1, 5] repeat a layer")
+    repeated = run(d.write())
+    assert_fails(repeated, "config.aux-layers/repeated")  # [1, 1, 5]
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
     d.config["eagle_aux_hidden_state_layer_ids"] = [5, 1, 3]
-    warned(run(d.write(), level="header"), "config.aux-layers", "aux-layer ids [5, 1, 3] are not ascending")
+    unsorted = run(d.write(), level="header")
+    warned(unsorted, "config.aux-layers", "config.aux-layers/unsorted")  # [5, 1, 3]
+    golden("test_config_aux_ids_duplicated_and_unsorted", said(repeated, "config.aux-layers/repeated"),
+           said(unsorted, "config.aux-layers/unsorted"))
 
 
 def test_config_head_dim_kimi_model_type_defaults_to_64(drafter):
@@ -391,13 +470,17 @@ def test_config_head_dim_kimi_model_type_defaults_to_64(drafter):
     d = drafter("flat")
     d.config["model_type"] = "kimi_k2"
     del d.config["head_dim"]
-    assert_fails(run(d.write()), "config.head-dim", "engines would use 64 (default: transformers DeepseekV3Config")
+    result = run(d.write())
+    assert_fails(result, "config.head-dim/missing")  # engines would use 64, DeepseekV3Config's default
+    golden("test_config_head_dim_kimi_model_type_defaults_to_64", said(result, "config.head-dim/missing"))
 
 
 def test_config_head_dim_matching_only_class_default_warns(drafter):
     d = drafter("speculators", replace(EXAMPLE, model_type="qwen3", head_dim=128))
     del d.config["transformer_layer_config"]["head_dim"]
-    warned(run(d.write()), "config.head-dim", "128 matches only the qwen3 class default")
+    result = run(d.write())
+    warned(result, "config.head-dim", "config.head-dim/class-default")  # 128: only the qwen3 class default
+    golden("test_config_head_dim_matching_only_class_default_warns", said(result, "config.head-dim/class-default"))
 
 
 def test_config_tied_embeddings_with_draft_vocab(drafter):
@@ -409,7 +492,9 @@ def test_config_tied_embeddings_with_draft_vocab(drafter):
 def test_config_tied_embeddings_with_own_head_warns(drafter):
     d = drafter("flat", replace(EXAMPLE, draft_vocab_size=EXAMPLE.vocab_size))
     d.config["tie_word_embeddings"] = True
-    warned(run(d.write()), "config.tied-embeddings", "has its own lm_head.weight")
+    result = run(d.write())
+    warned(result, "config.tied-embeddings", "config.tied-embeddings/own-lm-head")
+    golden("test_config_tied_embeddings_with_own_head_warns", said(result, "config.tied-embeddings/own-lm-head"))
 
 
 @pytest.mark.parametrize("layout", ["speculators", "flat"])
@@ -424,10 +509,11 @@ def test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base(dra
     r = result.result("config.rope")
     assert r.status == PASSED, [f.message for f in r.findings]
     (f,) = r.findings
-    assert f.severity.value == "info"
-    assert f.message.startswith("config.json: no rope_theta stated; the trainer and every selected engine use 10000 (")
-    assert f"vllm@{VLLM}: 10000 (default: 10000)" in f.message and "(trainer): 10000" in f.message
+    assert (f.code, f.severity.value) == ("config.rope/theta-default", "info")
     assert f.key == ("transformer_layer_config.rope_theta" if layout == "speculators" else "rope_theta")
+    # no rope_theta stated; the trainer and every selected engine use 10000, each named
+    golden(f"test_config_rope_unstated_is_a_note_when_every_reader_uses_the_same_base-{layout}",
+           said(result, "config.rope/theta-default"))
 
 
 def test_config_rope_unstated_is_an_error_when_readers_default_differently(drafter, monkeypatch):
@@ -444,9 +530,10 @@ def test_config_rope_unstated_is_an_error_when_readers_default_differently(draft
     monkeypatch.setattr(engines, "read", other_default)
     d = drafter("flat")
     del d.config["rope_theta"]
-    assert_fails(run(d.write(), engine="vllm,sglang"), "config.rope", "no rope_theta stated, and its readers default "
-                 "differently",
-                 f"vllm@{VLLM}: 10000 (default: 10000); sglang@{SGLANG}: 500000 (a hypothetical default)")
+    result = run(d.write(), engine="vllm,sglang")
+    assert_fails(result, "config.rope/theta-unstated")  # the readers default differently: each one's value
+    golden("test_config_rope_unstated_is_an_error_when_readers_default_differently",
+           said(result, "config.rope/theta-unstated"))
 
 
 def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
@@ -457,22 +544,21 @@ def test_a_lost_rope_theta_is_still_caught_against_the_spec(drafter):
     del d.config["rope_theta"]
     result = run(d.write(), reference="tiny-example", engine="vllm,sglang", strict=True)
     assert result.result("config.rope").status == PASSED
-    assert_fails(result, "reference.diff/semantic", "config rope_theta: 10000.0, tiny-example has 1000000.0")
+    assert_fails(result, "reference.diff/semantic")
     (f,) = [f for f in result.result("reference.diff").findings if f.code == "reference.diff/semantic"]
-    assert f"vllm {VLLM} computes with rope_theta 10000.0 as the candidate states it (default: 10000), and with " \
-           "rope_theta 1000000.0 where the reference's value is stated" in f.why, f.why
-    assert f"sglang {SGLANG} computes with rope_theta 10000.0" in f.why
+    assert (f.key, f.expected, f.found) == ("rope_theta", "1000000.0", "10000.0")
+    # the why: what vLLM and SGLang each compute with either value
+    golden("test_a_lost_rope_theta_is_still_caught_against_the_spec", said(result, "reference.diff/semantic"))
 
 
-@pytest.mark.parametrize("scaling, message, fatal", [
-    ({"rope_type": "yarn", "factor": "x", "original_max_position_embeddings": 2048},
-     'rope_scaling.factor is "x", not a positive number', True),
-    ({"rope_type": 3, "factor": 2.0}, "rope_scaling.rope_type is 3, not a string", True),
-    ({"rope_type": "linear", "factor": 0}, "rope_scaling.factor is 0, not a positive number", False),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "mscale": -1},
-     "rope_scaling.mscale is -1, not a number >= 0", False),
+@pytest.mark.parametrize("case, scaling, fatal", [
+    ("factor-x", {"rope_type": "yarn", "factor": "x", "original_max_position_embeddings": 2048}, True),
+    ("rope-type-3", {"rope_type": 3, "factor": 2.0}, True),
+    ("factor-0", {"rope_type": "linear", "factor": 0}, False),
+    ("mscale-minus-1", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "mscale": -1},
+     False),
 ])
-def test_config_rope_values_that_engines_cannot_use(drafter, scaling, message, fatal):
+def test_config_rope_values_that_engines_cannot_use(drafter, case, scaling, fatal):
     """A rope value of the wrong type: transformers' rope init raises, so the engines refuse the drafter at load (an
     error). A number out of range: the init accepts it and computes inf or nonsense frequencies (a warning; no
     refusal). The forward check used to crash on both."""
@@ -480,8 +566,11 @@ def test_config_rope_values_that_engines_cannot_use(drafter, scaling, message, f
     d.config["rope_scaling"] = scaling
     result = run(d.write(), engine="all")
     r = result.result("config.rope")
-    assert r.status == (FAILED if fatal else WARNED) and [f.message for f in r.findings] == [f"config.json: {message}"]
-    assert not [f for f in result.findings() if "crashed" in f.message]
+    code = "config.rope/unusable-scaling" if fatal else "config.rope/suspect-scaling"
+    assert r.status == (FAILED if fatal else WARNED) and [f.code for f in r.findings] == [code]
+    # the one finding says which value, and what it is not
+    golden(f"test_config_rope_values_that_engines_cannot_use-{case}", said(result, code))
+    assert not [f for f in result.findings() if f.code and f.code.endswith("/crashed")]
     for engine in ("vllm", "sglang"):
         assert (result.result("engine.loads", engine).status == FAILED) == fatal
 
@@ -496,7 +585,9 @@ def test_config_rope_scaling_that_is_valid(drafter):
 def test_config_rope_two_values(drafter):
     d = drafter("flat")
     d.config["rope_parameters"] = {"rope_theta": 10000.0, "rope_type": "default"}
-    assert_fails(run(d.write()), "config.rope", "rope_theta 1000000.0 and rope_parameters.rope_theta 10000.0 differ")
+    result = run(d.write())
+    assert_fails(result, "config.rope/theta-conflict")  # 1000000.0 and rope_parameters.rope_theta 10000.0
+    golden("test_config_rope_two_values", said(result, "config.rope/theta-conflict"))
 
 
 # ----- target ----------------------------------------------------------------------------------------
@@ -506,9 +597,11 @@ def test_target_vocab_and_hidden(drafter, tmp_path):
     target.write_text(json.dumps({"text_config": {"num_hidden_layers": 8, "hidden_size": 80, "vocab_size": 600},
                                   "vocab_size": 512}))
     result = run(drafter("flat").write(), target_config=str(target))
-    assert_fails(result, "target.vocab", "vocab_size 512, the target's is 600", "text_config.vocab_size")
-    assert_fails(result, "target.hidden-size", "fc.weight takes 192 inputs, the target gives 3 x 80 = 240")
-    assert_fails(result, "target.hidden-size", "target_hidden_size 64 (default: hidden_size)", "add")
+    assert_fails(result, "target.vocab/mismatch")  # 512, the target's text_config.vocab_size 600
+    assert_fails(result, "target.hidden-size/fc-width")  # fc takes 192 inputs, the target gives 3 x 80 = 240
+    assert_fails(result, "target.hidden-size/target-hidden-size")  # 64 (default: hidden_size): add it
+    golden("test_target_vocab_and_hidden", said(result, "target.vocab/mismatch", "target.hidden-size/fc-width",
+                                                 "target.hidden-size/target-hidden-size"))
 
 
 def test_target_last_layer_id_is_a_note(drafter, tmp_path):
@@ -518,7 +611,8 @@ def test_target_last_layer_id_is_a_note(drafter, tmp_path):
     target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
     result = run(d.write(), target_config=str(target))
     assert result.result("target.aux-layers").status == PASSED
-    assert "last layer" in findings(result, "target.aux-layers", "info")[0].message
+    assert [f.code for f in findings(result, "target.aux-layers", "info")] == ["target.aux-layers/last-layer"]
+    golden("test_target_last_layer_id_is_a_note", said(result, "target.aux-layers/last-layer"))
 
 
 # ----- the registry --------------------------------------------------------------------------------
@@ -549,25 +643,27 @@ def test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted(drafter):
     result = run(path, engine="vllm")
     r = result.result("config.architectures")
     assert r.status == PASSED and result.result("engine.loads").status == PASSED
-    assert r.findings[0].message == (
-        "config.json: architectures ['LlamaForCausalLM'] is not a drafter class name, but every selected engine "
-        f"release serves it: vllm@{VLLM} (builds Eagle3LlamaForCausalLM); SGLang's releases read only "
-        "LlamaForCausalLMEagle3 (they build any other name as it is: LlamaForCausalLM is the target model's class)")
+    # not a drafter class name, but every selected release serves it (vLLM builds Eagle3LlamaForCausalLM)
+    assert [f.code for f in r.findings] == ["config.architectures/served-as-named"]
     both = run(path, engine="vllm,sglang")
-    warned(both, "config.architectures", f"is served by vllm@{VLLM} (builds Eagle3LlamaForCausalLM), refused by "
-           f"sglang@{SGLANG}: architectures ['LlamaForCausalLM']: SGLang {SGLANG} builds LlamaForCausalLM, the target "
-           "model's own class (srt/models/llama.py:968-973)")
+    # served by vLLM, refused by SGLang, which builds LlamaForCausalLM, the target model's own class
+    warned(both, "config.architectures", "config.architectures/refused-by-some")
     assert both.result("engine.loads", f"sglang@{SGLANG}").status == FAILED
-    assert_fails(run(path, engine="sglang"), "config.architectures", f"no selected engine serves it (sglang@{SGLANG}: ")
+    sglang = run(path, engine="sglang")
+    assert_fails(sglang, "config.architectures/not-a-drafter-class")  # no selected engine serves it
+    golden("test_llama_for_causal_lm_is_served_by_vllm_and_not_contradicted",
+           said(result, "config.architectures/served-as-named"), said(both, "config.architectures/refused-by-some"),
+           said(sglang, "config.architectures/not-a-drafter-class"))
 
 
 def test_an_architecture_no_engine_serves_is_still_an_error(drafter):
     d = drafter("flat")
     d.config["architectures"] = ["MistralModel"]
     # (TensorRT-LLM's one-model path builds Eagle3ForCausalLM whatever the architectures say: it serves this one)
-    assert_fails(run(d.write(), engine="vllm,sglang,llamacpp,lmdeploy,mlx,speculators"), "config.architectures",
-                 "architectures ['MistralModel'] is not an EAGLE-3 drafter class; no selected engine serves it "
-                 f"(vllm@{VLLM}: vLLM raises")
+    result = run(d.write(), engine="vllm,sglang,llamacpp,lmdeploy,mlx,speculators")
+    assert_fails(result, "config.architectures/not-a-drafter-class")  # no selected engine serves it (vLLM raises)
+    golden("test_an_architecture_no_engine_serves_is_still_an_error",
+           said(result, "config.architectures/not-a-drafter-class"))
 
 
 # ----- the MLA drafter family (more in test_mla_family.py) ----------------------------------------------------------
@@ -590,7 +686,7 @@ def test_an_mla_drafter_is_modelled_not_false_errors(drafter, architectures):
     assert result.exit_code == 0, {r.label: [f.message for f in r.findings] for r in result.results
                                    if r.status == FAILED}
     assert not [f for f in result.findings() if f.severity.value == "error"]
-    assert not [f for f in result.findings() if f.message.startswith("not modelled")]
+    assert "config.architectures/not-modelled" not in {f.code for f in result.findings()}
     for check_id in ("keys", "shapes", "config.head-dim", "config.rope"):
         assert result.result(check_id).status == PASSED, (check_id, result.result(check_id).reason)
     assert result.result("engine.loads", "vllm").status == PASSED
@@ -608,11 +704,15 @@ def test_mla_tensors_under_a_llama_class_are_an_mla_drafter_misnamed(drafter):
     path = mla_drafter(drafter("flat"), ["LlamaForCausalLMEagle3"]).write()
     result = run(path)
     assert result.result("config.architectures").status == FAILED
-    assert "names no MLA drafter class, but the drafter is one" in result.result("config.architectures"
-                                                                                 ).findings[0].message
+    # names no MLA drafter class, but the drafter is one: the class to name, as data
+    assert [f.code for f in result.result("config.architectures").findings] == ["config.architectures/mla-class"]
+    assert result.result("config.architectures").findings[0].patch
     assert result.result("keys").status == PASSED
     loads = result.result("engine.loads", "vllm")
-    assert loads.status == FAILED and "q_a_proj.weight: vLLM raises" in loads.findings[0].message
+    # vLLM raises for the MLA tensors, q_a_proj.weight the first
+    assert loads.status == FAILED and loads.findings[0].code == "engine.loads/refused"
+    golden("test_mla_tensors_under_a_llama_class_are_an_mla_drafter_misnamed",
+           said(result, "config.architectures/mla-class"), said(result, "engine.loads/refused"))
 
 
 def test_llama_drafters_are_modelled(drafter):
@@ -632,5 +732,6 @@ def test_a_crashing_check_is_reported_not_raised(drafter, monkeypatch):
     monkeypatch.setitem(registry.REGISTRY, "config.rope", replace(c, func=boom))
     result = run(drafter("flat").write())
     r = result.result("config.rope")
-    assert r.status == FAILED and "check crashed (KeyError" in r.findings[0].message
+    assert r.status == FAILED and [f.code for f in r.findings] == ["config.rope/crashed"]
+    golden("test_a_crashing_check_is_reported_not_raised", said(result, "config.rope/crashed"))  # (KeyError
     assert result.result("config.head-dim").status == PASSED

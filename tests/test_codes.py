@@ -15,7 +15,7 @@ from eagle3_checks import checks as checks_package
 from eagle3_checks.defects import DEFECTS, EXAMPLES, inject, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
-from helpers import SGLANG, VLLM, cli
+from helpers import SGLANG, VLLM, assert_golden, cli
 
 PACKAGE = Path(checks_package.__file__).resolve().parent.parent
 SOURCES = sorted((PACKAGE / "checks").glob("*.py"))
@@ -132,11 +132,12 @@ def test_list_json_and_explain_show_the_codes(capsys):
     listed = {c["id"]: c for c in json.loads(out)}
     assert {"code": "vocab.d2t/arange", "meaning": BY_ID["vocab.d2t"].meanings["vocab.d2t/arange"]} in \
         listed["vocab.d2t"]["codes"]
-    code, out, _ = cli(capsys, "explain", "gate.waivers/stale")  # what a SARIF rule's help names
-    assert code == 0 and out.startswith("gate.waivers/stale: a waiver matched no finding")
+    code, stale, _ = cli(capsys, "explain", "gate.waivers/stale")  # what a SARIF rule's help names
+    assert code == 0
     code, out, _ = cli(capsys, "explain", "vocab.t2d/absolute-ids", "--no-examples")
-    assert code == 0 and out.startswith("vocab.t2d/absolute-ids: d2t holds absolute target ids")
-    assert "vocab.t2d/disagrees" in out and "fails:  the flat example with d2t holding absolute" in out
+    assert code == 0
+    # the wording: each code's meaning first, then its check's codes and (--no-examples: described, not run) example
+    assert_golden("test_codes/test_list_json_and_explain_show_the_codes.txt", stale + "\n" + out)
 
 
 # ----- the examples explain shows ----------------------------------------------------------------------------------
@@ -172,27 +173,28 @@ def test_every_check_has_an_example_that_fails_and_one_that_passes(check_id):
 def test_explain_gates_the_examples(capsys):
     code, out, _ = cli(capsys, "explain", "config.head-dim")
     assert code == 0
-    assert "  config.head-dim/missing        head_dim is not stated" in out
-    assert "-> failed: config.head-dim/missing (read): config.json: head_dim is not stated" in out
-    assert "basis:    read: what the checkpoint and its files state" in out
-    assert out.rstrip().endswith("-> passed")
+    # the codes, the basis, and the examples run: the failing one's finding, then "-> passed"
+    assert_golden("test_codes/test_explain_gates_the_examples.txt", out)
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["explain", "vocab.d2t/absolut-ids"], "vocab.d2t has no finding code 'vocab.d2t/absolut-ids'; did you mean "
-                                           "vocab.d2t/absolute-ids?"),
-    (["explain", "vocab.d2tt/arange"], "no check named 'vocab.d2tt'; did you mean vocab.d2t/arange?"),
-    (["check", "{good}", "--skip", "vocab.d2t/absolut-ids=x"], "did you mean vocab.d2t/absolute-ids?"),
-    (["check", "{good}", "--skip", "absolute-ids=x"], "did you mean vocab.t2d/absolute-ids, vocab.d2t/absolute-ids"),
-    (["check", "{good}", "--skip", "vocab.d2t/Absolute_IDs=x"], "is not a finding code's slug (kebab-case"),
-    (["check", "{good}", "--skip", "vocab.d2t/arange[vllm]=x"], "vocab.d2t is not a per-engine check"),
-    (["check", "{good}", "--skip", "engine.loads/narrowed[vlm]=x"], "no engine named 'vlm'"),
-    (["check", "{good}", "--skip", "vocab.d2t/arange"], "write CHECK_ID=REASON or CODE=REASON"),
-])
-def test_unknown_codes_are_usage_errors(drafter, capsys, argv, fragment):
+@pytest.mark.parametrize("argv", [
+    ["explain", "vocab.d2t/absolut-ids"],
+    ["explain", "vocab.d2tt/arange"],
+    ["check", "{good}", "--skip", "vocab.d2t/absolut-ids=x"],
+    ["check", "{good}", "--skip", "absolute-ids=x"],
+    ["check", "{good}", "--skip", "vocab.d2t/Absolute_IDs=x"],
+    ["check", "{good}", "--skip", "vocab.d2t/arange[vllm]=x"],
+    ["check", "{good}", "--skip", "engine.loads/narrowed[vlm]=x"],
+    ["check", "{good}", "--skip", "vocab.d2t/arange"],
+], ids=["explain-misspelt-slug", "explain-misspelt-check", "skip-misspelt-slug", "skip-bare-slug",
+        "skip-not-kebab-case", "skip-engine-of-an-engineless-check", "skip-unknown-engine", "skip-no-reason"])
+def test_unknown_codes_are_usage_errors(drafter, capsys, request, argv):
     good = drafter("flat").write()
     code, out, err = cli(capsys, *[a.format(good=good) for a in argv])
-    assert code == 2 and fragment in err and "Traceback" not in out + err, err
+    assert code == 2 and not out, (out, err)
+    # the error's wording: what was meant (the nearest codes, the form a waiver takes), one line, no traceback
+    assert_golden(f"test_codes/test_unknown_codes_are_usage_errors-{request.node.callspec.id}.txt", err,
+                  {"TMP": good.parent})
 
 
 # ----- waivers -------------------------------------------------------------------------------------------------------
@@ -235,28 +237,35 @@ def test_a_code_waiver_waives_only_its_code(arange, capsys):
     assert not any("waived" in f for f in checks[("vocab.d2t", None)]["findings"])
     (stale,) = checks[(WAIVERS.id, None)]["findings"]
     assert stale["code"] == "gate.waivers/stale" and stale["severity"] == "warning"
-    assert "vocab.d2t ran and reported no vocab.d2t/unsorted" in stale["message"]
+    assert stale["key"] == "vocab.d2t/unsorted"
+    assert_golden("test_codes/test_a_code_waiver_waives_only_its_code.txt", stale["message"])
 
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_stale_waiver_is_a_warning_and_an_error_under_strict(drafter, capsys, strict):
     path = drafter("flat").write()
-    argv = ["check", path, "--level", "header", "--skip", "config.rope=theta checked by hand"]
-    code, out, _ = cli(capsys, *argv, *(["--strict"] if strict else []))
+    code, _, checks = _report(capsys, path, "--skip", "config.rope=theta checked by hand",
+                              *(["--strict"] if strict else []))
     assert code == (1 if strict else 0)
-    assert "PASS  config.rope" in out
-    severity = "ERROR" if strict else "WARNING"
-    assert f"{severity}: stale waiver: --waive config.rope=theta checked by hand matched no finding" in out
-    assert ("FAIL" if strict else "WARN") + "  gate.waivers" in out
+    assert checks[("config.rope", None)]["status"] == PASSED
+    waivers = checks[(WAIVERS.id, None)]
+    assert waivers["status"] == (FAILED if strict else WARNED)
+    (stale,) = waivers["findings"]
+    assert (stale["code"], stale["severity"], stale["key"]) == \
+        ("gate.waivers/stale", "error" if strict else "warning", "config.rope")
+    assert_golden(f"test_codes/test_a_stale_waiver_is_a_warning_and_an_error_under_strict-{strict}.txt",
+                  stale["message"])
 
 
 def test_a_waiver_of_a_check_that_did_not_run_is_a_note(drafter, capsys):
     path = drafter("speculators").write()
-    code, out, _ = cli(capsys, "check", path, "--level", "header", "--strict", "--skip", "scan.values=slow",
-                       "--skip", "engine.loads[sglang]=not served there")
-    assert code == 0
-    assert "waiver not exercised: --waive scan.values=slow: scan.values did not run here" in out
-    assert "waiver not exercised: --waive engine.loads[sglang]=not served there" in out
+    code, _, checks = _report(capsys, path, "--strict", "--skip", "scan.values=slow",
+                              "--skip", "engine.loads[sglang]=not served there")
+    assert code == 0 and checks[(WAIVERS.id, None)]["status"] == PASSED
+    notes = checks[(WAIVERS.id, None)]["findings"]
+    assert [(f["code"], f["severity"]) for f in notes] == [("gate.waivers/not-exercised", "info")] * 2
+    assert_golden("test_codes/test_a_waiver_of_a_check_that_did_not_run_is_a_note.txt",
+                  "\n".join(f["message"] for f in notes))
 
 
 def test_a_code_for_one_engine(drafter, capsys):
@@ -277,7 +286,9 @@ def test_fix_leaves_a_waived_finding_as_it_is(drafter, tmp_path, capsys):
     code, out, _ = cli(capsys, "fix", src, tmp_path / "fixed", "--level", "header",
                        "--skip", "config.head-dim/missing=judged by hand", "--skip", "engine.loads=judged by hand",
                        "--skip", "shapes=judged by hand", "--skip", "reference.diff=judged by hand")
-    assert "nothing written" in out and not (tmp_path / "fixed").exists()  # nothing applied: no DST
+    assert code == 0 and not (tmp_path / "fixed").exists()  # nothing applied: no DST
+    summary = out.split("\n\n", 1)[0]  # what fix did, before the gate's report of SRC
+    assert_golden("test_codes/test_fix_leaves_a_waived_finding_as_it_is.txt", summary, {"TMP": tmp_path})
     code, out, _ = cli(capsys, "fix", src, tmp_path / "fixed2", "--level", "header")
     assert code == 0 and json.loads((tmp_path / "fixed2" / "config.json").read_text())["head_dim"] == 24
 
@@ -311,5 +322,6 @@ def test_a_crashed_check_has_a_code_too():
     c = Check("team.broken", "breaks", "header", (), broken, guards="", codes=(("fine", "never made"),))
     r = run_check(c, Context(ckpt=None), {"team.broken/crashed": "known bug"})
     (f,) = r.findings
-    assert f.code == "team.broken/crashed" and f.code in c.meanings and "check crashed" in f.message
+    assert f.code == "team.broken/crashed" and f.code in c.meanings and f.severity.value == "error"
+    assert_golden("test_codes/test_a_crashed_check_has_a_code_too.txt", f.message)
     assert r.status == WAIVED and f.waived == "known bug"

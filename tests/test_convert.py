@@ -23,7 +23,7 @@ from eagle3_checks.drafter.spec import semantic_config
 from eagle3_checks.errors import UsageError
 from eagle3_checks.storage.safetensors import read_bytes
 from eagle3_checks.strategies import DrafterCase, drafters, fuzz_converter
-from helpers import SGLANG, VLLM, run
+from helpers import SGLANG, VLLM, assert_golden, run
 
 # The property tests below (each example converts and gates drafters on disk, too slow for hypothesis' health check).
 CONVERT_SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -108,10 +108,12 @@ def test_convert_help_offers_only_the_layouts_it_writes(drafter, tmp_path, capsy
     assert offered == list(dict.fromkeys(p.name for p in PROFILES if p.converts_to)) == list(TARGETS)
     assert {"trtllm", "lmdeploy", "mlx"}.isdisjoint(offered)
     src = drafter("flat").write()
+    said = ""
     for name in ("trtllm", "lmdeploy", "mlx"):  # not offered, and refused saying where its launch comes from
         assert main(["convert", str(src), str(tmp_path / name), "--to", name]) == 2
-        assert f"eagle3-checks recipe --engine {name}" in capsys.readouterr().err
+        said += capsys.readouterr().err  # eagle3-checks recipe --engine NAME
         assert not (tmp_path / name).exists()
+    assert_golden("test_convert/test_convert_help_offers_only_the_layouts_it_writes.txt", said, {"TMP": tmp_path})
 
 
 def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
@@ -119,7 +121,8 @@ def test_cli_converts_and_keeps_the_original_config(drafter, tmp_path, capsys):
     code = main(["convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--shift-aux-ids"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "16 tensors copied byte for byte" in out and "verified (forward level, sglang): 0 error(s)" in out
+    # 16 tensors copied byte for byte; verified at the forward level for sglang, 0 error(s)
+    assert_golden("test_convert/test_cli_converts_and_keeps_the_original_config.txt", out, {"TMP": tmp_path})
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["head_dim"] == 24
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 4]  # SGLang's, where it reads them
@@ -233,7 +236,8 @@ def test_speculative_tokens_below_one_is_a_usage_error(drafter, tmp_path, capsys
     src = drafter("flat").write()
     assert main(["convert", str(src), str(tmp_path / "out"), "--to", "speculators", "--speculative-tokens",
                  tokens]) == 2
-    assert f"--speculative-tokens {tokens}: the number of drafted tokens, at least 1" in capsys.readouterr().err
+    assert_golden(f"test_convert/test_speculative_tokens_below_one_is_a_usage_error-{tokens}.txt",
+                  capsys.readouterr().err, {"TMP": tmp_path})  # the number of drafted tokens, at least 1
     assert not (tmp_path / "out").exists()
 
 
@@ -241,10 +245,12 @@ def test_destination_refusals(drafter, tmp_path, capsys):
     src = drafter("speculators").write()
     (tmp_path / "exists").mkdir()
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
-    for dst, fragment in ((src, "is SRC"), (src / "inner", "is inside SRC"), (src.parent, "contains SRC"),
-                          (tmp_path / "exists", "exists; pass --force"), (tmp_path / "loop", "is a symlink")):
+    said = ""
+    # DST is SRC, is inside it, contains it, exists (pass --force), is a symlink
+    for dst in (src, src / "inner", src.parent, tmp_path / "exists", tmp_path / "loop"):
         assert main(["convert", str(src), str(dst), "--to", "vllm"]) == 2
-        assert fragment in capsys.readouterr().err
+        said += capsys.readouterr().err
+    assert_golden("test_convert/test_destination_refusals.txt", said, {"TMP": tmp_path})
     assert not (src / "inner").exists()
     # a DST whose parent is missing is made, as `cp -r` users expect (test_small_defects.py)
 
@@ -266,14 +272,16 @@ def test_force_replaces_only_a_checkpoint_and_never_the_sources_files(drafter, t
     for f in src.iterdir():
         (blobs / f.name).write_bytes(f.read_bytes())
         (snap / f.name).symlink_to(blobs / f.name)
-    cases = [(src, junk, "does not look like a drafter checkpoint (it holds the folder(s) sub)"),
-             (src, plain, "does not look like a drafter checkpoint (it holds no config.json or safetensors file)"),
-             (snap, blobs, "holds SRC's files"),
-             (src, Path("."), "is the current directory or holds it")]
+    # not a drafter checkpoint (a folder in it; no config.json or safetensors file), holds SRC's files, is the
+    # current directory or holds it
+    cases = [(src, junk), (src, plain), (snap, blobs), (src, Path("."))]
     monkeypatch.chdir(tmp_path / "hub")
-    for source, dst, fragment in cases:
+    said = ""
+    for source, dst in cases:
         assert main(["convert", str(source), str(dst), "--to", "vllm", "--force", "--verify", "header"]) == 2
-        assert fragment in capsys.readouterr().err
+        said += capsys.readouterr().err
+    assert_golden("test_convert/test_force_replaces_only_a_checkpoint_and_never_the_sources_files.txt", said,
+                  {"TMP": tmp_path})
     assert (junk / "sub" / "notes.txt").read_text() == "important" and (plain / "notes.txt").exists()
     assert open_checkpoint(snap).config is not None and not list(tmp_path.glob("**/.*eagle3-tmp*"))
 
@@ -284,16 +292,18 @@ def test_a_destination_that_cannot_be_written_is_a_usage_error(drafter, tmp_path
     src = drafter("speculators").write()
     dst = tmp_path / ("x" * 245)
     assert main(["convert", str(src), str(dst), "--to", "vllm", "--verify", "header"]) == 2
-    assert "cannot write the converted checkpoint: File name too long" in capsys.readouterr().err
+    err = capsys.readouterr().err.replace(f".eagle3-tmp-{os.getpid()}", ".eagle3-tmp-PID")  # its temporary's name
+    assert_golden("test_convert/test_a_destination_that_cannot_be_written_is_a_usage_error.txt", err,
+                  {"TMP": tmp_path})  # cannot write it: File name too long
     assert not dst.exists()
 
 
-@pytest.mark.parametrize("breakage, fragment", [
-    ("truncated", "truncated"),
-    ("inconsistent", "shape (64, 96)"),
-    ("bad-d2t", "map to a target id another draft id already has"),
+@pytest.mark.parametrize("breakage", [
+    "truncated",  # the file is truncated
+    "inconsistent",  # fc.weight's shape (64, 96)
+    "bad-d2t",  # d2t entries that map to a target id another draft id already has
 ])
-def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, breakage, fragment):
+def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, breakage):
     d = drafter("flat")
     if breakage == "inconsistent":
         from eagle3_checks.storage.safetensors import RawTensor
@@ -311,8 +321,8 @@ def test_broken_sources_are_refused_and_untouched(drafter, tmp_path, capsys, bre
         f.write_bytes(f.read_bytes()[:-100])
     before = {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
     assert main(["convert", str(src), str(tmp_path / "out"), "--to", "vllm"]) == 1
-    out = capsys.readouterr().out
-    assert "not converted" in out and fragment in out
+    out = capsys.readouterr().out  # not converted, and why
+    assert_golden(f"test_convert/test_broken_sources_are_refused_and_untouched-{breakage}.txt", out, {"TMP": tmp_path})
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.eagle3-*"))
     assert before == {p: p.read_bytes() for p in src.rglob("*") if p.is_file()}
 
@@ -359,7 +369,8 @@ def test_aux_convention_of_a_flat_source_given_by_the_user(drafter, tmp_path, ca
     until --aux-convention tells it; then each engine's ids are written for the trained layers."""
     src = drafter("flat").write()
     assert main(["convert", str(src), str(tmp_path / "a"), "--to", "speculators", "--verify", "header"]) == 0
-    assert "the layers they were trained on are unknown" in capsys.readouterr().out
+    assert_golden("test_convert/test_aux_convention_of_a_flat_source_given_by_the_user.txt",
+                  capsys.readouterr().out, {"TMP": tmp_path})  # copied as they are: the trained layers are unknown
     cfg = json.loads((tmp_path / "a" / "config.json").read_text())
     assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
     assert "trained_aux" not in cfg["eagle3_checks_provenance"]
@@ -375,9 +386,10 @@ def test_convert_prints_the_warnings_it_counts(drafter, tmp_path, capsys):
     del d.config["torch_dtype"]  # a warning in the source, and so in the converted config
     assert main(["convert", str(d.write()), str(tmp_path / "out"), "--to", "speculators", "--verify", "header"]) == 0
     out = capsys.readouterr().out
-    # the dtype, and the aux ids whose counting no trainer states (served as trained under one reading of two)
-    assert "2 warning(s)" in out and "  warning: dtypes: config.json states no dtype" in out, out
-    assert out.count("\n  warning: ") == 2 and "  warning: engine.aux-layers[speculators@0.9.0]" in out, out
+    # the dtype, and the aux ids whose counting no trainer states (served as trained under one reading of two): the
+    # 2 warning(s) counted, each printed
+    assert out.count("\n  warning: ") == 2, out
+    assert_golden("test_convert/test_convert_prints_the_warnings_it_counts.txt", out, {"TMP": tmp_path})
 
 
 def test_round_trip_keeps_the_verifier_and_the_first_trainer(drafter, tmp_path):
@@ -448,14 +460,18 @@ def test_interrupted_conversion_leaves_nothing_and_the_next_run_cleans_up(tmp_pa
     _, err = proc.communicate(timeout=60)
     assert not dst.exists()
     if sig == signal.SIGTERM:
-        assert proc.returncode == 143 and "nothing was written" in err
+        assert proc.returncode == 143, err
+        assert_golden("test_convert/test_interrupted_conversion_leaves_nothing_and_the_next_run_cleans_up-SIGTERM.txt",
+                      err, {"TMP": tmp_path})
         assert not list(tmp_path.glob(".out.eagle3-*"))
     else:
         assert list(tmp_path.glob(".out.eagle3-tmp-*")), "a killed run leaves its temporary behind"
         done = subprocess.run([*CONVERT, str(src), str(dst), "--to", "vllm", "--verify", "header"],
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "removed a stale temporary from a killed run" in done.stdout
+        # it says it removed a stale temporary from a killed run (the temporary named by the killed run's id)
+        assert_golden("test_convert/test_interrupted_conversion_leaves_nothing_and_the_next_run_cleans_up-SIGKILL.txt",
+                      done.stdout.replace(f".eagle3-tmp-{proc.pid}", ".eagle3-tmp-PID"), {"TMP": tmp_path})
         assert not list(tmp_path.glob(".out.eagle3-*")) and (dst / "model.safetensors").exists()
 
 
@@ -489,11 +505,12 @@ def test_convert_suggests_verifier_when_it_must_write_a_null_one(drafter, tmp_pa
     own verification only warns, `check --strict` then fails; convert says how to name it."""
     src = drafter("flat").write()
     assert main(["convert", str(src), str(tmp_path / "a"), "--to", "speculators", "--verify", "header"]) == 0
-    out = capsys.readouterr().out
-    assert "the verifier is unnamed" in out and "pass --verifier ORG/NAME" in out
+    out = capsys.readouterr().out  # the verifier is unnamed: pass --verifier ORG/NAME
     assert main(["convert", str(src), str(tmp_path / "b"), "--to", "speculators", "--verify", "header",
                  "--verifier", "org/target"]) == 0
-    assert "the verifier is unnamed" not in capsys.readouterr().out
+    out += "---\n" + capsys.readouterr().out  # named: nothing said of it
+    assert_golden("test_convert/test_convert_suggests_verifier_when_it_must_write_a_null_one.txt", out,
+                  {"TMP": tmp_path})
 
 
 # ----- every output serves the engines it is meant for ------------------------------------------------------------
@@ -566,7 +583,10 @@ def test_an_engine_that_needs_more_than_a_layout_is_pointed_to_the_recipe(tmp_pa
     from eagle3_checks.defects import Draft
 
     src = Draft.example("speculators").save(tmp_path / "src")
+    said = ""
     for to in ("trtllm", "lmdeploy", "mlx"):
         assert main(["convert", str(src), str(tmp_path / to), "--to", to]) == 2
-        assert f"eagle3-checks recipe --engine {to}" in capsys.readouterr().err
+        said += capsys.readouterr().err  # eagle3-checks recipe --engine TO
         assert not (tmp_path / to).exists()
+    assert_golden("test_convert/test_an_engine_that_needs_more_than_a_layout_is_pointed_to_the_recipe.txt", said,
+                  {"TMP": tmp_path})

@@ -141,7 +141,8 @@ def test_list_markdown_prints_the_table_of_the_checks_page(capsys):
 
 
 def test_each_page_says_what_the_registry_says(examples):
-    """The failing example's codes are the check's own, and every declared code is on its page."""
+    """The failing example's codes are the check's own, and every declared code is on its page (about its wording:
+    a page is text, and its heading, guards and code table must carry what the registry declares)."""
     for c in documented():
         text = check_pages.page(c, examples(c))
         assert f"# `{c.id}`" in text and check_pages._text(c.guards) in text
@@ -155,7 +156,8 @@ def test_each_page_says_what_the_registry_says(examples):
 
 def test_no_page_installs_from_a_package_index():
     """The project is on no package index: an install line naming ``eagle3-checks[EXTRA]`` fails for every reader
-    (it did, in the Hub section of the gate page); installs are from the checkout, as errors.INSTALL says."""
+    (it did, in the Hub section of the gate page); installs are from the checkout, as errors.INSTALL says (about the
+    pages' wording)."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     found = [f"{p.relative_to(ROOT)}:{n}" for p in pages for n, line in enumerate(p.read_text().splitlines(), 1)
              if "eagle3-checks[" in line]

@@ -13,13 +13,14 @@ import pytest
 import helpers
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE
-from helpers import SGLANG, VLLM, run, status
+from helpers import SGLANG, VLLM, assert_golden, codes, run, status, wording
 
 FAILED, PASSED, WARNED = "failed", "passed", "warned"
 
 
-def messages(result, check, engine):
-    return " | ".join(f"{f.message} {f.found} {f.fix}" for f in result.result(check, engine).findings)
+def messages(result, check, engine) -> str:
+    """The wording of one check's findings for one engine (a golden file's text)."""
+    return wording(result.result(check, engine).findings)
 
 
 gate = partial(helpers.gate, engine="vllm,sglang@0.5.6,speculators")  # the releases these tests judge
@@ -33,8 +34,9 @@ def test_layers0_names_pass_vllm_and_fail_sglang(drafter):
     result = gate(drafter("flat", first_layer="layers").write())
     assert status(result, "engine.loads", "vllm") == PASSED
     assert status(result, "engine.loads", "sglang") == FAILED
-    assert "sglang 0.5.6 leaves 10 trained parameter(s) unfilled" in messages(result, "engine.loads", "sglang")
-    assert "uninitialised memory" in messages(result, "engine.loads", "sglang")
+    assert codes(result, "engine.loads", "sglang") == {"engine.loads/unfilled", "engine.loads/target-tensor-used"}
+    assert_golden("test_engines/test_layers0_names_pass_vllm_and_fail_sglang.txt",
+                  messages(result, "engine.loads", "sglang"))
     assert status(gate(drafter("flat").write()), "engine.loads", "sglang") == PASSED
 
 
@@ -45,8 +47,9 @@ def test_model_prefix_fails_vllm(drafter):
     d.tensors = {f"model.{k}": v for k, v in d.tensors.items()}
     result = gate(d.write())
     assert status(result, "engine.loads", "vllm") == FAILED
-    assert f"vllm {VLLM} refuses the drafter: model.d2t: vLLM prefixes `model.` itself" in \
-        messages(result, "engine.loads", "vllm")
+    refused = [f for f in result.result("engine.loads", "vllm").findings if f.code == "engine.loads/refused"]
+    assert {f.key for f in refused} == set(d.tensors) - {"model.t2d"}  # every name it loads, model.d2t among them
+    assert_golden("test_engines/test_model_prefix_fails_vllm.txt", messages(result, "engine.loads", "vllm"))
 
 
 def test_speculators_layout_fails_sglang_and_passes_vllm_and_speculators(drafter):
@@ -54,7 +57,9 @@ def test_speculators_layout_fails_sglang_and_passes_vllm_and_speculators(drafter
     (transformers_utils/configs/speculators); speculators is their own trainer."""
     result = gate(drafter("speculators").write())
     assert status(result, "engine.loads", "sglang") == FAILED
-    assert "SGLang 0.5.6 reads flat configs only" in messages(result, "engine.loads", "sglang")
+    assert codes(result, "engine.loads", "sglang") == {"engine.loads/refused"}
+    assert_golden("test_engines/test_speculators_layout_fails_sglang_and_passes_vllm_and_speculators.txt",
+                  messages(result, "engine.loads", "sglang"))
     assert status(result, "engine.loads", "vllm") == PASSED
     assert status(result, "engine.loads", "speculators") == PASSED
 
@@ -72,15 +77,18 @@ def test_sglang_drops_biases_and_fc_norms(drafter):
     result = gate(d.write())
     assert status(result, "engine.loads", "vllm") == PASSED
     assert status(result, "engine.loads", "sglang") == FAILED
-    text = messages(result, "engine.loads", "sglang")
-    assert "sglang 0.5.6 drops 6 trained tensor(s): fc_norm.0.weight, fc_norm.1.weight, fc_norm.2.weight, " \
-           "midlayer.self_attn.k_proj.bias" in text
+    assert [(f.code, f.key) for f in result.result("engine.loads", "sglang").findings
+            if f.severity.value == "error"] == [("engine.loads/dropped", "fc_norm.0.weight")]
+    assert_golden("test_engines/test_sglang_drops_biases_and_fc_norms.txt", messages(result, "engine.loads", "sglang"))
     from eagle3_checks import engines
     from eagle3_checks.drafter.checkpoint import open_checkpoint
 
     r = engines.read(open_checkpoint(d.root), "sglang@0.5.6")
     assert r.tensors["layers.0.self_attn.o_proj.bias"] == "midlayer.self_attn.o_proj.bias"
-    assert "midlayer.self_attn.q_proj.bias" in r.ignored
+    # the 6 trained tensors it drops (besides t2d, which no engine reads, and embed_tokens, the target's instead)
+    assert set(r.ignored) - {"t2d", "embed_tokens.weight"} == {
+        "fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight", "midlayer.self_attn.q_proj.bias",
+        "midlayer.self_attn.k_proj.bias", "midlayer.self_attn.v_proj.bias"}
 
 
 def test_architectures_each_engine_maps(drafter):
@@ -94,14 +102,18 @@ def test_architectures_each_engine_maps(drafter):
     d.config["architectures"] = ["MistralForCausalLM"]
     result = gate(d.write())
     assert status(result, "engine.loads", "vllm") == FAILED
-    assert "names no EAGLE-3 drafter class it registers" in messages(result, "engine.loads", "vllm")
+    assert [(f.code, f.key) for f in result.result("engine.loads", "vllm").findings] == [
+        ("engine.loads/class-refused", "architectures")]
+    assert_golden("test_engines/test_architectures_each_engine_maps.txt", messages(result, "engine.loads", "vllm"))
 
 
 def test_sglang_refuses_more_than_one_layer(drafter):
     """SGLang 0.5.6 raises "EAGLE3 currently only supports 1 layer"; vLLM builds num_hidden_layers layers."""
     result = gate(drafter("flat", replace(EXAMPLE, num_layers=2)).write())
     assert status(result, "engine.loads", "vllm") == PASSED
-    assert "only supports 1 layer" in messages(result, "engine.loads", "sglang")
+    assert "engine.loads/refused" in codes(result, "engine.loads", "sglang")
+    assert_golden("test_engines/test_sglang_refuses_more_than_one_layer.txt",
+                  messages(result, "engine.loads", "sglang"))
 
 
 @pytest.mark.parametrize("layout", ["flat", "speculators"])
@@ -113,9 +125,12 @@ def test_an_activation_other_than_silu_is_refused_by_vllm_and_sglang(drafter, la
     assert status(gate(d.write()), "engine.loads", "vllm") == PASSED
     fields["hidden_act"] = "gelu"
     result = gate(d.write())
-    assert "Unsupported activation: gelu" in messages(result, "engine.loads", "vllm")
+    assert codes(result, "engine.loads", "vllm") == {"engine.loads/refused"}
+    text = "vllm:\n" + messages(result, "engine.loads", "vllm")
     if layout == "flat":
-        assert "silu only" in messages(result, "engine.loads", "sglang")
+        assert "engine.loads/refused" in codes(result, "engine.loads", "sglang")
+        text += "sglang:\n" + messages(result, "engine.loads", "sglang")
+    assert_golden(f"test_engines/test_an_activation_other_than_silu_is_refused_by_vllm_and_sglang-{layout}.txt", text)
 
 
 def test_embedding_shared_from_target_is_a_note(drafter):
@@ -124,16 +139,18 @@ def test_embedding_shared_from_target_is_a_note(drafter):
     del d.tensors["embed_tokens.weight"]
     result = gate(d.write())
     r = result.result("engine.loads", "vllm")
-    assert r.status == PASSED and "shares embed_tokens.weight from the target model" in r.findings[0].message
+    assert r.status == PASSED and [f.code for f in r.findings] == ["engine.loads/shared-from-target"]
+    assert_golden("test_engines/test_embedding_shared_from_target_is_a_note.txt", wording(r.findings))
 
 
 def test_embedding_in_the_checkpoint_that_sglang_replaces_is_said_so(drafter):
     """SGLang 0.5.6 eagle_worker.py set_embed puts the target's embedding in place of the checkpoint's; the note says
     that, not that the checkpoint has none."""
     result = gate(drafter("flat").write())
-    notes = messages(result, "engine.loads", "sglang")
-    assert "uses the target model's embed_tokens.weight, not the checkpoint's embed_tokens.weight" in notes
-    assert "not in the checkpoint" not in notes
+    assert [(f.code, f.key) for f in result.result("engine.loads", "sglang").findings] == [
+        ("engine.loads/target-tensor-used", "embed_tokens.weight")]  # not engine.loads/shared-from-target
+    assert_golden("test_engines/test_embedding_in_the_checkpoint_that_sglang_replaces_is_said_so.txt",
+                  messages(result, "engine.loads", "sglang"))
 
 
 # ----- engine.semantics --------------------------------------------------------------------------------------
@@ -159,7 +176,9 @@ def test_rope_only_in_rope_parameters_fails_sglang(drafter):
     result = gate(d.write())
     assert status(result, "engine.semantics", "vllm") == PASSED
     assert status(result, "engine.semantics", "sglang") == FAILED
-    assert "rope_theta as 10000.0" in messages(result, "engine.semantics", "sglang")
+    [f] = result.result("engine.semantics", "sglang").findings
+    assert (f.code, f.key) == ("engine.semantics/rope-theta", "rope_theta") and f.found.startswith("10000.0 ")
+    assert_golden("test_engines/test_rope_only_in_rope_parameters_fails_sglang.txt", wording([f]))
 
 
 def test_kimi_k2_model_type_without_head_dim(drafter):
@@ -168,7 +187,9 @@ def test_kimi_k2_model_type_without_head_dim(drafter):
     d.config["model_type"] = "kimi_k2"
     del d.config["head_dim"]
     result = gate(d.write())
-    assert "reads head_dim as 64" in messages(result, "engine.semantics", "vllm")
+    [f] = result.result("engine.semantics", "vllm").findings
+    assert (f.code, f.key) == ("engine.semantics/head-dim", "head_dim") and f.found.startswith("64 ")
+    assert_golden("test_engines/test_kimi_k2_model_type_without_head_dim.txt", wording([f]))
     d.config["head_dim"] = 24
     assert status(gate(d.write()), "engine.semantics", "vllm") == PASSED
 
@@ -180,18 +201,24 @@ def test_norm_output_means_different_things(drafter):
     d.config["norm_output"] = True
     result = gate(d.write())
     assert status(result, "engine.semantics", "vllm") == FAILED
-    assert "reads feedback as 'normed'" in messages(result, "engine.semantics", "vllm")
+    [f] = result.result("engine.semantics", "vllm").findings
+    assert (f.code, f.key) == ("engine.semantics/feedback", "feedback") and f.found.startswith("'normed' ")
+    assert_golden("test_engines/test_norm_output_means_different_things.txt", wording([f]))
     assert status(result, "engine.semantics", "sglang") == PASSED
 
 
 def test_fc_norm_and_tied_embeddings_under_sglang(drafter):
     """SGLang 0.5.6 has no fc_norm, and with tie_word_embeddings makes lm_head the embedding."""
     d = drafter("flat", replace(EXAMPLE, fc_norm=True))
-    assert "reads fc_norm as False" in messages(gate(d.write()), "engine.semantics", "sglang")
+    [fc] = gate(d.write()).result("engine.semantics", "sglang").findings
+    assert (fc.code, fc.key) == ("engine.semantics/fc-norm", "fc_norm") and fc.found.startswith("False ")
     d = drafter("flat")
     d.config["tie_word_embeddings"] = True
     result = gate(d.write())
-    assert "reads lm_head_from_embed as True" in messages(result, "engine.semantics", "sglang")
+    [tied] = result.result("engine.semantics", "sglang").findings
+    assert (tied.code, tied.key) == ("engine.semantics/lm-head-from-embed", "lm_head_from_embed")
+    assert tied.found.startswith("True ")
+    assert_golden("test_engines/test_fc_norm_and_tied_embeddings_under_sglang.txt", wording([fc, tied]))
     assert status(result, "engine.semantics", "vllm") == PASSED
 
 
@@ -206,7 +233,10 @@ def test_aux_ids_only_nested_pass_sglang_and_fail_vllm(drafter):
     result = gate(d.write())
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     assert status(result, "engine.aux-layers", "vllm") == FAILED
-    assert f"vllm {VLLM} finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "vllm")
+    assert [(f.code, f.key) for f in result.result("engine.aux-layers", "vllm").findings] == [
+        ("engine.aux-layers/ids-not-read", "eagle_aux_hidden_state_layer_ids")]
+    assert_golden("test_engines/test_aux_ids_only_nested_pass_sglang_and_fail_vllm.txt",
+                  messages(result, "engine.aux-layers", "vllm"))
 
 
 def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
@@ -218,7 +248,10 @@ def test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang(drafter):
     result = gate(d.write(), trainer="speculators@0.9.0")  # the top-level ids are its trainer's, vLLM's count
     assert status(result, "engine.aux-layers", "vllm") == PASSED
     assert status(result, "engine.aux-layers", "sglang") == FAILED
-    assert "sglang 0.5.6 finds no aux-layer ids where it reads them" in messages(result, "engine.aux-layers", "sglang")
+    assert [(f.code, f.key) for f in result.result("engine.aux-layers", "sglang").findings] == [
+        ("engine.aux-layers/ids-not-read", "eagle_config.eagle_aux_hidden_state_layer_ids")]
+    assert_golden("test_engines/test_aux_ids_only_at_top_level_pass_vllm_and_fail_sglang.txt",
+                  messages(result, "engine.aux-layers", "sglang"))
 
 
 def test_no_aux_ids_anywhere_warns(drafter):
@@ -234,12 +267,15 @@ def test_aux_convention_gap_gives_the_shifted_ids(drafter):
     result = gate(path, aux_convention="sglang")
     assert status(result, "engine.aux-layers", "sglang") == PASSED
     f = result.result("engine.aux-layers", "vllm").findings[0]
-    assert f.message.startswith(f"vllm {VLLM} captures the outputs of layers [0, 2, 4] from ids [1, 3, 5]; the "
-                                "drafter was trained on layers [1, 3, 5] (sglang convention")
-    assert f.expected == "[2, 4, 6]" and f.fix.startswith(f"for vllm {VLLM}, write [2, 4, 6] in the top-level")
+    assert (f.code, f.key, f.expected, f.found) == ("engine.aux-layers/wrong-layers",
+                                                    "eagle_aux_hidden_state_layer_ids", "[2, 4, 6]", "[1, 3, 5]")
     result = gate(path, aux_convention="vllm")
     assert status(result, "engine.aux-layers", "vllm") == PASSED
-    assert "for sglang 0.5.6, write [0, 2, 4] in eagle_config" in messages(result, "engine.aux-layers", "sglang")
+    [g] = result.result("engine.aux-layers", "sglang").findings
+    assert (g.code, g.key, g.expected, g.found) == ("engine.aux-layers/wrong-layers",
+                                                    "eagle_config.eagle_aux_hidden_state_layer_ids", "[0, 2, 4]",
+                                                    "[1, 3, 5]")
+    assert_golden("test_engines/test_aux_convention_gap_gives_the_shifted_ids.txt", wording([f, g]))
 
 
 def test_fields_more_than_one_trainer_writes_name_no_trainer(drafter):
@@ -286,9 +322,11 @@ def test_aux_ids_beyond_the_target_under_each_convention(drafter, tmp_path):
     target = tmp_path / "t.json"
     target.write_text(json.dumps({"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 512}))
     result = gate(d.write(), target_config=str(target))
-    assert "captures nothing for ids [8]" not in messages(result, "engine.aux-layers", "vllm")
-    assert "captures nothing for ids [8]: the target has 8 layers and the last id sglang 0.5.6 can capture is 6" in \
-        messages(result, "engine.aux-layers", "sglang")
+    assert "engine.aux-layers/beyond-last-layer" not in codes(result, "engine.aux-layers", "vllm")
+    [f] = result.result("engine.aux-layers", "sglang").findings
+    assert (f.code, f.expected, f.found) == ("engine.aux-layers/beyond-last-layer", "ids <= 6", "[1, 3, 8]")
+    assert_golden("test_engines/test_aux_ids_beyond_the_target_under_each_convention.txt",
+                  "vllm:\n" + messages(result, "engine.aux-layers", "vllm") + "sglang:\n" + wording([f]))
 
 
 def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
@@ -302,8 +340,9 @@ def test_reference_diff_compares_layers_with_the_candidates_convention(drafter):
     def cand(ids):  # the layers each side's ids select, under its own counting
         return with_aux_layers(Spec("c", {"aux_layer_ids": ids}, {}, None, "vllm"), None, None, None)
 
-    assert not [f for f in diff(cand([3, 31, 59]), ref) if "aux layers" in f.message]
-    assert any("capture the outputs of target layers [1, 29, 57]" in f.message for f in diff(cand([2, 30, 58]), ref))
+    assert not [f for f in diff(cand([3, 31, 59]), ref) if f.key == "aux_layer_ids"]
+    assert [(f.code, f.expected, f.found) for f in diff(cand([2, 30, 58]), ref) if f.key == "aux_layer_ids"] == [
+        ("aux-convention", "outputs of layers [2, 30, 58]", "outputs of layers [1, 29, 57]")]
 
 
 # ----- engine.serving ----------------------------------------------------------------------------------------
@@ -316,12 +355,16 @@ def test_max_position_embeddings_below_the_served_context(drafter):
     path = d.write()
     result = gate(path, max_model_len=8192)
     assert status(result, "engine.serving", "vllm") == PASSED
-    assert "raises the draft's max_position_embeddings 4096 to max_model_len 8192" in \
-        messages(result, "engine.serving", "vllm")
+    assert codes(result, "engine.serving", "vllm") == {"engine.serving/context-raised"}
+    raised = messages(result, "engine.serving", "vllm")
     assert [f.code for f in result.result("engine.serving", "sglang").findings] == ["engine.serving/context-too-short"]
     d.config["rope_scaling"] = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}
-    assert "limits max_model_len to the draft's max_position_embeddings 4096 (rope_type yarn)" in \
-        messages(gate(d.write(), max_model_len=8192), "engine.serving", "vllm")
+    yarn = gate(d.write(), max_model_len=8192)
+    [f] = yarn.result("engine.serving", "vllm").findings
+    assert (f.code, f.expected, f.found) == ("engine.serving/context-too-short", ">= 8192",
+                                             "4096 (config.json: max_position_embeddings)")
+    assert_golden("test_engines/test_max_position_embeddings_below_the_served_context.txt",
+                  "plain RoPE:\n" + raised + "yarn:\n" + wording([f]))
     assert status(gate(path, max_model_len=4096), "engine.serving", "sglang") == PASSED
 
 
@@ -341,19 +384,28 @@ def test_compatibility_matrix_and_json(drafter, capsys):
     """Named releases are required: SGLang does not read the speculators layout, and the gate fails."""
     path = drafter("speculators").write()
     assert main(["check", str(path), "--engine", "vllm,sglang", "--level", "header"]) == 1
-    out = capsys.readouterr().out
-    assert "compatibility (engine x check):" in out
-    assert [line.split()[:2] for line in out.splitlines() if line.strip().startswith(("vllm@", "sglang@"))] == \
+    text = capsys.readouterr().out
+    assert [line.split()[:2] for line in text.splitlines() if line.strip().startswith(("vllm@", "sglang@"))] == \
         [[f"vllm@{VLLM}", "PASS"], [f"sglang@{SGLANG}", "FAIL"]]
     main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "json"])
     data = json.loads(capsys.readouterr().out)["checkpoints"][0]
     assert data["compatibility"][f"sglang@{SGLANG}"]["engine.loads"] == "failed"
-    main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "markdown"])
-    out = capsys.readouterr().out
-    assert "| engine | `engine.loads` | `engine.semantics` | `engine.aux-layers` | `engine.serving` | " \
-        "`engine.release` |" in out
-    assert f"| sglang@{SGLANG} | FAIL | SKIP | SKIP | SKIP | PASS |" in out
-    assert f"| vllm@{VLLM} | PASS | PASS | PASS | PASS | PASS |" in out
+    assert data["compatibility"][f"vllm@{VLLM}"] == dict.fromkeys(
+        ("engine.loads", "engine.semantics", "engine.aux-layers", "engine.serving", "engine.release"), "passed")
+    assert main(["check", str(path), "--engine", "vllm,sglang", "--level", "header", "--format", "markdown"]) == 1
+    markdown = capsys.readouterr().out
+    # the matrix of each format: from its heading to the blank line after it
+    assert_golden("test_engines/test_compatibility_matrix_and_json.txt",
+                  section(text, "  compatibility (engine x check):") + "\n"
+                  + section(markdown, "Compatibility (engine x check):"))
+
+
+def section(text: str, heading: str) -> str:
+    """The lines of ``text`` from ``heading`` to the first blank line after its table."""
+    lines = text.splitlines()
+    start = lines.index(heading)
+    end = next(i for i in range(start + 2, len(lines) + 1) if i == len(lines) or not lines[i].strip())
+    return "\n".join(lines[start:end]) + "\n"
 
 
 def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
@@ -362,9 +414,12 @@ def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
     path = drafter("speculators").write()
     assert main(["check", str(path), "--engine", "all", "--level", "header"]) == 0
     out = capsys.readouterr().out
-    assert f"not applicable: sglang {SGLANG} does not read the speculators layout" in out
     assert [line.split()[:3] for line in out.splitlines() if line.strip().startswith("sglang@")] == \
         [[f"sglang@{SGLANG}", "N/A", "N/A"]]
+    # what the report says of the release that does not read the layout: the lines of its results
+    assert_golden("test_engines/test_engine_all_judges_the_releases_that_read_the_layout.txt",
+                  "".join(line + "\n" for line in out.splitlines()
+                          if line.split()[1:2] and line.split()[1].endswith(f"[sglang@{SGLANG}]")))
     assert main(["check", str(path), "--engine", "all", "--level", "header", "--strict"]) == 1
     capsys.readouterr()
     d = drafter("speculators")  # read by no sglang release
@@ -381,15 +436,16 @@ def test_engine_all_judges_the_releases_that_read_the_layout(drafter, capsys):
 
 
 def test_explain(capsys):
+    """explain's page of a check, and what it says of a name that is no check (the whole of each, in the golden)."""
     assert main(["explain", "engine.aux-layers"]) == 0
-    out = capsys.readouterr().out
-    assert "vLLM PR #43671" in out and "fix:" in out and "one result per --engine" in out
-    assert main(["explain", "nope"]) == 2
-    assert "did you mean" not in capsys.readouterr().err
-    assert main(["explain", "engine.load"]) == 2
-    assert "did you mean engine.loads" in capsys.readouterr().err
+    said = [capsys.readouterr().out]
+    assert main(["explain", "nope"]) == 2  # no suggestion
+    said.append(capsys.readouterr().err)
+    assert main(["explain", "engine.load"]) == 2  # engine.loads
+    said.append(capsys.readouterr().err)
     assert main(["explain", "config"]) == 2  # a prefix: the checks it starts
-    assert "did you mean config." in capsys.readouterr().err
+    said.append(capsys.readouterr().err)
+    assert_golden("test_engines/test_explain.txt", "\n".join(said))
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -413,8 +469,10 @@ def test_default_layers_that_happen_to_be_the_trained_ones_are_a_note(drafter, t
     result = gate(d.write(), target_config=str(target), aux_convention="sglang")
     r = result.result("engine.aux-layers", "vllm")
     assert r.status == PASSED
-    assert ("falls back to the engine's default ids [2, 4, 5], used as inputs of those layers, "
-            "which captures the layers the drafter was trained on [1, 3, 4]") in r.findings[0].message
+    [f] = r.findings
+    assert f.code == "engine.aux-layers/default-matches" and f.patch == (
+        {"op": "add", "path": "/eagle_aux_hidden_state_layer_ids", "value": [2, 4, 5]},)
+    assert_golden("test_engines/test_default_layers_that_happen_to_be_the_trained_ones_are_a_note.txt", wording([f]))
     d.config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [2, 4, 5]  # other layers than the default's
     assert status(gate(d.write(), target_config=str(target), aux_convention="sglang"),
                   "engine.aux-layers", "vllm") == FAILED
@@ -455,7 +513,10 @@ def test_default_layers_that_no_reading_trained_on_are_an_error_whoever_trained_
     assert result.trainer["name"] is None
     f = next(f for f in result.findings() if f.check.startswith("engine.aux-layers"))
     assert (f.code, f.severity.value, f.basis) == ("engine.aux-layers/ids-not-read", "error", "recorded")
-    assert f.patch is None and "[1, 3, 5]" in f.fix and "[2, 4, 6]" in f.fix
+    assert f.patch is None and f.found == "layers [1, 2, 2]"
+    # the fix names the ids under each counting: [1, 3, 5] (vLLM's) and [2, 4, 6] (SGLang's before PR #25454)
+    assert_golden("test_engines/test_default_layers_that_no_reading_trained_on_are_an_error_whoever_trained_it.txt",
+                  wording([f]))
     told = run(d.root, engine="vllm", level="header", target_config=_target(tmp_path, "LlamaForCausalLM", 6),
                aux_convention="vllm")
     f = next(f for f in told.findings() if f.check.startswith("engine.aux-layers"))
@@ -475,7 +536,10 @@ def test_a_conversion_that_dropped_the_ids_is_judged_by_its_source(drafter, tmp_
                  target_config=_target(tmp_path, "LlamaForCausalLM", 6))
     assert result.trainer["name"] is None
     f = next(f for f in result.findings() if f.check.startswith("engine.aux-layers"))
-    assert (f.code, f.severity.value) == ("engine.aux-layers/ids-not-read", "error") and "--source" in f.message
+    assert (f.code, f.severity.value) == ("engine.aux-layers/ids-not-read", "error")
+    # the ids are said to be read from --source (the whole finding, the source's folder as <TMP>)
+    assert_golden("test_engines/test_a_conversion_that_dropped_the_ids_is_judged_by_its_source.txt", wording([f]),
+                  {"TMP": tmp_path})
     # the conversion's own defect, whoever trained it: fix --source restores what vLLM read from the source, the
     # source's ids in vLLM's field, and the result serves as the source did (it passes; how the trainer counted is
     # still a warning, as it was of the source)
@@ -501,4 +565,6 @@ def test_a_stated_trainer_release_settles_what_its_pins_settle(drafter, tmp_path
     open_ended = run(d.root, engine="vllm", level="header", target_config=target, trainer="specforge")
     f = open_ended.result("engine.aux-layers", "vllm").findings[0]
     assert (f.code, f.severity.value, f.basis) == ("engine.aux-layers/default-undecided", "warning", "assumed")
-    assert "[2, 4, 5]" in f.message and "[1, 3, 4]" in f.message and f.settle
+    assert f.found == "layers [1, 3, 4]" and f.settle
+    # the default ids [2, 4, 5] it falls back to, the layers [1, 3, 4] they capture
+    assert_golden("test_engines/test_a_stated_trainer_release_settles_what_its_pins_settle.txt", wording([f]))

@@ -11,7 +11,7 @@ import pytest
 import safetensors.numpy
 
 from eagle3_checks.cli import main
-from helpers import SGLANG, VLLM, VLLM_REFUSES, run
+from helpers import SGLANG, VLLM, VLLM_REFUSES, assert_golden, run
 from peers.variants import SPECFORGE, SPECULATORS
 
 pytestmark = pytest.mark.slow  # every test here builds drafters with a real peer package
@@ -47,7 +47,11 @@ def test_speculators_logits_match(speculators_drafters, tmp_path, capsys, name, 
     ckpt = speculators_drafters / name
     code, err = forward_cli(capsys, ckpt, engine, tmp_path / "out.safetensors")
     if engine == "vllm" and name in VLLM_REFUSES:
-        assert code == 2 and f"vllm {VLLM} cannot read" in err and "fc.weight" in err
+        assert code == 2, err
+        assert not (tmp_path / "out.safetensors").exists()
+        # vllm cannot read it: fc.weight
+        assert_golden(f"test_forward_peers/test_speculators_logits_match-{name}-{engine}.txt", err,
+                      {"PEERS": speculators_drafters})
         return
     assert code == 0, err
     assert_matches_peer(ckpt, tmp_path / "out.safetensors")
@@ -99,7 +103,12 @@ def test_speculators_drafters_pass_the_forward_check(speculators_drafters, name)
     assert by_engine["speculators"].status == "passed"
     assert by_engine["sglang"].status == "failed"  # SGLang reads flat configs only
     if name in VLLM_REFUSES:
-        assert by_engine["vllm"].status == "failed" and "fc.weight" in by_engine["vllm"].findings[0].found
+        assert by_engine["vllm"].status == "failed"
+        [f] = by_engine["vllm"].findings
+        assert f.code == "forward.equivalence/unservable"
+        # what it would not compute, fc.weight among them
+        assert_golden(f"test_forward_peers/test_speculators_drafters_pass_the_forward_check-{name}.txt",
+                      "\n".join([f.message, f.found, f.why, f.fix, ""]))
     else:
         assert by_engine["vllm"].status == "passed", by_engine["vllm"].findings
 
@@ -114,7 +123,10 @@ def test_specforge_exports_pass_the_forward_check(specforge_drafters, name):
     assert by_engine[f"sglang@{SGLANG}"].status == "passed", by_engine[f"sglang@{SGLANG}"].findings
     if name == "fc-norm":  # SGLang 0.5.6 has no fc_norm
         assert by_engine["sglang@0.5.6"].status == "failed"
-        assert "fc_norm: sglang uses False" in by_engine["sglang@0.5.6"].findings[0].why
+        [f] = by_engine["sglang@0.5.6"].findings
+        assert (f.code, f.cause) == ("forward.equivalence/differs", "config.json: fc_norm")
+        # its why: fc_norm: sglang uses False (not the message: its figures are float32 results, not golden)
+        assert_golden(f"test_forward_peers/test_specforge_exports_pass_the_forward_check-{name}.txt", f.why + "\n")
     else:
         assert by_engine["sglang@0.5.6"].status == "passed", by_engine["sglang@0.5.6"].findings
 

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from eagle3_checks.cli import main
-from helpers import run
+from helpers import assert_golden, codes, run
 
 F32 = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
 
@@ -72,6 +72,12 @@ CODES = {
     "entry-not-object": "bad-header", "bad-offsets": "bad-header", "too-short": "truncated", "zip": "wrong-format",
     "pickle": "wrong-format", "deep-json": "invalid-json"
 }
+
+
+def lines_naming(text: str, name: str) -> list[str]:
+    """The lines of a command's output that name ``name``: what a golden file records of an output that is
+    otherwise about other things."""
+    return [line for line in text.splitlines() if name in line]
 
 
 def files_messages(result) -> list[str]:
@@ -243,27 +249,34 @@ def test_broken_config(drafter, breakage, message):
     assert result.exit_code == 1
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("hidden_size", "64", "hidden_size has the wrong type"),
-    ("num_attention_heads", 4.5, "num_attention_heads has the wrong type"),
-    ("max_position_embeddings", "2048", "max_position_embeddings has the wrong type"),
+WRONG_TYPE, NOT_AN_OBJECT = "config.fields/invalid-field", "config.fields/eagle-config-not-object"
+
+
+@pytest.mark.parametrize("field, value, code", [
+    ("hidden_size", "64", WRONG_TYPE),
+    ("num_attention_heads", 4.5, WRONG_TYPE),
+    ("max_position_embeddings", "2048", WRONG_TYPE),
     ("draft_vocab_size", None, None),  # null means "not set" (transformers): no type error
-    ("rope_theta", [1e6], "rope_theta has the wrong type"),
-    ("tie_word_embeddings", "false", "tie_word_embeddings has the wrong type"),
-    ("eagle_config", [1], "config.json: eagle_config is a JSON array ([1]), not an object"),
+    ("rope_theta", [1e6], WRONG_TYPE),
+    ("tie_word_embeddings", "false", WRONG_TYPE),
+    ("eagle_config", [1], NOT_AN_OBJECT),
     ("eagle_config", None, None),
 ])
-def test_config_values_of_the_wrong_type(drafter, field, value, message):
+def test_config_values_of_the_wrong_type(drafter, field, value, code):
     d = drafter("flat")
     d.config[field] = value
     result = run(d.write(), level="scan")
-    if message is None:  # null: unset, not a type error
-        assert not [f for f in result.findings() if "wrong type" in f.message or "not an object" in f.message]
+    if code is None:  # null: unset, not a type error
+        assert not codes(result) & {WRONG_TYPE, NOT_AN_OBJECT}, codes(result)
         return
-    found = [f for r in result.results for f in r.findings if message in f.message]
+    found = [f for f in result.findings() if f.code == code]
     assert found and found[0].severity.value == "error" and found[0].file == "config.json", \
         [f.message for f in result.findings()]
     assert found[0].key == field
+    # "<field> has the wrong type", "eagle_config is a JSON array ([1]), not an object"; what was expected, found
+    f = found[0]
+    assert_golden(f"test_integrity/test_config_values_of_the_wrong_type-{field}-{type(value).__name__}.txt",
+                  f"{f.message}\nexpected: {f.expected}\nfound: {f.found}\n")
 
 
 # ----- sharded indexes ----------------------------------------------------------------------------------------
@@ -337,13 +350,18 @@ def test_symlinked_files_resolving_to_regular_files_are_fine(drafter, tmp_path):
 def test_every_command_answers_a_broken_file_with_exit_1_or_2(drafter, tmp_path, capsys):
     path = drafter("flat").write()
     (path / "model.safetensors").write_bytes(b"\x80\x04\x95" + b"\0" * 60)
+    said = []
     for argv in (["check", str(path), "--level", "scan"], ["inspect", str(path)], ["diff", str(path), "tiny-example"],
                  ["spec", str(path), "-o", str(tmp_path / "s.json")], ["convert", str(path), str(tmp_path / "o"),
                                                                        "--to", "speculators"]):
         code = main(argv)
         out, err = capsys.readouterr()
         assert code in (1, 2), (argv, code, err)
-        assert "Traceback" not in out + err and "model.safetensors" in out + err, (argv, out, err)
+        assert "Traceback" not in out + err, (argv, out, err)
+        # each command names the broken file: its lines that do, stdout's then stderr's
+        said += [f"$ {argv[0]} (exit {code})"] + lines_naming(out + err, "model.safetensors")
+    assert_golden("test_integrity/test_every_command_answers_a_broken_file_with_exit_1_or_2.txt",
+                  "\n".join(said) + "\n", {"TMP": tmp_path})
     assert not (tmp_path / "o").exists()
 
 
@@ -357,6 +375,7 @@ def test_reports_survive_text_the_stream_cannot_encode(drafter, monkeypatch):
     d.tensors["fc.weight\u2192"] = d.tensors["fc.weight"]
     d.config["architectures"] = ["LlamaForCausalLMEagle3\u2192"]
     path = d.write()
+    said = []
     for argv in (["check", str(path), "--level", "scan", "--format", "text"], ["inspect", str(path)],
                  ["check", str(path), "--level", "scan", "--format", "markdown"], ["diff", str(path), "tiny-example"],
                  ["check", str(path), "--level", "scan", "--format", "json"]):
@@ -366,4 +385,7 @@ def test_reports_survive_text_the_stream_cannot_encode(drafter, monkeypatch):
         out.flush()
         text = out.buffer.getvalue().decode()
         assert code in (0, 1), (argv, code)
-        assert argv[0] == "diff" or "fc.weight\\u2192" in text or "fc.weight\\\\u2192" in text, argv  # escaped
+        # the lines naming the tensor, written escaped (fc.weight\u2192, in every format); diff names none of them
+        said += [f"$ {' '.join(argv[:1] + argv[2:])} (exit {code})"] + lines_naming(text, "fc.weight\\")
+    assert_golden("test_integrity/test_reports_survive_text_the_stream_cannot_encode.txt", "\n".join(said) + "\n",
+                  {"CKPT": path})

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 import helpers
 from eagle3_checks.cli import main
 from eagle3_checks.defects import REPLAYED
-from helpers import run
+from helpers import assert_golden, run, steady
 
 _STAND_INS: dict[str, Path] = {}
 
@@ -102,15 +102,17 @@ codes = partial(helpers.codes, engine="vllm@0.33.0")
 
 
 def messages(result, check: str) -> str:
-    return " ".join(f.message for f in result.result(check, "vllm@0.33.0").findings)
+    """The messages of one check's findings, one a line, :func:`steady` (a golden file's text)."""
+    return steady("".join(f"{f.code}: {f.message}\n" for f in result.result(check, "vllm@0.33.0").findings))
 
 
 def test_the_forward_level_judges_the_engines_own_logits(drafter, target_path):
     result = forward_run(drafter, target_path, "modelled")
     assert codes(result, "engine.live") == {"engine.live/agrees", "engine.live/computes-as-modelled"}
     assert codes(result, "forward.equivalence") == {"forward.equivalence/agrees"}
-    said = messages(result, "forward.equivalence")
-    assert "computed by vllm 0.33.0's own code" in said and "the modelled vllm 0.33.0 reading gives the same" in said
+    # computed by vllm 0.33.0's own code; the modelled vllm 0.33.0 reading gives the same logits
+    assert_golden("test_live_compute/test_the_forward_level_judges_the_engines_own_logits.txt",
+                  messages(result, "forward.equivalence"))
     # what the engine's own code computed is recorded, not modelled (registry.RECORDED)
     assert {f.basis for f in result.result("forward.equivalence", "vllm@0.33.0").findings} == {"recorded"}
 
@@ -121,16 +123,18 @@ def test_an_engine_computing_otherwise_is_reported_and_its_logits_are_judged(dra
     result = forward_run(drafter, target_path, "miswired")
     assert "engine.live/computes-otherwise" in codes(result, "engine.live")
     assert codes(result, "forward.equivalence") == {"forward.equivalence/differs"}
-    assert "computed by vllm 0.33.0's own code" in messages(result, "forward.equivalence")
-    assert "differs from them" in messages(result, "forward.equivalence")
+    # computed by vllm 0.33.0's own code; the modelled reading differs from them
+    assert_golden("test_live_compute/test_an_engine_computing_otherwise_is_reported_and_its_logits_are_judged.txt",
+                  messages(result, "forward.equivalence"))
 
 
 def test_a_drafter_the_stand_in_cannot_compute_is_judged_by_the_modelled_reading(drafter, target_path):
     result = forward_run(drafter, target_path, "cannot")
     assert codes(result, "engine.live") == {"engine.live/agrees", "engine.live/compute-unjudged"}
     assert codes(result, "forward.equivalence") == {"forward.equivalence/agrees"}
-    assert "the modelled reading: vllm 0.33.0's own code did not compute it: the attention stand-in" in \
-        messages(result, "forward.equivalence")
+    # the modelled reading: vllm 0.33.0's own code did not compute it, and why
+    assert_golden("test_live_compute/test_a_drafter_the_stand_in_cannot_compute_is_judged_by_the_modelled_reading.txt",
+                  messages(result, "forward.equivalence"))
 
 
 def test_below_the_forward_level_the_engine_is_not_asked_to_compute(drafter, target_path):
@@ -157,10 +161,10 @@ def test_forward_writes_the_engines_own_logits(drafter, target_path, tmp_path, c
         return {name: load_array(e) for name, e in header.entries.items()}
 
     faithful = forward("modelled")
-    note = capsys.readouterr().err
-    assert "computed by vllm 0.33.0's own code" in note and "the modelled reading gives the same logits" in note
+    note = capsys.readouterr().err  # computed by vllm 0.33.0's own code; the modelled reading gives the same logits
     miswired = forward("miswired")
-    assert "the modelled reading differs: step 1" in capsys.readouterr().err
+    note += capsys.readouterr().err  # the modelled reading differs: step 1
+    assert_golden("test_live_compute/test_forward_writes_the_engines_own_logits.txt", steady(note), {"TMP": tmp_path})
     assert (faithful["logits"] == miswired["logits"]).all() and not (
         faithful["logits_step_1"] == miswired["logits_step_1"]).all()
 
@@ -203,7 +207,8 @@ def test_accept_judging_live_needs_the_target_config(self_labelled, capsys):
     code = main(["accept", str(drafter), "--data", str(data), "--engine", "vllm@installed", "--engine-python",
                  str(stand_in("modelled"))])
     assert code == 2
-    assert "--target-config FILE or --target DIR" in capsys.readouterr().err
+    assert_golden("test_live_compute/test_accept_judging_live_needs_the_target_config.txt", capsys.readouterr().err,
+                  {"DATA": data, "DRAFTER": drafter})
 
 
 @pytest.fixture

@@ -15,10 +15,16 @@ from eagle3_checks import engines
 from eagle3_checks.cli import main
 from eagle3_checks.drafter.example import EXAMPLE, target_config
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
-from helpers import VLLM, codes, gate, status
+from helpers import VLLM, assert_golden, codes, gate, status
 
 TRT, LCPP, LMD, MLX = "trtllm@1.4.0rc1", "llamacpp@0.3.36", "lmdeploy@0.18.0", "mlx@0.7.10"
 FAILED, PASSED, SKIPPED = "failed", "passed", "skipped"
+
+
+def finding_text(f) -> str:
+    """A finding's wording, for its golden file: its message, and the found, why and fix it states."""
+    return "".join(f"{label}{value}\n" for label, value in (("", f.message), ("found: ", f.found),
+                                                           ("why: ", f.why), ("fix: ", f.fix)) if value)
 
 
 
@@ -53,8 +59,10 @@ def test_trt_four_aux_layers_load_only_with_the_launch_layers(drafter, tmp_path)
     target = target_file(tmp_path)
     bare = gate(path, "trtllm", target_config=target, aux_convention="vllm")
     assert status(bare, "engine.loads", TRT) == FAILED
-    assert "launch with eagle3_layers_to_capture naming 4 layers" in " ".join(
-        f.message for f in bare.result("engine.loads", TRT).findings)
+    [f] = [f for f in bare.result("engine.loads", TRT).findings if f.code == "engine.loads/refused"]
+    assert f.key == "launch: eagle3_layers_to_capture"
+    assert_golden("test_other_engines/test_trt_four_aux_layers_load_only_with_the_launch_layers.txt",
+                  finding_text(f))  # launch with eagle3_layers_to_capture naming 4 layers
     ok = gate(path, "trtllm", target_config=target, aux_convention="vllm",
               launch=[launch_file(tmp_path, [0, 2, 4, 6])])
     assert status(ok, "engine.loads", TRT) == PASSED and status(ok, "engine.aux-layers", TRT) == PASSED
@@ -73,13 +81,17 @@ def test_trt_takes_the_layers_at_launch_which_is_the_launchs_to_say(drafter, tmp
     bare = gate(d.write(), "trtllm", target_config=target, aux_convention="vllm")
     r = bare.result("engine.aux-layers", TRT)
     assert r.status == PASSED and [f.code for f in r.findings] == ["engine.aux-layers/launch-ids"]
-    assert "eagle3_layers_to_capture: [0, 2, 4]" in r.findings[0].message and r.findings[0].patch is None
+    [f] = r.findings
+    assert f.key == "launch: eagle3_layers_to_capture" and f.patch is None
     launch = tmp_path / "launch.json"
     launch.write_text(json.dumps({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3}}))
     without = gate(d.root, "trtllm", target_config=target, aux_convention="vllm", launch=[f"trtllm={launch}"])
     found = without.result("engine.aux-layers", TRT).findings
     assert [f.code for f in found] == ["engine.aux-layers/ids-not-read"]
-    assert "launch with eagle3_layers_to_capture: [0, 2, 4]" in found[0].fix and found[0].patch is None
+    assert found[0].key == "launch: eagle3_layers_to_capture" and found[0].patch is None
+    # each says to launch with eagle3_layers_to_capture: [0, 2, 4] (the note's message, the error's fix)
+    assert_golden("test_other_engines/test_trt_takes_the_layers_at_launch_which_is_the_launchs_to_say.txt",
+                  finding_text(f) + "\n" + finding_text(found[0]))
     launch.write_text(json.dumps({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3,
                                                          "eagle3_layers_to_capture": [0, 2, 4]}}))
     launched = gate(d.root, "trtllm", target_config=target, aux_convention="vllm", launch=[f"trtllm={launch}"])
@@ -116,7 +128,9 @@ def test_trt_builds_no_qk_norms(drafter):
 def test_trt_an_mla_drafter_is_not_modelled(drafter):
     d = drafter("flat")
     d.config["kv_lora_rank"] = 512
-    assert "does not model" in engines.read(_open(d.write()), TRT).not_modelled
+    not_modelled = engines.read(_open(d.write()), TRT).not_modelled
+    assert not_modelled  # an MLA drafter, which eagle3-checks reads from source but does not model
+    assert_golden("test_other_engines/test_trt_an_mla_drafter_is_not_modelled.txt", f"{not_modelled}\n")
 
 
 # ----- llama.cpp: its converter and runtime ---------------------------------------------------------------------------
@@ -126,7 +140,10 @@ def test_llamacpp_needs_exactly_three_aux_layers(drafter, tmp_path):
     four = gate(drafter("flat", replace(EXAMPLE, aux_layer_ids=(1, 3, 5, 7))).write(), "llamacpp",
                 target_config=target_file(tmp_path))
     assert status(four, "engine.loads", LCPP) == FAILED
-    assert "requires exactly 3" in four.result("engine.loads", LCPP).findings[0].message
+    f = four.result("engine.loads", LCPP).findings[0]
+    assert f.code == "engine.loads/refused" and f.key == "eagle_aux_hidden_state_layer_ids"
+    assert_golden("test_other_engines/test_llamacpp_needs_exactly_three_aux_layers.txt",
+                  finding_text(f))  # llama.cpp's runtime requires exactly 3
     assert status(gate(drafter("flat").write(), "llamacpp"), "engine.loads", LCPP) == PASSED
 
 
@@ -146,7 +163,10 @@ def test_llamacpp_ignores_fc_norm_and_refuses_biases_and_layers(drafter):
     biased = gate(drafter("flat", replace(EXAMPLE, attention_bias=True)).write(), "llamacpp")
     assert status(biased, "engine.loads", LCPP) == FAILED
     two = gate(drafter("flat", replace(EXAMPLE, num_layers=2)).write(), "llamacpp")
-    assert "num_hidden_layers 1" in two.result("engine.loads", LCPP).findings[0].message
+    f = two.result("engine.loads", LCPP).findings[0]
+    assert f.code == "engine.loads/refused" and f.key == "num_hidden_layers"
+    assert_golden("test_other_engines/test_llamacpp_ignores_fc_norm_and_refuses_biases_and_layers.txt",
+                  finding_text(f))  # an EAGLE-3 GGUF only with num_hidden_layers 1
 
 
 def test_llamacpp_computes_norm_before_fc_where_lmdeploy_cannot(drafter):
@@ -178,7 +198,9 @@ def test_a_layers0_drafter_fails_lmdeploy(drafter):
     d = lmdeploy_drafter(drafter, first_layer="layers")
     result = gate(d.write(), "lmdeploy,vllm")
     assert status(result, "engine.loads", LMD) == FAILED
-    assert "KeyError" in result.result("engine.loads", LMD).findings[0].message
+    f = result.result("engine.loads", LMD).findings[0]
+    assert f.code == "engine.loads/refused" and f.key == "layers.0.input_layernorm.weight"
+    assert_golden("test_other_engines/test_a_layers0_drafter_fails_lmdeploy.txt", finding_text(f))  # a KeyError
     assert status(result, "engine.loads", f"vllm@{VLLM}") == PASSED
 
 
@@ -188,8 +210,10 @@ def test_lmdeploy_maps_every_token_to_id_zero_without_d2t(drafter):
     d = lmdeploy_drafter(drafter, shape=full)
     d.tensors.pop("d2t", None)
     result = gate(d.write(), "lmdeploy,vllm")
-    assert "every draft token is taken as target id 0" in " ".join(
-        f"{f.message} {f.found}" for f in result.result("engine.loads", LMD).findings)
+    [f] = result.result("engine.loads", LMD).findings
+    assert f.code == "engine.loads/no-tensor" and f.key == "d2t"
+    assert_golden("test_other_engines/test_lmdeploy_maps_every_token_to_id_zero_without_d2t.txt",
+                  finding_text(f))  # zeros: every draft token is taken as target id 0
     assert status(result, "engine.loads", f"vllm@{VLLM}") == PASSED
 
 
@@ -211,7 +235,8 @@ def test_lmdeploy_reads_no_ids(drafter, tmp_path):
     d = lmdeploy_drafter(drafter)
     result = gate(d.write(), "lmdeploy", target_config=target_file(tmp_path), aux_convention="vllm")
     found = result.result("engine.aux-layers", LMD).findings
-    assert [f.code for f in found] == ["engine.aux-layers/ids-not-read"] and "reads no aux-layer ids" in found[0].fix
+    assert [f.code for f in found] == ["engine.aux-layers/ids-not-read"]
+    assert_golden("test_other_engines/test_lmdeploy_reads_no_ids.txt", finding_text(found[0]))  # reads no ids
     d = lmdeploy_drafter(drafter, shape=replace(EXAMPLE, aux_layer_ids=(2, 4, 5)))  # the default of 8 layers
     matched = gate(d.write(), "lmdeploy", target_config=target_file(tmp_path), aux_convention="vllm")
     assert codes(matched, "engine.aux-layers", LMD) == {"engine.aux-layers/default-matches"}
@@ -236,7 +261,10 @@ def test_mlx_default_ids_follow_the_drafters_depth(drafter, tmp_path):
     d = drafter(SPECULATORS)
     del d.config["eagle_aux_hidden_state_layer_ids"]
     result = gate(d.write(), "mlx", target_config=mlx_target(tmp_path))
-    assert "capture 2 distinct layers" in result.result("engine.loads", MLX).findings[0].message
+    f = result.result("engine.loads", MLX).findings[0]
+    assert f.code == "engine.loads/refused" and f.key == "eagle_aux_hidden_state_layer_ids"
+    assert_golden("test_other_engines/test_mlx_default_ids_follow_the_drafters_depth.txt",
+                  finding_text(f))  # ids [2, 0, 0] capture 2 distinct layers
 
 
 def test_mlx_builds_rope_from_the_theta_only(drafter, tmp_path):
@@ -250,7 +278,10 @@ def test_mlx_builds_rope_from_the_theta_only(drafter, tmp_path):
 
 def test_mlx_serves_beside_targets_that_capture_and_roll_back(drafter, tmp_path):
     llama = gate(drafter(SPECULATORS).write(), "mlx", target_config=target_file(tmp_path))
-    assert "speculative/eagle3.py:366-370" in llama.result("engine.loads", MLX).findings[0].message
+    f = llama.result("engine.loads", MLX).findings[0]
+    assert f.code == "engine.loads/refused" and f.key == "--target-config"
+    assert_golden("test_other_engines/test_mlx_serves_beside_targets_that_capture_and_roll_back.txt",
+                  finding_text(f))  # speculative/eagle3.py:366-370 raises
 
 
 def test_mlx_needs_an_embedding_and_refuses_midlayer_names(drafter, tmp_path):
@@ -268,7 +299,9 @@ def test_the_new_engines_are_listed_with_how_they_are_known(capsys):
     doc = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
     for name in ("trtllm", "llamacpp", "lmdeploy", "mlx"):
         assert doc[name]["releases"][0]["how"] == "read from its source"
-    assert "00679c66" in doc["trtllm"]["releases"][0]["why"]
+    # why TensorRT-LLM's is read at commit 00679c66
+    assert_golden("test_other_engines/test_the_new_engines_are_listed_with_how_they_are_known.txt",
+                  doc["trtllm"]["releases"][0]["why"] + "\n")
 
 
 def _open(path):

@@ -18,13 +18,29 @@ except ImportError:
     pass
 
 import helpers
-from helpers import SGLANG, VLLM
+from helpers import SGLANG, VLLM, assert_golden
 
 # one item each with the default --eagle3-engine (vllm); the acceptance level's only with --eagle3-data, engine.live
 # only with --eagle3-engine NAME@installed
 DEFAULT = [c for c in all_checks() if c.level != "acceptance" and not c.live_only]
 N_CHECKS = len(DEFAULT)
 LABELS = {f"{c.id}[{newest('vllm').spec}]" if c.per_engine else c.id for c in DEFAULT}
+
+
+class Failed:
+    """What a reporting plugin reads of each failed item: its node id, location (the label pytest shows) and the
+    findings the gate attached (user_properties)."""
+
+    def __init__(self) -> None:
+        self.reports: list = []
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.failed:
+            self.reports.append(report)
+
+    def findings(self, code: str) -> list[dict]:
+        return [f for r in self.reports for f in json.loads(dict(r.user_properties).get("eagle3_findings", "[]"))
+                if f.get("code") == code]
 
 
 def test_gate_from_an_empty_folder(pytester, drafter):
@@ -143,11 +159,15 @@ def test_a_waived_code_is_an_expected_failure_and_the_check_still_runs(pytester,
     result.stdout.fnmatch_lines(["XFAIL eagle3-checks::*::vocab.d2t - waived: vocabulary being rebuilt",
                                  "XFAIL eagle3-checks::*::vocab.t2d - waived: the mask follows"])
     # a waiver that matched nothing is stale: a warning, which fails the gate.waivers item under --eagle3-strict
+    failed = Failed()
     result = pytester.runpytest(f"--eagle3-ckpt={path}", "--eagle3-level=header", "-k", "waivers", "--eagle3-strict",
                                 "--eagle3-skip=vocab.d2t/arange=vocabulary being rebuilt",
-                                "--eagle3-skip=vocab.d2t/unsorted=vocabulary being rebuilt")
+                                "--eagle3-skip=vocab.d2t/unsorted=vocabulary being rebuilt", plugins=[failed])
     result.assert_outcomes(failed=1)
-    assert "stale waiver: --waive vocab.d2t/unsorted=vocabulary being rebuilt" in result.stdout.str()
+    [stale] = failed.findings("gate.waivers/stale")
+    assert (stale["severity"], stale["key"]) == ("error", "vocab.d2t/unsorted")
+    assert_golden("test_plugin/test_a_waived_code_is_an_expected_failure_and_the_check_still_runs.txt",
+                  stale["message"] + "\n")  # the waiver as given, with its reason
 
 
 def test_ini_options_and_relative_paths(pytester, drafter, target_path):
@@ -164,12 +184,15 @@ def test_ini_options_and_relative_paths(pytester, drafter, target_path):
         eagle3_waive =
             config.rope=theta checked by hand
     """)
-    result = pytester.runpytest("-rfs")
+    failed = Failed()
+    result = pytester.runpytest("-rfs", plugins=[failed])
     # config.rope runs and passes: the waiver is stale, which --eagle3-strict fails (the gate.waivers item)
     result.assert_outcomes(failed=2, passed=N_CHECKS - 2, skipped=1)  # N_CHECKS + the gate.waivers item
     result.stdout.fnmatch_lines(["FAILED eagle3-checks::mine::dtypes*",
                                  "FAILED eagle3-checks::mine::gate.waivers - ERROR: stale waiver*"])
-    assert "stale waiver: --waive config.rope=theta checked by hand matched no finding" in result.stdout.str()
+    [stale] = failed.findings("gate.waivers/stale")
+    assert (stale["severity"], stale["key"]) == ("error", "config.rope")
+    assert_golden("test_plugin/test_ini_options_and_relative_paths.txt", stale["message"] + "\n")  # matched no finding
     # The command line wins over the ini file (its old option name too): the dtypes warning waived, an expected failure
     result = pytester.runpytest("--eagle3-skip", "dtypes=known", "-rxs")
     result.assert_outcomes(passed=N_CHECKS - 1, skipped=1, xfailed=1)
@@ -189,13 +212,18 @@ def test_summary_and_failures_show_normalised_paths(pytester, drafter):
         eagle3_ckpt = tests/../ckpts/./mine
         eagle3_reference = none
     """)
-    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "keys")
+    failed = Failed()
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "keys", plugins=[failed])
     out = result.stdout.str()
     shown = str(pytester.path / "ckpts" / "mine")
     result.stdout.fnmatch_lines([f"{shown}: FAILED: *", "FAILED eagle3-checks::mine::keys - ERROR: *"])
-    named = [line for line in out.splitlines() if "mine" in line]  # (pytest's own warnings show relative paths)
-    assert named and not [line for line in named if "/../" in line or "/./" in line], out
-    assert f"\n{shown}\n" in out  # the failure's header line: the checkpoint
+    # the item's label, as pytest shows it over the failure and in the summary
+    assert [(r.nodeid, r.location[2]) for r in failed.reports] == [("eagle3-checks::mine::keys", "eagle3 mine::keys")]
+    # every line naming the checkpoint's folder names it normalised: the failure's header line (the checkpoint) and
+    # the verdict (a line naming it as given, tests/../ckpts/./mine, would be missing here)
+    assert_golden("test_plugin/test_summary_and_failures_show_normalised_paths.txt",
+                  "".join(f"{line}\n" for line in out.splitlines() if str(pytester.path) in line
+                          and not line.startswith("rootdir: ")), {"TMP": pytester.path})
 
 
 @pytest.mark.parametrize("args, message", [

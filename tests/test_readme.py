@@ -28,6 +28,7 @@ def quick_start() -> list[str]:
 
 
 def test_quick_start_is_two_commands():
+    """The README's Quick start: the demo, then the test command (about its wording: the README is the text)."""
     lines = quick_start()
     assert len(lines) == 2
     assert "eagle3-checks demo" in lines[0]

@@ -69,8 +69,9 @@ def test_recipes_are_golden(here, capsys):
 def test_the_example_is_served_as_trained(here, capsys, engine, ready):
     convention = "sglang" if engine == "sglang" else "vllm"
     code, out, _ = recipe(capsys, "example-flat", "--engine", engine, "--target-config", "example-target",
-                          "--aux-convention", convention)
-    assert code == ready and "preconditions: all hold" in out
+                          "--aux-convention", convention, "--format", "json")
+    doc = json.loads(out)  # passed: the text's "preconditions: all hold"
+    assert code == ready and doc["passed"] is True and doc["findings"] == [], doc["findings"]
 
 
 @pytest.mark.parametrize("name", ["vllm-0.33.0", f"vllm-{VLLM}", f"sglang-{SGLANG}"])
@@ -122,8 +123,12 @@ def test_trtllm_four_aux_layers_pass_with_the_recipes_launch_only(here, capsys, 
 
 
 def test_trtllm_without_the_trained_layers_says_what_is_missing(here, capsys):
-    code, out, _ = recipe(capsys, "example-flat", "--engine", "trtllm", "--target-config", "example-target")
-    assert code == 1 and "recipe/launch-layers" in out and "pass --aux-convention" in out
+    code, out, _ = recipe(capsys, "example-flat", "--engine", "trtllm", "--target-config", "example-target",
+                          "--format", "json")
+    [f] = [f for f in json.loads(out)["findings"] if f["code"] == "recipe/launch-layers"]
+    assert code == 1 and f["key"] == "eagle3_layers_to_capture"
+    assert_golden("test_recipe/test_trtllm_without_the_trained_layers_says_what_is_missing.txt",
+                  f"{f['message']}\nwhy: {f['why']}\nfix: {f['fix']}\n")
 
 
 @pytest.mark.parametrize("engine, target_flag", [("vllm", "vllm serve {}"), ("trtllm", "trtllm-serve {}"),
@@ -139,20 +144,21 @@ def test_a_target_config_in_the_current_folder_names_no_folder(here, capsys, eng
                           "--aux-convention", "vllm")
     assert code == 0, out
     assert target_flag.format("TARGET") in out and target_flag.format(". ") not in out + " "
-    assert "#   TARGET stands for the target model (its Hub id or folder): --target-config config.json is a file in " \
-           "the current folder" in out
+    said = out  # the recipe, with what TARGET stands for
     (here / "config.json").write_text(json.dumps({**config, "_name_or_path": "example-org/example-target"}))
     code, out, _ = recipe(capsys, "example-flat", "--engine", engine, "--target-config", "config.json",
                           "--aux-convention", "vllm")
     assert code == 0 and target_flag.format("example-org/example-target") in out
-    assert "#   the target is named as config.json's _name_or_path names it" in out
+    said += f"\n{out}"
     # a _name_or_path of another machine's folder is not usable: the drafter's verifier (speculators) instead
     (here / "config.json").write_text(json.dumps({**config, "_name_or_path": "/models/llama"}))
     code, out, _ = recipe(capsys, "example-speculators", "--engine", engine, "--target-config", "./config.json",
                           "--format", "json")
     doc = json.loads(out)
-    assert doc["target"] == "example-org/example-target" and "speculators_config.verifier.name_or_path" in \
-        doc["target_note"]
+    assert doc["target"] == "example-org/example-target"
+    # the two recipes whole, then the third's note: what TARGET stands for, and where the target's name comes from
+    assert_golden(f"test_recipe/test_a_target_config_in_the_current_folder_names_no_folder-{engine}.txt",
+                  f"{said}\ntarget_note: {doc['target_note']}\n")
     assert any(target_flag.format("example-org/example-target") in c for c in doc["commands"])
     # a config in a folder of its own still names that folder, with no note
     code, out, _ = recipe(capsys, "example-flat", "--engine", engine, "--target-config", "example-target/config.json",
@@ -168,13 +174,15 @@ def test_tensor_parallel_preconditions(here, capsys):
     doc = json.loads(out)
     assert code == 0 and doc["launch"]["speculative_config"]["draft_tensor_parallel_size"] == 1
     code, out, _ = recipe(capsys, "example-flat", "--engine", "sglang", "--target-config", "example-target",
-                          "--aux-convention", "sglang", "--tp", "3")
-    assert code == 1 and "engine.serving/tp-heads" in out and "engine.serving/tp-kv-heads" in out
+                          "--aux-convention", "sglang", "--tp", "3", "--format", "json")
+    assert code == 1 and {f["code"] for f in json.loads(out)["findings"]} >= {"engine.serving/tp-heads",
+                                                                              "engine.serving/tp-kv-heads"}
     capsys.readouterr()
     # the gate's engine.serving states the same facts, for the launch the user has in mind
     assert main(["check", "example-flat", "--engine", "vllm", "--level", "header", "--reference", "none", "--tp",
-                 "3", "--aux-convention", "vllm"]) == 1
-    assert "engine.serving/tp-heads" in capsys.readouterr().out
+                 "3", "--aux-convention", "vllm", "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert "engine.serving/tp-heads" in {f.get("code") for c in report["checks"] for f in c["findings"]}
     assert main(["check", "example-flat", "--engine", "vllm", "--level", "header", "--reference", "none", "--tp",
                  "2", "--aux-convention", "vllm"]) == 0
 
@@ -184,21 +192,22 @@ def test_pipeline_parallelism_needs_the_drafters_own_embedding(here, capsys, tmp
     pipeline stage."""
     Draft.example(FLAT, replace(EXAMPLE, embed_tokens=False)).save(tmp_path / "no-embed")
     code, out, _ = recipe(capsys, "no-embed", "--engine", "vllm", "--target-config", "example-target",
-                          "--aux-convention", "vllm", "--pp", "2")
-    assert code == 1 and "engine.serving/pp-embedding" in out
+                          "--aux-convention", "vllm", "--pp", "2", "--format", "json")
+    assert code == 1 and "engine.serving/pp-embedding" in {f["code"] for f in json.loads(out)["findings"]}
     assert recipe(capsys, "example-flat", "--engine", "vllm", "--target-config", "example-target",
                   "--aux-convention", "vllm", "--pp", "2")[0] == 0
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--engine", "all"], "a recipe is for one engine release"),
-    (["--engine", "speculators"], "speculators is not launched"),
-    (["--engine", "vllm", "--num-speculative-tokens", "0"], "at least 1"),
-    (["--engine", "vllm", "--tp", "two"], "--tp 'two': a positive number"),
+@pytest.mark.parametrize("case, args", [
+    ("engine-all", ["--engine", "all"]),  # a recipe is for one engine release
+    ("engine-speculators", ["--engine", "speculators"]),  # speculators is not launched
+    ("no-tokens", ["--engine", "vllm", "--num-speculative-tokens", "0"]),  # at least 1
+    ("tp-two", ["--engine", "vllm", "--tp", "two"]),  # --tp 'two': a positive number
 ])
-def test_usage_errors(here, capsys, args, says):
+def test_usage_errors(here, capsys, case, args):
     code, _, err = recipe(capsys, "example-flat", *args)
-    assert code == 2 and says in err
+    assert code == 2, err
+    assert_golden(f"test_recipe/test_usage_errors-{case}.txt", err, {"TMP": here})
 
 
 def test_every_launch_precondition_is_a_declared_engine_serving_code():

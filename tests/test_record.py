@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ pytest.importorskip("pyarrow")
 
 from eagle3_checks.cli import main  # noqa: E402
 from eagle3_checks.drafter.example import DrafterShape, write_drafter  # noqa: E402
+from helpers import assert_golden  # noqa: E402
 
 HIDDEN, LAYERS, VOCAB = 64, 4, 512
 WORDS = [f"w{i}" for i in range(VOCAB - 8)]
@@ -49,6 +51,16 @@ def target(tmp_path_factory) -> Path:
     return root
 
 
+def _golden(request) -> str:
+    """This test's golden file (a parametrized case's: NAME-PARAM)."""
+    return "test_record/" + request.node.name.replace("[", "-").rstrip("]") + ".txt"
+
+
+def _timeless(text: str) -> str:
+    """What record says, its time and rate (which vary from run to run) written N."""
+    return re.sub(r"in \d+(?:\.\d+)? s, \d+(?:\.\d+)? tokens/s", "in N s, N tokens/s", text)
+
+
 def _prompts(tmp_path: Path, items: list[dict]) -> Path:
     path = tmp_path / "prompts.jsonl"
     path.write_text("".join(json.dumps(i) + "\n" for i in items))
@@ -73,7 +85,9 @@ def test_layers_are_counted_as_vllm_counts_them(target, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "0,2,4",
                  "--max-new-tokens", "6"]) == 0
-    assert "wrote" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    # the wording: what was written where, and the accept command that reads it
+    assert_golden("test_record/test_layers_are_counted_as_vllm_counts_them.txt", _timeless(said), {"TMP": tmp_path})
     got = safetensors_torch.load_file(str(out / "hidden_states" / "hs_0.safetensors"))
     ids = got["token_ids"].tolist()
     assert ids[:4] == [5, 9, 12, 40] and len(ids) <= 10 and got["token_ids"].dtype == torch.int64
@@ -107,32 +121,30 @@ def test_the_drafters_own_layers_and_accept_reads_the_folder_as_it_is(target, tm
     assert code in (0, 1) and doc["readings"][0]["positions"] == 2 * 8 - 2 * 3  # the continuation's rows only
 
 
-@pytest.mark.parametrize("line, said", [
-    ("not json", "prompts.jsonl:2: not a JSON object"),
-    ('{"text": "w1", "input_ids": [1]}', 'give one of "text" or "input_ids"'),
-    ('{"input_ids": []}', '"input_ids" must be a non-empty list'),
-    ('{"input_ids": [600]}', "token id 600 is outside the target vocabulary"),
-])
-def test_bad_prompts_are_one_line_and_leave_nothing(target, tmp_path, capsys, line, said):
+@pytest.mark.parametrize("line", ["not json", '{"text": "w1", "input_ids": [1]}', '{"input_ids": []}',
+                                  '{"input_ids": [600]}'],
+                         ids=["not-json", "text-and-ids", "no-ids", "id-outside-the-vocabulary"])
+def test_bad_prompts_are_one_line_and_leave_nothing(target, tmp_path, capsys, request, line):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"input_ids": [5, 6]}\n' + line + "\n")
     out = tmp_path / "out"
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and said in err, err
+    assert err.count("\n") == 1, err
+    # the wording: which line of which file, and what is wrong with it
+    assert_golden(_golden(request), err, {"TMP": tmp_path})
     assert not out.exists() and not list(tmp_path.glob(".out*"))
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--layers", "1,9"], "layer id 9 (--layers) is outside 0..4"),
-    (["--layers", "1,x"], "give comma-separated layer ids"),
-    (["--layers", "1,1"], "an id appears twice"),
-])
-def test_bad_layers_are_refused(target, tmp_path, capsys, args, said):
+@pytest.mark.parametrize("args", [["--layers", "1,9"], ["--layers", "1,x"], ["--layers", "1,1"]],
+                         ids=["outside-the-target", "not-a-number", "twice"])
+def test_bad_layers_are_refused(target, tmp_path, capsys, request, args):
     prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}])
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(tmp_path / "out"), *args]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and said in err, err
+    assert err.count("\n") == 1, err
+    # the wording: the id or the form refused, and what --layers takes
+    assert_golden(_golden(request), err, {"TMP": tmp_path})
     assert not (tmp_path / "out").exists()
 
 
@@ -140,11 +152,14 @@ def test_a_folder_that_is_not_a_target_or_an_existing_out_is_refused(target, tmp
     prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}])
     assert main(["record", str(tmp_path), "--prompts", str(prompts), "--out", str(tmp_path / "o"), "--layers",
                  "1"]) == 2
-    assert "no config.json" in capsys.readouterr().err
+    not_a_target = capsys.readouterr().err
     (tmp_path / "exists").mkdir()
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(tmp_path / "exists"), "--layers",
                  "1"]) == 2
-    assert "exists; give a new folder" in capsys.readouterr().err
+    exists = capsys.readouterr().err
+    # the wording: no config.json in TARGET; an --out that exists
+    assert_golden("test_record/test_a_folder_that_is_not_a_target_or_an_existing_out_is_refused.txt",
+                  not_a_target + exists, {"TMP": tmp_path})
 
 
 # ----- a long job: refused up front, streamed, stopped at once, resumed --------------------------------------------
@@ -155,7 +170,9 @@ def test_a_prompt_longer_than_the_targets_context_is_refused_before_anything_run
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2",
                  "--max-new-tokens", "10"]) == 2
     err = capsys.readouterr().err
-    assert "prompts.jsonl:2: 250 prompt tokens + 10 new exceed the target's context of 256 tokens" in err, err
+    # the wording: which prompt (file:line), its tokens and the new ones against the target's context, what to do
+    assert_golden("test_record/test_a_prompt_longer_than_the_targets_context_is_refused_before_anything_runs.txt", err,
+                  {"TMP": tmp_path})
     assert not out.exists() and not list(tmp_path.glob("out*")) and not list(tmp_path.glob(".out*"))
 
 
@@ -164,9 +181,11 @@ def test_progress_is_said_off_a_terminal(target, tmp_path, capsys):
 
     prompts = _prompts(tmp_path, [{"input_ids": [5, 6]}, {"input_ids": [7, 8]}, {"input_ids": [9, 10]}])
     done = record(str(target), prompts, tmp_path / "out", [1, 2], max_new_tokens=2, every=0.0)
-    err = capsys.readouterr().err.splitlines()
-    assert done.samples == 3 and err[0] == "record: 3 prompts to record", err
-    assert "record: 2 of 3 prompts, about" in "\n".join(err) and not any("\r" in line for line in err)
+    err = capsys.readouterr().err
+    assert done.samples == 3 and "\r" not in err, repr(err)  # lines, not a terminal's progress line redrawn
+    # the wording: the count to record, then a line per prompt (every=0.0) with the time left, which varies
+    assert_golden("test_record/test_progress_is_said_off_a_terminal.txt",
+                  re.sub(r"about \d+ s left", "about N s left", err))
 
 
 def test_the_prompts_file_is_streamed(tmp_path):
@@ -208,7 +227,8 @@ sys.exit(main(["record", *sys.argv[1:]]))
 
 def _stalled_run(tmp_path: Path, args: list[str], signum: int) -> str:
     """record in a subprocess, its second prompt stalled 60 s in C; ``signum`` sent once the first is kept. Asserts
-    the run ended within 5 s with 128 + the signal, the first prompt kept, nothing else; returns its stderr."""
+    the run ended within 5 s with 128 + the signal, the first prompt kept, nothing else; returns what the tool said
+    on stderr (its own lines: the progress lines and any library's warnings apart)."""
     # each prompt makes 5 forward calls (4 generated tokens, then the recording pass): call 6 is prompt 2's first
     proc = subprocess.Popen([sys.executable, "-c", _STALL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "STALL": "6"})
@@ -222,10 +242,10 @@ def _stalled_run(tmp_path: Path, args: list[str], signum: int) -> str:
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signum and time.monotonic() - sent < 5, (proc.returncode, err)
-    assert f"interrupted by signal {int(signum)}; 1 of 4 prompts recorded are kept in" in err, err
+    said = "\n".join(line for line in err.splitlines() if line.startswith("eagle3-checks: "))
     assert not (tmp_path / "out").exists() and not list((tmp_path / "out.partial").rglob("*.tmp"))
     assert sorted(p.name for p in (tmp_path / "out.partial" / "hidden_states").iterdir()) == ["hs_0.safetensors"]
-    return err
+    return said
 
 
 def _stall_args(target: Path, tmp_path: Path) -> list[str]:
@@ -239,9 +259,12 @@ def test_sigterm_stops_record_at_once_and_the_same_command_resumes(target, tmp_p
     handler runs: record ends within 5 s with 143, the prompt under way discarded, the first kept in OUT.partial; the
     same command resumes it, and the result is byte for byte what an uninterrupted run writes."""
     args = _stall_args(target, tmp_path)
-    _stalled_run(tmp_path, args, signal.SIGTERM)
+    said = _stalled_run(tmp_path, args, signal.SIGTERM)
     assert main(["record", *args]) == 0
-    assert "1 of them by an interrupted run, resumed" in capsys.readouterr().out
+    resumed = capsys.readouterr().out
+    # the wording: the signal, what is kept and where, how to resume; then the resumed run's report
+    assert_golden("test_record/test_sigterm_stops_record_at_once_and_the_same_command_resumes.txt",
+                  said + "\n\n" + _timeless(resumed), {"TMP": tmp_path})
     assert not (tmp_path / "out.partial").exists()
     whole = tmp_path / "whole"
     assert main(["record", *args[:4], str(whole), *args[5:]]) == 0
@@ -251,7 +274,9 @@ def test_sigterm_stops_record_at_once_and_the_same_command_resumes(target, tmp_p
 
 
 def test_sigint_stops_record_at_once(target, tmp_path):
-    _stalled_run(tmp_path, _stall_args(target, tmp_path), signal.SIGINT)
+    said = _stalled_run(tmp_path, _stall_args(target, tmp_path), signal.SIGINT)
+    # the wording: the signal, what is kept and where, how to resume
+    assert_golden("test_record/test_sigint_stops_record_at_once.txt", said, {"TMP": tmp_path})
 
 
 def test_a_kept_run_of_other_arguments_is_not_resumed(target, tmp_path, capsys):
@@ -261,7 +286,10 @@ def test_a_kept_run_of_other_arguments_is_not_resumed(target, tmp_path, capsys):
     (partial / "hidden_states").mkdir(parents=True)
     (partial / "run.json").write_text(json.dumps({"target": "elsewhere"}))
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2"]) == 2
-    assert "holds an interrupted run of other arguments" in capsys.readouterr().err and partial.is_dir()
+    err = capsys.readouterr().err
+    assert partial.is_dir()
+    # the wording: OUT.partial holds a run of other arguments (which), and what to do
+    assert_golden("test_record/test_a_kept_run_of_other_arguments_is_not_resumed.txt", err, {"TMP": tmp_path})
     assert main(["record", str(target), "--prompts", str(prompts), "--out", str(out), "--layers", "1,2",
                  "--restart", "--max-new-tokens", "2"]) == 0
     assert (out / "hidden_states" / "hs_1.safetensors").is_file() and not partial.exists()

@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 pytest.importorskip("pyarrow")
 
 from eagle3_checks.cli import main
-from helpers import load_conformance
+from helpers import assert_golden, load_conformance
 
 RECORDING = Path(__file__).parent / "conformance" / "served" / "llamacpp-0.3.36.json"
 RECORDED = json.loads(RECORDING.read_text())
@@ -255,7 +255,9 @@ def test_served_through_the_command_with_its_chart(served_world, tmp_path, capsy
                  "llamacpp", "--data", str(data), "--loss-mask", str(data), "--target",
                  str(served_world["world"] / "target"), "--format", "markdown"])
     out = capsys.readouterr().out
-    assert code == 1 and "### eagle3-checks served: otherwise" in out
+    assert code == 1  # the verdict "otherwise" (Verdict.exit_code)
+    # the wording: the verdict heading, the server's line, the table, the chart and the verdict's sentence
+    assert_golden("test_served/test_served_through_the_command_with_its_chart.txt", out, {"TMP": tmp_path})
     # the chart's series are the table's: the server's bars, then each reading's line in the table's order
     rows = [line for line in out.splitlines() if line.startswith("| ") and not line.startswith("| reading")]
     table = [line.split("|")[3].split() for line in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import itertools
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from eagle3_checks.drafter.example import EXAMPLE, drafter_files, write_checkpoi
 from eagle3_checks.gate import gate, parse_options
 from eagle3_checks.storage.safetensors import DTYPES, RawTensor, load_array, read_bytes
 from eagle3_checks.storage.torch_bin import read_bin, walk_pickle
-from helpers import FUZZ, assert_fails, gate_everything
+from helpers import FUZZ, assert_fails, assert_golden, gate_everything
 
 torch = pytest.importorskip("torch")
 
@@ -82,6 +83,15 @@ def pkl_of(path: Path) -> bytes:
 
 def gate_at(path: Path, level: str, **kw):
     return gate(path, parse_options(reference="none", engine="vllm", level=level, **kw))
+
+
+def check_lines(out: str, check: str) -> list[str]:
+    """One check's part of a text report: its status line (the padding after the check id closed up) and the
+    indented lines of its findings below it."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line[8:].split(" ")[0] == check)
+    block = [re.sub(r"(?<=\S)  +", "  ", lines[at])]
+    return block + list(itertools.takewhile(lambda line: line.startswith(" " * 8), lines[at + 1:]))
 
 
 def summary(result) -> list:
@@ -230,10 +240,14 @@ def test_a_bin_whose_pickle_calls_code_is_refused_without_running_it(pair, tmp_p
     assert main(["check", str(bin_path), "--level", "forward", "--reference", "none"]) == 1
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
-    assert "pytorch_model.bin (byte " in out.out and "holds more than plain tensors: " in out.out
-    assert ("posix.system" if call == "os.system" else "__builtin__.eval") in out.out  # protocol 2's names
+    # the report's files check: the file, the byte, what the pickle calls (protocol 2's names: posix.system,
+    # __builtin__.eval), never run
+    assert_golden(f"test_torch_bin/test_a_bin_whose_pickle_calls_code_is_refused_without_running_it-{call}.txt",
+                  "\n".join(check_lines(out.out, "files")) + "\n")
     assert not marker.exists()
     result = gate_at(bin_path, "header")
+    [f] = result.result("files").findings
+    assert f.code == "files/wrong-format" and f.file == "pytorch_model.bin" and f.offset > 0
     assert_fails(result, "files", "holds more than plain tensors", "never load this file with torch.load")
     assert not open_checkpoint(bin_path).complete
     assert not marker.exists()
@@ -351,10 +365,13 @@ def test_broken_archives_are_clear_files_errors(tmp_path, pair, capsys, how, fra
     assert main(["check", str(bin_path), "--level", "scan", "--reference", "none"]) == 1
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err and "crashed" not in out.out
-    assert "pytorch_model.bin (byte " in out.out, out.out
     result = gate_at(bin_path, "header")
     assert_fails(result, "files", "pytorch_model.bin", *fragments)
-    assert all("torch.load" in f.why for f in result.result("files").findings)
+    found = result.result("files").findings
+    assert any(x.file == "pytorch_model.bin" and x.offset is not None for x in found)  # the byte it points at
+    # each finding's message, why (torch.load's) and fix
+    assert_golden(f"test_torch_bin/test_broken_archives_are_clear_files_errors-{how}.txt",
+                  "".join(f"{x.message}\nwhy: {x.why}\nfix: {x.fix}\n" for x in found))
     assert f.read_bytes() == before
 
 

@@ -15,7 +15,9 @@ from eagle3_checks.defects import Draft
 from eagle3_checks.drafter.checkpoint import open_checkpoint
 from eagle3_checks.drafter.layout import FLAT, SPECULATORS
 from eagle3_checks.engines.vllm_0_33 import SPECULATIVE_FIELDS_0_33, SPECULATIVE_FIELDS_0_34
-from helpers import codes, run
+from helpers import codes, goldens, run
+
+golden = goldens("test_vllm_0_34")  # tests/golden/test_vllm_0_34/TEST.txt
 
 OLD, NEW = "vllm@0.33.0", "vllm@0.34.0"
 RECIPES = Path(__file__).parent / "conformance" / "recipes"
@@ -35,8 +37,6 @@ def loads(result, spec: str) -> str:
     return next(r.status for r in result.results if r.check.id == "engine.loads" and r.engine == spec)
 
 
-
-
 def launch_file(tmp_path: Path, **spec) -> str:
     path = tmp_path / "launch.json"
     path.write_text(json.dumps({"speculative_config": {"method": "eagle3", "model": "D",
@@ -48,7 +48,9 @@ def test_the_bare_name_means_the_newest_release():
     newest = f"vllm@{engines.releases('vllm')[-1][0].version}"  # the last release of the records, by version
     assert engines.resolve(None).specs[0] == newest and engines.resolve("vllm").specs == (newest,)
     judged = engines.judge("vllm", "0.34.0")
-    assert judged.warning is None and "recorded 2026-12-06" in judged.note and judged.release == "0.34.0"
+    assert judged.warning is None and judged.release == "0.34.0"
+    assert engines.profile(OLD).release("0.34.0").recorded == "2026-12-06"
+    golden("test_the_bare_name_means_the_newest_release", judged.note + "\n")  # "recorded 2026-12-06"
     assert engines.judge("vllm", "0.35.0").warning  # newer than every recorded release: judged as 0.34.0, warned
 
 
@@ -61,7 +63,10 @@ def test_a_peagle_drafter_loads_on_0_33_with_parallel_drafting_and_is_refused_by
     assert loads(both, OLD) == "passed" and loads(both, NEW) == "failed"
     assert "engine.loads/refused" in codes(both, engine=NEW) and "engine.loads/refused" not in codes(both, engine=OLD)
     refused = next(f for r in both.results if r.engine == NEW and r.check.id == "engine.loads" for f in r.findings)
-    assert "P-EAGLE (parallel drafting EAGLE-3) is not supported" in refused.message
+    assert refused.code == "engine.loads/refused"
+    # vLLM's ValueError: "P-EAGLE (parallel drafting EAGLE-3) is not supported"
+    golden("test_a_peagle_drafter_loads_on_0_33_with_parallel_drafting_and_is_refused_by_0_34",
+           f"{refused.code}: {refused.message}\n")
     # the P-EAGLE kind is a speculators drafter: its config and its mask_hidden are what they should be
     assert not {"config.fields/speculators-model-type", "keys/unknown-tensor", "keys/unexpected-tensor"} & codes(both)
 
@@ -70,7 +75,7 @@ def test_on_0_33_a_peagle_drafter_launched_without_parallel_drafting_skips_its_m
     result = run(peagle(tmp_path), level="header", engine=OLD)
     assert loads(result, OLD) == "failed" and "engine.loads/ignored-unknown" in codes(result, engine=OLD)
     r = engines.read(open_checkpoint(peagle(tmp_path / "b")), OLD)
-    assert "mask_hidden" in r.ignored and r.kind == "peagle" and r.norm_before_residual is False
+    assert set(r.ignored) == {"mask_hidden", "t2d"} and r.kind == "peagle" and r.norm_before_residual is False
 
 
 def test_a_peagle_config_without_mask_token_id_is_refused_by_0_33(tmp_path):
@@ -106,10 +111,10 @@ def test_the_v1_runner_advice_names_the_releases_it_applies_to(tmp_path):
     path = d.save(tmp_path / "nested-only")
     old, new = (engines.read(open_checkpoint(path), s) for s in (OLD, NEW))
     assert old.aux_layer_ids is None and new.aux_layer_ids is None
-    why = old.sources["aux_layer_ids"]
-    assert "vLLM 0.28.0 to 0.33.0 only" in why and "VLLM_USE_V2" in why
-    assert "VLLM_USE_V2" not in new.sources["aux_layer_ids"] and "0.34.0 has Model Runner V2 only" in \
-        new.sources["aux_layer_ids"]
+    # 0.33.0: "vLLM 0.28.0 to 0.33.0 only" have the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0); 0.34.0: "0.34.0 has Model
+    # Runner V2 only", and no VLLM_USE_V2 advice
+    golden("test_the_v1_runner_advice_names_the_releases_it_applies_to",
+           f"{OLD}: {old.sources['aux_layer_ids']}\n{NEW}: {new.sources['aux_layer_ids']}\n")
     top = engines.read(open_checkpoint(Draft.example(FLAT).save(tmp_path / "top")), NEW)
     assert top.aux_layer_ids == [1, 3, 5]
     assert top.sources["aux_layer_ids"] == "config.json: eagle_aux_hidden_state_layer_ids"
@@ -156,7 +161,9 @@ def test_mask_hidden_in_an_eagle3_drafter_is_skipped_by_both_and_named_by_keys(t
     d.add("mask_hidden", (1, 3 * d.shape.ht))
     bad = run(d.save(tmp_path / "m"), level="header", engine=f"{OLD},{NEW}")
     assert "keys/unexpected-tensor" in codes(bad)
-    for spec, why in ((OLD, "unless the launch enables parallel drafting"), (NEW, "not supported for EAGLE-3")):
-        assert why in engines.read(open_checkpoint(tmp_path / "m"), spec).ignored["mask_hidden"]
+    # why each skips it: 0.33.0 "unless the launch enables parallel drafting", 0.34.0 "not supported for EAGLE-3"
+    golden("test_mask_hidden_in_an_eagle3_drafter_is_skipped_by_both_and_named_by_keys",
+           "".join(f"{spec}: {engines.read(open_checkpoint(tmp_path / 'm'), spec).ignored['mask_hidden']}\n"
+                   for spec in (OLD, NEW)))
     good = run(Draft.example(FLAT).save(tmp_path / "g"), level="header", engine=f"{OLD},{NEW}")
     assert "keys/unexpected-tensor" not in codes(good)
