@@ -153,8 +153,12 @@ def assert_clean(result: GateResult) -> None:
 # ----- the defect catalogue (eagle3_checks/defects.py): one defect each, written -------------------------------------
 
 def write_defect(d: Drafter, defect: Defect) -> Path:
-    """Write drafter ``d`` with one defect of the catalogue (in the shards it needs, its written files edited)."""
-    return defect.write(d, d.root)
+    """Write drafter ``d`` with one defect of the catalogue (in the shards it needs, its written files edited), and
+    the speculators config beside it where ``d`` keeps one (:class:`Drafter` ``trained``)."""
+    path = defect.write(d, d.root)
+    if d.beside is not None:
+        (path / "config_speculators.json").write_text(json.dumps(d.beside, indent=2) + "\n")
+    return path
 
 
 CLEAN = [

@@ -160,13 +160,24 @@ def test_drawn_drafters_converge(tmp_path_factory, case, engine, convention, wit
     converges(path, engine=engine, aux_convention=convention, target_config=str(target) if target else None)
 
 
-@pytest.mark.parametrize("defect, layout", [(d, layout) for d in CATALOGUE for layout in d.layouts
-                                            if not d.in_options and not d.data and not d.replay])
+# the catalogue's layouts, and the flat one as convert and the embedded example write it: with the speculators
+# config it was converted from kept beside it (config_speculators.json), from which its trainer reading is read
+BESIDE = "flat-beside"
+
+
+CATALOGUE_CASES = [(d, layout) for d in CATALOGUE
+                   for layout in (*d.layouts, *((BESIDE,) if "flat" in d.layouts else ()))
+                   if not d.in_options and not d.data and not d.replay]
+
+
+@pytest.mark.parametrize("defect, layout", CATALOGUE_CASES, ids=[f"{d.name}-{layout}" for d, layout in CATALOGUE_CASES])
 def test_the_catalogue_converges_and_breaks_no_verdict(drafter, target_path, defect, layout):
     """Every defect of the catalogue, gated for vLLM and SGLang with the example's target: following the fixes never
     fails a check that passed, applies only what rests on read, recorded or measured evidence, and a second fix
-    changes nothing."""
-    path = write_defect(drafter(layout), defect)
+    changes nothing. The flat drafter with its speculators config beside it too: fix once wrote head_dim into a
+    transformer_layer_config of the flat config.json (where the trainer's layout keeps it), and the drafter then read
+    as speculators' layout (head-dim-missing: 7 errors of one cause before, 25 after)."""
+    path = write_defect(drafter("flat", trained=True) if layout == BESIDE else drafter(layout), defect)
     options = {k: v for k, v in defect.options.items() if k in ("aux_convention", "trainer")}
     converges(path, engine=BOTH, target_config=str(target_path), **options)
 

@@ -345,12 +345,18 @@ def _stated(raw: dict, op: dict) -> dict:
 
 
 def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
+    """The operations on ``raw``, the checkpoint's own config.json: where a value goes follows that file's layout,
+    not the trainer reading's. A flat drafter converted from speculators keeps speculators' config beside it and its
+    trainer reading is read from there: a transformer_layer_config written into its flat file made every reader take
+    it for speculators' layout (the demo's flat example without head_dim: 7 errors of one cause before fix, 25
+    after)."""
     value = getattr(trained, name)
-    layer = "/transformer_layer_config" if trained.layout == "speculators" and name in _LAYER_KNOBS else ""
+    nested = "speculators_model_type" in raw or isinstance(raw.get(TLC), dict)
+    layer = "/transformer_layer_config" if nested and name in _LAYER_KNOBS else ""
     node = raw.get(TLC, {}) if layer else raw
     node = node if isinstance(node, dict) else {}
     if name == "feedback":
-        if trained.layout != "flat":
+        if nested:
             return [{"op": "add", "path": "/norm_output", "value": value == "normed"}]
         if value == "prenorm":
             return [{"op": "remove", "path": "/norm_output"}]
@@ -358,7 +364,7 @@ def _patch_ops(name: str, trained: Reading, raw: dict) -> list[dict] | None:
                 {"op": "add", "path": f"/{PROVENANCE}/trainer", "value": "speculators"}]
     if name == "input_norm":
         ops = [{"op": "add", "path": "/norm_before_fc", "value": value}]
-        if trained.layout == "flat" and isinstance(raw.get("eagle_config"), dict):
+        if not nested and isinstance(raw.get("eagle_config"), dict):
             ops.append({"op": "add", "path": "/eagle_config/norm_before_fc", "value": value})
         return ops
     if name == "rope_theta":
