@@ -343,12 +343,16 @@ def steady(text: str) -> str:
 def assert_golden(name: str, text: str, paths: dict[str, Path] | None = None) -> None:
     """``text`` is tests/golden/NAME as committed; under ``pytest --update-goldens`` the file is rewritten instead
     (then review the diff, as pytest-regressions' --regen-all). The one golden-file helper of the suite. ``paths``:
-    folders of this run, written in the golden file as <KEY> (longest first), and the tool's version as VERSION."""
+    folders of this run, written in the golden file as <KEY> (longest first); the tool's version as VERSION, and the
+    newest vLLM and SGLang releases as <VLLM> and <SGLANG> (what a bare --engine means), so that a new default release
+    changes no golden file by hand."""
     from eagle3_checks import __version__
 
     for key, folder in sorted((paths or {}).items(), key=lambda kv: -len(str(kv[1]))):
         text = text.replace(str(folder), f"<{key}>")
     text = text.replace(f"eagle3-checks {__version__}", "eagle3-checks VERSION")
+    for key, version in (("VLLM", VLLM), ("SGLANG", SGLANG)):  # a new default release: regenerated, not edited
+        text = re.sub(rf"(?<![\d.]){re.escape(version)}(?!\.?\d)", f"<{key}>", text)
     path = GOLDEN / name
     if UPDATE_GOLDENS:
         path.parent.mkdir(exist_ok=True)
