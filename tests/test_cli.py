@@ -266,6 +266,28 @@ def test_diff(drafter, capsys):
                for f in data["findings"])
 
 
+def test_diff_says_what_it_did_not_compare(drafter, capsys):
+    """diff compares the two as specs: a tensor no drafter role names and a changed architectures are outside them.
+    Two drafters differing only there are not SAME (it said so, exit 0, of a drafter SGLang would refuse by its
+    architectures): NO ERROR, with what differs outside the spec named (``outside``); the same drafter twice is
+    SAME."""
+    a, b = drafter("flat"), drafter("flat")
+    a.tensors["extra_proj.weight"] = a.tensors["fc.weight"]
+    a.config["architectures"] = ["SomethingElse"]
+    a_path, b_path = a.write(), b.write()
+    code, out, _ = cli(capsys, "diff", a_path, b_path, "--format", "json")
+    data = json.loads(out)
+    assert code == data["exit_code"] == 0 and data["findings"] == []
+    assert data["outside"] == ["A's extra_proj.weight (no drafter role)",
+                               "architectures (['SomethingElse'] against ['LlamaForCausalLMEagle3'])"]
+    assert data["summary"].startswith("NO ERROR: ")
+    code, out, _ = cli(capsys, "diff", b_path, b_path, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["outside"] == [] and data["summary"].startswith("SAME: ")
+    code, out, _ = cli(capsys, "diff", a_path, b_path)
+    assert_golden("cli/test_diff_says_what_it_did_not_compare.txt", out, {"TMP": a_path.parent})
+
+
 def test_diff_compares_aux_ids_by_the_layers_they_select(drafter, tmp_path, capsys):
     """A speculators drafter's ids [1, 3, 5] count vLLM's way (the inputs of layers 1, 3, 5: the outputs of 0, 2, 4);
     a reference counted SGLang's way selects those layers with [0, 2, 4]. diff compared the numbers."""

@@ -385,7 +385,7 @@ def test_reports_survive_text_the_stream_cannot_encode(drafter, monkeypatch):
         out.flush()
         text = out.buffer.getvalue().decode()
         assert code in (0, 1), (argv, code)
-        # the lines naming the tensor, written escaped (fc.weight\u2192, in every format); diff names none of them
+        # the lines naming the tensor, written escaped (fc.weight\u2192, in every format); diff names it as not compared
         said += [f"$ {' '.join(argv[:1] + argv[2:])} (exit {code})"] + lines_naming(text, "fc.weight\\")
     assert_golden("test_integrity/test_reports_survive_text_the_stream_cannot_encode.txt", "\n".join(said) + "\n",
                   {"CKPT": path})

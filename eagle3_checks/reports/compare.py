@@ -29,6 +29,9 @@ class DiffReport:
     # why the two were not compared (a side whose config.json or tensor list cannot be read), None when they were
     not_compared: str | None
     failed: bool
+    # what differs outside the spec and was not compared (a tensor no drafter role names, architectures): said beside
+    # the verdict, for ``check`` judges it
+    outside: tuple[str, ...] = ()
 
     @property
     def errors(self) -> int:
@@ -72,7 +75,20 @@ def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: A
         findings += [_true_basis(dataclasses.replace(f, code=f"reference.diff/{f.code}", check="reference.diff"),
                                  candidate_ck) for f in diff(sides[0], sides[1], computes)]
     failed = any(f.severity is Severity.ERROR or (strict and f.severity is Severity.WARNING) for f in findings)
-    return DiffReport(findings, group_findings(findings, candidate_ck), not_compared, failed)
+    return DiffReport(findings, group_findings(findings, candidate_ck), not_compared, failed,
+                      _outside(candidate_ck, reference_ck))
+
+
+def _outside(candidate_ck: Any, reference_ck: Any) -> tuple[str, ...]:
+    """What a diff of the two as specs leaves out where they differ: each side's tensors that no drafter role names
+    (a checkpoint side only), and architectures when both sides are checkpoints and state it differently."""
+    out = [f"{side}'s {name} (no drafter role)" for side, ck in zip(SIDES, (candidate_ck, reference_ck), strict=True)
+           if ck is not None for name, parsed in ck.names.items() if parsed.role is None]
+    if candidate_ck is not None and reference_ck is not None:
+        archs = [(ck.config_raw or {}).get("architectures") for ck in (candidate_ck, reference_ck)]
+        if archs[0] != archs[1]:
+            out.append(f"architectures ({archs[0]!r} against {archs[1]!r})")
+    return tuple(out)
 
 
 def _true_basis(f: Finding, ck: Any) -> Finding:
@@ -97,11 +113,22 @@ def _true_basis(f: Finding, ck: Any) -> Finding:
                                rests_on=f"{f.key} is not stated in the candidate's config ({entry.source})")
 
 
+# what a diff compares: the two sides as specs (drafter/spec.py). A tensor no drafter role names, and config fields
+# outside the spec (architectures, which SGLang picks the model class by), are not compared: ``check`` judges them.
+COMPARED = "compared: tensors by drafter role, shapes, dtypes and the config's semantic fields"
+
+
 def _verdict(report: DiffReport) -> str:
+    """DIFFERENT when a finding fails the diff; SAME only with no finding and nothing differing outside the spec;
+    NO ERROR in between (the sides differ, in nothing that fails). Each says what was compared, so that SAME never
+    reads as "the same files"."""
     n = report.causes.count(Severity.ERROR)
     errors = f"{report.errors} error(s)" + (f" from {n} root cause{'s' if n != 1 else ''}" if report.errors else "")
-    word = "NOT COMPARED" if report.not_compared else "DIFFERENT" if report.failed else "SAME"
-    return f"{word}: {errors}, {len(report.findings) - report.errors} other"
+    word = ("NOT COMPARED" if report.not_compared else "DIFFERENT" if report.failed else
+            "NO ERROR" if report.findings or report.outside else "SAME")
+    scope = "" if report.not_compared else f" ({COMPARED}" + (
+        f"; not compared, and differing: {', '.join(report.outside)}" if report.outside else "") + ")"
+    return f"{word}: {errors}, {len(report.findings) - report.errors} other{scope}"
 
 
 def render_diff_text(report: DiffReport, candidate: str, reference: str) -> str:
@@ -125,14 +152,15 @@ def render_diff_text(report: DiffReport, candidate: str, reference: str) -> str:
 
 
 def render_diff_json(report: DiffReport, candidate: str, reference: str) -> str:
-    """Schema version 1 (candidate, reference, exit_code, findings); causes, a finding's cause, compared and
-    not_compared only add fields."""
+    """Schema version 1 (candidate, reference, exit_code, findings); causes, a finding's cause, compared,
+    not_compared and outside (what differs outside the spec, not compared) only add fields."""
     def finding(f: Finding) -> dict[str, Any]:
         cause = report.causes.cause_of(f)
         return {**f.to_dict(), **({"cause": cause.key} if cause is not None else {})}
 
     return json.dumps({"schema_version": 1, "candidate": candidate, "reference": reference,
                        "exit_code": int(report.failed), "compared": report.not_compared is None,
+                       "outside": list(report.outside),
                        **({"not_compared": report.not_compared} if report.not_compared else {}),
                        "summary": _verdict(report), "causes": causes_json(report.causes),
                        "findings": [finding(f) for f in report.findings]}, indent=2) + "\n"
