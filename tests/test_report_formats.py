@@ -789,3 +789,18 @@ def test_diff_groups_by_root_cause_as_check_does(drafter, capsys):
     result = run(path, reference="aq-medai-kimi-k2-eagle3", level="header")
     (cause,) = [c for c in group(result).groups if c.key == "config.json: hidden_size"]
     assert cause.finding.code == "reference.diff/config-field" and len(cause.also) == len(hidden["also_affects"])
+
+
+def test_a_run_without_a_reference_note_shows_no_empty_parentheses(drafter):
+    """A gate run given no reference and no note about it (as accept runs its checks): the text and markdown headers
+    say the reference is - and stop there; they showed "- ()"."""
+    from eagle3_checks.drafter.checkpoint import open_checkpoint
+    from eagle3_checks.gate import parse_options, run_gate
+    from eagle3_checks.reports.markdown import render_markdown
+    from eagle3_checks.reports.text import render_text
+
+    result = run_gate(open_checkpoint(drafter("flat").write()), parse_options(level="header", engine=f"vllm@{VLLM}"))
+    assert result.reference_note == "" and result.reference_name is None
+    text, markdown = render_text([result]), render_markdown([result])
+    assert "  reference: -\n" in text and "reference **-** · **" in markdown
+    assert "()" not in text.split("\n  engine")[0] and "- ()" not in markdown

@@ -36,7 +36,7 @@ def render_markdown(results: list[GateResult]) -> str:
         causes = group(result)
         out += [f"### eagle3-checks: `{ck.display}`", "",
                 f"Layout **{ck.layout}** · reference **{result.reference_name or '-'}** "
-                f"({_md(result.reference_note)}) · "
+                + (f"({_md(result.reference_note)}) · " if result.reference_note else "· ") +
                 f"**{summary_line(result, causes)}**", ""]
         out += [f"Engine {_md(f'{spec}: {why}')}  " for spec, why in zip(result.options.engines(),
                                                                       result.options.engine_notes, strict=False)]

@@ -106,7 +106,8 @@ def _header(result: GateResult) -> list[str]:
     files = ", ".join(ck.weight_files) or "no readable weights"
     lines = [f"eagle3-checks {__version__} · {ck.display}",
              f"  layout: {ck.layout} ({ck.layout_source}) · {len(ck.tensors)} tensors in {files}",
-             f"  reference: {result.reference_name or '-'} ({result.reference_note})"]
+             f"  reference: {result.reference_name or '-'}" + (f" ({result.reference_note})" if result.reference_note
+                                                                else "")]
     if result.options.target_config:
         lines.append(f"  target config: {result.options.target_config}")
     lines += [f"  engine {spec}: {why}" for spec, why in zip(result.options.engines(), result.options.engine_notes,
