@@ -605,8 +605,9 @@ def cmd_fix(args: argparse.Namespace) -> int:
     done = fix(src, args.dst, options, force=args.force)
     assert done.result is not None  # fix() gates the fixed checkpoint (SRC, when it wrote nothing)
     if done.applied:
-        lines = [f"wrote {done.dst}: {len(done.edits)} config edit(s) in {done.rounds} round(s)"
-                 + (f", {len(done.repairs)} tensor repair(s)" if done.repairs else "")]
+        did = ([f"{len(done.edits)} config edit(s) in {done.rounds} round(s)"] if done.edits else []) + \
+            ([f"{len(done.repairs)} tensor repair(s)"] if done.repairs else [])
+        lines = [f"wrote {done.dst}: {', '.join(did)}"]
     elif not [f for f in done.result.findings() if f.severity.value in ("error", "warning")]:
         lines = [f"nothing to fix: {args.src} passes the gate with no error or warning (nothing written to "
                  f"{args.dst})"]
