@@ -286,6 +286,12 @@ def test_diff_says_what_it_did_not_compare(drafter, capsys):
     assert code == 0 and data["outside"] == [] and data["summary"].startswith("SAME: ")
     code, out, _ = cli(capsys, "diff", a_path, b_path)
     assert_golden("cli/test_diff_says_what_it_did_not_compare.txt", out, {"TMP": a_path.parent})
+    many = drafter("flat")
+    for i in range(7):  # a whole model given by mistake: the first five named, the rest counted
+        many.tensors[f"extra_{i}.weight"] = many.tensors["fc.weight"]
+    code, out, _ = cli(capsys, "diff", many.write(), b_path, "--format", "json")
+    assert json.loads(out)["outside"] == [f"A's extra_{i}.weight (no drafter role)" for i in range(5)] + [
+        "2 more of A's tensors with no drafter role"]
 
 
 def test_diff_compares_aux_ids_by_the_layers_they_select(drafter, tmp_path, capsys):

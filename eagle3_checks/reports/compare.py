@@ -20,6 +20,7 @@ from .json_report import causes_json
 from .text import cause_lines, finding_lines
 
 SIDES = ("A", "B")
+SHOWN = 5  # the tensors with no drafter role a verdict names, per side (a whole model given by mistake has hundreds)
 
 
 @dataclass
@@ -82,8 +83,12 @@ def compare(candidate: Spec, candidate_ck: Any, reference: Spec, reference_ck: A
 def _outside(candidate_ck: Any, reference_ck: Any) -> tuple[str, ...]:
     """What a diff of the two as specs leaves out where they differ: each side's tensors that no drafter role names
     (a checkpoint side only), and architectures when both sides are checkpoints and state it differently."""
-    out = [f"{side}'s {name} (no drafter role)" for side, ck in zip(SIDES, (candidate_ck, reference_ck), strict=True)
-           if ck is not None for name, parsed in ck.names.items() if parsed.role is None]
+    out = []
+    for side, ck in zip(SIDES, (candidate_ck, reference_ck), strict=True):
+        roleless = [name for name, parsed in ck.names.items() if parsed.role is None] if ck is not None else []
+        out += [f"{side}'s {name} (no drafter role)" for name in roleless[:SHOWN]]
+        if len(roleless) > SHOWN:
+            out.append(f"{len(roleless) - SHOWN} more of {side}'s tensors with no drafter role")
     if candidate_ck is not None and reference_ck is not None:
         archs = [(ck.config_raw or {}).get("architectures") for ck in (candidate_ck, reference_ck)]
         if archs[0] != archs[1]:
