@@ -448,6 +448,8 @@ CATALOGUE = (
            'naming ["LlamaModel"] (no engine serves it)', config(architectures=["LlamaModel"]), layouts=(FLAT,)),
     Defect("num-hidden-layers-off", "config.layers/count-mismatch",
            "stating num_hidden_layers 2 (the file holds one layer)", layer_config(num_hidden_layers=2)),
+    Defect("draft-vocab-size-unstated", "config.vocab-sizes/draft-vocab-unstated",
+           "without draft_vocab_size (lm_head has 128 rows)", config(draft_vocab_size=REMOVE)),
     Defect("draft-vocab-size-off", "config.vocab-sizes/draft-vocab-mismatch",
            "stating draft_vocab_size 136 (lm_head has 128 rows)",
            config(draft_vocab_size=EXAMPLE.draft_vocab_size + 8)),

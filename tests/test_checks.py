@@ -13,7 +13,7 @@ from eagle3_checks.drafter.example import EXAMPLE
 from eagle3_checks.gate import FAILED, PASSED, SKIPPED, WARNED, all_checks
 from eagle3_checks.registry import modelled_only
 from eagle3_checks.storage.safetensors import RawTensor, from_numpy
-from helpers import SGLANG, assert_fails, assert_golden, mla_drafter, run
+from helpers import SGLANG, VLLM, assert_fails, assert_golden, codes, mla_drafter, run
 
 
 def findings(result, check_id, severity=None):
@@ -397,6 +397,21 @@ def test_config_vocab_sizes_unstated_draft_vocab(drafter):
     assert_fails(result, "config.vocab-sizes/draft-vocab-unstated")
     golden("test_config_vocab_sizes_unstated_draft_vocab",
            said(result, "config.vocab-sizes/draft-vocab-unstated"))  # fix: add "draft_vocab_size": 128
+    [f] = [f for f in result.findings() if f.code == "config.vocab-sizes/draft-vocab-unstated"]
+    assert [(op["path"], op["value"]) for op in f.patch] == [("/draft_vocab_size", 128)]  # lm_head's rows
+
+
+def test_an_unstated_draft_vocab_on_speculators_is_its_default_and_no_engine_patch_rests_on_it(drafter):
+    """speculators' draft_vocab_size defaults to 32000: unstated beside a 128-row lm_head, the finding says it is the
+    default (it said "draft_vocab_size 32000 exceeds vocab_size 512", read), its patch states the rows, and
+    engine.semantics offers no patch of 32000 (a value no drafter with this lm_head was trained with)."""
+    d = drafter("speculators")
+    del d.config["draft_vocab_size"]
+    result = run(d.write(), engine=f"vllm@{VLLM}", level="header")
+    assert "config.vocab-sizes/draft-exceeds-vocab" not in codes(result)
+    [f] = [f for f in result.findings() if f.code == "config.vocab-sizes/draft-vocab-unstated"]
+    assert (f.found, f.expected, [op["value"] for op in f.patch]) == ("absent (default 32000)", "128", [128])
+    assert not [g for g in result.findings() if g.code == "engine.semantics/draft-vocab-size" and g.patch]
 
 
 def test_config_vocab_sizes_draft_larger(drafter):

@@ -354,6 +354,20 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
                         fix=f"set vocab_size to the verifier's vocabulary ({shape[0]} if the tensors are right)")
     if dv is None:
         return
+    # the draft vocabulary's rows, read from the tensors; fix states them where every such tensor agrees
+    rows = {shape[0] for role in ("lm_head.weight", "d2t") if (shape := ckpt.shape(role))}
+    if not cfg.explicit("draft_vocab_size") and rows and rows != {dv}:
+        role = next(r for r in ("lm_head.weight", "d2t") if ckpt.shape(r))
+        n = ckpt.shape(role)[0]
+        source = (cfg.entry("draft_vocab_size").source if cfg.entry("draft_vocab_size") else None) or "default"
+        yield error(f"{CONFIG}: draft_vocab_size is not stated and defaults to {dv} ({source}), but "
+                    f"{ckpt.roles[role]} has {n} rows", file=CONFIG, key=dv_key, expected=str(n),
+                    found=f"absent (default {dv})",
+                    why="engines size lm_head and d2t from draft_vocab_size: built with the default, the lm_head "
+                    f"does not fit its {n} rows (vLLM fails on the weight shape) and no d2t mapping is created",
+                    fix=f"add \"draft_vocab_size\": {n}", code="draft-vocab-unstated",
+                    patch=[add(pointer(dv_key), n)] if len(rows) == 1 else None)
+        return
     if dv > v:
         yield error(f"{CONFIG}: draft_vocab_size {dv} exceeds vocab_size {v}", file=CONFIG, key=dv_key,
                     expected=f"<= {v}", found=str(dv), why="the draft vocabulary is a subset of the target's",
@@ -362,19 +376,11 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
         shape = ckpt.shape(role)
         if not shape or shape[0] == dv:
             continue
-        if not cfg.explicit("draft_vocab_size"):
-            yield error(f"{CONFIG}: draft_vocab_size is not stated and defaults to vocab_size {v}, but "
-                        f"{ckpt.roles[role]} has {shape[0]} rows", file=CONFIG, key=dv_key, expected=str(shape[0]),
-                        found=f"absent (default {v})",
-                        why="vLLM then builds a full-vocabulary lm_head and fails on the weight shape, and no d2t "
-                        "mapping is created",
-                        fix=f"add \"draft_vocab_size\": {shape[0]}", code="draft-vocab-unstated")
-        else:
-            yield error(f"{CONFIG}: draft_vocab_size {dv}, but {ckpt.roles[role]} has {shape[0]} rows", file=CONFIG,
-                        key=dv_key, expected=str(shape[0]), found=str(dv),
-                        why="engines size lm_head and d2t from draft_vocab_size; a mismatch fails at load or "
-                        "maps logits to the wrong tokens",
-                        fix=f"set draft_vocab_size: {shape[0]} if the tensors are right", code="draft-vocab-mismatch")
+        yield error(f"{CONFIG}: draft_vocab_size {dv}, but {ckpt.roles[role]} has {shape[0]} rows", file=CONFIG,
+                    key=dv_key, expected=str(shape[0]), found=str(dv),
+                    why="engines size lm_head and d2t from draft_vocab_size; a mismatch fails at load or "
+                    "maps logits to the wrong tokens",
+                    fix=f"set draft_vocab_size: {shape[0]} if the tensors are right", code="draft-vocab-mismatch")
         break
 
 
