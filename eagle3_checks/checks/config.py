@@ -357,9 +357,9 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
     # the draft vocabulary's rows, read from the tensors; fix states them where every such tensor agrees
     rows = {shape[0] for role in ("lm_head.weight", "d2t") if (shape := ckpt.shape(role))}
     if not cfg.explicit("draft_vocab_size") and rows and rows != {dv}:
-        role = next(r for r in ("lm_head.weight", "d2t") if ckpt.shape(r))
-        n = ckpt.shape(role)[0]
-        source = (cfg.entry("draft_vocab_size").source if cfg.entry("draft_vocab_size") else None) or "default"
+        role, n = next((r, s[0]) for r in ("lm_head.weight", "d2t") if (s := ckpt.shape(r)))
+        entry = cfg.entry("draft_vocab_size")
+        source = (entry.source if entry is not None else None) or "default"
         yield error(f"{CONFIG}: draft_vocab_size is not stated and defaults to {dv} ({source}), but "
                     f"{ckpt.roles[role]} has {n} rows", file=CONFIG, key=dv_key, expected=str(n),
                     found=f"absent (default {dv})",
