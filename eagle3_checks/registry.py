@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .drafter.checkpoint import Checkpoint
 from .drafter.config_values import TargetConfig
@@ -23,6 +23,9 @@ from .drafter.spec import Spec
 from .fast_dataclass import dataclass
 from .options import LEVELS, GateOptions
 from .storage.target_weights import TargetEmbedding
+
+if TYPE_CHECKING:
+    from .drafter.defect_kit import Defect  # an example declared with its check (numpy: not on the header path)
 
 # a finding code's slug: kebab-case, as ``absolute-ids``; the whole code is ``CHECK_ID/SLUG``
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -187,8 +190,9 @@ class Check:
     modelled_only: bool = False
     # the kinds of finding it reports: slug -> its meaning and severity (``explain``, ``list --format json``, SARIF)
     codes: tuple[tuple[str, Code | str], ...] = ()
-    # the defect of the catalogue (eagle3_checks/defects.py) that fails it: its example for `eagle3-checks explain`
-    example: str = ""
+    # the defect that fails it, its example for `eagle3-checks explain`: a defect of the catalogue by name
+    # (eagle3_checks/defects.py), or one declared here (drafter.defect_kit.Defect), which the catalogue then holds
+    example: str | Defect = ""
     # per engine, but only for the releases judged live (--engine NAME@installed): no result for the others
     live_only: bool = False
 
@@ -226,10 +230,11 @@ REGISTRY: dict[str, Check] = {}
 def check(id: str, title: str, *, level: str = "header", needs: tuple[str, ...] = (), guards: str = "",
           evidence: tuple[str, ...] = (), per_engine: bool = False,
           requires: Callable[[], str | None] | None = None, fix: str = "", modelled_only: bool = False,
-          codes: dict[str, str | Code] | None = None, example: str = "", live_only: bool = False) -> Callable:
+          codes: dict[str, str | Code] | None = None, example: str | Defect = "", live_only: bool = False) -> Callable:
     """Register ``fn`` as check ``id``. ``codes``: the slug of each kind of finding it reports (kebab-case, passed as
     ``code=`` where the finding is made) and its meaning in one line, or :func:`note` (meaning) for a code whose
-    findings are notes. ``example``: the name of the defect of :mod:`eagle3_checks.defects` that fails it."""
+    findings are notes. ``example``: the defect that fails it, by its name in :mod:`eagle3_checks.defects` or declared
+    here (a :class:`~eagle3_checks.drafter.defect_kit.Defect`: adding a check is then this one registration)."""
     assert level in LEVELS, level
     for slug in codes or {}:
         if not SLUG.match(slug):

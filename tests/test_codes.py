@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from eagle3_checks import checks as checks_package
-from eagle3_checks.defects import DEFECTS, EXAMPLES, inject, run_example
+from eagle3_checks.defects import DEFECTS, EXAMPLES, Defect, example_of, inject, run_example
 from eagle3_checks.gate import FAILED, PASSED, WAIVED, WAIVERS, WARNED, all_checks, parse_options
 from eagle3_checks.registry import SLUG
 from helpers import SGLANG, VLLM, assert_golden, cli
@@ -144,15 +144,40 @@ def test_list_json_and_explain_show_the_codes(capsys):
 
 
 def test_every_check_names_an_example_of_the_catalogue_with_a_code_of_its_own():
-    """Each built-in check's registration names its example (@check(example=...)): a defect of the catalogue that
-    declares a code of that check; EXAMPLES is derived from them."""
+    """Each built-in check's registration names its example (@check(example=...)): a defect of the catalogue, by
+    name or declared with the check (then the catalogue holds it), that declares a code of that check; EXAMPLES is
+    derived from them."""
     builtin = [c for c in all_checks() if c.func.__module__.startswith(checks_package.__name__ + ".")]
     assert len(builtin) >= 24
     for c in builtin:
-        assert c.example in DEFECTS, f"{c.id}: example {c.example!r} is no defect of eagle3_checks/defects.py"
-        assert c.id in EXAMPLES and EXAMPLES[c.id].defect is DEFECTS[c.example]
+        name = c.example.name if isinstance(c.example, Defect) else c.example
+        assert name in DEFECTS, f"{c.id}: example {name!r} is no defect of eagle3_checks/defects.py"
+        assert c.id in EXAMPLES and EXAMPLES[c.id].defect is DEFECTS[name]
         code = EXAMPLES[c.id].code
-        assert code is not None and code in c.meanings, (c.id, DEFECTS[c.example].codes)
+        assert code is not None and code in c.meanings, (c.id, DEFECTS[name].codes)
+
+
+def test_a_check_may_declare_its_example_with_its_registration():
+    """A check registered with a Defect as its example (one place: a plugin's, or a new built-in one) is in the
+    catalogue, is its own example, and fails on it while the example without it passes."""
+    from eagle3_checks.drafter.defect_kit import Defect as Kit
+    from eagle3_checks.drafter.defect_kit import layer_config
+    from eagle3_checks.registry import REGISTRY, check, error
+
+    example = Kit("rms-norm-eps-large", "test.norm-eps/too-large", "with rms_norm_eps 0.5",
+                  layer_config(rms_norm_eps=0.5))
+    try:
+        @check("test.norm-eps", "rms_norm_eps is small", example=example, codes={"too-large": "above 1e-2"})
+        def norm_eps(ctx):
+            eps = ctx.ckpt.config.entry("rms_norm_eps") if ctx.ckpt.config is not None else None
+            if eps is not None and isinstance(eps.value, float) and eps.value > 1e-2:
+                yield error(f"rms_norm_eps {eps.value}", code="too-large", key="rms_norm_eps")
+        c = REGISTRY["test.norm-eps"]
+        assert Defect is Kit and example_of(c).defect is example
+        failing, passing = run_example(c.id, True), run_example(c.id, False)
+        assert [f.code for f in failing.findings] == ["test.norm-eps/too-large"] and passing.status == "passed"
+    finally:
+        REGISTRY.pop("test.norm-eps", None)
 
 
 @pytest.mark.parametrize("check_id", [c.id for c in all_checks()])
