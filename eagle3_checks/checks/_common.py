@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import engines, live
+from ..drafter.checkpoint import Checkpoint
 from ..drafter.config_values import DraftConfig, TargetConfig
 from ..drafter.spec import Spec
 from ..engines.reading import Reading
@@ -62,6 +63,12 @@ def reference_of(ctx: Context) -> Spec:
     if ctx.reference is None:
         raise NotApplicable("no reference spec (--reference)")
     return ctx.reference
+
+
+def draft_rows(ckpt: Checkpoint) -> set[int]:
+    """The draft vocabulary's size as the tensors hold it: the rows of lm_head and of d2t (one value where they agree,
+    none without either)."""
+    return {shape[0] for role in ("lm_head.weight", "d2t") if (shape := ckpt.shape(role))}
 
 
 def config_key(cfg: DraftConfig, name: str) -> str:

@@ -40,6 +40,7 @@ from ._common import (
     CONFIG,
     config_key,
     config_of,
+    draft_rows,
     engine_captures,
     identity_of,
     pointer,
@@ -354,8 +355,7 @@ def vocab_sizes(ctx: Context) -> Iterable[Finding]:
                         fix=f"set vocab_size to the verifier's vocabulary ({shape[0]} if the tensors are right)")
     if dv is None:
         return
-    # the draft vocabulary's rows, read from the tensors; fix states them where every such tensor agrees
-    rows = {shape[0] for role in ("lm_head.weight", "d2t") if (shape := ckpt.shape(role))}
+    rows = draft_rows(ckpt)  # read from the tensors: fix states them where lm_head and d2t agree
     if not cfg.explicit("draft_vocab_size") and rows and rows != {dv}:
         role, n = next((r, s[0]) for r in ("lm_head.weight", "d2t") if (s := ckpt.shape(r)))
         entry = cfg.entry("draft_vocab_size")

@@ -51,6 +51,7 @@ from ..registry import (
 from ._common import (
     CONFIG,
     config_of,
+    draft_rows,
     engine_captures,
     identity_of,
     live_recording,
@@ -319,11 +320,12 @@ def _semantic(ctx: Context, field: str, served: Reading, trained: Reading, possi
     said = f"{label(served)} reads {field} as {shown(field, served, trained)!r}"
     patch = patch_for(field, trained, ctx.ckpt.config_raw or {})
     fix = remedy(field, trained, served, ctx.ckpt.config_raw or {})
-    rows = ctx.ckpt.shape("lm_head.weight")
-    if field == "draft_vocab_size" and rows and rows[0] != trained.draft_vocab_size:
-        # the trainer reading's value is a default its own lm_head contradicts (speculators' 32000 beside a 128-row
-        # lm_head): no drafter was trained with it, and config.vocab-sizes states the rows the tensors hold
-        patch, fix = None, f"state draft_vocab_size as lm_head's {rows[0]} rows (config.vocab-sizes)"
+    rows = draft_rows(ctx.ckpt)
+    if field == "draft_vocab_size" and rows and trained.draft_vocab_size not in rows:
+        # the trainer reading's value is a default the tensors contradict (speculators 0.9.0's 32000,
+        # drafter/config_values.py SPECULATORS_DEFAULTS, beside a 128-row lm_head): no drafter was trained with it,
+        # and config.vocab-sizes states the rows the tensors hold
+        patch, fix = None, f"state draft_vocab_size as the tensors' {min(rows)} rows (config.vocab-sizes)"
     if not values:
         return error(
             f"{said}, the drafter was trained with {shown(field, trained, served)!r}",

@@ -119,7 +119,9 @@ def _true_basis(f: Finding, ck: Any) -> Finding:
 
 
 # what a diff compares: the two sides as specs (drafter/spec.py). A tensor no drafter role names, and config fields
-# outside the spec (architectures, which SGLang picks the model class by), are not compared: ``check`` judges them.
+# outside the spec (architectures, by which SGLang 0.5.23 picks the drafter's class: engines/sglang_0_5_23.py
+# _no_class, configs/model_config.py:1032-1036, model_loader/utils.py:224-231), are not compared: ``check`` judges
+# them (keys/unknown-tensor, config.architectures).
 COMPARED = "compared: tensors by drafter role, shapes, dtypes and the config's semantic fields"
 
 
