@@ -26,6 +26,7 @@ from .drafter.spec import load_spec, shipped_specs, snapshot
 from .engines import AUX_CONVENTIONS, DEFAULT_ENGINE, ENGINE_NAMES, PROFILES, choices, describe, profile, resolve
 from .errors import UsageError
 from .gate import (
+    VOCABULARIES,
     WAIVERS,
     _installed,
     acceptance_thresholds,
@@ -44,9 +45,8 @@ from .gate import (
     unknown_code,
 )
 from .numerics import torch_missing
-from .option_table import help_text, taken_by
-from .options import ACCEPT_STEPS
-from .registry import LEVELS, Severity
+from .options import ACCEPT_STEPS, help_text, taken_by
+from .registry import Severity
 from .reports import RENDERERS
 from .reports.github import github_command
 from .reports.json_report import render_json_error
@@ -89,12 +89,11 @@ class _Deprecated(argparse.Action):
             setattr(namespace, self.dest, True)
 
 
-_VOCABULARIES = {"levels": LEVELS, "aux_conventions": AUX_CONVENTIONS}
 _TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
 
 
 def _table_options(p: argparse.ArgumentParser, command: str) -> None:
-    """The options of option_table.OPTIONS that ``command`` takes, as arguments of its parser."""
+    """The options of options.OPTIONS that ``command`` takes, as arguments of its parser."""
     for o in taken_by(command):
         text = help_text(o, releases=choices(), default_engine=DEFAULT_ENGINE,
                          aux_conventions=" or ".join(AUX_CONVENTIONS))
@@ -105,14 +104,14 @@ def _table_options(p: argparse.ArgumentParser, command: str) -> None:
                            default=None if o.default is None else list(o.default))
         else:
             p.add_argument(f"--{o.name}", metavar=o.metavar, help=text, default=o.default,
-                           type=_TYPES.get(o.type or "", str), choices=_VOCABULARIES.get(o.choices or ""))
+                           type=_TYPES.get(o.type or "", str), choices=VOCABULARIES.get(o.choices or ""))
         if o.old:
             p.add_argument(f"--{o.old}", dest=o.field, action=_Deprecated, metavar=o.metavar, append=o.kind == "list",
                            help=f"the old name of --{o.name} (deprecated: removed in {REMOVED_IN})")
 
 
 def _gate_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The gate's option values a command's arguments hold (option_table: what gate.options_from validates)."""
+    """The gate's option values a command's arguments hold (options.OPTIONS: what gate.options_from validates)."""
     return {o.field: getattr(args, o.field) for o in taken_by(args.command) if o.gate and hasattr(args, o.field)}
 
 

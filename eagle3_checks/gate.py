@@ -38,9 +38,7 @@ from .errors import UsageError
 from .fast_dataclass import dataclass
 from .live import CannotJudge
 from .live import version as live_version
-from .option_table import OPTIONS as TABLE
-from .option_table import gate_fields
-from .options import ACCEPT_STEPS, FAIL_SHARE, LEVELS, GateOptions
+from .options import ACCEPT_STEPS, FAIL_SHARE, GATE_ROWS, LEVELS, GateOptions, Option, gate_fields
 from .registry import (
     CRASHED,
     SLUG,
@@ -146,70 +144,70 @@ def gate(path: str | os.PathLike, options: GateOptions | None = None) -> GateRes
 
 
 def options_from(values: Mapping[str, Any]) -> GateOptions:
-    """The gate's options from their values as a shell read them (``option_table.OPTIONS``: a field absent or None
-    takes the row's default), validated the same way for the CLI, the plugin and the library. Raises UsageError;
+    """The gate's options from their values as a shell read them (``options.GATE_ROWS``: a value absent, None or
+    empty takes the row's default), validated the same way for the CLI, the plugin and the library. Each value is
+    converted by its row (a number with its minimum, a vocabulary, a flag, a list) or, where an option says more, by
+    its converter in ``_CONVERTERS``; then what options say together (``--level`` and ``--data``, ``--engine`` and
+    ``--engine-python``, ``--max-drop`` and ``--min-acceptance``, ``--loss-mask`` and ``--data``). Raises UsageError;
     a name that is no option of the table raises TypeError."""
     unknown = set(values) - set(gate_fields())
     if unknown:
-        raise TypeError(f"not a gate option: {', '.join(sorted(unknown))} (eagle3_checks.option_table.OPTIONS)")
-    got = {o.field: o.default if values.get(o.field) in (None, "") else values[o.field] for o in TABLE if o.gate}
-    level, data, loss_mask = got["level"], got["data"], got["loss_mask"]
+        raise TypeError(f"not a gate option: {', '.join(sorted(unknown))} (eagle3_checks.options.GATE_ROWS)")
+    got = {name: _convert(o, values.get(o.field)) for name, o in GATE_ROWS}
+    level, data = got["level"], got["data"]
     if level == "acceptance" and not data:
         raise UsageError("--level acceptance: the acceptance level runs on recorded target states: give --data DIR")
     if level is not None:
-        if level not in LEVELS:
-            raise UsageError(f"--level {level!r}: choose one of {', '.join(LEVELS)}")
         for c in all_checks():
             why = c.requires() if c.requires and c.level == level else None
             if why:
                 raise UsageError(f"--level {level}: {why}")
+    if got["loss_mask"] and not data:
+        raise UsageError("--loss-mask: the loss masks of recorded states: give --data DIR too")
+    got["max_drop"], got["min_acceptance"] = acceptance_thresholds(got["max_drop"], got["min_acceptance"],
+                                                                   ACCEPT_STEPS)
     engine, live = _installed(got["engine"], got["engine_python"])
-    specs, notes, optional = resolve_engines(engine)
+    specs, notes, optional = resolve_engines(engine or None)
     judged_live = dict(live)
     notes = tuple(f"{note}; judged live by the {spec.replace('@', ' ')} installed for {judged_live[spec]} "
                   "(engine.live)" if spec in judged_live else note for spec, note in zip(specs, notes, strict=True))
-    if got["aux_convention"] not in (None, *AUX_CONVENTIONS):
-        raise UsageError(f"--aux-convention {got['aux_convention']!r}: choose {' or '.join(AUX_CONVENTIONS)}")
-    max_model_len = got["max_model_len"]
-    if max_model_len is not None:
+    return GateOptions(**{**got, "engine": specs, "engine_notes": notes, "optional_engines": optional,
+                          "live": live})
+
+
+def _convert(o: Option, value: Any) -> Any:
+    """One option's value as the gate holds it: the row's default when not given; else its converter's, or the
+    row's own conversion. Raises UsageError naming the option."""
+    if value is None or value == "" or (o.kind == "list" and not value):
+        return o.default
+    special = _CONVERTERS.get(o.name)
+    if special is not None:
+        return special(value)
+    if o.kind == "flag":
+        return bool(value)
+    if o.kind == "list":
+        return tuple(str(v) for v in ([value] if isinstance(value, str) else value))
+    if o.type is not None:
         try:
-            max_model_len = int(max_model_len)
+            number = int(value) if o.type == "int" else float(value)
         except (TypeError, ValueError):
-            raise UsageError(f"--max-model-len {max_model_len!r}: a positive number of tokens") from None
-        if max_model_len <= 0:
-            raise UsageError(f"--max-model-len {max_model_len}: a positive number of tokens")
-    drop, minimum = acceptance_thresholds(got["max_drop"], got["min_acceptance"], ACCEPT_STEPS)
-    if data and not os.path.isdir(data):
-        raise UsageError(f"--data {data}: not a directory (the recorded target states' folder)")
-    if loss_mask and not data:
-        raise UsageError("--loss-mask: the loss masks of recorded states: give --data DIR too")
-    if loss_mask and not os.path.isdir(loss_mask):
-        raise UsageError(f"--loss-mask {loss_mask}: not a directory (speculators' prepared-data folder)")
-    try:
-        loss_mask_start = int(got["loss_mask_start"])
-    except (TypeError, ValueError):
-        raise UsageError(f"--loss-mask-start {got['loss_mask_start']!r}: an hs_<i> index") from None
-    waivers: list[tuple[str, str]] = []
-    for item in got["waive"]:
-        waived, sep, reason = item.partition("=")
-        waived, reason = waived.strip(), reason.strip()
-        if not sep or not reason:
-            raise UsageError(f"--waive {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
-        waivers.append((_waiver_id(waived, item), reason))
-    # every value of the table goes through by its field name (an option added is one row and its GateOptions
-    # field); those validated above, in their converted form
-    converted = {"level": level, "strict": bool(got["strict"]), "waive": tuple(waivers), "engine": specs,
-                 "engine_notes": notes, "optional_engines": optional, "trainer": _trainer(got["trainer"]),
-                 "max_model_len": max_model_len, "download": bool(got["download"]), "data": data or None,
-                 "max_drop": drop, "min_acceptance": minimum, "loss_mask": loss_mask or None,
-                 "loss_mask_start": loss_mask_start, "live": live, "launch": _launch(got["launch"]),
-                 "tensor_parallel": _parallel("--tp", got["tp"]), "pipeline_parallel": _parallel("--pp", got["pp"]),
-                 "fail_on": _fail_on(got["fail_on"])}
-    plain = {name: None if got[name] == "" else got[name] for name in _GATE_FIELDS if name in got}
-    return GateOptions(**{**plain, **converted})
+            raise UsageError(f"--{o.name} {value!r}: {o.expects or 'a number'}") from None
+        if o.minimum is not None and number < o.minimum:
+            raise UsageError(f"--{o.name} {number:g}: {o.expects or f'at least {o.minimum}'}")
+        return number
+    if o.choices is not None:
+        vocabulary = VOCABULARIES[o.choices]
+        if value not in vocabulary:
+            raise UsageError(f"--{o.name} {value!r}: choose one of {', '.join(vocabulary)}")
+    return value
 
 
-_GATE_FIELDS = frozenset(f.name for f in dataclasses.fields(GateOptions))
+def _directory(flag: str, what: str) -> Callable[[Any], str]:
+    def converted(value: Any) -> str:
+        if not os.path.isdir(value):
+            raise UsageError(f"{flag} {value}: not a directory ({what})")
+        return str(value)
+    return converted
 
 
 def parse_options(**values: Any) -> GateOptions:
@@ -243,16 +241,16 @@ def _trainer(value: str | None) -> str | None:
     return f"{name}@{version}" if at else name
 
 
-def _parallel(flag: str, value: int | str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{flag} {value!r}: a positive number of GPUs") from None
-    if n <= 0:
-        raise UsageError(f"{flag} {n}: a positive number of GPUs")
-    return n
+def _waivers(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """--waive CHECK_OR_CODE=REASON (repeatable) as (the check id or code, the reason). Raises UsageError."""
+    waivers: list[tuple[str, str]] = []
+    for item in [values] if isinstance(values, str) else values:
+        waived, sep, reason = str(item).partition("=")
+        waived, reason = waived.strip(), reason.strip()
+        if not sep or not reason:
+            raise UsageError(f"--waive {item!r}: write CHECK_ID=REASON or CODE=REASON (a waiver needs a reason)")
+        waivers.append((_waiver_id(waived, item), reason))
+    return tuple(waivers)
 
 
 def _launch(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -306,6 +304,17 @@ def _installed(engine: str | Iterable[str] | None, python: str | None) -> tuple[
             items.append(item.strip())
         out.append(",".join(items))
     return out, tuple(live)
+
+
+# The options whose value says more than its row: each one's converter (the rest are converted by their row).
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "fail-on": _fail_on, "waive": _waivers, "trainer": _trainer, "launch": _launch,
+    "engine": lambda value: [value] if isinstance(value, str) else list(value),  # resolved with --engine-python
+    "data": _directory("--data", "the recorded target states' folder"),
+    "loss-mask": _directory("--loss-mask", "speculators' prepared-data folder"),
+}
+# the vocabularies an option row names (Option.choices), for the gate and the CLI's parsers
+VOCABULARIES = {"levels": LEVELS, "aux_conventions": AUX_CONVENTIONS}
 
 
 def acceptance_thresholds(max_drop: float | str | None, min_acceptance: float | str | None,

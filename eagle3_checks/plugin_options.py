@@ -8,12 +8,12 @@ from typing import Any, Literal
 
 import pytest
 
-from .option_table import PLUGIN, Option, help_text, taken_by
+from .options import PLUGIN, Option, help_text, taken_by
 
 GATE_FILE = Path(__file__).resolve().with_name("gate.eagle3")
 GATE_NODEID = "eagle3-checks"
 
-# The plugin's options: the rows of option_table.OPTIONS it takes, --eagle3-NAME and the ini key eagle3_NAME.
+# The plugin's options: the rows of options.OPTIONS it takes, --eagle3-NAME and the ini key eagle3_NAME.
 OPTIONS: dict[str, Option] = {o.name: o for o in taken_by(PLUGIN)}
 INI_TYPES: dict[str, Literal["string", "linelist", "bool"]] = {"value": "string", "list": "linelist", "flag": "bool"}
 

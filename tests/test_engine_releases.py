@@ -244,7 +244,7 @@ def test_every_surface_takes_the_engines_from_the_profiles(capsys):
     name every modelled release and nothing else."""
     from eagle3_checks import convert
     from eagle3_checks.cli import build_parser
-    from eagle3_checks.option_table import help_text as option_help
+    from eagle3_checks.options import help_text as option_help
     from eagle3_checks.pytest_plugin import OPTIONS
 
     specs = [p.spec for p in engines.PROFILES]

@@ -52,7 +52,7 @@ from ..engines.counting import CHAIN, FULL, Counting, Drafting
 from ..engines.reading import describe_difference, differences
 from ..fast_dataclass import dataclass
 from ..numerics.draft_steps import ForwardError, Inputs, Weights, run
-from ..option_table import FAIL_SHARE as FAIL_SHARE  # re-exported: acceptance.FAIL_SHARE
+from ..options import FAIL_SHARE as FAIL_SHARE  # re-exported: acceptance.FAIL_SHARE
 from ..options import MIN_COVERAGE, NOTHING
 from .samples import Expect, Sample
 from .stats import SHARE, Interval, linearised, ratio

@@ -1,7 +1,8 @@
-"""One option table (eagle3_checks/option_table.py), and one place that opens the target. Every surface that takes a
-gate option is derived from it, and they agree: the CLI's parsers (each command the rows name), the pytest plugin's
-options and ini keys (this session has the plugin installed), and the values gate.options_from validates. Adding an
-option is a row; these tests say what else it needs (a sample value below that changes what the gate is told)."""
+"""One option table (eagle3_checks/options.py: each GateOptions field made by `option()` is its row), and one place
+that opens the target. Every surface that takes a gate option is derived from it, and they agree: the CLI's parsers
+(each command the rows name), the pytest plugin's options and ini keys (this session has the plugin installed), and
+the values gate.options_from validates. Adding an option is a field; these tests say what else it needs (a sample
+value below that changes what the gate is told)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from eagle3_checks.cli import build_parser
 from eagle3_checks.errors import UsageError
 from eagle3_checks.gate import options_from, parse_options
-from eagle3_checks.option_table import OPTIONS, PLUGIN, gate_fields, help_text, taken_by
+from eagle3_checks.options import GATE_ROWS, OPTIONS, PLUGIN, GateOptions, gate_fields, help_text, taken_by
 from eagle3_checks.plugin_options import dest
 from helpers import SGLANG
 
@@ -98,6 +99,26 @@ GIVEN = {"reference": "none", "target_config": "t.json", "target": "dir", "revis
          "trainer": "speculators@0.9.0", "max_model_len": "4096", "tp": "2", "pp": "2",
          "launch": ["trtllm=nothing.json"],
          "data": "DATA", "max_drop": "0.3", "min_acceptance": "2", "loss_mask": "DATA", "loss_mask_start": "4"}
+
+
+def test_each_gate_option_is_declared_once_as_its_field():
+    """The rows the gate takes are GateOptions' fields made by option(), in their order, each with the field's
+    default; the fields that are no option are the ones the gate derives (or a shell sets), and options_from gives
+    GateOptions' own defaults for everything it is not told, but the engines it resolves."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(GateOptions)}
+    assert [name for name, _ in GATE_ROWS] == [n for n, f in fields.items() if "option" in f.metadata]
+    assert [o.field for _, o in GATE_ROWS] == list(gate_fields())
+    for name, o in GATE_ROWS:
+        assert fields[name].default == o.default and o.gate, name
+        assert o in OPTIONS, name
+    assert {n for n, f in fields.items() if "option" not in f.metadata} == \
+        {"engine_notes", "optional_engines", "live", "omit", "progress"}
+    assert [o.name for o in OPTIONS if not o.gate] == ["ckpt", "report"]
+    told = options_from({})
+    assert dataclasses.replace(told, engine=(), engine_notes=()) == GateOptions()
+    assert told.engine == GateOptions().engines() and len(told.engine_notes) == len(told.engine)
 
 
 def test_every_gate_option_reaches_the_gate(tmp_path):
