@@ -20,7 +20,8 @@ served_world.requests sends the prompt's ids to /completion (no BOS is added to 
 server-common.cpp:867-900) and records the ids served, timings.draft_n and draft_n_accepted, and its verify steps; the
 /metrics scrape after the last request is recorded whole. Then the llama.cpp reading's walk on the text the server
 produced is compared step for step, and each request where they part is named with the drafter's top-2 logit gap
-there. Only stdlib is used to talk to the server.
+there. Only stdlib is used to talk to the server. The world's files it served (the target and the trained drafter,
+with their configs) are kept beside the recording (OUT without .json): the suite predicts from them on any machine.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ def main() -> None:
         "recorded": datetime.date.today().isoformat(), "build_seconds": args.build_seconds,
         "serve_args": SERVE_ARGS, "k": world_mod.K, "new_tokens": world_mod.NEW_TOKENS,
         "world": world_mod.fingerprint(args.world),
-        "requests": [{"set": r["set"], "index": r["index"], "prompt": r["prompt"]} for r in reqs],
+        "requests": [{k: r[k] for k in ("set", "index", "prompt", "recorded")} for r in reqs],
         "drafters": {},
     }
     for name, folder in built.items():
@@ -218,6 +219,7 @@ def main() -> None:
               f"(gaps {[p['gap'] for p in parted]}) ({got['seconds']} s)", file=sys.stderr)
     record["record_seconds"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    world_mod.keep(args.world, world_mod.kept_world(args.out))  # the files served, beside the recording
     args.out.write_text(dump(record) + "\n")
 
 

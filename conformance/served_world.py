@@ -19,6 +19,10 @@ K = 3  # --spec-draft-n-max
 EOS = 2  # the world target's eos_token_id (transformers LlamaConfig's default): a sequence that reaches it early ended
 SETS = ("test", "heldout")  # the world's recorded sets whose prompts are served, in this order
 WORLD_FILES = ("target/model.safetensors", "drafters/trained/model.safetensors")  # held by sha256 in a recording
+# What of the world a recording keeps beside itself (tests/conformance/served/llamacpp-VERSION/): the target and the
+# trained drafter served, so that the suite predicts from the files the server served on any machine (a world trained
+# again elsewhere differs in its last bits: CPU kernels sum in another order), with the configs they are read by.
+KEPT = (*WORLD_FILES, "target/config.json", "target/generation_config.json", "drafters/trained/config.json")
 
 
 def sha256(path: Path) -> str:
@@ -28,9 +32,22 @@ def sha256(path: Path) -> str:
 
 
 def fingerprint(world: Path) -> dict[str, str]:
-    """The sha256 of the world files a recording was made from (the world is rebuilt by each test session:
-    deterministic on one machine, OMP_NUM_THREADS=1)."""
+    """The sha256 of the world files a recording was made from."""
     return {name: sha256(world / name) for name in WORLD_FILES}
+
+
+def keep(world: Path, out: Path) -> None:
+    """The world files a recording serves (KEPT), copied to ``out``: a world of its own, as :func:`build` and
+    :func:`states` read one."""
+    shutil.rmtree(out, ignore_errors=True)
+    for name in KEPT:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(world / name, out / name)
+
+
+def kept_world(recording: Path) -> Path:
+    """Where a recording's world lies: beside it, named as it is without ``.json``."""
+    return recording.with_suffix("")
 
 
 def requests(world: Path) -> list[dict]:
