@@ -13,7 +13,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,6 @@ class _Deprecated(argparse.Action):
             setattr(namespace, self.dest, True)
 
 
-_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
 
 
 def _table_options(p: argparse.ArgumentParser, command: str) -> None:
@@ -104,7 +103,7 @@ def _table_options(p: argparse.ArgumentParser, command: str) -> None:
                            default=None if o.default is None else list(o.default))
         else:
             p.add_argument(f"--{o.name}", metavar=o.metavar, help=text, default=o.default,
-                           type=_TYPES.get(o.type or "", str), choices=VOCABULARIES.get(o.choices or ""))
+                           type=o.number if o.type else str, choices=VOCABULARIES.get(o.choices or ""))
         if o.old:
             p.add_argument(f"--{o.old}", dest=o.field, action=_Deprecated, metavar=o.metavar, append=o.kind == "list",
                            help=f"the old name of --{o.name} (deprecated: removed in {REMOVED_IN})")

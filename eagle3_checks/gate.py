@@ -188,13 +188,7 @@ def _convert(o: Option, value: Any) -> Any:
     if o.kind == "list":
         return tuple(str(v) for v in ([value] if isinstance(value, str) else value))
     if o.type is not None:
-        try:
-            number = int(value) if o.type == "int" else float(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"--{o.name} {value!r}: {o.expects or 'a number'}") from None
-        if o.minimum is not None and number < o.minimum:
-            raise UsageError(f"--{o.name} {number:g}: {o.expects or f'at least {o.minimum}'}")
-        return number
+        return o.number(value)
     if o.choices is not None:
         vocabulary = VOCABULARIES[o.choices]
         if value not in vocabulary:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from .errors import UsageError
 from .fast_dataclass import dataclass
 
 # "acceptance" runs only with recorded target states (--data): GateOptions.levels leaves it out without them
@@ -68,6 +69,17 @@ class Option:
     def field(self) -> str:
         """Its name as a keyword of :func:`eagle3_checks.gate.options_from` and an argparse dest."""
         return self.name.replace("-", "_")
+
+    def number(self, value: Any) -> int | float:
+        """A number option's value (``type``), at least ``minimum``: the CLI's parser and the gate convert with it,
+        so that a bad value reads the same from any shell. Raises UsageError naming the option."""
+        try:
+            number = int(value) if self.type == "int" else float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"--{self.name} {value!r}: {self.expects or 'a number'}") from None
+        if self.minimum is not None and number < self.minimum:
+            raise UsageError(f"--{self.name} {number:g}: {self.expects or f'at least {self.minimum}'}")
+        return number
 
 
 def option(name: str, help: str, **row: Any) -> Any:

@@ -96,8 +96,9 @@ def test_importing_every_module_leaves_torch_out():
 
 
 def test_the_plugin_imports_nothing_of_the_gate_until_a_checkpoint_is_given(pytester):
-    """pytest with eagle3-checks installed and no eagle3 option: the plugin's entry point loads its options module
-    and the option table (standard library only) only; with --eagle3-ckpt the gate comes in."""
+    """pytest with eagle3-checks installed and no eagle3 option: the plugin's entry point loads its options module,
+    the option table and the usage error it raises (standard library only) only; with --eagle3-ckpt the gate comes
+    in."""
     pytester.makepyfile(test_probe="""
         import sys
 
@@ -109,8 +110,8 @@ def test_the_plugin_imports_nothing_of_the_gate_until_a_checkpoint_is_given(pyte
                           "-p", "no:benchmark", str(pytester.path)], capture_output=True, text=True,
                          cwd=pytester.path).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("LOADED"))
-    assert line == ("LOADED ['eagle3_checks', 'eagle3_checks.fast_dataclass', 'eagle3_checks.options', "
-                    "'eagle3_checks.plugin_options', 'eagle3_checks.pytest_plugin'] False")
+    assert line == ("LOADED ['eagle3_checks', 'eagle3_checks.errors', 'eagle3_checks.fast_dataclass', "
+                    "'eagle3_checks.options', 'eagle3_checks.plugin_options', 'eagle3_checks.pytest_plugin'] False")
 
 
 def _contract_layers() -> list[set[str]]:

@@ -42,7 +42,7 @@ def test_each_command_takes_its_rows_as_the_table_says(command):
             assert action.default == (None if o.default is None else list(o.default)), o.name
         else:
             assert isinstance(action, argparse._StoreAction) and action.default == o.default, o.name
-            assert action.type is {"int": int, "float": float, None: str}[o.type], o.name
+            assert action.type == (o.number if o.type else str), o.name  # a bad number reads as the gate says it
             assert bool(action.choices) == bool(o.choices), o.name
         if o.old:
             assert _action(parser, f"--{o.old}").dest == o.field
@@ -169,3 +169,19 @@ def test_the_target_is_opened_in_one_place(tmp_path):
         open_target(None, ckpt / "config.json")
     assert inspect.getsource(gate.gate_checkpoint).count("open_target(") == 1
     assert "load_target" not in inspect.getsource(gate.gate_checkpoint)
+
+
+@pytest.mark.parametrize("o", [o for _, o in GATE_ROWS if o.type], ids=lambda o: o.name)
+def test_a_bad_number_reads_the_same_from_the_cli_and_the_gate(o, capsys):
+    """A number option's bad value is a usage error (exit 2) with one message, whether the CLI's parser or the gate
+    (the plugin's ini, the library) converts it: both convert with the row (Option.number)."""
+    from eagle3_checks.cli import main
+
+    with pytest.raises(UsageError) as raised:
+        options_from({o.field: "abc"})
+    assert main(["check", "nowhere", f"--{o.name}", "abc"]) == 2
+    assert capsys.readouterr().err == f"eagle3-checks: error: {raised.value}\n"
+    if o.minimum is not None:
+        with pytest.raises(UsageError):
+            options_from({o.field: str(o.minimum - 1)})
+        assert options_from({o.field: str(o.minimum)}) is not None
