@@ -169,3 +169,23 @@ def test_a_build_of_a_modelled_release_is_judged_as_that_release(name, version, 
 def test_a_stated_difference_no_function_takes_is_refused():
     with pytest.raises(TypeError, match="keywords of neither"):
         engines.profile("vllm@0.33.0").at("0.29.0", (("no_such_keyword", True),))
+
+
+def test_specforge_is_a_record_walked_by_the_one_reader(drafter):
+    """SpecForge's reading is STEPS, walked by engines.reader as every release's is, and its releases (and the
+    changes before 0.1.0, and PR #879) differ by SWITCHES, which a record states: each one a release or a change names
+    is a switch, and no other keyword is read."""
+    from eagle3_checks.engines import reader, specforge, trainers
+
+    switches = dict(specforge.SWITCHES)
+    named = {k for rel in (*specforge.RELEASES, *specforge.UNRELEASED) for k, _ in rel.differs}
+    named |= {change.keyword for change in trainers.CHANGES}
+    assert named <= switches.keys() and named, named - switches.keys()
+    ckpt = open_checkpoint(drafter("flat").write())
+    for rel in (*specforge.RELEASES, *specforge.UNRELEASED):
+        stated = {**switches, **dict(rel.differs)}
+        assert specforge.read(ckpt, **dict(rel.differs)) == reader.read(
+            specforge.NAME, specforge.VERSION, specforge.STEPS, ckpt, switches=stated), rel.version
+    assert specforge.read(ckpt, rope_base_10000=True).rope_theta == 10000.0 != specforge.read(ckpt).rope_theta
+    with pytest.raises(TypeError, match="not a SpecForge switch: rope_base"):
+        specforge.read(ckpt, rope_base=True)

@@ -68,10 +68,9 @@ def _branch(w: Walk, step: Branch) -> None:
 
 
 def _layer(w: Walk, step: Layer) -> None:
-    model_type = w.facts["model_type"]
     nested = w.ckpt.layout == SPECULATORS
     defaults = (step.nested_defaults if nested and step.nested_defaults else step.defaults) or \
-        class_defaults(model_type)
+        class_defaults(w.facts["model_type"])
     head_dim, max_position, cls = defaults
     reading.read_layer(w.r, w.fields, w.where, (head_dim, cls), max_position, legacy_rope=step.legacy_rope)
 

@@ -19,14 +19,15 @@ from typing import Any
 from ..drafter.checkpoint import Checkpoint
 from ..drafter.families.mla import TRANSFORMERS
 from ..drafter.layout import FLAT, MLA, has_qk_norm, str_list
-from . import reading
+from . import reader, reading
 from .profile import Capture, Release, Target, input_of, output_of
 from .reading import Reading, lookup
+from .record import Branch, Call, Layer, Rule, Stop, Tensors, Value, Walk, const, layout_is, no, unknown
 
 VERSION = "0.2.0"
 RELEASED = "2026-08-10"  # its upload date on PyPI
 NAME = "specforge"
-# The releases whose reading of a flat checkpoint is known, oldest first, each difference one keyword of read().
+# The releases whose reading of a flat checkpoint is known, oldest first, each difference one of SWITCHES.
 # SpecForge writes no version into the configs it saves: which one trained a drafter is not in the checkpoint.
 RELEASES = (
     Release("0.1.0", "2025-08-01", differs=(("rope_base_10000", True), ("no_eagle31", True)),
@@ -88,73 +89,73 @@ def capture(ids: list[int], target: Target | None) -> Capture:
                      f"{FIRST_ID_RULE['DeepseekV2ForCausalLM']})", raw)))
 
 
-def window(r: Reading, raw: dict, speculators_meaning: bool) -> None:
+def _window(w: Walk) -> None:
     """SpecForge 0.2.0 trains an EAGLE-3 drafter with full causal attention whatever the config says: its mask is
     causal plus the draft diagonal (specforge/modeling/draft/flex_attention.py:108-127, generate_eagle3_mask;
     llama3_eagle.py:47-75 for the eager path); sliding_window and use_sliding_window are only carried over from the
-    target's config (training/model_loading.py:65-66). A flat drafter converted from speculators keeps speculators'
-    meaning: the window its layer_types state, measured from the context row."""
-    if speculators_meaning:
-        reading.read_window(r, raw, "", "a speculators drafter (eagle3_checks_provenance): speculators' meaning "
+    target's config (training/model_loading.py:65-66). A flat drafter converted from speculators (the switch
+    ``speculators_meaning``) keeps speculators' meaning: the window its layer_types state, measured from the context
+    row."""
+    if w.switch("speculators_meaning"):
+        reading.read_window(w.r, w.raw, "", "a speculators drafter (eagle3_checks_provenance): speculators' meaning "
                             "(0.9.0's models/eagle3/core.py:96-105, attention.py:16-19)", window_from="row")
     else:
-        reading.no_window(r, "SpecForge 0.2.0 trains EAGLE-3 with full attention (specforge/modeling/draft/"
+        reading.no_window(w.r, "SpecForge 0.2.0 trains EAGLE-3 with full attention (specforge/modeling/draft/"
                           "flex_attention.py:108-127; sliding_window is carried, not used: "
                           "training/model_loading.py:65-66)")
 
 
-def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False,
-         rope_base_10000: bool = False, no_eagle31: bool = False, pr_879: bool = False) -> Reading:
-    """``speculators_meaning``: the drafter was trained by speculators and converted to the flat layout, so its
-    norm_output means "feed the normed state back" (and the final norm is always on). What SpecForge's main branch
-    computed before a change (engines.trainers.CHANGES; 0.1.0, :data:`RELEASES`, before all of them):
-    ``rope_base_10000``, base 10000 whatever rope_theta says, llama3 scaling ignored; ``no_eagle31``, no fc_norm or
-    norm_output (the final norm always applies, the pre-norm state is fed back). ``pr_879``: SpecForge's main branch
-    after PR #879 (:data:`UNRELEASED`), norm_output in the speculators meaning."""
-    raw = ckpt.config_raw or {}
-    r = Reading(NAME, VERSION, ckpt.layout)
-    if ckpt.layout != FLAT:
-        r.refusals.append("the EAGLE/SpecForge reading is for flat configs")
-        r.layout_ok = False
-        return r
-    if ckpt.family == MLA:
-        return read_mla_trainer(ckpt, r, raw)
-    reading.read_layer(r, raw, "", (None, "transformers LlamaConfig"), 2048)
-    window(r, raw, speculators_meaning)
-    if rope_base_10000:
-        r.version = "0.1.0"
-        kind = (r.rope_scaling or {}).get("rope_type")
-        stated = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else {}
-        # transformers' LlamaConfig copies a legacy "type" to "rope_type" before SpecForge reads it
-        if stated and not isinstance(stated.get("rope_type", stated.get("type")), str):
-            r.refusals.append("SpecForge 0.1.0 reads rope_scaling[\"rope_type\"] (llama3_eagle.py:254-255): a "
-                              "rope_scaling without it fails with a KeyError")
-        r.set("rope_theta", 10000.0, "SpecForge 0.1.0: every rotary embedding built without a base, so 10000 "
-              "whatever rope_theta says (llama3_eagle.py:248-272, :99, :151, :183)")
-        if kind == "llama3":
-            r.rope_scaling = None
-            r.sources["rope_scaling"] = "SpecForge 0.1.0: a llama3 rope_scaling builds plain RoPE, its scaling " \
-                "ignored (llama3_eagle.py:268-272)"
-    if pr_879:
-        r.version = UNRELEASED[0].version
-    archs = str_list(raw.get("architectures"))
-    r.set("qk_norm", has_qk_norm(FLAT, reading.model_type_of(r, raw, "llama"), archs), "architectures")
-    found, value, key = lookup(raw, ("norm_before_residual",))
-    r.set("norm_before_residual", bool(value) if found else False,
-          f"config.json: {key}" if found else "EAGLE/SpecForge: the residual is the un-normed fc output")
-    found, value, key = lookup(raw, ("eagle_config", "norm_before_fc"), ("norm_before_fc",))
-    r.set("input_norm", bool(value) if found else False, f"config.json: {key}" if found else "EAGLE/SpecForge: none")
-    r.set("fc_norm", raw.get("fc_norm") is True and not no_eagle31,
-          "SpecForge before b7ce50cd (0.1.0) has no fc_norm" if no_eagle31 and "fc_norm" in raw else
-          "config.json: fc_norm" if "fc_norm" in raw else "default: False")
-    if speculators_meaning or pr_879:
-        r.set("final_norm", True, "speculators applies the final norm before lm_head" if speculators_meaning else
+def _rope_0_1_0(w: Walk) -> None:
+    """SpecForge 0.1.0 (switch ``rope_base_10000``): every rotary embedding built without a base, a llama3
+    rope_scaling as plain RoPE, a rope_scaling without rope_type a KeyError."""
+    if not w.switch("rope_base_10000"):
+        return
+    r, raw = w.r, w.raw
+    r.version = "0.1.0"
+    kind = (r.rope_scaling or {}).get("rope_type")
+    stated = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else {}
+    # transformers' LlamaConfig copies a legacy "type" to "rope_type" before SpecForge reads it
+    if stated and not isinstance(stated.get("rope_type", stated.get("type")), str):
+        r.refusals.append("SpecForge 0.1.0 reads rope_scaling[\"rope_type\"] (llama3_eagle.py:254-255): a "
+                          "rope_scaling without it fails with a KeyError")
+    r.set("rope_theta", 10000.0, "SpecForge 0.1.0: every rotary embedding built without a base, so 10000 "
+          "whatever rope_theta says (llama3_eagle.py:248-272, :99, :151, :183)")
+    if kind == "llama3":
+        r.rope_scaling = None
+        r.sources["rope_scaling"] = "SpecForge 0.1.0: a llama3 rope_scaling builds plain RoPE, its scaling " \
+            "ignored (llama3_eagle.py:268-272)"
+
+
+def _unreleased(w: Walk) -> None:
+    """SpecForge's main branch after PR #879 (switch ``pr_879``): the reading is of that unreleased state."""
+    if w.switch("pr_879"):
+        w.r.version = UNRELEASED[0].version
+
+
+def _qk_norm(w: Walk) -> None:
+    archs = str_list(w.raw.get("architectures"))
+    w.r.set("qk_norm", has_qk_norm(FLAT, reading.model_type_of(w.r, w.raw, "llama"), archs), "architectures")
+
+
+def _fc_norm(w: Walk) -> None:
+    raw, before = w.raw, w.switch("no_eagle31")
+    w.r.set("fc_norm", raw.get("fc_norm") is True and not before,
+            "SpecForge before b7ce50cd (0.1.0) has no fc_norm" if before and "fc_norm" in raw else
+            "config.json: fc_norm" if "fc_norm" in raw else "default: False")
+
+
+def _norms(w: Walk) -> None:
+    """The final norm and the state fed back: speculators' meaning of norm_output (a converted speculators drafter),
+    SpecForge's main branch after PR #879, SpecForge before b7ce50cd (no norm_output), or 0.2.0's."""
+    r, raw, meaning = w.r, w.raw, w.switch("speculators_meaning")
+    if meaning or w.switch("pr_879"):
+        r.set("final_norm", True, "speculators applies the final norm before lm_head" if meaning else
               "SpecForge after PR #879: the final norm always applies")
         r.set("feedback", "normed" if raw.get("norm_output") is True else "prenorm",
-              "config.json: norm_output (speculators' meaning, per eagle3_checks_provenance)" if speculators_meaning
+              "config.json: norm_output (speculators' meaning, per eagle3_checks_provenance)" if meaning
               else "config.json: norm_output (after PR #879: true feeds the normed state back)" if "norm_output" in raw
               else "SpecForge after PR #879: norm_output defaults to false, the pre-norm state is fed back")
-    elif no_eagle31:
+    elif w.switch("no_eagle31"):
         r.set("final_norm", True, "SpecForge before b7ce50cd (0.1.0) has no norm_output: the final norm always "
               "applies (0.1.0 llama3_eagle.py:651-652)")
         r.set("feedback", "prenorm", "SpecForge before b7ce50cd (0.1.0) feeds the pre-norm layer output back (0.1.0 "
@@ -164,14 +165,71 @@ def read(ckpt: Checkpoint, target: Any = None, speculators_meaning: bool = False
         r.set("final_norm", final is not False, "config.json: norm_output (SpecForge: final norm before lm_head)"
               if "norm_output" in raw else "SpecForge default: final norm before lm_head")
         r.set("feedback", "prenorm", "SpecForge feeds the pre-norm layer output back")
-    r.set("lm_head_from_embed", False, "SpecForge trains a separate draft-vocabulary lm_head")
-    _read_fc_inputs(r, ckpt, raw)
-    _, nested, _ = lookup(raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"),
+
+
+def _fc_inputs(w: Walk) -> None:
+    _read_fc_inputs(w.r, w.ckpt, w.raw)
+
+
+def _num_aux(w: Walk) -> None:
+    _, nested, _ = lookup(w.raw, ("eagle_config", "eagle_aux_hidden_state_layer_ids"),
                           ("eagle_aux_hidden_state_layer_ids",))
-    r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
-          "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")
-    r.sources["later_norm"] = "EAGLE/SpecForge (and vLLM): layers >= 1 are normed by input_layernorm"
-    return _load(r, ckpt)
+    w.r.set("num_aux", len(nested) if isinstance(nested, list) and nested else 3,
+            "config.json: aux-layer ids (count)" if isinstance(nested, list) and nested else "default: 3")
+
+
+def _later_norm(w: Walk) -> None:
+    w.r.sources["later_norm"] = "EAGLE/SpecForge (and vLLM): layers >= 1 are normed by input_layernorm"
+
+
+def _mla(w: Walk) -> bool:
+    return w.ckpt.family == MLA
+
+
+def _mla_trainer(w: Walk) -> None:
+    read_mla_trainer(w.ckpt, w.r, w.raw)
+
+
+# Names are read leniently: every name that means a drafter tensor fills its role.
+TENSORS = Tensors((Rule(unknown, "not a drafter tensor"),), "absent")
+
+# The switches a reading takes (False: SpecForge 0.2.0 reading a drafter it trained): ``speculators_meaning``, the
+# drafter was trained by speculators and converted to the flat layout (its norm_output means "feed the normed state
+# back", its layer_types its window); ``rope_base_10000`` and ``no_eagle31``, what SpecForge computed before a change
+# (engines.trainers.CHANGES; 0.1.0, RELEASES, before both); ``pr_879``, SpecForge's main branch after PR #879
+# (UNRELEASED).
+SWITCHES = (("speculators_meaning", False), ("rope_base_10000", False), ("no_eagle31", False), ("pr_879", False))
+
+# One walk: the flat config as transformers' LlamaConfig reads it (SpecForge builds one), the EAGLE-3 flags, the
+# draft vocabulary and fc's inputs, then every tensor by its role; an MLA drafter by read_mla_trainer.
+STEPS = (
+    Stop(no(layout_is(FLAT)), "the EAGLE/SpecForge reading is for flat configs"),
+    Branch(_mla, (Call(_mla_trainer), TENSORS)),
+    Layer((None, 2048, "transformers LlamaConfig")),
+    Call(_window),
+    Call(_rope_0_1_0),
+    Call(_unreleased),
+    Call(_qk_norm),
+    Value("norm_before_residual", ("norm_before_residual",), False,
+          "EAGLE/SpecForge: the residual is the un-normed fc output"),
+    Value("input_norm", ("eagle_config.norm_before_fc", "norm_before_fc"), False, "EAGLE/SpecForge: none"),
+    Call(_fc_norm),
+    Call(_norms),
+    const("lm_head_from_embed", False, "SpecForge trains a separate draft-vocabulary lm_head"),
+    Call(_fc_inputs),
+    Call(_num_aux),
+    Call(_later_norm),
+    TENSORS,
+)
+
+
+def read(ckpt: Checkpoint, target: Any = None, **switches: bool) -> Reading:
+    """SpecForge's reading of a flat drafter: :data:`STEPS` walked by the one reader, with ``switches``
+    (:data:`SWITCHES`; a release record's ``differs``)."""
+    unknown_switches = set(switches) - dict(SWITCHES).keys()
+    if unknown_switches:
+        raise TypeError(f"not a SpecForge switch: {', '.join(sorted(unknown_switches))}")
+    return reader.read(NAME, VERSION, STEPS, ckpt, target, switches={**dict(SWITCHES), **switches})
 
 
 def _read_fc_inputs(r: Reading, ckpt: Checkpoint, raw: dict) -> None:
@@ -187,25 +245,13 @@ def _read_fc_inputs(r: Reading, ckpt: Checkpoint, raw: dict) -> None:
                                   ("eagle_aux_hidden_state_layer_ids",)), "no ids in the config")
 
 
-def _any_role(name: str, n) -> tuple[str | None, str]:
-    """Names are read leniently: every name that means a drafter tensor fills its role."""
-    if n.role is None:
-        return None, "not a drafter tensor"
-    return n.role, ""
-
-
-def _load(r: Reading, ckpt: Checkpoint) -> Reading:
-    reading.map_roles(r, ckpt, _any_role)
-    reading.finish(r, ckpt, "absent")
-    return r
-
-
 def read_mla_trainer(ckpt: Checkpoint, r: Reading, raw: dict) -> Reading:
-    """The trainer reading of an MLA drafter: what its config states, read as transformers 5.19's DeepSeek-V3 modules
-    compute it (``DeepseekV3Attention`` and its yarn rope, MlaShape's reading "transformers"), in the EAGLE-3 layer
-    every family shares. The flags mean what both serving engines' MLA classes take them to mean (the eagle3.1
-    variant, SGLang 0.5.23 srt/models/kimi_k25_eagle3.py:9-15): ``fc_norm`` (or SGLang's legacy ``use_aux_norm``) norms
-    each aux state before fc, ``norm_output`` feeds the normed state back (the final norm always applies);
+    """The trainer reading of an MLA drafter's config (its tensors are then taken as :data:`STEPS`' ``TENSORS``
+    take them): what its config states, read as transformers 5.19's DeepSeek-V3 modules compute it
+    (``DeepseekV3Attention`` and its yarn rope, MlaShape's reading "transformers"), in the EAGLE-3 layer every family
+    shares. The flags mean what both serving engines' MLA classes take them to mean (the eagle3.1 variant, SGLang
+    0.5.23 srt/models/kimi_k25_eagle3.py:9-15): ``fc_norm`` (or SGLang's legacy ``use_aux_norm``) norms each aux
+    state before fc, ``norm_output`` feeds the normed state back (the final norm always applies);
     ``norm_before_residual``, ``norm_before_fc``, ``bias`` and the layer count are as stated. Names are read
     leniently."""
     r.engine, r.version = "transformers", "5.19.0"  # DeepSeek-V3's modules: what the config states
@@ -232,4 +278,4 @@ def read_mla_trainer(ckpt: Checkpoint, r: Reading, raw: dict) -> Reading:
     num_aux = cfg.num_aux if cfg is not None else 3
     r.set("num_aux", num_aux, cfg.fields["num_aux"].source if cfg is not None else "default: 3")
     r.sources["later_norm"] = "layers >= 1 are normed by input_layernorm"
-    return _load(r, ckpt)
+    return r

@@ -171,7 +171,7 @@ class Change:
     commit: str
     date: str
     what: str
-    keyword: str  # the specforge.read keyword that states the computation before it
+    keyword: str  # the specforge switch (specforge.SWITCHES) that states the computation before it
     rope: tuple[str, ...] = ()  # the rope kinds it fixed ("none": no rope_scaling), for transformers-4 configs
     v5: bool = False  # it also fixed configs saved by transformers 5 (rope_theta only in rope_parameters)
 
