@@ -184,6 +184,11 @@ def _convert(o: Option, value: Any) -> Any:
     if special is not None:
         return special(value)
     if o.kind == "flag":
+        if isinstance(value, str):  # as an ini file or the library may give it
+            word = value.strip().lower()
+            if word not in _FLAG_WORDS:
+                raise UsageError(f"--{o.name} {value!r}: true or false")
+            return _FLAG_WORDS[word]
         return bool(value)
     if o.kind == "list":
         return tuple(str(v) for v in ([value] if isinstance(value, str) else value))
@@ -307,6 +312,9 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "data": _directory("--data", "the recorded target states' folder"),
     "loss-mask": _directory("--loss-mask", "speculators' prepared-data folder"),
 }
+# a flag given as text (pytest's ini booleans read these words: _pytest/config/__init__.py's _strtobool)
+_FLAG_WORDS = {**dict.fromkeys(("1", "true", "yes", "on", "y", "t"), True),
+               **dict.fromkeys(("0", "false", "no", "off", "n", "f"), False)}
 # the vocabularies an option row names (Option.choices), for the gate and the CLI's parsers
 VOCABULARIES = {"levels": LEVELS, "aux_conventions": AUX_CONVENTIONS}
 

@@ -185,3 +185,14 @@ def test_a_bad_number_reads_the_same_from_the_cli_and_the_gate(o, capsys):
         with pytest.raises(UsageError):
             options_from({o.field: str(o.minimum - 1)})
         assert options_from({o.field: str(o.minimum)}) is not None
+
+
+@pytest.mark.parametrize("o", [o for _, o in GATE_ROWS if o.kind == "flag"], ids=lambda o: o.name)
+def test_a_flag_given_as_text_means_what_it_says(o):
+    """A flag as an ini file or the library may give it: pytest's truth words (``false`` is off, not a non-empty
+    string), anything else a usage error naming the option."""
+    name = next(n for n, row in GATE_ROWS if row is o)
+    for word, meant in (("false", False), ("0", False), ("off", False), ("true", True), ("Yes", True), ("1", True)):
+        assert getattr(options_from({o.field: word}), name) is meant, word
+    with pytest.raises(UsageError, match=f"--{o.name} 'maybe'"):
+        options_from({o.field: "maybe"})
