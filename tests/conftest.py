@@ -74,9 +74,10 @@ PEERS = Path(__file__).parent / "peers"
 
 
 # Peer builds are kept between sessions: each is a pure function of the peer scripts' bytes and the versions of what
-# they run (the world is bit-for-bit deterministic on one machine: tests/test_served.py holds its fingerprint), so a
-# session reuses what an earlier one built and builds anew when either changes. EAGLE3_PEER_CACHE=DIR keeps them in
-# DIR; EAGLE3_PEER_CACHE=off builds them in the session's temporary folder, as a first run on a machine does.
+# they run on one machine (the world is bit-for-bit deterministic there; another machine's kernels sum in another
+# order, so the served recording keeps the world it served), so a session reuses what an earlier one built and builds
+# anew when either changes. EAGLE3_PEER_CACHE=DIR keeps them in DIR; EAGLE3_PEER_CACHE=off builds them in the
+# session's temporary folder, as a first run on a machine does.
 PEER_PACKAGES = ("torch", "transformers", "speculators", "specforge", "numpy", "safetensors")
 KEEP_DAYS = 14  # a cached build not used for this long is removed when another is made
 
