@@ -89,8 +89,6 @@ class _Deprecated(argparse.Action):
             setattr(namespace, self.dest, True)
 
 
-
-
 def _table_options(p: argparse.ArgumentParser, command: str) -> None:
     """The options of options.OPTIONS that ``command`` takes, as arguments of its parser."""
     for o in taken_by(command):
