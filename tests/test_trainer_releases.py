@@ -189,3 +189,19 @@ def test_specforge_is_a_record_walked_by_the_one_reader(drafter):
     assert specforge.read(ckpt, rope_base_10000=True).rope_theta == 10000.0 != specforge.read(ckpt).rope_theta
     with pytest.raises(TypeError, match="not a SpecForge switch: rope_base"):
         specforge.read(ckpt, rope_base=True)
+
+
+def test_a_flat_drafter_is_read_once_for_every_speculators_release(drafter, monkeypatch):
+    """A flat config read as speculators trained it means the same under every speculators release (only the label
+    names the release): it is read once, and each release's reading is a copy of its own (no list or dict shared)."""
+    from eagle3_checks.engines import identify, specforge, trainers
+
+    ckpt = open_checkpoint(drafter("flat").write())
+    calls = []
+    read = specforge.read
+    monkeypatch.setattr(specforge, "read", lambda *a, **k: calls.append(k) or read(*a, **k))
+    got = trainers._speculators_releases(ckpt, identify(ckpt, None, "speculators"))
+    assert len(got) == len(speculators.RELEASES) and calls == [{"speculators_meaning": True}]
+    assert [r.version for _, r in got] == [rel.version for rel in reversed(speculators.RELEASES)]
+    for attr in ("sources", "tensors", "refusals"):
+        assert len({id(getattr(r, attr)) for _, r in got}) == len(got), attr

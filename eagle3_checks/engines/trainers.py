@@ -25,7 +25,7 @@ checkpoint, its files, the user or the source; ``inferred``: from fields or vers
 
 from __future__ import annotations
 
-from dataclasses import field, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
 from ..basis import ASSUMED, INFERRED, READ
@@ -470,20 +470,31 @@ def _speculators_profile(version: str | None):
     return speculators.PROFILE.at(version, _speculators_release(version).differs)
 
 
-def _speculators_reading(ckpt: Checkpoint, version: str | None, config: dict | None) -> Reading:
+def _speculators_reading(ckpt: Checkpoint, version: str | None, config: dict | None,
+                         flat: dict[str, Reading] | None = None) -> Reading:
     """speculators' reading (of the release, when known) of ``ckpt``, under ``config`` when the trainer's own config
-    is not config.json."""
+    is not config.json. ``flat``: a flat config's reading, kept across the releases asked for in one call (it is the
+    same for every release: only its label names the release)."""
     target = ckpt.with_config(config) if config is not None else ckpt
-    p = _speculators_profile(version)
     if target.layout == SPECULATORS:
-        r = p.read(target, lenient=True)
+        r = _speculators_profile(version).read(target, lenient=True)
     else:  # a flat config whose trainer is speculators: its norm_output means what speculators means by it
-        r = specforge.read(target, speculators_meaning=True)
-        r.engine, r.version = _S, p.version
+        flat = {} if flat is None else flat
+        if "read" not in flat:
+            flat["read"] = specforge.read(target, speculators_meaning=True)
+        r = _copied(flat["read"])
+        r.engine, r.version = _S, version if version and version_key(version) else speculators.VERSION
     if config is not None:  # where each value was read: the trainer's own config, not config.json
         where = BESIDE if config is ckpt.beside.get(BESIDE) or config == ckpt.beside.get(BESIDE) else "the source"
         r.sources = {k: v.replace("config.json", where) for k, v in r.sources.items()}
     return r
+
+
+def _copied(r: Reading) -> Reading:
+    """A reading of its own: its lists and dicts copied (their items are plain values)."""
+    copies: dict[str, Any] = {f.name: type(v)(v) for f in fields(r)
+                              if isinstance(v := getattr(r, f.name), (dict, list))}
+    return replace(r, **copies)
 
 
 def _specforge_reading(ckpt: Checkpoint, state: dict[str, bool] | None = None, version: str | None = None) -> Reading:
@@ -534,9 +545,10 @@ def _speculators_releases(ckpt: Checkpoint, identity: Identity) -> list[tuple[st
             speculators.VERSION
         return [(f"speculators {judged}", _speculators_reading(ckpt, identity.version, identity.config))]
     versions = identity.versions or every
-    out = [(f"speculators {v}", _speculators_reading(ckpt, v, identity.config)) for v in reversed(versions)]
+    flat: dict[str, Reading] = {}  # a flat config reads alike under every release: read once
+    out = [(f"speculators {v}", _speculators_reading(ckpt, v, identity.config, flat)) for v in reversed(versions)]
     # the releases the fields it wrote and its transformers_version leave out (an inference): kept, after
-    return out + [(f"speculators {v} {OUTSIDE}", _speculators_reading(ckpt, v, identity.config))
+    return out + [(f"speculators {v} {OUTSIDE}", _speculators_reading(ckpt, v, identity.config, flat))
                   for v in reversed(every) if v not in versions]
 
 
